@@ -1,0 +1,455 @@
+// Package config loads and validates the exporter's YAML configuration
+// (SPEC §3). It checks the file itself and that referenced files can be
+// read; what those files contain is each check's business, so a rotated key
+// is picked up without a reload.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/prometheus/common/model"
+	"go.yaml.in/yaml/v3"
+)
+
+// Defaults of SPEC §3.
+const (
+	DefaultTimeout            = model.Duration(10 * time.Second)
+	DefaultLabelSelector      = "app.kubernetes.io/managed-by=egress-proxies-operator"
+	DefaultGCPFilter          = `labels.managed-by = "egress-proxies-operator"`
+	DefaultLibvirtSocket      = "/var/run/libvirt/libvirt-sock"
+	DefaultLibvirtURI         = "qemu:///system"
+	DefaultPool               = "default"
+	DefaultMaxConcurrentDials = 16
+	DefaultSSHPort            = "22"
+)
+
+// Config is the whole file.
+type Config struct {
+	Defaults   Defaults      `yaml:"defaults,omitempty"`
+	Kubernetes []*Kubernetes `yaml:"kubernetes,omitempty"`
+	GCP        []*GCP        `yaml:"gcp,omitempty"`
+	KVM        []*KVM        `yaml:"kvm,omitempty"`
+}
+
+// Defaults apply to every provider entry that does not set its own.
+type Defaults struct {
+	Timeout     model.Duration `yaml:"timeout,omitempty"`
+	MinInterval model.Duration `yaml:"min_interval,omitempty"`
+}
+
+// Check holds the settings every provider entry shares. After Load both
+// pointers are set: to the entry's own value or to the file's default.
+type Check struct {
+	Timeout     *model.Duration `yaml:"timeout,omitempty"`
+	MinInterval *model.Duration `yaml:"min_interval,omitempty"`
+}
+
+// Kubernetes is one cluster.
+type Kubernetes struct {
+	Name          string `yaml:"name"`
+	Kubeconfig    string `yaml:"kubeconfig,omitempty"`
+	Context       string `yaml:"context,omitempty"`
+	LabelSelector string `yaml:"label_selector,omitempty"`
+	Check         `yaml:",inline"`
+}
+
+// GCP is one project.
+type GCP struct {
+	Name            string `yaml:"name"`
+	Project         string `yaml:"project"`
+	CredentialsFile string `yaml:"credentials_file,omitempty"`
+	Filter          string `yaml:"filter,omitempty"`
+	Endpoint        string `yaml:"endpoint,omitempty"`
+	Check           `yaml:",inline"`
+}
+
+// KVM is a group of hosts sharing SSH and libvirt settings.
+type KVM struct {
+	Name                  string     `yaml:"name"`
+	User                  string     `yaml:"user,omitempty"`
+	PrivateKeyFile        string     `yaml:"private_key_file,omitempty"`
+	PassphraseFile        string     `yaml:"passphrase_file,omitempty"`
+	KnownHostsFile        string     `yaml:"known_hosts_file,omitempty"`
+	InsecureIgnoreHostKey bool       `yaml:"insecure_ignore_host_key,omitempty"`
+	LibvirtSocket         string     `yaml:"libvirt_socket,omitempty"`
+	LibvirtURI            string     `yaml:"libvirt_uri,omitempty"`
+	Pool                  string     `yaml:"pool,omitempty"`
+	MaxConcurrentDials    int        `yaml:"max_concurrent_dials,omitempty"`
+	Hosts                 []*KVMHost `yaml:"hosts"`
+	Check                 `yaml:",inline"`
+}
+
+// KVMHost is one host. After Load, User, Pool and PrivateKeyFile hold the
+// effective values (the host's own or the group's), Address has a port and
+// Name is set.
+type KVMHost struct {
+	Address        string `yaml:"address"`
+	Name           string `yaml:"name,omitempty"`
+	User           string `yaml:"user,omitempty"`
+	Pool           string `yaml:"pool,omitempty"`
+	PrivateKeyFile string `yaml:"private_key_file,omitempty"`
+}
+
+// Load reads, parses and validates the file at path.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config file %s: %w", path, err)
+	}
+	cfg, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("config file %s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// Parse parses and validates a configuration. Unknown keys are errors.
+func Parse(data []byte) (*Config, error) {
+	cfg := &Config{}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("%w", cleanYAMLError(err))
+	}
+	// A second document would be silently ignored; say so instead.
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return nil, errors.New("more than one YAML document")
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// cleanYAMLError keeps yaml's line numbers but drops Go type names that mean
+// nothing to the person editing the file.
+func cleanYAMLError(err error) error {
+	msg := err.Error()
+	for _, r := range []struct{ from, to string }{
+		{" in type config.plainKubernetes", " in kubernetes entry"},
+		{" in type config.plainGCP", " in gcp entry"},
+		{" in type config.plainKVMHost", " in kvm host"},
+		{" in type config.plainKVM", " in kvm entry"},
+		{" in type config.Defaults", " in defaults"},
+		{" in type config.Config", " at top level"},
+		{"yaml: unmarshal errors:\n  ", ""},
+	} {
+		msg = strings.ReplaceAll(msg, r.from, r.to)
+	}
+	msg = strings.ReplaceAll(msg, "\n  ", "; ")
+	return errors.New(msg)
+}
+
+func (c *Config) validate() error {
+	if c.Defaults.Timeout == 0 {
+		c.Defaults.Timeout = DefaultTimeout
+	}
+	if c.Defaults.Timeout < 0 {
+		return errors.New("defaults: timeout: must be positive")
+	}
+	if c.Defaults.MinInterval < 0 {
+		return errors.New("defaults: min_interval: must not be negative")
+	}
+	names := map[string]string{}
+	unique := func(where, name string) error {
+		if prev, ok := names[name]; ok {
+			return fmt.Errorf("%s: name: %q is already used by %s (names are unique across the file)", where, name, prev)
+		}
+		names[name] = where
+		return nil
+	}
+	for i, k := range c.Kubernetes {
+		where := entry("kubernetes", i, k.Name)
+		if err := k.validate(c.Defaults, where); err != nil {
+			return err
+		}
+		if err := unique(where, k.Name); err != nil {
+			return err
+		}
+	}
+	for i, g := range c.GCP {
+		where := entry("gcp", i, g.Name)
+		if err := g.validate(c.Defaults, where); err != nil {
+			return err
+		}
+		if err := unique(where, g.Name); err != nil {
+			return err
+		}
+	}
+	for i, v := range c.KVM {
+		where := entry("kvm", i, v.Name)
+		if err := v.validate(c.Defaults, where); err != nil {
+			return err
+		}
+		if err := unique(where, v.Name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func entry(kind string, i int, name string) string {
+	if name == "" {
+		return fmt.Sprintf("%s[%d]", kind, i)
+	}
+	return fmt.Sprintf("%s[%d] %q", kind, i, name)
+}
+
+// Targets is the number of targets the file configures.
+func (c *Config) Targets() int {
+	n := len(c.Kubernetes) + len(c.GCP)
+	for _, v := range c.KVM {
+		n += len(v.Hosts)
+	}
+	return n
+}
+
+// Summary is the one line --config.check prints for a valid file.
+func (c *Config) Summary() string {
+	hosts := 0
+	for _, v := range c.KVM {
+		hosts += len(v.Hosts)
+	}
+	return fmt.Sprintf("%d kubernetes, %d gcp, %d kvm (%d hosts): %d targets",
+		len(c.Kubernetes), len(c.GCP), len(c.KVM), hosts, c.Targets())
+}
+
+func (ch *Check) resolve(d Defaults, where string) error {
+	if ch.Timeout == nil {
+		t := d.Timeout
+		ch.Timeout = &t
+	}
+	if *ch.Timeout <= 0 {
+		return fmt.Errorf("%s: timeout: must be positive, got %s", where, ch.Timeout)
+	}
+	if ch.MinInterval == nil {
+		m := d.MinInterval
+		ch.MinInterval = &m
+	}
+	if *ch.MinInterval < 0 {
+		return fmt.Errorf("%s: min_interval: must not be negative", where)
+	}
+	return nil
+}
+
+// TimeoutDuration is the effective check timeout.
+func (ch Check) TimeoutDuration() time.Duration {
+	if ch.Timeout == nil {
+		return time.Duration(DefaultTimeout)
+	}
+	return time.Duration(*ch.Timeout)
+}
+
+// MinIntervalDuration is the effective min_interval.
+func (ch Check) MinIntervalDuration() time.Duration {
+	if ch.MinInterval == nil {
+		return 0
+	}
+	return time.Duration(*ch.MinInterval)
+}
+
+func validName(where, name string) error {
+	if name == "" {
+		return fmt.Errorf("%s: name: missing (required)", where)
+	}
+	for _, r := range name {
+		if r < 0x20 || r == 0x7f {
+			return fmt.Errorf("%s: name: %q contains a control character", where, name)
+		}
+	}
+	return nil
+}
+
+// readable checks that a referenced file exists and can be read, without
+// judging its contents.
+func readable(where, field, path string) error {
+	if path == "" {
+		return nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("%s: %s: %w", where, field, err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("%s: %s: %w", where, field, err)
+	}
+	if st.IsDir() {
+		return fmt.Errorf("%s: %s: %s is a directory", where, field, path)
+	}
+	var b [1]byte
+	if _, err := f.Read(b[:]); err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("%s: %s: %w", where, field, err)
+	}
+	return nil
+}
+
+type plainKubernetes Kubernetes
+
+// UnmarshalYAML applies defaults and decodes strictly.
+func (k *Kubernetes) UnmarshalYAML(unmarshal func(any) error) error {
+	*k = Kubernetes{LabelSelector: DefaultLabelSelector}
+	return unmarshal((*plainKubernetes)(k))
+}
+
+func (k *Kubernetes) validate(d Defaults, where string) error {
+	if err := validName(where, k.Name); err != nil {
+		return err
+	}
+	if k.Context != "" && k.Kubeconfig == "" {
+		return fmt.Errorf("%s: context: set without kubeconfig (the in-cluster config has no contexts)", where)
+	}
+	if err := readable(where, "kubeconfig", k.Kubeconfig); err != nil {
+		return err
+	}
+	return k.resolve(d, where)
+}
+
+type plainGCP GCP
+
+// UnmarshalYAML applies defaults and decodes strictly.
+func (g *GCP) UnmarshalYAML(unmarshal func(any) error) error {
+	*g = GCP{Filter: DefaultGCPFilter}
+	return unmarshal((*plainGCP)(g))
+}
+
+func (g *GCP) validate(d Defaults, where string) error {
+	if err := validName(where, g.Name); err != nil {
+		return err
+	}
+	if g.Project == "" {
+		return fmt.Errorf("%s: project: missing (required)", where)
+	}
+	if g.Endpoint != "" {
+		u, err := url.Parse(g.Endpoint)
+		if err != nil {
+			return fmt.Errorf("%s: endpoint: %w", where, err)
+		}
+		if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("%s: endpoint: %q is not an http(s) URL", where, g.Endpoint)
+		}
+	}
+	if err := readable(where, "credentials_file", g.CredentialsFile); err != nil {
+		return err
+	}
+	return g.resolve(d, where)
+}
+
+type plainKVM KVM
+
+// UnmarshalYAML applies defaults and decodes strictly.
+func (v *KVM) UnmarshalYAML(unmarshal func(any) error) error {
+	*v = KVM{
+		LibvirtSocket:      DefaultLibvirtSocket,
+		LibvirtURI:         DefaultLibvirtURI,
+		Pool:               DefaultPool,
+		MaxConcurrentDials: DefaultMaxConcurrentDials,
+	}
+	return unmarshal((*plainKVM)(v))
+}
+
+func (v *KVM) validate(d Defaults, where string) error {
+	if err := validName(where, v.Name); err != nil {
+		return err
+	}
+	if v.KnownHostsFile == "" && !v.InsecureIgnoreHostKey {
+		return fmt.Errorf("%s: known_hosts_file: missing (required unless insecure_ignore_host_key is true)", where)
+	}
+	if v.MaxConcurrentDials < 1 {
+		return fmt.Errorf("%s: max_concurrent_dials: must be at least 1, got %d", where, v.MaxConcurrentDials)
+	}
+	if v.LibvirtSocket == "" {
+		return fmt.Errorf("%s: libvirt_socket: must not be empty", where)
+	}
+	if v.LibvirtURI == "" {
+		return fmt.Errorf("%s: libvirt_uri: must not be empty", where)
+	}
+	if len(v.Hosts) == 0 {
+		return fmt.Errorf("%s: hosts: missing (at least one host is required)", where)
+	}
+	for _, f := range []struct{ field, path string }{
+		{"private_key_file", v.PrivateKeyFile},
+		{"passphrase_file", v.PassphraseFile},
+		{"known_hosts_file", v.KnownHostsFile},
+	} {
+		if err := readable(where, f.field, f.path); err != nil {
+			return err
+		}
+	}
+	hostNames := map[string]int{}
+	for i, h := range v.Hosts {
+		hwhere := fmt.Sprintf("%s: hosts[%d]", where, i)
+		if h == nil {
+			return fmt.Errorf("%s: empty host entry", hwhere)
+		}
+		if err := h.resolve(v, hwhere); err != nil {
+			return err
+		}
+		if j, ok := hostNames[h.Name]; ok {
+			return fmt.Errorf("%s: name: %q is already used by hosts[%d]", hwhere, h.Name, j)
+		}
+		hostNames[h.Name] = i
+	}
+	return v.resolve(d, where)
+}
+
+type plainKVMHost KVMHost
+
+// UnmarshalYAML decodes strictly.
+func (h *KVMHost) UnmarshalYAML(unmarshal func(any) error) error {
+	*h = KVMHost{}
+	return unmarshal((*plainKVMHost)(h))
+}
+
+func (h *KVMHost) resolve(v *KVM, where string) error {
+	if h.Address == "" {
+		return fmt.Errorf("%s: address: missing (required)", where)
+	}
+	host, port, err := net.SplitHostPort(h.Address)
+	if err != nil {
+		// No port: the whole address is the host. A bare IPv6 address has
+		// colons but no brackets; JoinHostPort adds them.
+		host, port = strings.Trim(h.Address, "[]"), DefaultSSHPort
+	}
+	if host == "" {
+		return fmt.Errorf("%s: address: %q has no host", where, h.Address)
+	}
+	if p, err := net.LookupPort("tcp", port); err != nil || p < 1 || p > 65535 || strings.ContainsAny(port, " /") {
+		return fmt.Errorf("%s: address: %q has an invalid port %q", where, h.Address, port)
+	}
+	h.Address = net.JoinHostPort(host, port)
+	if h.Name == "" {
+		h.Name = host
+	}
+	if err := validName(where, h.Name); err != nil {
+		return err
+	}
+	if h.User == "" {
+		h.User = v.User
+	}
+	if h.User == "" {
+		return fmt.Errorf("%s: user: missing (set user on the kvm entry or on every host)", where)
+	}
+	if h.Pool == "" {
+		h.Pool = v.Pool
+	}
+	if h.PrivateKeyFile == "" {
+		h.PrivateKeyFile = v.PrivateKeyFile
+	} else if err := readable(where, "private_key_file", h.PrivateKeyFile); err != nil {
+		return err
+	}
+	if h.PrivateKeyFile == "" {
+		return fmt.Errorf("%s: private_key_file: missing (set it on the kvm entry or on every host)", where)
+	}
+	return nil
+}
