@@ -1,0 +1,79 @@
+{
+  _config+:: {
+    // Selects the exporter's own scrape job. Every alert expression and the
+    // dashboards' default job are built from it.
+    providerHealthSelector: 'job="provider-health"',
+
+    // How long a condition must hold before its alert fires.
+    exporterDownFor: '5m',
+    providerNotReadyFor: '5m',
+    providerActionRequiredFor: '5m',
+    providerUnavailableFor: '5m',
+    nearTimeoutFor: '15m',
+    kvmPoolLowSpaceFor: '15m',
+    configReloadFailedFor: '5m',
+    kvmReconnectsFor: '15m',
+
+    // A check whose duration is above this fraction of the budget its scrape
+    // gave it is about to turn into a Timeout verdict.
+    nearTimeoutFraction: 0.8,
+
+    // A KVM storage pool whose available bytes are below this fraction of its
+    // capacity cannot take many more proxy disks.
+    kvmPoolLowSpaceFraction: 0.1,
+
+    // Kept KVM connections are reused across scrapes, so sessions established
+    // per hour stay near zero in steady state; more than this means the
+    // connection to a host keeps breaking.
+    kvmReconnectsPerHour: 6,
+
+    // Reasons (SPEC §7) that waiting does not fix: a human has to change a
+    // credential, a key, an API setting, a filter or a pool. They raise
+    // ProviderActionRequired on top of ProviderNotReady.
+    actionRequiredReasons: [
+      'APIDisabled',
+      'CredentialsUnavailable',
+      'Forbidden',
+      'HostKeyMismatch',
+      'HostKeyUnknown',
+      'InvalidRequest',
+      'LibvirtConnectFailed',
+      'NotFound',
+      'PoolInactive',
+      'PoolMissing',
+      'SSHAuthFailed',
+      'SSHMaterialInvalid',
+      'TLSError',
+      'Unauthorized',
+    ],
+
+    // Labels that identify one exporter's view of a target. Joins between
+    // series of the same scrape match on these, so that an HA pair of
+    // exporters under one job never makes a join many-to-many.
+    instanceLabels: ['job', 'instance'],
+
+    // %s is replaced by the lower-cased alert name, which is the anchor
+    // GitHub derives from the runbook's "## AlertName" heading.
+    runbookURLPattern: 'https://github.com/egress-proxies/provider_health_exporter/blob/main/mixin/runbook.md#%s',
+
+    // Dashboards.
+    dashboardNamePrefix: 'Provider health / ',
+    dashboardTags: ['provider-health'],
+    dashboardUIDPrefix: 'provider-health-',
+    dashboardTimezone: 'utc',
+    dashboardRefresh: '30s',
+    dashboardTimeFrom: 'now-6h',
+    // The Prometheus data source the datasource variable starts on.
+    grafanaDatasource: 'prometheus',
+    // The job variable's default, matching providerHealthSelector.
+    dashboardJob: 'provider-health',
+
+    // Labels put on the generated PrometheusRule, for a Prometheus Operator
+    // whose ruleSelector picks rules by label.
+    prometheusRuleName: 'provider-health-exporter',
+    prometheusRuleLabels: {
+      'app.kubernetes.io/name': 'provider-health-exporter',
+      'app.kubernetes.io/component': 'alert-rules',
+    },
+  },
+}

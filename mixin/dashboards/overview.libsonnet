@@ -1,0 +1,143 @@
+// "Provider health / Overview": can each provider host proxies, and if not,
+// why, since when, and how close the checks are to their budget.
+local g = import '../lib/dashboard.libsonnet';
+
+{
+  grafanaDashboards+:: {
+    local c = $._config,
+    // Provider metrics carry provider, name and target; the KVM-only metrics
+    // carry no provider label, so they are filtered by job and name alone.
+    local sel = 'job=~"$job", provider=~"$provider", name=~"$name"',
+    local kvmSel = 'job=~"$job", name=~"$name"',
+    local byTarget = 'provider, name, target',
+    local targetLegend = '{{provider}}/{{name}}/{{target}}',
+    local hostLegend = '{{name}}/{{target}} {{pool}}',
+
+    'provider-health-overview.json': g.dashboard(c, 'overview', 'Overview', [
+      g.datasourceVariable(c.grafanaDatasource),
+      g.queryVariable('job', 'Job', 'provider_health_up', 'job', multi=false, current=c.dashboardJob),
+      g.queryVariable('provider', 'Provider', 'provider_health_up{job=~"$job"}', 'provider'),
+      g.queryVariable('name', 'Name', 'provider_health_up{job=~"$job", provider=~"$provider"}', 'name'),
+    ], [
+      g.stat('Targets ready', 'Targets that can host proxies now (seen ready by any exporter replica).', [
+        g.target('count(max by (%s) (provider_health_ready{%s}) == 1) or vector(0)' % [byTarget, sel]),
+      ]) + g.size(6, 4) + g.thresholds([[null, 'green']]),
+
+      g.stat('Targets not ready', 'Targets that cannot host proxies now.', [
+        g.target('count(max by (%s) (provider_health_ready{%s}) == 0) or vector(0)' % [byTarget, sel]),
+      ]) + g.size(6, 4) + g.thresholds([[null, 'green'], [1, 'red']]),
+
+      g.stat('Exporters up', 'Exporter instances Prometheus scrapes successfully, of all it tries.', [
+        g.target('sum(up{job=~"$job"})', 'up'),
+        g.target('count(up{job=~"$job"})', 'scraped'),
+      ]) + g.size(6, 4) + g.thresholds([[null, 'blue']]),
+
+      g.stat('Last config reload', 'Whether every exporter instance runs the configuration file it was last asked to load.', [
+        g.target('min(provider_health_exporter_config_last_reload_successful{job=~"$job"})'),
+      ]) + g.size(6, 4)
+      + g.valueMappings({ '0': ['Failed', 'red'], '1': ['OK', 'green'] }),
+
+      g.stateTimeline('Ready per target', 'provider_health_ready over time, one row per target.', [
+        g.target('max by (%s) (provider_health_ready{%s})' % [byTarget, sel], targetLegend),
+      ]) + g.size(24, 8)
+      + g.valueMappings({ '0': ['Not ready', 'red'], '1': ['Ready', 'green'] }),
+
+      g.stateTimeline('Reason per target', 'The reason each target reported over time (provider_health_reason == 1), one row per target and reason.', [
+        g.target('max by (%s, reason) (provider_health_reason{%s} == 1)' % [byTarget, sel], targetLegend + ': {{reason}}'),
+      ]) + g.size(24, 10)
+      + g.fixedColor('red')
+      + g.valueMappings({ '1': ['', null] })
+      + g.overrideByRegexp('/: Ready$/', { color: { mode: 'fixed', fixedColor: 'green' } }),
+
+      g.table('Targets not ready now', 'Every target not ready at the end of the time range, with its reason and since when it has not been ready (provider_health_last_transition_timestamp_seconds).', [
+        g.tableTarget(|||
+          max by (%(byTarget)s, reason) (
+            provider_health_last_transition_timestamp_seconds{%(sel)s} * 1000
+            * on (job, instance, %(byTarget)s) group_left (reason)
+            (provider_health_reason{%(sel)s, reason!="Ready"} == 1)
+          )
+        ||| % { byTarget: byTarget, sel: sel }),
+        g.tableTarget(|||
+          max by (%(byTarget)s, reason) (
+            time() - provider_health_last_transition_timestamp_seconds{%(sel)s}
+            * on (job, instance, %(byTarget)s) group_left (reason)
+            (provider_health_reason{%(sel)s, reason!="Ready"} == 1)
+          )
+        ||| % { byTarget: byTarget, sel: sel }),
+      ]) + g.size(24, 8)
+      + g.mergeTables()
+      + g.organize({
+        provider: 'Provider',
+        name: 'Name',
+        target: 'Target',
+        reason: 'Reason',
+        'Value #A': 'Not ready since',
+        'Value #B': 'Not ready for',
+      })
+      + {
+        fieldConfig+: { overrides+: [
+          { matcher: { id: 'byName', options: 'Not ready since' }, properties: [{ id: 'unit', value: 'dateTimeAsIso' }] },
+          { matcher: { id: 'byName', options: 'Not ready for' }, properties: [{ id: 'unit', value: 's' }] },
+          { matcher: { id: 'byName', options: 'Reason' }, properties: [
+            { id: 'custom.cellOptions', value: { type: 'color-background' } },
+            { id: 'color', value: { mode: 'fixed', fixedColor: 'red' } },
+          ] },
+        ] },
+        options+: { sortBy: [{ displayName: 'Not ready since', desc: false }] },
+      },
+
+      g.timeseries('Check duration and budget', 'Wall time of the check behind each verdict (solid), and the budget the scrape gave each provider (dashed).', [
+        g.target('max by (%s) (provider_health_check_duration_seconds{%s})' % [byTarget, sel], targetLegend),
+        g.target('max by (provider, name) (provider_health_check_timeout_seconds{%s})' % sel, 'budget {{provider}}/{{name}}'),
+      ]) + g.size(12, 8) + g.unit('s')
+      + g.overrideByRegexp('/^budget /', { 'custom.lineStyle': { fill: 'dash', dash: [10, 10] } }),
+
+      g.timeseries('Check duration / budget', 'Share of its budget each check used. ProviderCheckNearTimeout fires above the red line; at 100%% the verdict is Timeout.', [
+        g.target(|||
+          max by (%(byTarget)s) (
+            provider_health_check_duration_seconds{%(sel)s}
+            / on (job, instance, provider, name) group_left ()
+            provider_health_check_timeout_seconds{%(sel)s}
+          )
+        ||| % { byTarget: byTarget, sel: sel }, targetLegend),
+      ]) + g.size(12, 8) + g.unit('percentunit')
+      + g.thresholds([[null, 'green'], [c.nearTimeoutFraction, 'red']])
+      + { fieldConfig+: { defaults+: { min: 0, custom+: { thresholdsStyle: { mode: 'line+area' } } } } },
+
+      g.timeseries('Checks per mode', "Checks per second by mode: live (ran), shared (joined a concurrent scrape's check), cached (reused within min_interval).", [
+        g.target('sum by (provider, name, mode) (rate(provider_health_exporter_checks_total{%s}[$__rate_interval]))' % sel, '{{provider}}/{{name}} {{mode}}'),
+      ], stack=true) + g.size(12, 8) + g.unit('ops'),
+
+      g.timeseries('KVM sessions established', 'SSH+libvirt sessions the exporter opened per host. Kept connections make this flat; steps mean the connection keeps breaking.', [
+        g.target('sum by (name, target) (increase(provider_health_kvm_connects_total{%s}[$__rate_interval]))' % kvmSel, '{{name}}/{{target}}'),
+      ]) + g.size(12, 8) + g.unit('short'),
+
+      g.barGauge('KVM pool usage per host', 'Allocated share of each KVM storage pool. KVMPoolLowSpace fires when less than %d%% is available.' % std.round(c.kvmPoolLowSpaceFraction * 100), [
+        g.target(|||
+          max by (name, target, pool) (
+            provider_health_kvm_pool_allocation_bytes{%(kvmSel)s}
+            / provider_health_kvm_pool_capacity_bytes{%(kvmSel)s}
+          )
+        ||| % { kvmSel: kvmSel }, hostLegend),
+      ]) + g.size(12, 8) + g.unit('percentunit')
+      + { fieldConfig+: { defaults+: { min: 0, max: 1 } } }
+      + g.thresholds([[null, 'green'], [1 - c.kvmPoolLowSpaceFraction, 'red']]),
+
+      g.timeseries('KVM pool available space', 'Available bytes of each KVM storage pool (solid) and its capacity (dashed).', [
+        g.target('max by (name, target, pool) (provider_health_kvm_pool_available_bytes{%s})' % kvmSel, hostLegend),
+        g.target('max by (name, target, pool) (provider_health_kvm_pool_capacity_bytes{%s})' % kvmSel, 'capacity ' + hostLegend),
+      ]) + g.size(12, 8) + g.unit('bytes')
+      + g.overrideByRegexp('/^capacity /', { 'custom.lineStyle': { fill: 'dash', dash: [10, 10] } }),
+
+      g.table('Targets', 'Where each target is (provider_health_target_info).', [
+        g.tableTarget('max by (%s, address) (provider_health_target_info{%s})' % [byTarget, sel]),
+      ]) + g.size(14, 8)
+      + g.organize({ provider: 'Provider', name: 'Name', target: 'Target', address: 'Address' }, ['Time', 'Value']),
+
+      g.table('KVM hosts', 'SSH user and libvirt version of each KVM host (provider_health_kvm_host_info).', [
+        g.tableTarget('max by (name, target, user, libvirt_version) (provider_health_kvm_host_info{%s})' % kvmSel),
+      ]) + g.size(10, 8)
+      + g.organize({ name: 'Name', target: 'Host', user: 'User', libvirt_version: 'libvirt' }, ['Time', 'Value']),
+    ]),
+  },
+}

@@ -1,0 +1,15 @@
+// Renders deploy/prometheus/prometheusrule.yaml: the same alerts wrapped in a
+// Prometheus Operator PrometheusRule.
+local mixin = import 'mixin.libsonnet';
+local c = mixin._config;
+
+'# Generated from mixin/*.libsonnet by `make mixin`; do not edit.\n'
++ std.manifestYamlDoc({
+  apiVersion: 'monitoring.coreos.com/v1',
+  kind: 'PrometheusRule',
+  metadata: {
+    name: c.prometheusRuleName,
+    labels: c.prometheusRuleLabels,
+  },
+  spec: mixin.prometheusAlerts,
+}, indent_array_in_object=true, quote_keys=false)
