@@ -1,0 +1,43 @@
+package collector
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// ScrapeTimeoutHeader is the header Prometheus sends with the scrape_timeout.
+const ScrapeTimeoutHeader = "X-Prometheus-Scrape-Timeout-Seconds"
+
+// ParseScrapeTimeout parses the value of ScrapeTimeoutHeader. An empty value
+// means there is no header and yields 0.
+func ParseScrapeTimeout(v string) (time.Duration, error) {
+	if v == "" {
+		return 0, nil
+	}
+	secs, err := strconv.ParseFloat(v, 64)
+	if err != nil {
+		return 0, fmt.Errorf("parse %s %q: %w", ScrapeTimeoutHeader, v, err)
+	}
+	// Also refuses NaN and infinities, which ParseFloat accepts.
+	if !(secs > 0 && secs < 1e9) {
+		return 0, fmt.Errorf("parse %s %q: must be a positive number of seconds", ScrapeTimeoutHeader, v)
+	}
+	return time.Duration(secs * float64(time.Second)), nil
+}
+
+// Budget is the time one check of a scrape may take (SPEC §5): the provider's
+// timeout, lowered to the scrape timeout minus the offset, so that the
+// answer reaches Prometheus before it gives up. The offset never eats more
+// than half of the scrape timeout, so the budget is never zero or negative.
+// scrapeTimeout 0 means the scrape sent no header.
+func Budget(providerTimeout, scrapeTimeout, offset time.Duration) time.Duration {
+	if scrapeTimeout <= 0 {
+		return providerTimeout
+	}
+	b := scrapeTimeout - offset
+	if half := scrapeTimeout / 2; b < half {
+		b = half
+	}
+	return min(providerTimeout, b)
+}

@@ -1,0 +1,72 @@
+package kvm
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strings"
+
+	"github.com/digitalocean/go-libvirt"
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/knownhosts"
+
+	"github.com/egress-proxies/provider_health_exporter/collector"
+)
+
+// authFailure is how x/crypto/ssh says the server rejected every key we
+// offered; it exposes no error type for it (TestAuthFailureString pins it).
+const authFailure = "ssh: unable to authenticate"
+
+// classify derives the reason of a failed dial from its stage and cause
+// (SPEC §7, §8). The end of ctx wins over whatever the error says.
+func classify(ctx context.Context, err error) collector.Reason {
+	if ctx.Err() != nil {
+		return collector.ReasonTimeout
+	}
+	var de *dialError
+	if !errors.As(err, &de) {
+		return collector.ReasonUnknown
+	}
+	switch de.Stage {
+	case stageMaterial:
+		return collector.ReasonSSHMaterialInvalid
+	case stageTCP:
+		var dnsErr *net.DNSError
+		if errors.As(err, &dnsErr) {
+			return collector.ReasonDNSFailed
+		}
+		// Refused, reset, no route: every other failure to connect.
+		return collector.ReasonUnreachable
+	case stageHandshake:
+		var keyErr *knownhosts.KeyError
+		if errors.As(err, &keyErr) {
+			if len(keyErr.Want) == 0 {
+				return collector.ReasonHostKeyUnknown
+			}
+			return collector.ReasonHostKeyMismatch
+		}
+		var revoked *knownhosts.RevokedError
+		if errors.As(err, &revoked) {
+			return collector.ReasonHostKeyMismatch
+		}
+		if strings.Contains(err.Error(), authFailure) {
+			return collector.ReasonSSHAuthFailed
+		}
+		return collector.ReasonSSHHandshakeFailed
+	case stageLibvirt:
+		var chanErr *ssh.OpenChannelError
+		if errors.As(err, &chanErr) {
+			// sshd could not connect to the socket (libvirtd not running,
+			// wrong path) or forbids streamlocal forwarding.
+			return collector.ReasonLibvirtSocketUnavailable
+		}
+		var lerr libvirt.Error
+		if errors.As(err, &lerr) || errors.Is(err, libvirt.ErrUnsupported) {
+			return collector.ReasonLibvirtConnectFailed
+		}
+		// The channel or the SSH connection went away before libvirtd
+		// answered.
+		return collector.ReasonUnreachable
+	}
+	return collector.ReasonUnknown
+}

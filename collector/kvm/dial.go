@@ -1,0 +1,269 @@
+package kvm
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+
+	"github.com/digitalocean/go-libvirt"
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/knownhosts"
+)
+
+// stage names the step of a dial that failed (SPEC §8); the reason is
+// derived from the stage and the cause.
+type stage string
+
+const (
+	stageMaterial  stage = "ssh-material"
+	stageTCP       stage = "tcp"
+	stageHandshake stage = "ssh-handshake"
+	stageLibvirt   stage = "libvirt-connect"
+)
+
+// dialError tags a dial failure with its stage.
+type dialError struct {
+	Stage stage
+	Err   error
+}
+
+func (e *dialError) Error() string { return string(e.Stage) + ": " + e.Err.Error() }
+func (e *dialError) Unwrap() error { return e.Err }
+
+// settings are the effective settings a kept connection was made with. Two
+// hosts with equal settings can share a connection across a reload; the pool
+// is not part of them because a check asks for it on every call.
+type settings struct {
+	address        string
+	user           string
+	keyFile        string
+	passphraseFile string
+	knownHostsFile string
+	insecure       bool
+	socket         string
+	uri            string
+}
+
+// session is one SSH client and the libvirt connection over it.
+type session struct {
+	client  *ssh.Client
+	lv      libvirtClient
+	version string
+
+	closeOnce sync.Once
+	// dead is closed once the transport is known to be gone: the SSH
+	// connection ended or the libvirt channel failed a read or write.
+	dead     chan struct{}
+	deadOnce sync.Once
+}
+
+func newSession(client *ssh.Client) *session {
+	s := &session{client: client, dead: make(chan struct{})}
+	// This goroutine lives exactly as long as the kept connection.
+	go func() {
+		_ = client.Wait()
+		s.markDead()
+	}()
+	return s
+}
+
+func (s *session) markDead() { s.deadOnce.Do(func() { close(s.dead) }) }
+
+// close tears the whole session down: closing the SSH connection closes the
+// libvirt channel, which ends go-libvirt's reader and fails its pending
+// calls. It waits for the SSH connection to be gone so nothing outlives it.
+func (s *session) close() {
+	s.closeOnce.Do(func() {
+		_ = s.client.Close()
+		_ = s.client.Wait()
+		s.markDead()
+	})
+}
+
+func (s *session) isDead() bool {
+	select {
+	case <-s.dead:
+		return true
+	default:
+		return false
+	}
+}
+
+// bound runs fn, a call that takes no context, and closes the session when
+// ctx ends first: go-libvirt has no context, and a deadline on its
+// connection makes its read loop spin. It returns ctx's error when ctx ended,
+// whatever fn said, because the session is then gone.
+func (s *session) bound(ctx context.Context, fn func() error) error {
+	stop := context.AfterFunc(ctx, s.close)
+	err := fn()
+	if !stop() {
+		s.close() // waits for the close started by AfterFunc
+		if err == nil {
+			err = errors.New("session closed")
+		}
+		return fmt.Errorf("%w: %w", context.Cause(ctx), err)
+	}
+	return err
+}
+
+// watchedConn marks the session dead when the libvirt channel fails, so the
+// next check redials instead of reporting a connection that is already
+// known to be lost.
+type watchedConn struct {
+	net.Conn
+	s *session
+}
+
+func (c watchedConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if err != nil {
+		c.s.markDead()
+	}
+	return n, err
+}
+
+func (c watchedConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	if err != nil {
+		c.s.markDead()
+	}
+	return n, err
+}
+
+// dial makes a new session in stages, every blocking step bound to ctx.
+func (c *Checker) dial(ctx context.Context, logger *slog.Logger, set settings) (*session, error) {
+	// Material is read on every dial so that rotated files are picked up
+	// without a reload.
+	cfg, err := clientConfig(set)
+	if err != nil {
+		return nil, &dialError{stageMaterial, err}
+	}
+
+	logger.Debug("dialing", "stage", stageTCP, "address", set.address)
+	conn, err := c.dialer.DialContext(ctx, "tcp", set.address)
+	if err != nil {
+		return nil, &dialError{stageTCP, err}
+	}
+
+	if !set.insecure {
+		// Without this the server may present a key type we have no entry
+		// for, which knownhosts reports as a mismatch.
+		cfg.HostKeyAlgorithms = knownAlgorithms(cfg.HostKeyCallback, set.address, conn.RemoteAddr())
+	}
+	logger.Debug("dialing", "stage", stageHandshake, "user", set.user, "hostKeyAlgorithms", cfg.HostKeyAlgorithms)
+	// ssh.ClientConfig.Timeout bounds only the TCP connect: closing the
+	// conn is what makes a handshake with a silent server return.
+	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
+	sc, chans, reqs, err := ssh.NewClientConn(conn, set.address, cfg)
+	if !stop() {
+		if err == nil {
+			_ = sc.Close()
+			err = errors.New("connection closed")
+		}
+		return nil, &dialError{stageHandshake, fmt.Errorf("%w: %w", context.Cause(ctx), err)}
+	}
+	if err != nil {
+		return nil, &dialError{stageHandshake, err}
+	}
+	s := newSession(ssh.NewClient(sc, chans, reqs))
+
+	logger.Debug("dialing", "stage", stageLibvirt, "socket", set.socket, "uri", set.uri)
+	err = s.bound(ctx, func() error {
+		ch, err := s.client.Dial("unix", set.socket)
+		if err != nil {
+			return fmt.Errorf("open %s over ssh: %w", set.socket, err)
+		}
+		s.lv = c.newClient(watchedConn{Conn: ch, s: s})
+		lv := loggedClient{next: s.lv, logger: logger}
+		if err := lv.ConnectToURI(libvirt.ConnectURI(set.uri)); err != nil {
+			return fmt.Errorf("connect %s: %w", set.uri, err)
+		}
+		v, err := lv.ConnectGetLibVersion()
+		if err != nil {
+			return fmt.Errorf("get libvirt version: %w", err)
+		}
+		s.version = formatVersion(v)
+		return nil
+	})
+	if err != nil {
+		s.close()
+		return nil, &dialError{stageLibvirt, err}
+	}
+	return s, nil
+}
+
+// clientConfig reads the key, the optional passphrase and known_hosts.
+// Errors name files, never their contents.
+func clientConfig(set settings) (*ssh.ClientConfig, error) {
+	pem, err := os.ReadFile(set.keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("read private key: %w", err)
+	}
+	signer, err := ssh.ParsePrivateKey(pem)
+	var missing *ssh.PassphraseMissingError
+	if errors.As(err, &missing) {
+		if set.passphraseFile == "" {
+			return nil, fmt.Errorf("private key %s is encrypted and no passphrase_file is set: %w", set.keyFile, err)
+		}
+		pass, rerr := os.ReadFile(set.passphraseFile)
+		if rerr != nil {
+			return nil, fmt.Errorf("read passphrase: %w", rerr)
+		}
+		signer, err = ssh.ParsePrivateKeyWithPassphrase(pem, bytes.TrimRight(pass, "\r\n"))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("parse private key %s: %w", set.keyFile, err)
+	}
+
+	hostKey := ssh.InsecureIgnoreHostKey()
+	if !set.insecure {
+		hostKey, err = knownhosts.New(set.knownHostsFile)
+		if err != nil {
+			return nil, fmt.Errorf("read known_hosts: %w", err)
+		}
+	}
+	return &ssh.ClientConfig{
+		User:            set.user,
+		Auth:            []ssh.AuthMethod{ssh.PublicKeys(signer)},
+		HostKeyCallback: hostKey,
+	}, nil
+}
+
+// probeKey is a key no known_hosts file lists: asking the callback about it
+// makes knownhosts reveal the keys it does know for the host.
+var probeKey, _ = ssh.NewPublicKey(ed25519.PublicKey(make([]byte, ed25519.PublicKeySize)))
+
+// knownAlgorithms lists the host key algorithms known_hosts has keys of for
+// the host, so the server is asked for a key we can verify. It returns nil
+// (the library's defaults) when the host is unknown; the handshake then
+// fails with HostKeyUnknown.
+func knownAlgorithms(cb ssh.HostKeyCallback, address string, remote net.Addr) []string {
+	var ke *knownhosts.KeyError
+	if err := cb(address, remote, probeKey); !errors.As(err, &ke) {
+		return nil
+	}
+	var algos []string
+	seen := map[string]bool{}
+	add := func(a ...string) {
+		for _, x := range a {
+			if !seen[x] {
+				seen[x] = true
+				algos = append(algos, x)
+			}
+		}
+	}
+	for _, k := range ke.Want {
+		if k.Key.Type() == ssh.KeyAlgoRSA {
+			add(ssh.KeyAlgoRSASHA512, ssh.KeyAlgoRSASHA256, ssh.KeyAlgoRSA)
+			continue
+		}
+		add(k.Key.Type())
+	}
+	return algos
+}

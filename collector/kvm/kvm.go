@@ -1,0 +1,372 @@
+// Package kvm checks KVM hosts: libvirt over SSH, one kept connection per
+// host, and the state of the storage pool proxies are created in.
+package kvm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+
+	"github.com/digitalocean/go-libvirt"
+
+	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/config"
+)
+
+var (
+	_ collector.Checker = (*Checker)(nil)
+	_ collector.Closer  = (*Checker)(nil)
+	_ collector.Adopter = (*Checker)(nil)
+)
+
+// Checker checks the hosts of one kvm entry.
+type Checker struct {
+	hosts  []*host
+	byName map[string]*host
+	// dialSem bounds the dials in flight (max_concurrent_dials); checks on
+	// kept connections do not take it.
+	dialSem chan struct{}
+
+	// dialer and newClient are the network seams; tests point the
+	// resolver at loopback and put a fake libvirt behind the SSH channel.
+	dialer    *net.Dialer
+	newClient func(net.Conn) libvirtClient
+
+	mu     sync.Mutex
+	closed bool
+}
+
+// host is one configured host and its kept connection.
+type host struct {
+	name string
+	pool string
+	set  settings
+	// dialing is held while a dial for this host runs, so concurrent checks
+	// of one host never make two connections.
+	dialing chan struct{}
+
+	mu       sync.Mutex
+	sess     *session
+	connects uint64
+	version  string // last known libvirt version, kept across redials
+}
+
+// New makes a checker for cfg. It does no network I/O.
+func New(cfg *config.KVM, logger *slog.Logger) (*Checker, error) {
+	if cfg == nil {
+		return nil, errors.New("kvm: nil config")
+	}
+	if len(cfg.Hosts) == 0 {
+		return nil, fmt.Errorf("kvm %q: no hosts", cfg.Name)
+	}
+	dials := cfg.MaxConcurrentDials
+	if dials < 1 {
+		dials = config.DefaultMaxConcurrentDials
+	}
+	c := &Checker{
+		byName:    make(map[string]*host, len(cfg.Hosts)),
+		dialSem:   make(chan struct{}, dials),
+		dialer:    &net.Dialer{},
+		newClient: newLibvirtClient,
+	}
+	for _, h := range cfg.Hosts {
+		if _, dup := c.byName[h.Name]; dup {
+			return nil, fmt.Errorf("kvm %q: duplicate host name %q", cfg.Name, h.Name)
+		}
+		hh := &host{
+			name: h.Name,
+			pool: h.Pool,
+			set: settings{
+				address:        h.Address,
+				user:           h.User,
+				keyFile:        h.PrivateKeyFile,
+				passphraseFile: cfg.PassphraseFile,
+				knownHostsFile: cfg.KnownHostsFile,
+				insecure:       cfg.InsecureIgnoreHostKey,
+				socket:         cfg.LibvirtSocket,
+				uri:            cfg.LibvirtURI,
+			},
+			dialing: make(chan struct{}, 1),
+		}
+		c.hosts = append(c.hosts, hh)
+		c.byName[h.Name] = hh
+	}
+	if cfg.InsecureIgnoreHostKey && logger != nil {
+		logger.Warn("insecure_ignore_host_key is set: SSH host keys are not verified, a man in the middle can impersonate these hosts",
+			"name", cfg.Name)
+	}
+	return c, nil
+}
+
+// Targets lists the hosts in configuration order.
+func (c *Checker) Targets() []collector.Target {
+	out := make([]collector.Target, len(c.hosts))
+	for i, h := range c.hosts {
+		out[i] = collector.Target{Name: h.name, Address: h.set.address}
+	}
+	return out
+}
+
+// Check checks one host: it reuses the kept connection or dials a new one,
+// then asks for the pool.
+func (c *Checker) Check(ctx context.Context, logger *slog.Logger, target string) collector.Verdict {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	h := c.byName[target]
+	if h == nil {
+		return collector.Verdict{Reason: collector.ReasonUnknown, Message: fmt.Sprintf("unknown kvm host %q", target)}
+	}
+	r := result{pool: h.pool}
+	s, kept, transient, err := c.session(ctx, logger, h)
+	if err != nil {
+		r.reason, r.err = classify(ctx, err), err
+		return h.verdict(logger, r)
+	}
+	if transient {
+		defer s.close()
+	}
+	r.reason, r.state, r.info, r.err = c.checkPool(ctx, logger, h, s, kept)
+	return h.verdict(logger, r)
+}
+
+// session returns the kept connection of h, or dials one. kept tells whether
+// the session existed before this check; transient that the checker was
+// closed while dialing, so the caller must close the session when done.
+func (c *Checker) session(ctx context.Context, logger *slog.Logger, h *host) (s *session, kept, transient bool, err error) {
+	if s := h.current(logger); s != nil {
+		return s, true, false, nil
+	}
+	select {
+	case h.dialing <- struct{}{}:
+	case <-ctx.Done():
+		return nil, false, false, fmt.Errorf("waiting for a dial of this host in flight: %w", context.Cause(ctx))
+	}
+	defer func() { <-h.dialing }()
+	// Another check may have dialed while we waited.
+	if s := h.current(logger); s != nil {
+		return s, true, false, nil
+	}
+	select {
+	case c.dialSem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, false, false, fmt.Errorf("waiting for a dial slot (max_concurrent_dials): %w", context.Cause(ctx))
+	}
+	s, err = c.dial(ctx, logger, h.set)
+	<-c.dialSem
+	if err != nil {
+		return nil, false, false, err
+	}
+	h.mu.Lock()
+	h.connects++
+	h.version = s.version
+	c.mu.Lock()
+	closed := c.closed
+	c.mu.Unlock()
+	if !closed {
+		h.sess = s
+	}
+	h.mu.Unlock()
+	logger.Debug("connected", "libvirtVersion", s.version)
+	// When the checker was closed (reload, shutdown) while we dialed, the
+	// session serves this check only.
+	return s, false, closed, nil
+}
+
+// current returns the kept session of h, dropping it when its transport is
+// already known to be gone.
+func (h *host) current(logger *slog.Logger) *session {
+	h.mu.Lock()
+	s := h.sess
+	if s != nil && s.isDead() {
+		h.sess = nil
+	}
+	h.mu.Unlock()
+	if s == nil {
+		return nil
+	}
+	if s.isDead() {
+		logger.Debug("kept connection is gone, redialing")
+		s.close()
+		return nil
+	}
+	return s
+}
+
+// drop forgets s if it is still the kept session of h and closes it.
+func (h *host) drop(s *session) {
+	h.mu.Lock()
+	if h.sess == s {
+		h.sess = nil
+	}
+	h.mu.Unlock()
+	s.close()
+}
+
+type poolInfo struct {
+	capacity, allocation, available uint64
+}
+
+// checkPool makes the only calls a check on a kept connection makes. A pool
+// verdict keeps the connection; a transport failure or the end of ctx drops
+// it.
+func (c *Checker) checkPool(ctx context.Context, logger *slog.Logger, h *host, s *session, kept bool) (collector.Reason, string, poolInfo, error) {
+	lv := loggedClient{next: s.lv, logger: logger}
+	var (
+		state uint8
+		info  poolInfo
+	)
+	err := s.bound(ctx, func() error {
+		p, err := lv.StoragePoolLookupByName(h.pool)
+		if err != nil {
+			return fmt.Errorf("look up pool %q: %w", h.pool, err)
+		}
+		state, info.capacity, info.allocation, info.available, err = lv.StoragePoolGetInfo(p)
+		if err != nil {
+			return fmt.Errorf("get info of pool %q: %w", h.pool, err)
+		}
+		return nil
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			h.drop(s)
+			return collector.ReasonTimeout, "", info, err
+		}
+		var lerr libvirt.Error
+		if errors.As(err, &lerr) || errors.Is(err, libvirt.ErrUnsupported) {
+			// libvirtd answered: the connection is fine.
+			if lerr.Code == uint32(libvirt.ErrNoStoragePool) {
+				return collector.ReasonPoolMissing, "", info, err
+			}
+			return collector.ReasonUnknown, "", info, err
+		}
+		h.drop(s)
+		if kept {
+			err = fmt.Errorf("kept connection lost: %w", err)
+		}
+		return collector.ReasonLibvirtConnectionLost, "", info, err
+	}
+	word := poolStateWord(state)
+	switch libvirt.StoragePoolState(state) {
+	case libvirt.StoragePoolRunning:
+		return collector.ReasonReady, word, info, nil
+	case libvirt.StoragePoolInactive:
+		return collector.ReasonPoolInactive, word, info, nil
+	case libvirt.StoragePoolBuilding:
+		return collector.ReasonPoolBuilding, word, info, nil
+	case libvirt.StoragePoolDegraded:
+		return collector.ReasonPoolDegraded, word, info, nil
+	case libvirt.StoragePoolInaccessible:
+		return collector.ReasonPoolInaccessible, word, info, nil
+	}
+	return collector.ReasonUnknown, "", info, fmt.Errorf("pool %q has state %d, which this exporter does not know", h.pool, state)
+}
+
+type result struct {
+	reason collector.Reason
+	pool   string
+	state  string
+	info   poolInfo
+	err    error
+}
+
+func (h *host) verdict(logger *slog.Logger, r result) collector.Verdict {
+	h.mu.Lock()
+	facts := &collector.KVMFacts{
+		User:           h.set.user,
+		LibvirtVersion: h.version,
+		Pool:           r.pool,
+		PoolState:      r.state,
+		Connects:       h.connects,
+	}
+	h.mu.Unlock()
+	if r.state != "" {
+		facts.CapacityBytes = r.info.capacity
+		facts.AllocationBytes = r.info.allocation
+		facts.AvailableBytes = r.info.available
+	}
+	v := collector.Verdict{
+		Reason: r.reason,
+		KVM:    facts,
+		Details: map[string]string{
+			"user":           facts.User,
+			"pool":           facts.Pool,
+			"poolState":      facts.PoolState,
+			"libvirtVersion": facts.LibvirtVersion,
+		},
+	}
+	switch {
+	case r.err != nil:
+		v.Message = r.err.Error()
+		logger.Debug("check failed", "reason", r.reason, "err", r.err)
+	case r.reason == collector.ReasonReady:
+		v.Message = fmt.Sprintf("pool %q is running", r.pool)
+	default:
+		v.Message = fmt.Sprintf("pool %q is %s", r.pool, r.state)
+	}
+	return v
+}
+
+// Close closes every kept connection. Checks still running finish on their
+// sessions, which they then close themselves.
+func (c *Checker) Close() error {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, h := range c.hosts {
+		h.mu.Lock()
+		s := h.sess
+		h.sess = nil
+		h.mu.Unlock()
+		if s != nil {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				s.close()
+			}()
+		}
+	}
+	wg.Wait()
+	return nil
+}
+
+// Adopt takes over the kept connections of hosts whose connection settings
+// did not change (the pool may have), and carries every same-named host's
+// connects counter and libvirt version over so the counter does not reset on
+// reload.
+func (c *Checker) Adopt(old collector.Checker) {
+	o, ok := old.(*Checker)
+	if !ok || o == nil || o == c {
+		return
+	}
+	for _, h := range c.hosts {
+		oh := o.byName[h.name]
+		if oh == nil {
+			continue
+		}
+		oh.mu.Lock()
+		var s *session
+		if oh.set == h.set {
+			s, oh.sess = oh.sess, nil
+		}
+		connects, version := oh.connects, oh.version
+		oh.mu.Unlock()
+
+		h.mu.Lock()
+		h.connects += connects
+		if h.version == "" && oh.set == h.set {
+			h.version = version
+		}
+		if h.sess == nil && s != nil {
+			h.sess, s = s, nil
+		}
+		h.mu.Unlock()
+		if s != nil {
+			s.close()
+		}
+	}
+}

@@ -1,0 +1,687 @@
+package kvm
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/digitalocean/go-libvirt"
+	"go.uber.org/goleak"
+	"golang.org/x/crypto/ssh"
+
+	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/config"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+const hostName = "beelink"
+
+// env is one KVM host as the unit tests see it: an in-process SSH server,
+// the socket stub behind it, the fake libvirt, and the material to reach it.
+type env struct {
+	t          *testing.T
+	dir        string
+	key        ssh.Signer
+	keyFile    string
+	knownHosts string
+	stub       *socketStub
+	srv        *sshServer
+	fake       *fakeLibvirt
+	cfg        *config.KVM
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	dir := t.TempDir()
+	e := &env{t: t, dir: dir, keyFile: filepath.Join(dir, "id_ed25519"), knownHosts: filepath.Join(dir, "known_hosts")}
+	e.key = writeKey(t, e.keyFile, "")
+	e.stub = newSocketStub(t)
+	e.srv = newSSHServer(t, e.key.PublicKey(), e.stub.path)
+	e.writeKnownHosts(knownHostsLine(e.srv.addr, e.srv.hostKey.PublicKey()))
+	e.fake = newFakeLibvirt()
+	e.cfg = &config.KVM{
+		Name:               "lab",
+		User:               "proxyops",
+		PrivateKeyFile:     e.keyFile,
+		KnownHostsFile:     e.knownHosts,
+		LibvirtSocket:      e.stub.path,
+		LibvirtURI:         config.DefaultLibvirtURI,
+		Pool:               config.DefaultPool,
+		MaxConcurrentDials: config.DefaultMaxConcurrentDials,
+		Hosts: []*config.KVMHost{{
+			Address: e.srv.addr, Name: hostName, User: "proxyops",
+			Pool: config.DefaultPool, PrivateKeyFile: e.keyFile,
+		}},
+	}
+	return e
+}
+
+func (e *env) writeKnownHosts(content string) {
+	e.t.Helper()
+	if err := os.WriteFile(e.knownHosts, []byte(content), 0o600); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *env) checker() *Checker {
+	e.t.Helper()
+	c, err := New(e.cfg, testLogger(e.t))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	c.newClient = e.fake.client
+	e.t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// check runs one check under budget and fails the test when it does not
+// return within a generous bound past the budget.
+func check(t *testing.T, c *Checker, target string, budget time.Duration) collector.Verdict {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), budget)
+	defer cancel()
+	done := make(chan collector.Verdict, 1)
+	go func() { done <- c.Check(ctx, testLogger(t), target) }()
+	select {
+	case v := <-done:
+		return v
+	case <-time.After(budget + 10*time.Second):
+		t.Fatalf("check did not return within %s past its budget of %s", 10*time.Second, budget)
+		return collector.Verdict{}
+	}
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+func randomKey(t *testing.T) ssh.PublicKey {
+	t.Helper()
+	pub, _, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := ssh.NewPublicKey(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// waitDead waits until the kept session of the host knows its transport is
+// gone, so the next check is guaranteed to see it.
+func waitDead(t *testing.T, c *Checker) {
+	t.Helper()
+	h := c.byName[hostName]
+	h.mu.Lock()
+	s := h.sess
+	h.mu.Unlock()
+	if s == nil {
+		t.Fatal("no kept session")
+	}
+	select {
+	case <-s.dead:
+	case <-time.After(10 * time.Second):
+		t.Fatal("kept session did not notice its connection was dropped")
+	}
+}
+
+type step struct {
+	before func(e *env, c *Checker)
+	budget time.Duration // default 5s
+	want   collector.Reason
+}
+
+// TestReasons produces every kvm reason of SPEC §7 and counts the dials: one
+// for a kept connection, a redial only after a transport failure, a dial per
+// check while no connection can be made.
+func TestReasons(t *testing.T) {
+	libvirtErr := func(code libvirt.ErrorNumber, msg string) error {
+		return libvirt.Error{Code: uint32(code), Message: msg}
+	}
+	tests := []struct {
+		name         string
+		setup        func(e *env)
+		steps        []step
+		wantDials    int64 // TCP connections the SSH server accepted
+		wantConnects uint64
+	}{
+		{
+			name:      "Ready",
+			steps:     []step{{want: collector.ReasonReady}, {want: collector.ReasonReady}},
+			wantDials: 1, wantConnects: 1,
+		},
+		{
+			name:      "PoolMissing keeps the connection",
+			setup:     func(e *env) { e.fake.lookupErr = libvirtErr(libvirt.ErrNoStoragePool, "Storage pool not found") },
+			steps:     []step{{want: collector.ReasonPoolMissing}, {want: collector.ReasonPoolMissing}},
+			wantDials: 1, wantConnects: 1,
+		},
+		{
+			name:      "PoolInactive",
+			setup:     func(e *env) { e.fake.state = uint8(libvirt.StoragePoolInactive) },
+			steps:     []step{{want: collector.ReasonPoolInactive}, {want: collector.ReasonPoolInactive}},
+			wantDials: 1, wantConnects: 1,
+		},
+		{
+			name:      "PoolBuilding",
+			setup:     func(e *env) { e.fake.state = uint8(libvirt.StoragePoolBuilding) },
+			steps:     []step{{want: collector.ReasonPoolBuilding}, {want: collector.ReasonPoolBuilding}},
+			wantDials: 1, wantConnects: 1,
+		},
+		{
+			name:      "PoolDegraded",
+			setup:     func(e *env) { e.fake.state = uint8(libvirt.StoragePoolDegraded) },
+			steps:     []step{{want: collector.ReasonPoolDegraded}, {want: collector.ReasonPoolDegraded}},
+			wantDials: 1, wantConnects: 1,
+		},
+		{
+			name:      "PoolInaccessible",
+			setup:     func(e *env) { e.fake.state = uint8(libvirt.StoragePoolInaccessible) },
+			steps:     []step{{want: collector.ReasonPoolInaccessible}, {want: collector.ReasonPoolInaccessible}},
+			wantDials: 1, wantConnects: 1,
+		},
+		{
+			name: "pool recovers on the kept connection",
+			setup: func(e *env) {
+				e.fake.state = uint8(libvirt.StoragePoolInactive)
+			},
+			steps: []step{
+				{want: collector.ReasonPoolInactive},
+				{before: func(e *env, _ *Checker) {
+					e.fake.set(func(f *fakeLibvirt) { f.state = uint8(libvirt.StoragePoolRunning) })
+				}, want: collector.ReasonReady},
+			},
+			wantDials: 1, wantConnects: 1,
+		},
+		{
+			name:      "Unknown: libvirt error other than a missing pool keeps the connection",
+			setup:     func(e *env) { e.fake.infoErr = libvirtErr(libvirt.ErrInternalError, "internal error") },
+			steps:     []step{{want: collector.ReasonUnknown}, {want: collector.ReasonUnknown}},
+			wantDials: 1, wantConnects: 1,
+		},
+		{
+			name:      "Unknown: pool state libvirt may add later",
+			setup:     func(e *env) { e.fake.state = 7 },
+			steps:     []step{{want: collector.ReasonUnknown}, {want: collector.ReasonUnknown}},
+			wantDials: 1, wantConnects: 1,
+		},
+		{
+			name:      "LibvirtConnectFailed",
+			setup:     func(e *env) { e.fake.connectErr = libvirtErr(libvirt.ErrAuthFailed, "authentication failed") },
+			steps:     []step{{want: collector.ReasonLibvirtConnectFailed}, {want: collector.ReasonLibvirtConnectFailed}},
+			wantDials: 2, wantConnects: 0,
+		},
+		{
+			name:      "LibvirtSocketUnavailable",
+			setup:     func(e *env) { e.cfg.LibvirtSocket = e.stub.path + ".missing" },
+			steps:     []step{{want: collector.ReasonLibvirtSocketUnavailable}, {want: collector.ReasonLibvirtSocketUnavailable}},
+			wantDials: 2, wantConnects: 0,
+		},
+		{
+			name:      "SSHAuthFailed",
+			setup:     func(e *env) { e.srv.authorize(randomKey(e.t)) },
+			steps:     []step{{want: collector.ReasonSSHAuthFailed}, {want: collector.ReasonSSHAuthFailed}},
+			wantDials: 2, wantConnects: 0,
+		},
+		{
+			name:      "HostKeyUnknown",
+			setup:     func(e *env) { e.writeKnownHosts(knownHostsLine("192.0.2.10:22", e.srv.hostKey.PublicKey())) },
+			steps:     []step{{want: collector.ReasonHostKeyUnknown}, {want: collector.ReasonHostKeyUnknown}},
+			wantDials: 2, wantConnects: 0,
+		},
+		{
+			name:      "HostKeyMismatch",
+			setup:     func(e *env) { e.writeKnownHosts(knownHostsLine(e.srv.addr, randomKey(e.t))) },
+			steps:     []step{{want: collector.ReasonHostKeyMismatch}, {want: collector.ReasonHostKeyMismatch}},
+			wantDials: 2, wantConnects: 0,
+		},
+		{
+			name: "HostKeyMismatch: revoked key",
+			setup: func(e *env) {
+				k := e.srv.hostKey.PublicKey()
+				e.writeKnownHosts("@revoked * " + string(ssh.MarshalAuthorizedKey(k)) + knownHostsLine(e.srv.addr, k))
+			},
+			steps:     []step{{want: collector.ReasonHostKeyMismatch}, {want: collector.ReasonHostKeyMismatch}},
+			wantDials: 2, wantConnects: 0,
+		},
+		{
+			name: "SSHMaterialInvalid: key does not parse",
+			setup: func(e *env) {
+				if err := os.WriteFile(e.keyFile, []byte("not a key\n"), 0o600); err != nil {
+					e.t.Fatal(err)
+				}
+			},
+			steps:     []step{{want: collector.ReasonSSHMaterialInvalid}, {want: collector.ReasonSSHMaterialInvalid}},
+			wantDials: 0, wantConnects: 0,
+		},
+		{
+			name:      "SSHMaterialInvalid: encrypted key without passphrase",
+			setup:     func(e *env) { e.srv.authorize(writeKey(e.t, e.keyFile, "s3cret").PublicKey()) },
+			steps:     []step{{want: collector.ReasonSSHMaterialInvalid}, {want: collector.ReasonSSHMaterialInvalid}},
+			wantDials: 0, wantConnects: 0,
+		},
+		{
+			name: "SSHMaterialInvalid: wrong passphrase",
+			setup: func(e *env) {
+				e.srv.authorize(writeKey(e.t, e.keyFile, "s3cret").PublicKey())
+				e.cfg.PassphraseFile = filepath.Join(e.dir, "passphrase")
+				if err := os.WriteFile(e.cfg.PassphraseFile, []byte("wrong\n"), 0o600); err != nil {
+					e.t.Fatal(err)
+				}
+			},
+			steps:     []step{{want: collector.ReasonSSHMaterialInvalid}, {want: collector.ReasonSSHMaterialInvalid}},
+			wantDials: 0, wantConnects: 0,
+		},
+		{
+			name:      "SSHMaterialInvalid: known_hosts missing",
+			setup:     func(e *env) { os.Remove(e.knownHosts) },
+			steps:     []step{{want: collector.ReasonSSHMaterialInvalid}, {want: collector.ReasonSSHMaterialInvalid}},
+			wantDials: 0, wantConnects: 0,
+		},
+		{
+			name: "Ready with an encrypted key and its passphrase",
+			setup: func(e *env) {
+				e.srv.authorize(writeKey(e.t, e.keyFile, "s3cret").PublicKey())
+				e.cfg.PassphraseFile = filepath.Join(e.dir, "passphrase")
+				if err := os.WriteFile(e.cfg.PassphraseFile, []byte("s3cret\n"), 0o600); err != nil {
+					e.t.Fatal(err)
+				}
+			},
+			steps:     []step{{want: collector.ReasonReady}, {want: collector.ReasonReady}},
+			wantDials: 1, wantConnects: 1,
+		},
+		{
+			name: "a repaired key file is picked up without a new checker",
+			setup: func(e *env) {
+				good, err := os.ReadFile(e.keyFile)
+				if err != nil {
+					e.t.Fatal(err)
+				}
+				if err := os.WriteFile(e.keyFile+".good", good, 0o600); err != nil {
+					e.t.Fatal(err)
+				}
+				if err := os.WriteFile(e.keyFile, []byte("truncated"), 0o600); err != nil {
+					e.t.Fatal(err)
+				}
+			},
+			steps: []step{
+				{want: collector.ReasonSSHMaterialInvalid},
+				{before: func(e *env, _ *Checker) {
+					if err := os.Rename(e.keyFile+".good", e.keyFile); err != nil {
+						e.t.Fatal(err)
+					}
+				}, want: collector.ReasonReady},
+			},
+			wantDials: 1, wantConnects: 1,
+		},
+		{
+			name:      "Ready with insecure_ignore_host_key and no known_hosts",
+			setup:     func(e *env) { os.Remove(e.knownHosts); e.cfg.KnownHostsFile = ""; e.cfg.InsecureIgnoreHostKey = true },
+			steps:     []step{{want: collector.ReasonReady}, {want: collector.ReasonReady}},
+			wantDials: 1, wantConnects: 1,
+		},
+		{
+			name:      "SSHHandshakeFailed",
+			setup:     func(e *env) { e.srv.setMode(modeEOF) },
+			steps:     []step{{want: collector.ReasonSSHHandshakeFailed}, {want: collector.ReasonSSHHandshakeFailed}},
+			wantDials: 2, wantConnects: 0,
+		},
+		{
+			name: "Unreachable",
+			setup: func(e *env) {
+				ln, err := net.Listen("tcp", "127.0.0.1:0")
+				if err != nil {
+					e.t.Fatal(err)
+				}
+				e.cfg.Hosts[0].Address = ln.Addr().String()
+				ln.Close() // nothing listens there now: connection refused
+			},
+			steps:     []step{{want: collector.ReasonUnreachable}, {want: collector.ReasonUnreachable}},
+			wantDials: 0, wantConnects: 0,
+		},
+		{
+			name:      "DNSFailed",
+			setup:     func(e *env) { e.cfg.Hosts[0].Address = "kvm-host.invalid:22" },
+			steps:     []step{{want: collector.ReasonDNSFailed}, {want: collector.ReasonDNSFailed}},
+			wantDials: 0, wantConnects: 0,
+		},
+		{
+			name:  "Timeout: server accepts TCP and never speaks",
+			setup: func(e *env) { e.srv.setMode(modeSilent) },
+			steps: []step{
+				{budget: 300 * time.Millisecond, want: collector.ReasonTimeout},
+				{budget: 300 * time.Millisecond, want: collector.ReasonTimeout},
+			},
+			wantDials: 2, wantConnects: 0,
+		},
+		{
+			name: "Timeout: libvirtd hangs on a kept connection, which is then dropped",
+			steps: []step{
+				{want: collector.ReasonReady},
+				{before: func(e *env, _ *Checker) { e.stub.setMode(stubHang) }, budget: 300 * time.Millisecond, want: collector.ReasonTimeout},
+				{before: func(e *env, _ *Checker) { e.stub.setMode(stubEcho) }, want: collector.ReasonReady},
+			},
+			wantDials: 2, wantConnects: 2,
+		},
+		{
+			name: "LibvirtConnectionLost mid-check, then a redial",
+			steps: []step{
+				{want: collector.ReasonReady},
+				{before: func(e *env, _ *Checker) { e.stub.setMode(stubDrop) }, want: collector.ReasonLibvirtConnectionLost},
+				{before: func(e *env, _ *Checker) { e.stub.setMode(stubEcho) }, want: collector.ReasonReady},
+			},
+			wantDials: 2, wantConnects: 2,
+		},
+		{
+			name: "a kept connection known to be gone is redialed at once",
+			steps: []step{
+				{want: collector.ReasonReady},
+				{before: func(e *env, c *Checker) { e.srv.killConns(); waitDead(e.t, c) }, want: collector.ReasonReady},
+			},
+			wantDials: 2, wantConnects: 2,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			if tt.setup != nil {
+				tt.setup(e)
+			}
+			c := e.checker()
+			if tt.name == "DNSFailed" {
+				c.dialer.Resolver = newDNSStub(t).resolver()
+			}
+			var v collector.Verdict
+			for i, s := range tt.steps {
+				if s.before != nil {
+					s.before(e, c)
+				}
+				budget := s.budget
+				if budget == 0 {
+					budget = 5 * time.Second
+				}
+				v = check(t, c, hostName, budget)
+				if v.Reason != s.want {
+					t.Fatalf("check %d: reason %s (%s), want %s", i+1, v.Reason, v.Message, s.want)
+				}
+				if !collector.InSet(collector.ProviderKVM, v.Reason) {
+					t.Fatalf("check %d: reason %s is not in the kvm set", i+1, v.Reason)
+				}
+			}
+			if got := e.srv.accepted.Load(); got != tt.wantDials {
+				t.Errorf("dials (TCP connections accepted) = %d, want %d", got, tt.wantDials)
+			}
+			if v.KVM == nil {
+				t.Fatal("verdict has no KVM facts")
+			}
+			if v.KVM.Connects != tt.wantConnects {
+				t.Errorf("Connects = %d, want %d", v.KVM.Connects, tt.wantConnects)
+			}
+			if v.KVM.User != "proxyops" || v.Details["user"] != "proxyops" || v.KVM.Pool != "default" {
+				t.Errorf("facts %+v / details %v: want user proxyops and pool default", v.KVM, v.Details)
+			}
+		})
+	}
+}
+
+// TestReadyFacts checks what a Ready verdict carries and that a check on a
+// kept connection makes the pool calls and nothing else.
+func TestReadyFacts(t *testing.T) {
+	e := newEnv(t)
+	e.fake.version = 10002003
+	c := e.checker()
+	for range 3 {
+		if v := check(t, c, hostName, 5*time.Second); v.Reason != collector.ReasonReady {
+			t.Fatalf("reason %s (%s), want Ready", v.Reason, v.Message)
+		}
+	}
+	v := check(t, c, hostName, 5*time.Second)
+	want := collector.KVMFacts{
+		User: "proxyops", LibvirtVersion: "10.2.3", Pool: "default", PoolState: "running",
+		CapacityBytes: 100 << 30, AllocationBytes: 30 << 30, AvailableBytes: 70 << 30, Connects: 1,
+	}
+	if *v.KVM != want {
+		t.Errorf("facts %+v, want %+v", *v.KVM, want)
+	}
+	wantDetails := map[string]string{"user": "proxyops", "pool": "default", "poolState": "running", "libvirtVersion": "10.2.3"}
+	for k, w := range wantDetails {
+		if v.Details[k] != w {
+			t.Errorf("details[%s] = %q, want %q", k, v.Details[k], w)
+		}
+	}
+	wantCalls := map[string]int{"ConnectToURI": 1, "ConnectGetLibVersion": 1, "StoragePoolLookupByName": 4, "StoragePoolGetInfo": 4}
+	got := e.fake.callCounts()
+	if len(got) != len(wantCalls) {
+		t.Errorf("calls %v, want %v", got, wantCalls)
+	}
+	for k, w := range wantCalls {
+		if got[k] != w {
+			t.Errorf("%s called %d times, want %d (all calls: %v)", k, got[k], w, got)
+		}
+	}
+}
+
+// TestFailureKeepsLastKnownVersion: after the connection is lost, the host
+// info still shows the version libvirtd had, and no pool state.
+func TestFailureKeepsLastKnownVersion(t *testing.T) {
+	e := newEnv(t)
+	c := e.checker()
+	if v := check(t, c, hostName, 5*time.Second); v.Reason != collector.ReasonReady {
+		t.Fatalf("reason %s (%s), want Ready", v.Reason, v.Message)
+	}
+	e.stub.setMode(stubDrop)
+	v := check(t, c, hostName, 5*time.Second)
+	if v.Reason != collector.ReasonLibvirtConnectionLost {
+		t.Fatalf("reason %s (%s), want LibvirtConnectionLost", v.Reason, v.Message)
+	}
+	if v.KVM.LibvirtVersion != "9.0.0" || v.KVM.PoolState != "" || v.KVM.CapacityBytes != 0 {
+		t.Errorf("facts %+v: want version 9.0.0 kept, no pool state or sizes", *v.KVM)
+	}
+}
+
+// TestConcurrentChecksDialOnce: concurrent checks of a host that has no
+// connection yet make one connection between them.
+func TestConcurrentChecksDialOnce(t *testing.T) {
+	e := newEnv(t)
+	c := e.checker()
+	var wg sync.WaitGroup
+	reasons := make(chan collector.Reason, 8)
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			reasons <- c.Check(ctx, testLogger(t), hostName).Reason
+		}()
+	}
+	wg.Wait()
+	close(reasons)
+	for r := range reasons {
+		if r != collector.ReasonReady {
+			t.Errorf("reason %s, want Ready", r)
+		}
+	}
+	if got := e.srv.accepted.Load(); got != 1 {
+		t.Errorf("dials = %d, want 1", got)
+	}
+}
+
+// TestMaxConcurrentDials: with one dial slot and two hosts that never
+// answer, only one dial is made within the budget; the other check waits for
+// the slot and times out too.
+func TestMaxConcurrentDials(t *testing.T) {
+	e := newEnv(t)
+	e.srv.setMode(modeSilent)
+	other := newSSHServer(t, e.key.PublicKey(), e.stub.path)
+	other.setMode(modeSilent)
+	e.cfg.MaxConcurrentDials = 1
+	e.cfg.Hosts = append(e.cfg.Hosts, &config.KVMHost{
+		Address: other.addr, Name: "other", User: "proxyops", Pool: "default", PrivateKeyFile: e.keyFile,
+	})
+	c := e.checker()
+	var wg sync.WaitGroup
+	for _, target := range []string{hostName, "other"} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if v := check(t, c, target, 500*time.Millisecond); v.Reason != collector.ReasonTimeout {
+				t.Errorf("%s: reason %s (%s), want Timeout", target, v.Reason, v.Message)
+			}
+		}()
+	}
+	wg.Wait()
+	if got := e.srv.accepted.Load() + other.accepted.Load(); got != 1 {
+		t.Errorf("dials = %d, want 1 (max_concurrent_dials: 1)", got)
+	}
+}
+
+// TestAdopt: a reload keeps the connection of an unchanged host (also when
+// only its pool changed) and redials a host whose settings changed; the
+// connects counter carries over either way.
+func TestAdopt(t *testing.T) {
+	for _, tt := range []struct {
+		name         string
+		change       func(cfg *config.KVM)
+		wantDials    int64
+		wantConnects uint64
+	}{
+		{name: "unchanged", change: func(*config.KVM) {}, wantDials: 1, wantConnects: 1},
+		{name: "pool changed", change: func(cfg *config.KVM) { cfg.Hosts[0].Pool = "images" }, wantDials: 1, wantConnects: 1},
+		{name: "user changed", change: func(cfg *config.KVM) { cfg.Hosts[0].User = "root" }, wantDials: 2, wantConnects: 2},
+		{name: "socket changed", change: func(cfg *config.KVM) { cfg.LibvirtURI = "qemu:///session" }, wantDials: 2, wantConnects: 2},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			old := e.checker()
+			if v := check(t, old, hostName, 5*time.Second); v.Reason != collector.ReasonReady {
+				t.Fatalf("reason %s (%s), want Ready", v.Reason, v.Message)
+			}
+			host := *e.cfg.Hosts[0]
+			cfg := *e.cfg
+			cfg.Hosts = []*config.KVMHost{&host}
+			tt.change(&cfg)
+			e.cfg = &cfg
+			next := e.checker()
+			next.Adopt(old)
+			if err := old.Close(); err != nil {
+				t.Fatal(err)
+			}
+			v := check(t, next, hostName, 5*time.Second)
+			if v.Reason != collector.ReasonReady {
+				t.Fatalf("after reload: reason %s (%s), want Ready", v.Reason, v.Message)
+			}
+			if got := e.srv.accepted.Load(); got != tt.wantDials {
+				t.Errorf("dials = %d, want %d", got, tt.wantDials)
+			}
+			if v.KVM.Connects != tt.wantConnects {
+				t.Errorf("Connects = %d, want %d", v.KVM.Connects, tt.wantConnects)
+			}
+		})
+	}
+}
+
+// TestCloseClosesKeptConnections: after Close the server sees the
+// connection go, and a check made afterwards does not leave one behind.
+func TestCloseClosesKeptConnections(t *testing.T) {
+	e := newEnv(t)
+	c := e.checker()
+	if v := check(t, c, hostName, 5*time.Second); v.Reason != collector.ReasonReady {
+		t.Fatalf("reason %s (%s), want Ready", v.Reason, v.Message)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitNoConns(t, e.srv)
+	if v := check(t, c, hostName, 5*time.Second); v.Reason != collector.ReasonReady {
+		t.Fatalf("check after Close: reason %s (%s), want Ready", v.Reason, v.Message)
+	}
+	waitNoConns(t, e.srv)
+}
+
+func waitNoConns(t *testing.T, s *sshServer) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s.mu.Lock()
+		n := len(s.conns)
+		s.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections still open on the server", n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestUnknownTarget(t *testing.T) {
+	e := newEnv(t)
+	c := e.checker()
+	if v := check(t, c, "nope", time.Second); v.Reason != collector.ReasonUnknown {
+		t.Errorf("reason %s, want Unknown", v.Reason)
+	}
+	if got := e.srv.accepted.Load(); got != 0 {
+		t.Errorf("dials = %d, want 0", got)
+	}
+}
+
+func TestNewDoesNoIO(t *testing.T) {
+	e := newEnv(t)
+	e.checker()
+	if got := e.srv.accepted.Load(); got != 0 {
+		t.Errorf("dials = %d after New, want 0", got)
+	}
+	targets := e.checker().Targets()
+	if len(targets) != 1 || targets[0].Name != hostName || targets[0].Address != e.srv.addr {
+		t.Errorf("targets %+v", targets)
+	}
+}
+
+// TestAuthFailureString pins the text x/crypto/ssh uses for a rejected key,
+// the one failure it exposes no type for.
+func TestAuthFailureString(t *testing.T) {
+	e := newEnv(t)
+	e.srv.authorize(randomKey(t))
+	cfg, err := clientConfig(settings{keyFile: e.keyFile, knownHostsFile: e.knownHosts, user: "proxyops"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = ssh.Dial("tcp", e.srv.addr, cfg)
+	if err == nil || !strings.Contains(err.Error(), authFailure) {
+		t.Fatalf("ssh.Dial with a rejected key: %v, want an error containing %q", err, authFailure)
+	}
+}
+
+func TestInsecureWarns(t *testing.T) {
+	e := newEnv(t)
+	e.cfg.InsecureIgnoreHostKey = true
+	var buf strings.Builder
+	if _, err := New(e.cfg, slog.New(slog.NewTextHandler(&buf, nil))); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), "level=WARN") || !strings.Contains(buf.String(), "insecure_ignore_host_key") {
+		t.Errorf("log %q: want a warning about insecure_ignore_host_key", buf.String())
+	}
+}

@@ -1,0 +1,106 @@
+package kvm
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/digitalocean/go-libvirt"
+	"github.com/digitalocean/go-libvirt/socket/dialers"
+)
+
+// libvirtClient is the narrow seam in front of go-libvirt: exactly the calls a
+// check makes, so the unit tests can fake what libvirtd does and nothing more.
+// *libvirt.Libvirt implements it.
+type libvirtClient interface {
+	// ConnectToURI runs the libvirt handshake (auth list, connect open).
+	ConnectToURI(uri libvirt.ConnectURI) error
+	// ConnectGetLibVersion is asked once per connection, for kvm_host_info.
+	ConnectGetLibVersion() (uint64, error)
+	// StoragePoolLookupByName and StoragePoolGetInfo are the only calls a
+	// check on a kept connection makes.
+	StoragePoolLookupByName(name string) (libvirt.StoragePool, error)
+	StoragePoolGetInfo(pool libvirt.StoragePool) (state uint8, capacity, allocation, available uint64, err error)
+}
+
+// newLibvirtClient speaks libvirt's RPC protocol over conn, the libvirt
+// socket opened over SSH. The dialer hands go-libvirt that conn instead of
+// letting it dial (its own SSH dialer neither bounds the handshake nor
+// closes the client).
+func newLibvirtClient(conn net.Conn) libvirtClient {
+	return libvirt.NewWithDialer(dialers.NewAlreadyConnected(conn))
+}
+
+var _ libvirtClient = (*libvirt.Libvirt)(nil)
+
+// loggedClient logs every libvirt call at debug level to the logger of the
+// check that makes it, so /probe?debug=true shows what went over the wire.
+// It is made per check because the client outlives the check.
+type loggedClient struct {
+	next   libvirtClient
+	logger *slog.Logger
+}
+
+var _ libvirtClient = loggedClient{}
+
+func (c loggedClient) log(call string, start time.Time, err error, attrs ...any) {
+	attrs = append([]any{"call", call, "duration", time.Since(start)}, attrs...)
+	if err != nil {
+		attrs = append(attrs, "err", err)
+	}
+	c.logger.Debug("libvirt call", attrs...)
+}
+
+func (c loggedClient) ConnectToURI(uri libvirt.ConnectURI) error {
+	start := time.Now()
+	err := c.next.ConnectToURI(uri)
+	c.log("ConnectToURI", start, err, "uri", string(uri))
+	return err
+}
+
+func (c loggedClient) ConnectGetLibVersion() (uint64, error) {
+	start := time.Now()
+	v, err := c.next.ConnectGetLibVersion()
+	c.log("ConnectGetLibVersion", start, err, "version", formatVersion(v))
+	return v, err
+}
+
+func (c loggedClient) StoragePoolLookupByName(name string) (libvirt.StoragePool, error) {
+	start := time.Now()
+	p, err := c.next.StoragePoolLookupByName(name)
+	c.log("StoragePoolLookupByName", start, err, "pool", name)
+	return p, err
+}
+
+func (c loggedClient) StoragePoolGetInfo(pool libvirt.StoragePool) (uint8, uint64, uint64, uint64, error) {
+	start := time.Now()
+	state, capacity, allocation, available, err := c.next.StoragePoolGetInfo(pool)
+	c.log("StoragePoolGetInfo", start, err, "pool", pool.Name, "state", poolStateWord(state),
+		"capacity", capacity, "allocation", allocation, "available", available)
+	return state, capacity, allocation, available, err
+}
+
+// formatVersion turns libvirt's packed version (major*1e6 + minor*1e3 +
+// micro) into the "9.0.0" form of kvm_host_info.
+func formatVersion(v uint64) string {
+	return fmt.Sprintf("%d.%d.%d", v/1000000, v/1000%1000, v%1000)
+}
+
+// poolStateWord is virsh's word for a pool state, "" for a state libvirt
+// may add later and we do not know.
+func poolStateWord(state uint8) string {
+	switch libvirt.StoragePoolState(state) {
+	case libvirt.StoragePoolInactive:
+		return "inactive"
+	case libvirt.StoragePoolBuilding:
+		return "building"
+	case libvirt.StoragePoolRunning:
+		return "running"
+	case libvirt.StoragePoolDegraded:
+		return "degraded"
+	case libvirt.StoragePoolInaccessible:
+		return "inaccessible"
+	}
+	return ""
+}

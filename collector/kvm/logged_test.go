@@ -1,0 +1,90 @@
+package kvm
+
+import (
+	"log/slog"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/digitalocean/go-libvirt"
+
+	"github.com/egress-proxies/provider_health_exporter/collector"
+)
+
+// recordingClient answers every call with zero values.
+type recordingClient struct{ calls []string }
+
+func (r *recordingClient) ConnectToURI(libvirt.ConnectURI) error {
+	r.calls = append(r.calls, "ConnectToURI")
+	return nil
+}
+
+func (r *recordingClient) ConnectGetLibVersion() (uint64, error) {
+	r.calls = append(r.calls, "ConnectGetLibVersion")
+	return 9000000, nil
+}
+
+func (r *recordingClient) StoragePoolLookupByName(string) (libvirt.StoragePool, error) {
+	r.calls = append(r.calls, "StoragePoolLookupByName")
+	return libvirt.StoragePool{}, nil
+}
+
+func (r *recordingClient) StoragePoolGetInfo(libvirt.StoragePool) (uint8, uint64, uint64, uint64, error) {
+	r.calls = append(r.calls, "StoragePoolGetInfo")
+	return 2, 0, 0, 0, nil
+}
+
+// TestEveryCallIsLogged calls every method of libvirtClient through the
+// logging wrapper, found by reflection, so a method added to the interface
+// without a logging wrapper fails here: the call must reach the client and
+// leave a debug line naming it.
+func TestEveryCallIsLogged(t *testing.T) {
+	iface := reflect.TypeOf((*libvirtClient)(nil)).Elem()
+	if iface.NumMethod() == 0 {
+		t.Fatal("libvirtClient has no methods")
+	}
+	for i := range iface.NumMethod() {
+		m := iface.Method(i)
+		t.Run(m.Name, func(t *testing.T) {
+			var buf strings.Builder
+			rec := &recordingClient{}
+			var wrapped libvirtClient = loggedClient{next: rec, logger: bufLogger(&buf)}
+			fn := reflect.ValueOf(wrapped).MethodByName(m.Name)
+			args := make([]reflect.Value, m.Type.NumIn())
+			for j := range args {
+				args[j] = reflect.Zero(m.Type.In(j))
+			}
+			fn.Call(args)
+			if len(rec.calls) != 1 || rec.calls[0] != m.Name {
+				t.Errorf("wrapper of %s called %v on the client, want exactly [%s]", m.Name, rec.calls, m.Name)
+			}
+			if !strings.Contains(buf.String(), "level=DEBUG") || !strings.Contains(buf.String(), "call="+m.Name+" ") {
+				t.Errorf("wrapper of %s logged %q, want a debug line with call=%s", m.Name, buf.String(), m.Name)
+			}
+		})
+	}
+}
+
+func TestFormatVersion(t *testing.T) {
+	for v, want := range map[uint64]string{9000000: "9.0.0", 10002003: "10.2.3", 8010000: "8.10.0", 0: "0.0.0"} {
+		if got := formatVersion(v); got != want {
+			t.Errorf("formatVersion(%d) = %q, want %q", v, got, want)
+		}
+	}
+}
+
+// TestPoolStateWords: libvirt's numbering is the framework's pool state set.
+func TestPoolStateWords(t *testing.T) {
+	for i, want := range collector.KVMPoolStates {
+		if got := poolStateWord(uint8(i)); got != want {
+			t.Errorf("state %d: %q, want %q", i, got, want)
+		}
+	}
+	if got := poolStateWord(uint8(len(collector.KVMPoolStates))); got != "" {
+		t.Errorf("unknown state: %q, want empty", got)
+	}
+}
+
+func bufLogger(w *strings.Builder) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}

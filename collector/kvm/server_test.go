@@ -1,0 +1,400 @@
+package kvm
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/pem"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/knownhosts"
+)
+
+// serverMode is how the in-process SSH server behaves on a new connection.
+type serverMode int32
+
+const (
+	modeSSH    serverMode = iota // a working SSH server
+	modeSilent                   // accepts TCP and never says a word
+	modeEOF                      // sends a banner and hangs up mid-handshake
+)
+
+// sshServer is an in-process SSH server on 127.0.0.1 that forwards
+// direct-streamlocal@openssh.com channels for one socket path to a unix
+// socket, as sshd does for the libvirt socket.
+type sshServer struct {
+	t          *testing.T
+	ln         net.Listener
+	addr       string
+	hostKey    ssh.Signer
+	authMu     sync.Mutex
+	authorized ssh.PublicKey
+	socket     string // the only path forwarded; others are rejected like sshd does for a missing socket
+	mode       atomic.Int32
+	accepted   atomic.Int64 // TCP connections accepted: the number of dials
+
+	mu    sync.Mutex
+	conns map[net.Conn]struct{}
+	wg    sync.WaitGroup
+}
+
+func newSSHServer(t *testing.T, authorized ssh.PublicKey, socket string) *sshServer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostKey, err := ssh.NewSignerFromKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &sshServer{t: t, ln: ln, addr: ln.Addr().String(), hostKey: hostKey, authorized: authorized,
+		socket: socket, conns: map[net.Conn]struct{}{}}
+	s.wg.Add(1)
+	go s.serve()
+	t.Cleanup(s.close)
+	return s
+}
+
+func (s *sshServer) setMode(m serverMode) { s.mode.Store(int32(m)) }
+
+func (s *sshServer) authorize(k ssh.PublicKey) {
+	s.authMu.Lock()
+	s.authorized = k
+	s.authMu.Unlock()
+}
+
+func (s *sshServer) serve() {
+	defer s.wg.Done()
+	for {
+		c, err := s.ln.Accept()
+		if err != nil {
+			return
+		}
+		s.accepted.Add(1)
+		if !s.track(c) {
+			return
+		}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			defer s.untrack(c)
+			s.handle(c)
+		}()
+	}
+}
+
+func (s *sshServer) track(c net.Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.conns == nil {
+		c.Close()
+		return false
+	}
+	s.conns[c] = struct{}{}
+	return true
+}
+
+func (s *sshServer) untrack(c net.Conn) {
+	c.Close()
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+}
+
+// killConns drops every open connection: a transport failure.
+func (s *sshServer) killConns() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
+		c.Close()
+	}
+}
+
+func (s *sshServer) close() {
+	s.ln.Close()
+	s.mu.Lock()
+	for c := range s.conns {
+		c.Close()
+	}
+	s.conns = nil
+	s.mu.Unlock()
+	s.wg.Wait()
+}
+
+func (s *sshServer) handle(c net.Conn) {
+	switch serverMode(s.mode.Load()) {
+	case modeSilent:
+		_, _ = io.Copy(io.Discard, c) // until the client gives up
+		return
+	case modeEOF:
+		_, _ = c.Write([]byte("SSH-2.0-OpenSSH_9.2p1 Debian-2+deb12u3\r\n"))
+		return
+	}
+	cfg := &ssh.ServerConfig{
+		PublicKeyCallback: func(_ ssh.ConnMetadata, key ssh.PublicKey) (*ssh.Permissions, error) {
+			s.authMu.Lock()
+			ok := s.authorized != nil && string(key.Marshal()) == string(s.authorized.Marshal())
+			s.authMu.Unlock()
+			if ok {
+				return nil, nil
+			}
+			return nil, errors.New("key not authorized")
+		},
+	}
+	cfg.AddHostKey(s.hostKey)
+	sc, chans, reqs, err := ssh.NewServerConn(c, cfg)
+	if err != nil {
+		return
+	}
+	defer sc.Close()
+	go ssh.DiscardRequests(reqs)
+	for nc := range chans {
+		if nc.ChannelType() != "direct-streamlocal@openssh.com" {
+			_ = nc.Reject(ssh.UnknownChannelType, "not supported")
+			continue
+		}
+		var msg struct {
+			SocketPath string
+			Reserved0  string
+			Reserved1  uint32
+		}
+		if err := ssh.Unmarshal(nc.ExtraData(), &msg); err != nil || msg.SocketPath != s.socket {
+			_ = nc.Reject(ssh.ConnectionFailed, "open failed")
+			continue
+		}
+		uc, err := net.Dial("unix", msg.SocketPath)
+		if err != nil {
+			_ = nc.Reject(ssh.ConnectionFailed, "open failed")
+			continue
+		}
+		ch, creqs, err := nc.Accept()
+		if err != nil {
+			uc.Close()
+			continue
+		}
+		go ssh.DiscardRequests(creqs)
+		s.wg.Add(2)
+		go func() {
+			defer s.wg.Done()
+			_, _ = io.Copy(uc, ch)
+			uc.Close()
+		}()
+		go func() {
+			defer s.wg.Done()
+			_, _ = io.Copy(ch, uc)
+			ch.Close()
+		}()
+	}
+}
+
+// stubMode is how the unix socket behind the SSH server answers the fake
+// libvirt's round trips.
+type stubMode int32
+
+const (
+	stubEcho stubMode = iota // answers every byte
+	stubHang                 // reads and never answers, like a wedged libvirtd
+	stubDrop                 // hangs up on the next byte, like libvirtd dying
+)
+
+// socketStub stands where libvirtd's socket would be. The fake libvirt does
+// one byte of round trip per call through it, so transport failures and
+// hangs are real I/O on the SSH channel.
+type socketStub struct {
+	ln   net.Listener
+	path string
+	mode atomic.Int32
+
+	mu    sync.Mutex
+	conns map[net.Conn]struct{}
+	wg    sync.WaitGroup
+}
+
+func newSocketStub(t *testing.T) *socketStub {
+	t.Helper()
+	// Unix socket paths are short (108 bytes); t.TempDir can be longer.
+	dir, err := os.MkdirTemp("", "kvmtest")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	path := filepath.Join(dir, "libvirt-sock")
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &socketStub{ln: ln, path: path, conns: map[net.Conn]struct{}{}}
+	st.wg.Add(1)
+	go st.serve()
+	t.Cleanup(st.close)
+	return st
+}
+
+func (st *socketStub) setMode(m stubMode) { st.mode.Store(int32(m)) }
+
+func (st *socketStub) serve() {
+	defer st.wg.Done()
+	for {
+		c, err := st.ln.Accept()
+		if err != nil {
+			return
+		}
+		st.mu.Lock()
+		if st.conns == nil {
+			st.mu.Unlock()
+			c.Close()
+			return
+		}
+		st.conns[c] = struct{}{}
+		st.mu.Unlock()
+		st.wg.Add(1)
+		go func() {
+			defer st.wg.Done()
+			defer func() {
+				c.Close()
+				st.mu.Lock()
+				delete(st.conns, c)
+				st.mu.Unlock()
+			}()
+			var b [1]byte
+			for {
+				if _, err := c.Read(b[:]); err != nil {
+					return
+				}
+				switch stubMode(st.mode.Load()) {
+				case stubHang:
+					continue
+				case stubDrop:
+					return
+				}
+				if _, err := c.Write(b[:]); err != nil {
+					return
+				}
+			}
+		}()
+	}
+}
+
+func (st *socketStub) close() {
+	st.ln.Close()
+	st.mu.Lock()
+	for c := range st.conns {
+		c.Close()
+	}
+	st.conns = nil
+	st.mu.Unlock()
+	st.wg.Wait()
+}
+
+// writeKey writes an OpenSSH private key file, encrypted when passphrase is
+// set, and returns its signer.
+func writeKey(t *testing.T, path, passphrase string) ssh.Signer {
+	t.Helper()
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var block *pem.Block
+	if passphrase == "" {
+		block, err = ssh.MarshalPrivateKey(priv, "")
+	} else {
+		block, err = ssh.MarshalPrivateKeyWithPassphrase(priv, "", []byte(passphrase))
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, pem.EncodeToMemory(block), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	signer, err := ssh.NewSignerFromKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return signer
+}
+
+func knownHostsLine(address string, key ssh.PublicKey) string {
+	return knownhosts.Line([]string{address}, key) + "\n"
+}
+
+// dnsStub answers every query with NXDOMAIN, so a DNS failure is provoked on
+// loopback without asking the machine's resolver.
+type dnsStub struct {
+	pc   net.PacketConn
+	done chan struct{}
+}
+
+func newDNSStub(t *testing.T) *dnsStub {
+	t.Helper()
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &dnsStub{pc: pc, done: make(chan struct{})}
+	go d.serve()
+	t.Cleanup(func() {
+		pc.Close()
+		<-d.done
+	})
+	return d
+}
+
+func (d *dnsStub) serve() {
+	defer close(d.done)
+	buf := make([]byte, 1500)
+	for {
+		n, from, err := d.pc.ReadFrom(buf)
+		if err != nil {
+			return
+		}
+		if resp := nxdomain(buf[:n]); resp != nil {
+			_, _ = d.pc.WriteTo(resp, from)
+		}
+	}
+}
+
+// nxdomain turns a query into its NXDOMAIN answer: the header and question,
+// nothing else.
+func nxdomain(q []byte) []byte {
+	if len(q) < 12 {
+		return nil
+	}
+	i := 12
+	for i < len(q) && q[i] != 0 {
+		i += int(q[i]) + 1
+	}
+	end := i + 1 + 4 // the name's terminating zero, type, class
+	if end > len(q) {
+		return nil
+	}
+	resp := append([]byte(nil), q[:end]...)
+	resp[2] = 0x80 | (q[2] & 0x01) // response, keep recursion desired
+	resp[3] = 0x80 | 3             // recursion available, NXDOMAIN
+	for j := 6; j < 12; j++ {      // no answer, authority or additional records
+		resp[j] = 0
+	}
+	return resp
+}
+
+func (d *dnsStub) resolver() *net.Resolver {
+	return &net.Resolver{
+		PreferGo: true,
+		Dial: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var nd net.Dialer
+			return nd.DialContext(ctx, "udp", d.pc.LocalAddr().String())
+		},
+	}
+}
