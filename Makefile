@@ -47,13 +47,46 @@ integration-kubernetes:
 	testdata/kubernetes/run-integration.sh
 
 # --- mixin ----------------------------------------------------------------
+#
+# jsonnet tools come pinned from tools/go.mod; promtool and amtool from
+# Debian's prometheus and prometheus-alertmanager packages.
+
+JSONNET      := $(TOOLS) jsonnet -J mixin
+JSONNETFMT   := $(TOOLS) jsonnetfmt -n 2 --max-blank-lines 2 --string-style s --comment-style s
+JSONNETLINT  := $(TOOLS) jsonnet-lint -J mixin
+PROMTOOL     ?= promtool
+AMTOOL       ?= amtool
+MIXIN_SRCS    = $(shell find mixin -name '*.jsonnet' -o -name '*.libsonnet')
+
+# mixin-generate OUT=dir writes every generated file under dir, in the same
+# layout as the repository, so mixin-lint can diff a fresh copy against the
+# committed one.
+OUT ?= .
+.PHONY: mixin-generate
+mixin-generate:
+	@mkdir -p $(OUT)/mixin/dashboards_out $(OUT)/deploy/prometheus
+	$(JSONNET) -S mixin/alerts.jsonnet > $(OUT)/mixin/alerts.yaml
+	$(JSONNET) -m $(OUT)/mixin/dashboards_out mixin/dashboards.jsonnet > /dev/null
+	$(JSONNET) -S mixin/prometheusrule.jsonnet > $(OUT)/deploy/prometheus/prometheusrule.yaml
 
 .PHONY: mixin mixin-lint mixin-test
 mixin:
-	@echo "mixin: not yet"
+	rm -f mixin/dashboards_out/*.json
+	$(MAKE) --no-print-directory mixin-generate OUT=.
 
 mixin-lint:
-	@echo "mixin-lint: not yet"
+	$(JSONNETFMT) --test $(MIXIN_SRCS)
+	@for f in $(MIXIN_SRCS); do echo "jsonnet-lint $$f"; $(JSONNETLINT) $$f || exit 1; done
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	  $(MAKE) --no-print-directory mixin-generate OUT=$$tmp && \
+	  for f in mixin/alerts.yaml deploy/prometheus/prometheusrule.yaml; do \
+	    diff -u $$f $$tmp/$$f || { echo "$$f is stale: run make mixin"; exit 1; }; done && \
+	  diff -ru mixin/dashboards_out $$tmp/mixin/dashboards_out || { echo "mixin/dashboards_out is stale: run make mixin"; exit 1; }
+	$(PROMTOOL) check rules mixin/alerts.yaml
+	MIXIN_REQUIRE_PROMTOOL=1 $(GO) test -count=1 -run 'TestMetricNames|TestExpressions|TestDashboard|TestAlerts' ./mixin/
+	$(PROMTOOL) check config deploy/prometheus/prometheus.yml deploy/prometheus/prometheus-probe.yml
+	$(AMTOOL) check-config deploy/prometheus/alertmanager.yml
 
 mixin-test: mixin-lint
-	@echo "mixin-test: not yet"
+	$(PROMTOOL) test rules mixin/tests/*.yaml
+	MIXIN_REQUIRE_PROMTOOL=1 $(GO) test -count=1 -run 'TestRuleTestsCatchBrokenRules' ./mixin/

@@ -149,13 +149,12 @@ local currentReason =
           },
           {
             alert: 'KVMPoolLowSpace',
+            // A pool of zero capacity gives NaN or +Inf here, never a match.
             expr: |||
               (
                 provider_health_kvm_pool_available_bytes{%(providerHealthSelector)s}
                   / provider_health_kvm_pool_capacity_bytes{%(providerHealthSelector)s}
               ) < %(kvmPoolLowSpaceFraction)s
-              and
-                provider_health_kvm_pool_capacity_bytes{%(providerHealthSelector)s} > 0
             ||| % c,
             'for': c.kvmPoolLowSpaceFor,
             labels: { severity: 'warning' },
