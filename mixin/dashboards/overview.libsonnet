@@ -46,7 +46,8 @@ local g = import '../lib/dashboard.libsonnet';
         g.target('max by (%s, reason) (provider_health_reason{%s} == 1)' % [byTarget, sel], targetLegend + ': {{reason}}'),
       ]) + g.size(24, 10)
       + g.fixedColor('red')
-      + g.valueMappings({ '1': ['', null] })
+      // Each row is one target and reason, so the value (always 1) says nothing.
+      + { options+: { showValue: 'never' } }
       + g.overrideByRegexp('/: Ready$/', { color: { mode: 'fixed', fixedColor: 'green' } }),
 
       g.table('Targets not ready now', 'Every target not ready at the end of the time range, with its reason and since when it has not been ready (provider_health_last_transition_timestamp_seconds).', [
