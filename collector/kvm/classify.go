@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"net"
+	"os"
 	"strings"
+	"time"
 
 	"github.com/digitalocean/go-libvirt"
 	"golang.org/x/crypto/ssh"
@@ -20,7 +22,7 @@ const authFailure = "ssh: unable to authenticate"
 // classify derives the reason of a failed dial from its stage and cause
 // (SPEC §7, §8). The end of ctx wins over whatever the error says.
 func classify(ctx context.Context, err error) collector.Reason {
-	if ctx.Err() != nil {
+	if ended(ctx) {
 		return collector.ReasonTimeout
 	}
 	var de *dialError
@@ -31,6 +33,10 @@ func classify(ctx context.Context, err error) collector.Reason {
 	case stageMaterial:
 		return collector.ReasonSSHMaterialInvalid
 	case stageTCP:
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			// The dialer took its deadline from ctx.
+			return collector.ReasonTimeout
+		}
 		var dnsErr *net.DNSError
 		if errors.As(err, &dnsErr) {
 			return collector.ReasonDNSFailed
@@ -69,4 +75,15 @@ func classify(ctx context.Context, err error) collector.Reason {
 		return collector.ReasonUnreachable
 	}
 	return collector.ReasonUnknown
+}
+
+// ended reports whether ctx is over. Its deadline counts even before its
+// timer fires: I/O that took the deadline from ctx can fail a moment before
+// ctx.Err is set, and must still be a Timeout.
+func ended(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	d, ok := ctx.Deadline()
+	return ok && !time.Now().Before(d)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -140,7 +141,7 @@ func (c watchedConn) Write(p []byte) (int, error) {
 func (c *Checker) dial(ctx context.Context, logger *slog.Logger, set settings) (*session, error) {
 	// Material is read on every dial so that rotated files are picked up
 	// without a reload.
-	cfg, err := clientConfig(set)
+	cfg, err := clientConfig(set, c.keys)
 	if err != nil {
 		return nil, &dialError{stageMaterial, err}
 	}
@@ -200,25 +201,34 @@ func (c *Checker) dial(ctx context.Context, logger *slog.Logger, set settings) (
 
 // clientConfig reads the key, the optional passphrase and known_hosts.
 // Errors name files, never their contents.
-func clientConfig(set settings) (*ssh.ClientConfig, error) {
+func clientConfig(set settings, keys *signerCache) (*ssh.ClientConfig, error) {
 	pem, err := os.ReadFile(set.keyFile)
 	if err != nil {
 		return nil, fmt.Errorf("read private key: %w", err)
 	}
-	signer, err := ssh.ParsePrivateKey(pem)
-	var missing *ssh.PassphraseMissingError
-	if errors.As(err, &missing) {
-		if set.passphraseFile == "" {
-			return nil, fmt.Errorf("private key %s is encrypted and no passphrase_file is set: %w", set.keyFile, err)
+	var pass []byte
+	if set.passphraseFile != "" {
+		if pass, err = os.ReadFile(set.passphraseFile); err != nil {
+			return nil, fmt.Errorf("read passphrase: %w", err)
 		}
-		pass, rerr := os.ReadFile(set.passphraseFile)
-		if rerr != nil {
-			return nil, fmt.Errorf("read passphrase: %w", rerr)
-		}
-		signer, err = ssh.ParsePrivateKeyWithPassphrase(pem, bytes.TrimRight(pass, "\r\n"))
+		pass = bytes.TrimRight(pass, "\r\n")
 	}
+	signer, err := keys.signer(pem, pass, func() (ssh.Signer, error) {
+		signer, err := ssh.ParsePrivateKey(pem)
+		var missing *ssh.PassphraseMissingError
+		if errors.As(err, &missing) {
+			if set.passphraseFile == "" {
+				return nil, fmt.Errorf("private key %s is encrypted and no passphrase_file is set: %w", set.keyFile, err)
+			}
+			signer, err = ssh.ParsePrivateKeyWithPassphrase(pem, pass)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("parse private key %s: %w", set.keyFile, err)
+		}
+		return signer, nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("parse private key %s: %w", set.keyFile, err)
+		return nil, err
 	}
 
 	hostKey := ssh.InsecureIgnoreHostKey()
@@ -233,6 +243,46 @@ func clientConfig(set settings) (*ssh.ClientConfig, error) {
 		Auth:            []ssh.AuthMethod{ssh.PublicKeys(signer)},
 		HostKeyCallback: hostKey,
 	}, nil
+}
+
+// signerCache keeps the outcome of parsing a key by the hash of the key file
+// and passphrase contents: decrypting an encrypted key (bcrypt KDF) costs
+// about half a second of CPU, which every scrape would otherwise pay for
+// each unreachable host or wrong passphrase. A rotated or repaired file
+// hashes differently and is parsed again.
+type signerCache struct {
+	mu sync.Mutex
+	m  map[[sha256.Size]byte]parsedKey
+}
+
+type parsedKey struct {
+	signer ssh.Signer
+	err    error
+}
+
+func (c *signerCache) signer(pem, pass []byte, parse func() (ssh.Signer, error)) (ssh.Signer, error) {
+	h := sha256.New()
+	h.Write(pem)
+	h.Write([]byte{0})
+	h.Write(pass)
+	var sum [sha256.Size]byte
+	h.Sum(sum[:0])
+	c.mu.Lock()
+	k, ok := c.m[sum]
+	c.mu.Unlock()
+	if ok {
+		return k.signer, k.err
+	}
+	k.signer, k.err = parse()
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= 64 {
+		// Keys replaced by a rotation are never looked up again; keep
+		// the map from growing without bound.
+		c.m = map[[sha256.Size]byte]parsedKey{}
+	}
+	c.m[sum] = k
+	c.mu.Unlock()
+	return k.signer, k.err
 }
 
 // probeKey is a key no known_hosts file lists: asking the callback about it

@@ -34,6 +34,7 @@ type Checker struct {
 	// resolver at loopback and put a fake libvirt behind the SSH channel.
 	dialer    *net.Dialer
 	newClient func(net.Conn) libvirtClient
+	keys      *signerCache
 
 	mu     sync.Mutex
 	closed bool
@@ -71,6 +72,7 @@ func New(cfg *config.KVM, logger *slog.Logger) (*Checker, error) {
 		dialSem:   make(chan struct{}, dials),
 		dialer:    &net.Dialer{},
 		newClient: newLibvirtClient,
+		keys:      &signerCache{},
 	}
 	for _, h := range cfg.Hosts {
 		if _, dup := c.byName[h.Name]; dup {
@@ -231,7 +233,7 @@ func (c *Checker) checkPool(ctx context.Context, logger *slog.Logger, h *host, s
 		return nil
 	})
 	if err != nil {
-		if ctx.Err() != nil {
+		if ended(ctx) {
 			h.drop(s)
 			return collector.ReasonTimeout, "", info, err
 		}

@@ -27,6 +27,10 @@ func TestMain(m *testing.M) {
 
 const hostName = "beelink"
 
+// slowKDF is the budget of checks that decrypt a key: bcrypt's KDF takes
+// seconds of CPU under the race detector on a busy machine.
+const slowKDF = time.Minute
+
 // env is one KVM host as the unit tests see it: an in-process SSH server,
 // the socket stub behind it, the fake libvirt, and the material to reach it.
 type env struct {
@@ -45,7 +49,7 @@ func newEnv(t *testing.T) *env {
 	t.Helper()
 	dir := t.TempDir()
 	e := &env{t: t, dir: dir, keyFile: filepath.Join(dir, "id_ed25519"), knownHosts: filepath.Join(dir, "known_hosts")}
-	e.key = writeKey(t, e.keyFile, "")
+	e.key = writeKey(t, e.keyFile)
 	e.stub = newSocketStub(t)
 	e.srv = newSSHServer(t, e.key.PublicKey(), e.stub.path)
 	e.writeKnownHosts(knownHostsLine(e.srv.addr, e.srv.hostKey.PublicKey()))
@@ -163,6 +167,7 @@ func TestReasons(t *testing.T) {
 		steps        []step
 		wantDials    int64 // TCP connections the SSH server accepted
 		wantConnects uint64
+		budget       time.Duration // per check unless the step sets one; default 5s
 	}{
 		{
 			name:      "Ready",
@@ -275,14 +280,15 @@ func TestReasons(t *testing.T) {
 		},
 		{
 			name:      "SSHMaterialInvalid: encrypted key without passphrase",
-			setup:     func(e *env) { e.srv.authorize(writeKey(e.t, e.keyFile, "s3cret").PublicKey()) },
+			setup:     func(e *env) { e.srv.authorize(writeEncryptedKey(e.t, e.keyFile).PublicKey()) },
 			steps:     []step{{want: collector.ReasonSSHMaterialInvalid}, {want: collector.ReasonSSHMaterialInvalid}},
 			wantDials: 0, wantConnects: 0,
+			budget: slowKDF,
 		},
 		{
 			name: "SSHMaterialInvalid: wrong passphrase",
 			setup: func(e *env) {
-				e.srv.authorize(writeKey(e.t, e.keyFile, "s3cret").PublicKey())
+				e.srv.authorize(writeEncryptedKey(e.t, e.keyFile).PublicKey())
 				e.cfg.PassphraseFile = filepath.Join(e.dir, "passphrase")
 				if err := os.WriteFile(e.cfg.PassphraseFile, []byte("wrong\n"), 0o600); err != nil {
 					e.t.Fatal(err)
@@ -290,6 +296,7 @@ func TestReasons(t *testing.T) {
 			},
 			steps:     []step{{want: collector.ReasonSSHMaterialInvalid}, {want: collector.ReasonSSHMaterialInvalid}},
 			wantDials: 0, wantConnects: 0,
+			budget: slowKDF,
 		},
 		{
 			name:      "SSHMaterialInvalid: known_hosts missing",
@@ -300,14 +307,15 @@ func TestReasons(t *testing.T) {
 		{
 			name: "Ready with an encrypted key and its passphrase",
 			setup: func(e *env) {
-				e.srv.authorize(writeKey(e.t, e.keyFile, "s3cret").PublicKey())
+				e.srv.authorize(writeEncryptedKey(e.t, e.keyFile).PublicKey())
 				e.cfg.PassphraseFile = filepath.Join(e.dir, "passphrase")
-				if err := os.WriteFile(e.cfg.PassphraseFile, []byte("s3cret\n"), 0o600); err != nil {
+				if err := os.WriteFile(e.cfg.PassphraseFile, []byte(testPassphrase+"\n"), 0o600); err != nil {
 					e.t.Fatal(err)
 				}
 			},
 			steps:     []step{{want: collector.ReasonReady}, {want: collector.ReasonReady}},
 			wantDials: 1, wantConnects: 1,
+			budget: slowKDF,
 		},
 		{
 			name: "a repaired key file is picked up without a new checker",
@@ -417,6 +425,9 @@ func TestReasons(t *testing.T) {
 					s.before(e, c)
 				}
 				budget := s.budget
+				if budget == 0 {
+					budget = tt.budget
+				}
 				if budget == 0 {
 					budget = 5 * time.Second
 				}
@@ -664,7 +675,7 @@ func TestNewDoesNoIO(t *testing.T) {
 func TestAuthFailureString(t *testing.T) {
 	e := newEnv(t)
 	e.srv.authorize(randomKey(t))
-	cfg, err := clientConfig(settings{keyFile: e.keyFile, knownHostsFile: e.knownHosts, user: "proxyops"})
+	cfg, err := clientConfig(settings{keyFile: e.keyFile, knownHostsFile: e.knownHosts, user: "proxyops"}, &signerCache{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,12 +1,14 @@
 package kvm
 
 import (
+	"errors"
 	"log/slog"
 	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/digitalocean/go-libvirt"
+	"golang.org/x/crypto/ssh"
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
 )
@@ -87,4 +89,28 @@ func TestPoolStateWords(t *testing.T) {
 
 func bufLogger(w *strings.Builder) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// TestSignerCache: a key is parsed once per content, errors included, and
+// again when the file changes.
+func TestSignerCache(t *testing.T) {
+	var c signerCache
+	parses := 0
+	parse := func() (ssh.Signer, error) {
+		parses++
+		return nil, errors.New("bad passphrase")
+	}
+	for range 3 {
+		if _, err := c.signer([]byte("key"), []byte("pass"), parse); err == nil {
+			t.Fatal("want the parse error")
+		}
+	}
+	if parses != 1 {
+		t.Errorf("parsed %d times for one content, want 1", parses)
+	}
+	_, _ = c.signer([]byte("key"), []byte("other pass"), parse)
+	_, _ = c.signer([]byte("rotated key"), []byte("pass"), parse)
+	if parses != 3 {
+		t.Errorf("parsed %d times for three contents, want 3", parses)
+	}
 }

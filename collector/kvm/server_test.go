@@ -299,20 +299,51 @@ func (st *socketStub) close() {
 	st.wg.Wait()
 }
 
-// writeKey writes an OpenSSH private key file, encrypted when passphrase is
-// set, and returns its signer.
-func writeKey(t *testing.T, path, passphrase string) ssh.Signer {
+// encrypted is one passphrase-protected key shared by the tests that need
+// one: encrypting it runs bcrypt's KDF, which takes seconds under -race.
+var encrypted struct {
+	once   sync.Once
+	pem    []byte
+	signer ssh.Signer
+	err    error
+}
+
+const testPassphrase = "s3cret"
+
+// writeEncryptedKey writes a key encrypted with testPassphrase and returns
+// its signer.
+func writeEncryptedKey(t *testing.T, path string) ssh.Signer {
+	t.Helper()
+	encrypted.once.Do(func() {
+		var priv ed25519.PrivateKey
+		if _, priv, encrypted.err = ed25519.GenerateKey(rand.Reader); encrypted.err != nil {
+			return
+		}
+		var block *pem.Block
+		if block, encrypted.err = ssh.MarshalPrivateKeyWithPassphrase(priv, "", []byte(testPassphrase)); encrypted.err != nil {
+			return
+		}
+		encrypted.pem = pem.EncodeToMemory(block)
+		encrypted.signer, encrypted.err = ssh.NewSignerFromKey(priv)
+	})
+	if encrypted.err != nil {
+		t.Fatal(encrypted.err)
+	}
+	if err := os.WriteFile(path, encrypted.pem, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return encrypted.signer
+}
+
+// writeKey writes an unencrypted OpenSSH private key file and returns its
+// signer.
+func writeKey(t *testing.T, path string) ssh.Signer {
 	t.Helper()
 	_, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var block *pem.Block
-	if passphrase == "" {
-		block, err = ssh.MarshalPrivateKey(priv, "")
-	} else {
-		block, err = ssh.MarshalPrivateKeyWithPassphrase(priv, "", []byte(passphrase))
-	}
+	block, err := ssh.MarshalPrivateKey(priv, "")
 	if err != nil {
 		t.Fatal(err)
 	}
