@@ -17,6 +17,7 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -136,15 +137,7 @@ func (c *Checker) Check(ctx context.Context, logger *slog.Logger, target string)
 		VersionedParams(&metav1.ListOptions{LabelSelector: c.cfg.LabelSelector, Limit: 1}, scheme.ParameterCodec).
 		MaxRetries(0).
 		Do(ctx)
-	var pods corev1.PodList
-	err = res.Error()
-	if err == nil {
-		// Error is nil for any 2xx answer; only decoding tells whether the
-		// answer is a PodList at all.
-		if derr := res.Into(&pods); derr != nil {
-			err = &badResponseError{err: derr}
-		}
-	}
+	pods, err := podList(res)
 	if err != nil {
 		reason := classify(ctx, err, tr)
 		logger.Debug("list failed", "reason", reason, "err", err)
@@ -156,6 +149,29 @@ func (c *Checker) Check(ctx context.Context, logger *slog.Logger, target string)
 	}
 	logger.Debug("list succeeded", "pods_in_first_page", len(pods.Items))
 	return collector.Verdict{Reason: collector.ReasonReady, Message: "pods listed cluster-wide: " + msg}
+}
+
+// podList returns the answer as a PodList. Result.Error is nil for any 2xx
+// answer, and Result.Into accepts a well-formed object of another kind
+// without an error, so the answer is decoded as whatever it says it is and
+// then checked.
+func podList(res rest.Result) (*corev1.PodList, error) {
+	if err := res.Error(); err != nil {
+		return nil, err
+	}
+	obj, err := res.Get()
+	if err != nil {
+		var status apierrors.APIStatus
+		if errors.As(err, &status) {
+			return nil, err
+		}
+		return nil, &badResponseError{err: err}
+	}
+	pods, ok := obj.(*corev1.PodList)
+	if !ok {
+		return nil, &badResponseError{err: fmt.Errorf("got %T, want a PodList", obj)}
+	}
+	return pods, nil
 }
 
 // current returns the client for the current kubeconfig, rebuilding it when

@@ -12,6 +12,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"io"
+	"log"
 	"log/slog"
 	"math/big"
 	"net"
@@ -73,10 +74,14 @@ func newAPIServer(t *testing.T, tlsOn bool, h http.HandlerFunc) *apiServer {
 		s.mu.Unlock()
 		h(w, r)
 	})
+	s.Server = httptest.NewUnstartedServer(handler)
+	// Handshake failures are what some cases are about; keep them out of
+	// the test output.
+	s.Config.ErrorLog = log.New(io.Discard, "", 0)
 	if tlsOn {
-		s.Server = httptest.NewTLSServer(handler)
+		s.StartTLS()
 	} else {
-		s.Server = httptest.NewServer(handler)
+		s.Start()
 	}
 	t.Cleanup(s.Close)
 	return s
@@ -309,6 +314,24 @@ func TestRetryTrapIsReal(t *testing.T) {
 	}
 	if n := srv.hits.Load(); n != 2 {
 		t.Fatalf("with MaxRetries(1) the API server got %d requests; expected client-go to retry once", n)
+	}
+}
+
+// TestNoClientSideThrottling: the limiter client-go would put in front of
+// every request (5 QPS, burst 10 by default) never makes a check wait.
+func TestNoClientSideThrottling(t *testing.T) {
+	t.Parallel()
+	srv := newAPIServer(t, true, func(w http.ResponseWriter, _ *http.Request) { writePodList(w) })
+	c := newTestChecker(t, kubeconfig(t, srv.URL, srv.caPEM(), nil), nil)
+	cl, err := c.current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rl := cl.rest.GetRateLimiter()
+	for i := range 1000 {
+		if !rl.TryAccept() {
+			t.Fatalf("request %d would have been throttled", i+1)
+		}
 	}
 }
 
