@@ -83,7 +83,7 @@ mixin-lint:
 	    diff -u $$f $$tmp/$$f || { echo "$$f is stale: run make mixin"; exit 1; }; done && \
 	  diff -ru mixin/dashboards_out $$tmp/mixin/dashboards_out || { echo "mixin/dashboards_out is stale: run make mixin"; exit 1; }
 	$(PROMTOOL) check rules mixin/alerts.yaml
-	MIXIN_REQUIRE_PROMTOOL=1 $(GO) test -count=1 -run 'TestMetricNames|TestExpressions|TestDashboard|TestAlerts' ./mixin/
+	MIXIN_REQUIRE_PROMTOOL=1 $(GO) test -count=1 -run 'TestMetricNames|TestMatcherProblems|TestExpressions|TestDashboard|TestAlerts' ./mixin/
 	$(PROMTOOL) check config deploy/prometheus/prometheus.yml deploy/prometheus/prometheus-probe.yml
 	$(AMTOOL) check-config deploy/prometheus/alertmanager.yml
 

@@ -1,8 +1,8 @@
 // Package mixin_test checks the generated mixin files: every PromQL
 // expression of the alerts and dashboards parses (through promtool) and names
-// only metrics of SPEC §6, every dashboard is well formed, every alert carries
-// its severity, annotations, runbook section and promtool test cases, and those
-// test cases fail when a rule is broken.
+// only metrics of SPEC §6 and their labels, every dashboard is well formed,
+// every alert carries its severity, annotations, runbook section and promtool
+// test cases, and those test cases fail when a rule is broken.
 package mixin_test
 
 import (
@@ -20,28 +20,29 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// specMetrics are the metric names of SPEC §6, plus the up series Prometheus
-// writes for every scrape.
-var specMetrics = map[string]bool{
-	"up":                                                                    true,
-	"provider_health_up":                                                    true,
-	"provider_health_ready":                                                 true,
-	"provider_health_reason":                                                true,
-	"provider_health_check_duration_seconds":                                true,
-	"provider_health_check_timeout_seconds":                                 true,
-	"provider_health_last_check_timestamp_seconds":                          true,
-	"provider_health_last_transition_timestamp_seconds":                     true,
-	"provider_health_target_info":                                           true,
-	"provider_health_kvm_host_info":                                         true,
-	"provider_health_kvm_pool_state":                                        true,
-	"provider_health_kvm_pool_capacity_bytes":                               true,
-	"provider_health_kvm_pool_allocation_bytes":                             true,
-	"provider_health_kvm_pool_available_bytes":                              true,
-	"provider_health_kvm_connects_total":                                    true,
-	"provider_health_exporter_checks_total":                                 true,
-	"provider_health_exporter_config_last_reload_successful":                true,
-	"provider_health_exporter_config_last_reload_success_timestamp_seconds": true,
-	"provider_health_exporter_build_info":                                   true,
+// specMetrics are the metrics of SPEC §6 with their labels, plus the up
+// series Prometheus writes for every scrape. job and instance are added by
+// Prometheus to every series.
+var specMetrics = map[string][]string{
+	"up":                                                                    nil,
+	"provider_health_up":                                                    {"provider", "name", "target"},
+	"provider_health_ready":                                                 {"provider", "name", "target"},
+	"provider_health_reason":                                                {"provider", "name", "target", "reason"},
+	"provider_health_check_duration_seconds":                                {"provider", "name", "target"},
+	"provider_health_check_timeout_seconds":                                 {"provider", "name"},
+	"provider_health_last_check_timestamp_seconds":                          {"provider", "name", "target"},
+	"provider_health_last_transition_timestamp_seconds":                     {"provider", "name", "target"},
+	"provider_health_target_info":                                           {"provider", "name", "target", "address"},
+	"provider_health_kvm_host_info":                                         {"name", "target", "user", "libvirt_version"},
+	"provider_health_kvm_pool_state":                                        {"name", "target", "pool", "state"},
+	"provider_health_kvm_pool_capacity_bytes":                               {"name", "target", "pool"},
+	"provider_health_kvm_pool_allocation_bytes":                             {"name", "target", "pool"},
+	"provider_health_kvm_pool_available_bytes":                              {"name", "target", "pool"},
+	"provider_health_kvm_connects_total":                                    {"name", "target"},
+	"provider_health_exporter_checks_total":                                 {"provider", "name", "mode"},
+	"provider_health_exporter_config_last_reload_successful":                nil,
+	"provider_health_exporter_config_last_reload_success_timestamp_seconds": nil,
+	"provider_health_exporter_build_info":                                   {"version", "revision", "branch", "goversion", "goos", "goarch", "tags"},
 }
 
 // specAlerts are the alert names SPEC §11 fixes.
@@ -349,8 +350,40 @@ func allQueries(t *testing.T) []query {
 	return qs
 }
 
+var selectorRE = regexp.MustCompile(`([A-Za-z_:][A-Za-z0-9_:]*)\s*\{([^{}]*)\}`)
+var matcherNameRE = regexp.MustCompile(`([A-Za-z_][A-Za-z0-9_]*)\s*(?:=~|!~|!=|=)`)
+
+// matcherProblems reports label matchers naming a label the metric does not
+// have: such a selector silently matches nothing (provider=~"kvm" on a
+// KVM-only metric, which has no provider label).
+func matcherProblems(expr string) []string {
+	var out []string
+	s := stringRE.ReplaceAllString(expr, `""`)
+	for _, m := range selectorRE.FindAllStringSubmatch(s, -1) {
+		labels, ok := specMetrics[m[1]]
+		if !ok {
+			continue
+		}
+		for _, lm := range matcherNameRE.FindAllStringSubmatch(m[2], -1) {
+			if l := lm[1]; l != "job" && l != "instance" && !slices.Contains(labels, l) {
+				out = append(out, fmt.Sprintf("%s has no label %q", m[1], l))
+			}
+		}
+	}
+	return out
+}
+
+func TestMatcherProblems(t *testing.T) {
+	if p := matcherProblems(`provider_health_kvm_pool_capacity_bytes{job="j", name=~"x", provider="kvm"} / up{instance="a"}`); len(p) != 1 || !strings.Contains(p[0], `"provider"`) {
+		t.Errorf("want one problem about provider, got %q", p)
+	}
+	if p := matcherProblems(`provider_health_reason{reason!="a{b}", target=~"x"}`); len(p) != 0 {
+		t.Errorf("want no problem, got %q", p)
+	}
+}
+
 // TestExpressionsNameSpecMetrics: every expression selects at least one
-// metric, and only metrics of SPEC §6.
+// metric, only metrics of SPEC §6, and matches only labels they have.
 func TestExpressionsNameSpecMetrics(t *testing.T) {
 	qs := allQueries(t)
 	if len(qs) < 10 {
@@ -365,8 +398,11 @@ func TestExpressionsNameSpecMetrics(t *testing.T) {
 		if len(names) == 0 {
 			t.Errorf("%s: no metric in %q", q.where, q.expr)
 		}
+		for _, p := range matcherProblems(q.expr) {
+			t.Errorf("%s: %s (in %q)", q.where, p, q.expr)
+		}
 		for _, n := range names {
-			if !specMetrics[n] {
+			if _, ok := specMetrics[n]; !ok {
 				t.Errorf("%s: %q is not a metric of SPEC §6 (in %q)", q.where, n, q.expr)
 			}
 		}
