@@ -12,6 +12,8 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -21,7 +23,7 @@ import (
 
 // Defaults of SPEC §3.
 const (
-	DefaultTimeout            = model.Duration(10 * time.Second)
+	DefaultTimeout            = Duration(10 * time.Second)
 	DefaultLabelSelector      = "app.kubernetes.io/managed-by=egress-proxies-operator"
 	DefaultGCPFilter          = `labels.managed-by = "egress-proxies-operator"`
 	DefaultLibvirtSocket      = "/var/run/libvirt/libvirt-sock"
@@ -41,15 +43,34 @@ type Config struct {
 
 // Defaults apply to every provider entry that does not set its own.
 type Defaults struct {
-	Timeout     model.Duration `yaml:"timeout,omitempty"`
-	MinInterval model.Duration `yaml:"min_interval,omitempty"`
+	Timeout     Duration `yaml:"timeout,omitempty"`
+	MinInterval Duration `yaml:"min_interval,omitempty"`
 }
+
+// Duration is a duration written as Prometheus writes them ("10s",
+// "1m30s"); a bad value is reported with its line.
+type Duration model.Duration
+
+// UnmarshalYAML implements yaml.Unmarshaler.
+func (d *Duration) UnmarshalYAML(value *yaml.Node) error {
+	md, err := model.ParseDuration(value.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %q is not a valid duration (examples: 500ms, 10s, 1m30s)", value.Line, value.Value)
+	}
+	*d = Duration(md)
+	return nil
+}
+
+// MarshalYAML implements yaml.Marshaler.
+func (d Duration) MarshalYAML() (any, error) { return model.Duration(d).String(), nil }
+
+func (d Duration) String() string { return model.Duration(d).String() }
 
 // Check holds the settings every provider entry shares. After Load both
 // pointers are set: to the entry's own value or to the file's default.
 type Check struct {
-	Timeout     *model.Duration `yaml:"timeout,omitempty"`
-	MinInterval *model.Duration `yaml:"min_interval,omitempty"`
+	Timeout     *Duration `yaml:"timeout,omitempty"`
+	MinInterval *Duration `yaml:"min_interval,omitempty"`
 }
 
 // Kubernetes is one cluster.
@@ -104,7 +125,7 @@ func Load(path string) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("config file %s: %w", path, err)
 	}
-	cfg, err := Parse(data)
+	cfg, err := parse(data, filepath.Dir(path))
 	if err != nil {
 		return nil, fmt.Errorf("config file %s: %w", path, err)
 	}
@@ -112,7 +133,13 @@ func Load(path string) (*Config, error) {
 }
 
 // Parse parses and validates a configuration. Unknown keys are errors.
+// Relative file paths are taken relative to the working directory; Load
+// takes them relative to the config file, as Prometheus does.
 func Parse(data []byte) (*Config, error) {
+	return parse(data, "")
+}
+
+func parse(data []byte, dir string) (*Config, error) {
 	cfg := &Config{}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
@@ -124,10 +151,46 @@ func Parse(data []byte) (*Config, error) {
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		return nil, errors.New("more than one YAML document")
 	}
+	cfg.resolvePaths(dir)
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	return cfg, nil
+}
+
+// resolvePaths makes relative paths of local files relative to dir.
+func (c *Config) resolvePaths(dir string) {
+	if dir == "" {
+		return
+	}
+	join := func(p *string) {
+		if *p != "" && !filepath.IsAbs(*p) {
+			*p = filepath.Join(dir, *p)
+		}
+	}
+	for _, k := range c.Kubernetes {
+		if k != nil {
+			join(&k.Kubeconfig)
+		}
+	}
+	for _, g := range c.GCP {
+		if g != nil {
+			join(&g.CredentialsFile)
+		}
+	}
+	for _, v := range c.KVM {
+		if v == nil {
+			continue
+		}
+		join(&v.PrivateKeyFile)
+		join(&v.PassphraseFile)
+		join(&v.KnownHostsFile)
+		for _, h := range v.Hosts {
+			if h != nil {
+				join(&h.PrivateKeyFile)
+			}
+		}
+	}
 }
 
 // cleanYAMLError keeps yaml's line numbers but drops Go type names that mean
@@ -141,6 +204,10 @@ func cleanYAMLError(err error) error {
 		{" in type config.plainKVM", " in kvm entry"},
 		{" in type config.Defaults", " in defaults"},
 		{" in type config.Config", " at top level"},
+		{" into []*config.Kubernetes", " into the kubernetes list (entries start with \"- \")"},
+		{" into []*config.GCP", " into the gcp list (entries start with \"- \")"},
+		{" into []*config.KVMHost", " into the hosts list (entries start with \"- \")"},
+		{" into []*config.KVM", " into the kvm list (entries start with \"- \")"},
 		{"yaml: unmarshal errors:\n  ", ""},
 	} {
 		msg = strings.ReplaceAll(msg, r.from, r.to)
@@ -168,6 +235,9 @@ func (c *Config) validate() error {
 		return nil
 	}
 	for i, k := range c.Kubernetes {
+		if k == nil {
+			return fmt.Errorf("kubernetes[%d]: empty entry", i)
+		}
 		where := entry("kubernetes", i, k.Name)
 		if err := k.validate(c.Defaults, where); err != nil {
 			return err
@@ -177,6 +247,9 @@ func (c *Config) validate() error {
 		}
 	}
 	for i, g := range c.GCP {
+		if g == nil {
+			return fmt.Errorf("gcp[%d]: empty entry", i)
+		}
 		where := entry("gcp", i, g.Name)
 		if err := g.validate(c.Defaults, where); err != nil {
 			return err
@@ -186,6 +259,9 @@ func (c *Config) validate() error {
 		}
 	}
 	for i, v := range c.KVM {
+		if v == nil {
+			return fmt.Errorf("kvm[%d]: empty entry", i)
+		}
 		where := entry("kvm", i, v.Name)
 		if err := v.validate(c.Defaults, where); err != nil {
 			return err
@@ -275,18 +351,22 @@ func readable(where, field, path string) error {
 	if path == "" {
 		return nil
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		return fmt.Errorf("%s: %s: %w", where, field, err)
-	}
-	defer f.Close()
-	st, err := f.Stat()
+	// Stat first: opening a FIFO or a device could block or never end.
+	st, err := os.Stat(path)
 	if err != nil {
 		return fmt.Errorf("%s: %s: %w", where, field, err)
 	}
 	if st.IsDir() {
 		return fmt.Errorf("%s: %s: %s is a directory", where, field, path)
 	}
+	if !st.Mode().IsRegular() {
+		return fmt.Errorf("%s: %s: %s is not a regular file", where, field, path)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("%s: %s: %w", where, field, err)
+	}
+	defer f.Close()
 	var b [1]byte
 	if _, err := f.Read(b[:]); err != nil && !errors.Is(err, io.EOF) {
 		return fmt.Errorf("%s: %s: %w", where, field, err)
@@ -424,7 +504,7 @@ func (h *KVMHost) resolve(v *KVM, where string) error {
 	if host == "" {
 		return fmt.Errorf("%s: address: %q has no host", where, h.Address)
 	}
-	if p, err := net.LookupPort("tcp", port); err != nil || p < 1 || p > 65535 || strings.ContainsAny(port, " /") {
+	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
 		return fmt.Errorf("%s: address: %q has an invalid port %q", where, h.Address, port)
 	}
 	h.Address = net.JoinHostPort(host, port)

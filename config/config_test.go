@@ -1,0 +1,162 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestLoadInvalid(t *testing.T) {
+	t.Parallel()
+	for file, want := range map[string]string{
+		"invalid-address-port.yml":               `kvm[0] "lab": hosts[0]: address: "127.0.0.1:99999" has an invalid port "99999"`,
+		"invalid-bad-duration.yml":               `line 2: "10 parsecs" is not a valid duration (examples: 500ms, 10s, 1m30s)`,
+		"invalid-context-without-kubeconfig.yml": `kubernetes[0] "prod": context: set without kubeconfig (the in-cluster config has no contexts)`,
+		"invalid-duplicate-host.yml":             `kvm[0] "lab": hosts[1]: name: "beelink" is already used by hosts[0]`,
+		"invalid-duplicate-key.yml":              `line 4: mapping key "project" already defined at line 3`,
+		"invalid-duplicate-name.yml":             `gcp[0] "prod": name: "prod" is already used by kubernetes[0] "prod" (names are unique across the file)`,
+		"invalid-endpoint.yml":                   `gcp[0] "crawl-prod": endpoint: "ftp://compute.example" is not an http(s) URL`,
+		"invalid-file-is-directory.yml":          `gcp[0] "crawl-prod": credentials_file: ../testdata/files is a directory`,
+		"invalid-host-key-file-missing.yml":      `kvm[0] "lab": hosts[0]: private_key_file: stat ../testdata/files/missing_ed25519: no such file or directory`,
+		"invalid-inline-secret.yml":              `line 5: field password not found in kvm entry`,
+		"invalid-list-instead-of-map.yml":        `line 2: cannot unmarshal !!map into the kubernetes list (entries start with "- ")`,
+		"invalid-max-concurrent-dials.yml":       `kvm[0] "lab": max_concurrent_dials: must be at least 1, got 0`,
+		"invalid-missing-address.yml":            `kvm[0] "lab": hosts[0]: address: missing (required)`,
+		"invalid-missing-file.yml":               `kubernetes[0] "prod": kubeconfig: stat ../testdata/files/does-not-exist: no such file or directory`,
+		"invalid-missing-hosts.yml":              `kvm[0] "lab": hosts: missing (at least one host is required)`,
+		"invalid-missing-known-hosts.yml":        `kvm[0] "lab": known_hosts_file: missing (required unless insecure_ignore_host_key is true)`,
+		"invalid-missing-name.yml":               `gcp[0]: name: missing (required)`,
+		"invalid-missing-private-key.yml":        `kvm[0] "lab": hosts[0]: private_key_file: missing (set it on the kvm entry or on every host)`,
+		"invalid-missing-project.yml":            `gcp[0] "crawl-prod": project: missing (required)`,
+		"invalid-missing-user.yml":               `kvm[0] "lab": hosts[1]: user: missing (set user on the kvm entry or on every host)`,
+		"invalid-negative-min-interval.yml":      `line 2: "-1m" is not a valid duration (examples: 500ms, 10s, 1m30s)`,
+		"invalid-two-documents.yml":              `more than one YAML document`,
+		"invalid-unknown-host-key.yml":           `line 8: field port not found in kvm host`,
+		"invalid-unknown-top-level-key.yml":      `line 1: field providers not found at top level`,
+		"invalid-yaml-syntax.yml":                `yaml: line 3: mapping values are not allowed in this context`,
+		"invalid-zero-timeout.yml":               `kubernetes[0] "prod": timeout: must be positive, got 0s`,
+	} {
+		t.Run(file, func(t *testing.T) {
+			t.Parallel()
+			path := filepath.Join("..", "testdata", file)
+			_, err := Load(path)
+			if err == nil {
+				t.Fatal("Load succeeded, want an error")
+			}
+			if got, want := err.Error(), "config file "+path+": "+want; got != want {
+				t.Errorf("error\n got: %s\nwant: %s", got, want)
+			}
+		})
+	}
+}
+
+// Every invalid-*.yml must have its row above, so none goes untested.
+func TestEveryInvalidFileIsPaired(t *testing.T) {
+	t.Parallel()
+	files, err := filepath.Glob(filepath.Join("..", "testdata", "invalid-*.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) < 15 {
+		t.Fatalf("only %d invalid-*.yml files", len(files))
+	}
+	src, err := os.ReadFile("config_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if !strings.Contains(string(src), `"`+filepath.Base(f)+`"`) {
+			t.Errorf("%s has no expected error in TestLoadInvalid", f)
+		}
+	}
+}
+
+func TestLoadValidFull(t *testing.T) {
+	t.Parallel()
+	cfg, err := Load(filepath.Join("..", "testdata", "valid-full.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Summary(); got != "1 kubernetes, 1 gcp, 1 kvm (3 hosts): 5 targets" {
+		t.Errorf("summary %q", got)
+	}
+	k, g, v := cfg.Kubernetes[0], cfg.GCP[0], cfg.KVM[0]
+	if k.TimeoutDuration() != 5*time.Second || k.MinIntervalDuration() != 0 {
+		t.Errorf("kubernetes timeout %v min_interval %v", k.TimeoutDuration(), k.MinIntervalDuration())
+	}
+	if g.TimeoutDuration() != 10*time.Second || g.MinIntervalDuration() != time.Minute {
+		t.Errorf("gcp timeout %v min_interval %v", g.TimeoutDuration(), g.MinIntervalDuration())
+	}
+	if want := filepath.Join("..", "testdata", "files", "placeholder"); k.Kubeconfig != want {
+		t.Errorf("relative kubeconfig resolved to %q, want %q", k.Kubeconfig, want)
+	}
+	hosts := v.Hosts
+	for i, want := range []KVMHost{
+		{Address: "192.0.2.10:22", Name: "beelink", User: "other", Pool: "fast", PrivateKeyFile: v.PrivateKeyFile},
+		{Address: "192.0.2.11:22", Name: "192.0.2.11", User: "proxyops", Pool: "default", PrivateKeyFile: v.PrivateKeyFile},
+		{Address: "[2001:db8::1]:2222", Name: "2001:db8::1", User: "proxyops", Pool: "default", PrivateKeyFile: v.PrivateKeyFile},
+	} {
+		if *hosts[i] != want {
+			t.Errorf("hosts[%d] = %+v, want %+v", i, *hosts[i], want)
+		}
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	t.Parallel()
+	cfg, err := Parse([]byte(`
+defaults:
+  min_interval: 30s
+kubernetes:
+  - name: in-cluster
+gcp:
+  - name: g
+    project: p
+    min_interval: 0s
+kvm:
+  - name: lab
+    user: u
+    private_key_file: ../testdata/files/placeholder
+    insecure_ignore_host_key: true
+    hosts:
+      - address: beelink.lab
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, g, v := cfg.Kubernetes[0], cfg.GCP[0], cfg.KVM[0]
+	if k.LabelSelector != DefaultLabelSelector || k.TimeoutDuration() != 10*time.Second || k.MinIntervalDuration() != 30*time.Second {
+		t.Errorf("kubernetes defaults: %+v", k)
+	}
+	if g.Filter != DefaultGCPFilter || g.MinIntervalDuration() != 0 {
+		t.Errorf("gcp defaults: filter %q, min_interval %v (explicit 0s must override the default)", g.Filter, g.MinIntervalDuration())
+	}
+	if v.LibvirtSocket != DefaultLibvirtSocket || v.LibvirtURI != DefaultLibvirtURI || v.Pool != DefaultPool || v.MaxConcurrentDials != DefaultMaxConcurrentDials {
+		t.Errorf("kvm defaults: %+v", v)
+	}
+	if h := v.Hosts[0]; h.Address != "beelink.lab:22" || h.Name != "beelink.lab" {
+		t.Errorf("host defaults: %+v", h)
+	}
+}
+
+func TestEmptyFileIsValid(t *testing.T) {
+	t.Parallel()
+	cfg, err := Parse(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Targets() != 0 {
+		t.Errorf("targets = %d", cfg.Targets())
+	}
+}
+
+func TestNotARegularFile(t *testing.T) {
+	t.Parallel()
+	// A FIFO would block the loader forever if it were opened.
+	_, err := Parse([]byte("kubernetes:\n  - name: k\n    kubeconfig: /dev/null\n"))
+	if err == nil || !strings.Contains(err.Error(), "is not a regular file") {
+		t.Errorf("error = %v, want a refusal of /dev/null", err)
+	}
+}
