@@ -1,0 +1,351 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/common/expfmt"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/config"
+)
+
+// specBuilder turns a loaded configuration into checkers. It is a parameter
+// so that tests can wire test checkers through the real HTTP surface.
+type specBuilder func(ctx context.Context, cfg *config.Config, logger *slog.Logger) ([]collector.Spec, error)
+
+type exporterOptions struct {
+	logger      *slog.Logger
+	configFile  string
+	build       specBuilder
+	offset      time.Duration
+	maxRequests int
+	metricsPath string
+}
+
+// exporter is the HTTP surface and the reload logic around one Engine.
+type exporter struct {
+	exporterOptions
+	engine     *collector.Engine
+	self       *prometheus.Registry
+	reloadOK   prometheus.Gauge
+	reloadTime prometheus.Gauge
+	// inflight bounds concurrent requests that run checks (--web.max-requests).
+	inflight chan struct{}
+
+	reloadMu sync.Mutex // one reload at a time
+	cfgMu    sync.RWMutex
+	cfg      *config.Config
+}
+
+func newExporter(o exporterOptions) *exporter {
+	x := &exporter{
+		exporterOptions: o,
+		engine:          collector.NewEngine(o.logger),
+		reloadOK: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "provider_health_exporter_config_last_reload_successful",
+			Help: "Whether the last configuration reload attempt was successful.",
+		}),
+		reloadTime: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "provider_health_exporter_config_last_reload_success_timestamp_seconds",
+			Help: "Timestamp of the last successful configuration reload.",
+		}),
+	}
+	if o.maxRequests > 0 {
+		x.inflight = make(chan struct{}, o.maxRequests)
+	}
+	x.self = selfRegistry(x.reloadOK, x.reloadTime)
+	return x
+}
+
+// reload loads the config file and, if it is valid and every provider could
+// be built, puts it in force. Otherwise the running config stays.
+func (x *exporter) reload() error {
+	x.reloadMu.Lock()
+	defer x.reloadMu.Unlock()
+	cfg, err := config.Load(x.configFile)
+	if err == nil {
+		var specs []collector.Spec
+		specs, err = x.build(context.Background(), cfg, x.logger)
+		if err == nil {
+			x.engine.SetProviders(specs)
+		}
+	}
+	if err != nil {
+		x.reloadOK.Set(0)
+		return err
+	}
+	x.cfgMu.Lock()
+	x.cfg = cfg
+	x.cfgMu.Unlock()
+	x.reloadOK.Set(1)
+	x.reloadTime.SetToCurrentTime()
+	x.logger.Info("loaded config", "file", x.configFile, "summary", cfg.Summary())
+	return nil
+}
+
+func (x *exporter) config() *config.Config {
+	x.cfgMu.RLock()
+	defer x.cfgMu.RUnlock()
+	return x.cfg
+}
+
+func (x *exporter) handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle(x.metricsPath, x.limit(http.HandlerFunc(x.serveMetrics)))
+	mux.Handle("/probe", x.limit(http.HandlerFunc(x.serveProbe)))
+	mux.Handle("/api/v1/status", x.limit(http.HandlerFunc(x.serveStatusJSON)))
+	mux.HandleFunc("/config", x.serveConfig)
+	mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "Healthy")
+	})
+	mux.HandleFunc("/-/ready", func(w http.ResponseWriter, _ *http.Request) {
+		if x.config() == nil {
+			http.Error(w, "no configuration loaded", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "Ready")
+	})
+	mux.HandleFunc("/-/reload", x.serveReload)
+	mux.Handle("/{$}", x.limit(http.HandlerFunc(x.serveLanding)))
+	return mux
+}
+
+// limit answers 503 instead of piling up checks once --web.max-requests
+// requests are already running.
+func (x *exporter) limit(next http.Handler) http.Handler {
+	if x.inflight == nil {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case x.inflight <- struct{}{}:
+			defer func() { <-x.inflight }()
+			next.ServeHTTP(w, r)
+		default:
+			http.Error(w, fmt.Sprintf("too many concurrent requests (--web.max-requests=%d)", x.maxRequests), http.StatusServiceUnavailable)
+		}
+	})
+}
+
+// request builds the engine request from the scrape's timeout header.
+func (x *exporter) request(r *http.Request) (collector.Request, error) {
+	st, err := collector.ParseScrapeTimeout(r.Header.Get(collector.ScrapeTimeoutHeader))
+	if err != nil {
+		return collector.Request{}, err
+	}
+	return collector.Request{ScrapeTimeout: st, Offset: x.offset}, nil
+}
+
+func (x *exporter) serveMetrics(w http.ResponseWriter, r *http.Request) {
+	req, err := x.request(r)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	results, err := x.engine.Run(r.Context(), req)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collector.ResultCollector{Results: results})
+	x.serveGatherer(w, r, prometheus.Gatherers{x.self, reg})
+}
+
+func (x *exporter) serveGatherer(w http.ResponseWriter, r *http.Request, g prometheus.Gatherer) {
+	promhttp.HandlerFor(g, promhttp.HandlerOpts{
+		ErrorLog:      slog.NewLogLogger(x.logger.Handler(), slog.LevelError),
+		ErrorHandling: promhttp.ContinueOnError,
+	}).ServeHTTP(w, r)
+}
+
+// serveProbe checks one provider entry, or one target of it: the
+// multi-target pattern, for sharding and per-provider scrape intervals.
+func (x *exporter) serveProbe(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	req, err := x.request(r)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	req.Name, req.Target = q.Get("name"), q.Get("target")
+	if req.Name == "" {
+		http.Error(w, "name parameter is missing", http.StatusBadRequest)
+		return
+	}
+	if err := x.engine.Validate(req); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	var debugLog bytes.Buffer
+	debug := q.Get("debug") == "true"
+	if debug {
+		req.Debug = slog.NewTextHandler(&syncWriter{w: &debugLog}, &slog.HandlerOptions{Level: slog.LevelDebug})
+	}
+	results, err := x.engine.Run(r.Context(), req)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collector.ResultCollector{Results: results})
+	if !debug {
+		x.serveGatherer(w, r, reg)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	fmt.Fprintf(w, "Logs for the check:\n%s\n", debugLog.String())
+	for _, p := range results {
+		for _, t := range p.Targets {
+			fmt.Fprintf(w, "Verdict for %s/%s/%s: %s (up=%v ready=%v) in %ss: %s\n",
+				p.Kind, p.Name, t.Target.Name, t.Reason, t.Reason.Up(), t.Reason.Ready(), collector.FormatSeconds(t.Duration), t.Message)
+		}
+	}
+	fmt.Fprintln(w, "\nMetrics that would have been returned:")
+	mfs, err := reg.Gather()
+	if err != nil {
+		fmt.Fprintf(w, "error gathering metrics: %v\n", err)
+		return
+	}
+	enc := expfmt.NewEncoder(w, expfmt.NewFormat(expfmt.TypeTextPlain))
+	for _, mf := range mfs {
+		if err := enc.Encode(mf); err != nil {
+			fmt.Fprintf(w, "error encoding metrics: %v\n", err)
+			return
+		}
+	}
+}
+
+// syncWriter serialises writes: the checks of several targets log at once.
+type syncWriter struct {
+	mu sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
+
+// statusTarget is one target in /api/v1/status.
+type statusTarget struct {
+	Target             string            `json:"target"`
+	Address            string            `json:"address"`
+	Up                 bool              `json:"up"`
+	Ready              bool              `json:"ready"`
+	Reason             collector.Reason  `json:"reason"`
+	Message            string            `json:"message"`
+	LastTransitionTime time.Time         `json:"lastTransitionTime"`
+	LastCheckTime      time.Time         `json:"lastCheckTime"`
+	DurationSeconds    float64           `json:"durationSeconds"`
+	Mode               string            `json:"mode"`
+	Details            map[string]string `json:"details,omitempty"`
+}
+
+// statusProvider is one provider entry in /api/v1/status.
+type statusProvider struct {
+	Provider string         `json:"provider"`
+	Name     string         `json:"name"`
+	Ready    bool           `json:"ready"` // every target ready
+	Targets  []statusTarget `json:"targets"`
+}
+
+// status runs the checks (live, shared or cached as for a scrape, under the
+// providers' own timeouts) and shapes the result for people and scripts.
+func (x *exporter) status(ctx context.Context, name string) ([]statusProvider, error) {
+	results, err := x.engine.Run(ctx, collector.Request{Name: name, Offset: x.offset})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]statusProvider, 0, len(results))
+	for _, p := range results {
+		sp := statusProvider{Provider: p.Kind, Name: p.Name, Ready: len(p.Targets) > 0, Targets: []statusTarget{}}
+		for _, t := range p.Targets {
+			sp.Ready = sp.Ready && t.Reason.Ready()
+			sp.Targets = append(sp.Targets, statusTarget{
+				Target:             t.Target.Name,
+				Address:            t.Target.Address,
+				Up:                 t.Reason.Up(),
+				Ready:              t.Reason.Ready(),
+				Reason:             t.Reason,
+				Message:            t.Message,
+				LastTransitionTime: t.LastTransition.UTC(),
+				LastCheckTime:      t.CheckedAt.UTC(),
+				DurationSeconds:    t.Duration.Seconds(),
+				Mode:               t.Mode,
+				Details:            t.Details,
+			})
+		}
+		out = append(out, sp)
+	}
+	return out, nil
+}
+
+func (x *exporter) serveStatusJSON(w http.ResponseWriter, r *http.Request) {
+	st, err := x.status(r.Context(), r.URL.Query().Get("name"))
+	var lerr *collector.LookupError
+	if errors.As(err, &lerr) {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(map[string]any{"providers": st}); err != nil {
+		x.logger.Debug("writing status", "err", err)
+	}
+}
+
+// serveConfig shows the configuration in force. It holds file paths, never
+// secret values: secrets live only in the files it references.
+func (x *exporter) serveConfig(w http.ResponseWriter, _ *http.Request) {
+	cfg := x.config()
+	if cfg == nil {
+		http.Error(w, "no configuration loaded", http.StatusServiceUnavailable)
+		return
+	}
+	out, err := yaml.Marshal(cfg)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	fmt.Fprintf(w, "# %s (secrets are referenced by path; their contents are never shown)\n", x.configFile)
+	_, _ = w.Write(out)
+}
+
+func (x *exporter) serveReload(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		http.Error(w, "this endpoint requires a POST request", http.StatusMethodNotAllowed)
+		return
+	}
+	if err := x.reload(); err != nil {
+		x.logger.Error("error reloading config", "err", err)
+		http.Error(w, fmt.Sprintf("failed to reload config: %v", err), http.StatusInternalServerError)
+		return
+	}
+	fmt.Fprintln(w, "config reloaded")
+}
+
+
+func trimFloat(f float64) string {
+	return strings.TrimRight(strings.TrimRight(fmt.Sprintf("%.3f", f), "0"), ".")
+}

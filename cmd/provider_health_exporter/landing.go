@@ -1,0 +1,90 @@
+package main
+
+import (
+	"html/template"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/common/version"
+)
+
+// The landing page is the on-call engineer's first stop: links, and every
+// target's state with the reason and the message behind it.
+var landingTemplate = template.Must(template.New("landing").Funcs(template.FuncMap{
+	"ago": func(t time.Time) string {
+		if t.IsZero() {
+			return "never"
+		}
+		return time.Since(t).Round(time.Second).String() + " ago"
+	},
+	"stamp": func(t time.Time) string {
+		if t.IsZero() {
+			return ""
+		}
+		return t.UTC().Format(time.RFC3339)
+	},
+	"seconds": func(f float64) string { return template.HTMLEscapeString(trimFloat(f)) },
+}).Parse(`<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>Provider Health Exporter</title>
+<style>
+body { font-family: sans-serif; margin: 1.5em; }
+table { border-collapse: collapse; }
+th, td { border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: left; vertical-align: top; }
+th { background: #f0f0f0; }
+tr.ready td.state { background: #c8f0c8; }
+tr.down td.state { background: #f6c4c4; }
+tr.notready td.state { background: #fbe3a6; }
+td.message { max-width: 40em; font-family: monospace; font-size: 90%; }
+</style>
+</head>
+<body>
+<h1>Provider Health Exporter</h1>
+<p>Can each provider host egress proxies right now, and if not, why not.</p>
+<ul>
+<li><a href="{{.MetricsPath}}">Metrics</a> (every provider)</li>
+<li><a href="/api/v1/status">Status as JSON</a></li>
+<li><a href="/config">Configuration</a></li>
+<li>Probe one provider: <code>/probe?name=NAME[&amp;target=TARGET][&amp;debug=true]</code></li>
+</ul>
+<h2>Status</h2>
+{{if .Error}}<p>Error: {{.Error}}</p>{{end}}
+<table>
+<tr><th>provider</th><th>name</th><th>target</th><th>ready</th><th>reason</th><th>message</th><th>since</th><th>last check</th><th>duration</th><th>probe</th></tr>
+{{range $p := .Providers}}{{range $t := $p.Targets}}
+<tr class="{{if $t.Ready}}ready{{else if $t.Up}}notready{{else}}down{{end}}">
+<td>{{$p.Provider}}</td><td>{{$p.Name}}</td><td title="{{$t.Address}}">{{$t.Target}}</td>
+<td class="state">{{if $t.Ready}}yes{{else}}no{{end}}</td>
+<td class="state">{{$t.Reason}}</td>
+<td class="message">{{$t.Message}}</td>
+<td title="{{stamp $t.LastTransitionTime}}">{{ago $t.LastTransitionTime}}</td>
+<td title="{{stamp $t.LastCheckTime}}">{{ago $t.LastCheckTime}} ({{$t.Mode}})</td>
+<td>{{seconds $t.DurationSeconds}}s</td>
+<td><a href="/probe?name={{$p.Name}}&amp;target={{$t.Target}}&amp;debug=true">debug</a></td>
+</tr>
+{{end}}{{else}}<tr><td colspan="10">no providers configured</td></tr>{{end}}
+</table>
+<p><small>{{.Version}}</small></p>
+</body>
+</html>
+`))
+
+func (x *exporter) serveLanding(w http.ResponseWriter, r *http.Request) {
+	data := struct {
+		MetricsPath string
+		Providers   []statusProvider
+		Error       string
+		Version     string
+	}{MetricsPath: x.metricsPath, Version: "provider_health_exporter " + version.Info()}
+	st, err := x.status(r.Context(), "")
+	if err != nil {
+		data.Error = err.Error()
+	}
+	data.Providers = st
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	if err := landingTemplate.Execute(w, data); err != nil {
+		x.logger.Debug("writing landing page", "err", err)
+	}
+}

@@ -1,0 +1,125 @@
+// Command provider_health_exporter checks, on every scrape, whether each
+// configured infrastructure provider (Kubernetes, GCP, KVM over SSH) can host
+// egress proxies right now, and says why not.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
+	"github.com/prometheus/common/promslog"
+	promslogflag "github.com/prometheus/common/promslog/flag"
+	"github.com/prometheus/common/version"
+	"github.com/prometheus/exporter-toolkit/web"
+	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
+)
+
+const program = "provider_health_exporter"
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+func run(args []string, stdout, stderr *os.File) int {
+	app := kingpin.New(program, "Checks whether each provider can host egress proxies now, and why not.")
+	var (
+		configFile   = app.Flag("config.file", "Provider health configuration file.").Default("provider_health.yml").String()
+		configCheck  = app.Flag("config.check", "Validate the configuration file (and the files it references), then exit.").Default("false").Bool()
+		metricsPath  = app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").String()
+		maxRequests  = app.Flag("web.max-requests", "Maximum number of concurrent scrape requests; 0 disables the limit.").Default("40").Int()
+		timeoutOff   = app.Flag("timeout-offset", "Seconds to subtract from the scrape timeout of Prometheus to get the check budget.").Default("0.5").Float64()
+		toolkitFlags = kingpinflag.AddFlags(app, ":9877")
+		logConfig    = &promslog.Config{}
+	)
+	promslogflag.AddFlags(app, logConfig)
+	app.Version(version.Print(program))
+	app.HelpFlag.Short('h')
+	app.UsageWriter(stdout)
+	app.ErrorWriter(stderr)
+	if _, err := app.Parse(args); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", program, err)
+		return 2
+	}
+	logConfig.Writer = stderr
+	logger := promslog.New(logConfig)
+
+	if *configCheck {
+		return checkConfig(*configFile, stdout, stderr)
+	}
+	if *timeoutOff < 0 {
+		logger.Error("--timeout-offset must not be negative", "value", *timeoutOff)
+		return 1
+	}
+
+	logger.Info("starting "+program, "version", version.Info(), "build_context", version.BuildContext())
+	x := newExporter(exporterOptions{
+		logger:      logger,
+		configFile:  *configFile,
+		build:       buildSpecs,
+		offset:      time.Duration(*timeoutOff * float64(time.Second)),
+		maxRequests: *maxRequests,
+		metricsPath: *metricsPath,
+	})
+	if err := x.reload(); err != nil {
+		logger.Error("error loading config", "err", err)
+		return 1
+	}
+	defer x.engine.Close()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for {
+			select {
+			case <-hup:
+				if err := x.reload(); err != nil {
+					logger.Error("error reloading config", "err", err)
+				}
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+
+	srv := &http.Server{Handler: x.handler(), ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- web.ListenAndServe(srv, toolkitFlags, logger) }()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, http.ErrServerClosed) {
+			logger.Error("error running HTTP server", "err", err)
+			return 1
+		}
+	case <-ctx.Done():
+		logger.Info("shutting down")
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(sctx); err != nil {
+			logger.Warn("HTTP shutdown", "err", err)
+		}
+	}
+	return 0
+}
+
+// selfRegistry holds the exporter's own long-lived metrics.
+func selfRegistry(reloadOK, reloadTime prometheus.Gauge) *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		versioncollector.NewCollector("provider_health_exporter"),
+		reloadOK, reloadTime,
+	)
+	return reg
+}
