@@ -345,7 +345,6 @@ func (x *exporter) serveReload(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintln(w, "config reloaded")
 }
 
-
 func trimFloat(f float64) string {
 	return strings.TrimRight(strings.TrimRight(fmt.Sprintf("%.3f", f), "0"), ".")
 }
