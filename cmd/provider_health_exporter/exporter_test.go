@@ -1,0 +1,477 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/config"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files under testdata/")
+
+// fakeChecker answers what its behave function says, for the HTTP layer's
+// tests; the providers have their own tests against real servers.
+type fakeChecker struct {
+	targets []collector.Target
+	behave  func(ctx context.Context, logger *slog.Logger, target string) collector.Verdict
+}
+
+func (c *fakeChecker) Targets() []collector.Target { return c.targets }
+
+func (c *fakeChecker) Check(ctx context.Context, logger *slog.Logger, target string) collector.Verdict {
+	return c.behave(ctx, logger, target)
+}
+
+func fixed(r collector.Reason, msg string) func(context.Context, *slog.Logger, string) collector.Verdict {
+	return func(_ context.Context, logger *slog.Logger, _ string) collector.Verdict {
+		logger.Debug("fake check ran", "reason", r)
+		return collector.Verdict{Reason: r, Message: msg}
+	}
+}
+
+// fakeBuilder gives each configured entry a fakeChecker; behaviours picks
+// one by entry name (default Ready).
+func fakeBuilder(behaviours map[string]func(context.Context, *slog.Logger, string) collector.Verdict) specBuilder {
+	return func(_ context.Context, cfg *config.Config, _ *slog.Logger) ([]collector.Spec, error) {
+		var specs []collector.Spec
+		add := func(kind, name string, ch config.Check, targets []collector.Target) {
+			b := behaviours[name]
+			if b == nil {
+				b = fixed(collector.ReasonReady, "")
+			}
+			specs = append(specs, collector.Spec{Kind: kind, Name: name, Timeout: ch.TimeoutDuration(),
+				MinInterval: ch.MinIntervalDuration(), Checker: &fakeChecker{targets: targets, behave: b}})
+		}
+		for _, k := range cfg.Kubernetes {
+			add(collector.ProviderKubernetes, k.Name, k.Check, []collector.Target{{Name: "apiserver", Address: "https://127.0.0.1:6443"}})
+		}
+		for _, g := range cfg.GCP {
+			add(collector.ProviderGCP, g.Name, g.Check, []collector.Target{{Name: "compute", Address: "projects/" + g.Project}})
+		}
+		for _, v := range cfg.KVM {
+			var ts []collector.Target
+			for _, h := range v.Hosts {
+				ts = append(ts, collector.Target{Name: h.Name, Address: h.Address})
+			}
+			add(collector.ProviderKVM, v.Name, v.Check, ts)
+		}
+		return specs, nil
+	}
+}
+
+const baseConfig = `
+gcp:
+  - name: crawl-prod
+    project: crawl-prod-123
+kubernetes:
+  - name: prod-cluster
+    kubeconfig: placeholder
+kvm:
+  - name: lab
+    user: proxyops
+    private_key_file: placeholder
+    known_hosts_file: placeholder
+    hosts:
+      - address: 127.0.0.1:2222
+        name: beelink
+      - address: 127.0.0.1:2223
+        name: nuc
+`
+
+func writeConfig(t *testing.T, dir, body string) string {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, "placeholder"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "provider_health.yml")
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func newTestExporter(t *testing.T, body string, behaviours map[string]func(context.Context, *slog.Logger, string) collector.Verdict, maxRequests int) (*exporter, *httptest.Server, string) {
+	t.Helper()
+	dir := t.TempDir()
+	path := writeConfig(t, dir, body)
+	x := newExporter(exporterOptions{
+		logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
+		configFile:  path,
+		build:       fakeBuilder(behaviours),
+		offset:      500 * time.Millisecond,
+		maxRequests: maxRequests,
+		metricsPath: "/metrics",
+	})
+	if err := x.reload(); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(x.handler())
+	t.Cleanup(func() {
+		srv.Close()
+		x.engine.Close()
+	})
+	return x, srv, path
+}
+
+func get(t *testing.T, client *http.Client, url string, header map[string]string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(b)
+}
+
+func TestScrapeAnswersBeforeScrapeTimeoutWhenACheckerHangs(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	_, srv, _ := newTestExporter(t, baseConfig, map[string]func(context.Context, *slog.Logger, string) collector.Verdict{
+		"crawl-prod": func(context.Context, *slog.Logger, string) collector.Verdict {
+			<-release // never returns during the scrape, ignoring its context
+			return collector.Verdict{Reason: collector.ReasonReady}
+		},
+	}, 0)
+	// Prometheus gives up after its scrape timeout: so does this client.
+	client := &http.Client{Timeout: time.Second}
+	code, body := get(t, client, srv.URL+"/metrics", map[string]string{collector.ScrapeTimeoutHeader: "1"})
+	if code != http.StatusOK {
+		t.Fatalf("status %d: %s", code, body)
+	}
+	for _, want := range []string{
+		`provider_health_reason{name="crawl-prod",provider="gcp",reason="Timeout",target="compute"} 1`,
+		`provider_health_check_timeout_seconds{name="crawl-prod",provider="gcp"} 0.5`,
+		`provider_health_ready{name="prod-cluster",provider="kubernetes",target="apiserver"} 1`,
+		`provider_health_ready{name="lab",provider="kvm",target="nuc"} 1`,
+		`provider_health_exporter_build_info{`,
+		`go_goroutines `,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+}
+
+func TestBadScrapeTimeoutHeader(t *testing.T) {
+	t.Parallel()
+	_, srv, _ := newTestExporter(t, baseConfig, nil, 0)
+	code, body := get(t, http.DefaultClient, srv.URL+"/metrics", map[string]string{collector.ScrapeTimeoutHeader: "soon"})
+	if code != http.StatusBadRequest || !strings.Contains(body, "soon") {
+		t.Errorf("status %d body %q, want 400 naming the value", code, body)
+	}
+}
+
+func TestProbe(t *testing.T) {
+	t.Parallel()
+	_, srv, _ := newTestExporter(t, baseConfig, map[string]func(context.Context, *slog.Logger, string) collector.Verdict{
+		"lab": func(_ context.Context, logger *slog.Logger, target string) collector.Verdict {
+			logger.Debug("fake check ran")
+			if target == "nuc" {
+				return collector.Verdict{Reason: collector.ReasonHostKeyMismatch, Message: "known_hosts has another key"}
+			}
+			return collector.Verdict{Reason: collector.ReasonReady}
+		},
+	}, 0)
+	for _, tc := range []struct {
+		query    string
+		code     int
+		contains []string
+		lacks    []string
+	}{
+		{"", http.StatusBadRequest, []string{"name parameter is missing"}, nil},
+		{"name=nope", http.StatusBadRequest, []string{`unknown name "nope"`}, nil},
+		{"name=lab&target=nope", http.StatusBadRequest, []string{`unknown target "nope"`}, nil},
+		{"name=lab", http.StatusOK, []string{
+			`provider_health_ready{name="lab",provider="kvm",target="beelink"} 1`,
+			`provider_health_reason{name="lab",provider="kvm",reason="HostKeyMismatch",target="nuc"} 1`,
+		}, []string{`provider="gcp"`, "go_goroutines"}},
+		{"name=lab&target=nuc", http.StatusOK, []string{`target="nuc"`}, []string{`target="beelink"`}},
+		{"name=lab&target=nuc&debug=true", http.StatusOK, []string{
+			"Logs for the check:", "fake check ran", "HostKeyMismatch", "known_hosts has another key",
+			"Metrics that would have been returned:", `provider_health_ready{name="lab",provider="kvm",target="nuc"} 0`,
+		}, nil},
+	} {
+		t.Run(tc.query, func(t *testing.T) {
+			code, body := get(t, http.DefaultClient, srv.URL+"/probe?"+tc.query, nil)
+			if code != tc.code {
+				t.Errorf("status %d, want %d: %s", code, tc.code, body)
+			}
+			for _, s := range tc.contains {
+				if !strings.Contains(body, s) {
+					t.Errorf("body lacks %q:\n%s", s, body)
+				}
+			}
+			for _, s := range tc.lacks {
+				if strings.Contains(body, s) {
+					t.Errorf("body has %q", s)
+				}
+			}
+		})
+	}
+}
+
+func TestStatusJSONAndLandingPage(t *testing.T) {
+	t.Parallel()
+	_, srv, _ := newTestExporter(t, baseConfig, map[string]func(context.Context, *slog.Logger, string) collector.Verdict{
+		"crawl-prod": fixed(collector.ReasonAPIDisabled, "Compute Engine API has not been used in project crawl-prod-123"),
+	}, 0)
+	code, body := get(t, http.DefaultClient, srv.URL+"/api/v1/status", nil)
+	if code != http.StatusOK {
+		t.Fatalf("status %d", code)
+	}
+	var st struct {
+		Providers []statusProvider `json:"providers"`
+	}
+	if err := json.Unmarshal([]byte(body), &st); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Providers) != 3 {
+		t.Fatalf("%d providers, want 3", len(st.Providers))
+	}
+	g := st.Providers[1]
+	if g.Provider != "kubernetes" && g.Provider != "gcp" {
+		t.Fatalf("unexpected order: %+v", st.Providers)
+	}
+	var gcpTarget statusTarget
+	for _, p := range st.Providers {
+		if p.Provider == "gcp" {
+			gcpTarget = p.Targets[0]
+			if p.Ready {
+				t.Error("gcp provider ready despite APIDisabled")
+			}
+		}
+	}
+	if gcpTarget.Reason != collector.ReasonAPIDisabled || !gcpTarget.Up || gcpTarget.Ready ||
+		gcpTarget.Address != "projects/crawl-prod-123" || gcpTarget.LastCheckTime.IsZero() || gcpTarget.LastTransitionTime.IsZero() {
+		t.Errorf("gcp target = %+v", gcpTarget)
+	}
+	for _, key := range []string{`"up"`, `"ready"`, `"reason"`, `"message"`, `"lastTransitionTime"`, `"lastCheckTime"`, `"durationSeconds"`, `"address"`} {
+		if !strings.Contains(body, key) {
+			t.Errorf("status JSON lacks %s", key)
+		}
+	}
+
+	code, page := get(t, http.DefaultClient, srv.URL+"/", nil)
+	if code != http.StatusOK {
+		t.Fatalf("landing page status %d", code)
+	}
+	for _, want := range []string{"<table>", `class="notready"`, `class="ready"`, "APIDisabled",
+		"Compute Engine API has not been used in project crawl-prod-123", "/probe?name=lab&amp;target=nuc&amp;debug=true"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("landing page lacks %q", want)
+		}
+	}
+	if code, _ := get(t, http.DefaultClient, srv.URL+"/nope", nil); code != http.StatusNotFound {
+		t.Errorf("/nope: status %d, want 404", code)
+	}
+}
+
+func TestReload(t *testing.T) {
+	t.Parallel()
+	_, srv, path := newTestExporter(t, baseConfig, nil, 0)
+	post := func() (int, string) {
+		resp, err := http.Post(srv.URL+"/-/reload", "text/plain", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	gauge := func() string {
+		_, body := get(t, http.DefaultClient, srv.URL+"/metrics", nil)
+		m := regexp.MustCompile(`(?m)^provider_health_exporter_config_last_reload_successful (\S+)$`).FindStringSubmatch(body)
+		if m == nil {
+			t.Fatal("no reload gauge")
+		}
+		return m[1]
+	}
+
+	if code, _ := get(t, http.DefaultClient, srv.URL+"/-/reload", nil); code != http.StatusMethodNotAllowed {
+		t.Errorf("GET /-/reload: %d, want 405", code)
+	}
+	if err := os.WriteFile(path, []byte("gcp:\n  - name: broken\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, body := post()
+	if code != http.StatusInternalServerError || !strings.Contains(body, `gcp[0] "broken": project: missing`) {
+		t.Errorf("bad reload: %d %q", code, body)
+	}
+	if g := gauge(); g != "0" {
+		t.Errorf("reload gauge %s after a bad file, want 0", g)
+	}
+	if _, cfg := get(t, http.DefaultClient, srv.URL+"/config", nil); !strings.Contains(cfg, "crawl-prod-123") {
+		t.Errorf("old config not in force after a refused reload:\n%s", cfg)
+	}
+	if code, body := get(t, http.DefaultClient, srv.URL+"/probe?name=lab", nil); code != http.StatusOK {
+		t.Errorf("old providers not served after a refused reload: %d %s", code, body)
+	}
+
+	writeConfig(t, filepath.Dir(path), "gcp:\n  - name: staging\n    project: crawl-staging-1\n")
+	if code, body := post(); code != http.StatusOK {
+		t.Fatalf("good reload: %d %q", code, body)
+	}
+	if g := gauge(); g != "1" {
+		t.Errorf("reload gauge %s, want 1", g)
+	}
+	if code, _ := get(t, http.DefaultClient, srv.URL+"/probe?name=lab", nil); code != http.StatusBadRequest {
+		t.Errorf("removed provider still probed: %d", code)
+	}
+	if _, body := get(t, http.DefaultClient, srv.URL+"/metrics", nil); !strings.Contains(body, `provider_health_ready{name="staging",provider="gcp",target="compute"} 1`) {
+		t.Error("new provider not in /metrics")
+	}
+}
+
+func TestMaxRequests(t *testing.T) {
+	t.Parallel()
+	entered := make(chan struct{}, 4)
+	release := make(chan struct{})
+	_, srv, _ := newTestExporter(t, baseConfig, map[string]func(context.Context, *slog.Logger, string) collector.Verdict{
+		"crawl-prod": func(ctx context.Context, _ *slog.Logger, _ string) collector.Verdict {
+			entered <- struct{}{}
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+			return collector.Verdict{Reason: collector.ReasonReady}
+		},
+	}, 1)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		code, body := get(t, http.DefaultClient, srv.URL+"/metrics", nil)
+		if code != http.StatusOK {
+			t.Errorf("first scrape: %d %s", code, body)
+		}
+	})
+	<-entered
+	code, body := get(t, http.DefaultClient, srv.URL+"/probe?name=lab", nil)
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "--web.max-requests=1") {
+		t.Errorf("second scrape: %d %q, want 503", code, body)
+	}
+	// Health endpoints are not limited: a busy exporter is still alive.
+	if code, _ := get(t, http.DefaultClient, srv.URL+"/-/healthy", nil); code != http.StatusOK {
+		t.Errorf("/-/healthy %d while busy", code)
+	}
+	close(release)
+	wg.Wait()
+}
+
+func TestHealthReadyConfig(t *testing.T) {
+	t.Parallel()
+	_, srv, _ := newTestExporter(t, baseConfig, nil, 0)
+	for path, want := range map[string]string{"/-/healthy": "Healthy", "/-/ready": "Ready", "/config": "max_concurrent_dials: 16"} {
+		code, body := get(t, http.DefaultClient, srv.URL+path, nil)
+		if code != http.StatusOK || !strings.Contains(body, want) {
+			t.Errorf("%s: %d %q, want 200 with %q", path, code, body, want)
+		}
+	}
+}
+
+// TestGoldenMetrics pins the whole /metrics output of a fixed setup, less
+// the families whose values change from run to run.
+func TestGoldenMetrics(t *testing.T) {
+	t.Parallel()
+	_, srv, _ := newTestExporter(t, baseConfig, map[string]func(context.Context, *slog.Logger, string) collector.Verdict{
+		"crawl-prod": fixed(collector.ReasonRateLimited, "quota"),
+		"lab": func(_ context.Context, _ *slog.Logger, target string) collector.Verdict {
+			if target == "nuc" {
+				return collector.Verdict{Reason: collector.ReasonPoolInactive, KVM: &collector.KVMFacts{
+					User: "proxyops", LibvirtVersion: "9.0.0", Pool: "default", PoolState: "inactive", Connects: 1}}
+			}
+			return collector.Verdict{Reason: collector.ReasonReady, KVM: &collector.KVMFacts{
+				User: "proxyops", LibvirtVersion: "9.0.0", Pool: "default", PoolState: "running",
+				CapacityBytes: 107374182400, AllocationBytes: 21474836480, AvailableBytes: 85899345920, Connects: 1}}
+		},
+	}, 0)
+	_, body := get(t, http.DefaultClient, srv.URL+"/metrics", map[string]string{collector.ScrapeTimeoutHeader: "10"})
+	got := stableMetrics(body)
+	golden := filepath.Join("..", "..", "testdata", "golden", "metrics.txt")
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(golden), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("/metrics differs from %s (go test ./cmd/... -run TestGoldenMetrics -update to accept):\n%s", golden, diffLines(string(want), got))
+	}
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Fatal("promtool not found: install Debian's prometheus package (.ci/run does)")
+	}
+	cmd := exec.Command(promtool, "check", "metrics")
+	cmd.Stdin = strings.NewReader(body)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("promtool check metrics: %v\n%s", err, out)
+	}
+}
+
+// stableMetrics drops families and series whose values depend on the run.
+func stableMetrics(body string) string {
+	unstable := regexp.MustCompile(`^(# (HELP|TYPE) )?(go_|process_|promhttp_|provider_health_exporter_build_info|provider_health_check_duration_seconds|provider_health_last_check_timestamp_seconds|provider_health_last_transition_timestamp_seconds|provider_health_exporter_config_last_reload_success_timestamp_seconds)`)
+	var out []string
+	for _, line := range strings.Split(body, "\n") {
+		if line == "" || unstable.MatchString(line) {
+			continue
+		}
+		out = append(out, line)
+	}
+	return strings.Join(out, "\n") + "\n"
+}
+
+func diffLines(want, got string) string {
+	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
+	inW := map[string]bool{}
+	for _, l := range w {
+		inW[l] = true
+	}
+	inG := map[string]bool{}
+	for _, l := range g {
+		inG[l] = true
+	}
+	var b strings.Builder
+	for _, l := range w {
+		if !inG[l] {
+			fmt.Fprintf(&b, "- %s\n", l)
+		}
+	}
+	for _, l := range g {
+		if !inW[l] {
+			fmt.Fprintf(&b, "+ %s\n", l)
+		}
+	}
+	return b.String()
+}
