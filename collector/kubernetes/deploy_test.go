@@ -1,0 +1,145 @@
+package kubernetes
+
+import (
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/egress-proxies/provider_health_exporter/config"
+)
+
+// The kustomize base, relative to this package. The integration test creates
+// it on a real API server; these checks are about its internal wiring.
+const deployBase = "../../deploy/kubernetes"
+
+func readManifest(t *testing.T, name string, into any) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(deployBase, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.UnmarshalStrict(data, into); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+}
+
+// TestKustomizationListsEveryManifest: a manifest left out of
+// kustomization.yaml would be neither deployed nor checked.
+func TestKustomizationListsEveryManifest(t *testing.T) {
+	t.Parallel()
+	var k struct {
+		APIVersion string   `json:"apiVersion"`
+		Kind       string   `json:"kind"`
+		Resources  []string `json:"resources"`
+		Images     []any    `json:"images"`
+	}
+	readManifest(t, "kustomization.yaml", &k)
+	files, err := filepath.Glob(filepath.Join(deployBase, "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var manifests []string
+	for _, f := range files {
+		if base := filepath.Base(f); base != "kustomization.yaml" {
+			manifests = append(manifests, base)
+		}
+	}
+	listed := slices.Sorted(slices.Values(k.Resources))
+	if !slices.Equal(listed, manifests) {
+		t.Errorf("kustomization.yaml resources = %v, files = %v", listed, manifests)
+	}
+}
+
+// TestDeployedConfig: the ConfigMap's configuration loads with the strict
+// loader once the Secret's files are in place, the Deployment points
+// --config.file at it, and every file it references comes from the Secret.
+func TestDeployedConfig(t *testing.T) {
+	t.Parallel()
+	var cm corev1.ConfigMap
+	readManifest(t, "configmap.yaml", &cm)
+	var dep appsv1.Deployment
+	readManifest(t, "deployment.yaml", &dep)
+
+	spec := dep.Spec.Template.Spec
+	if len(spec.Containers) != 1 {
+		t.Fatalf("want one container, got %d", len(spec.Containers))
+	}
+	ctr := spec.Containers[0]
+	mounts := map[string]string{} // volume name -> mount path
+	for _, m := range ctr.VolumeMounts {
+		mounts[m.Name] = m.MountPath
+	}
+	var configMount, secretMount, secretName string
+	for _, v := range spec.Volumes {
+		switch {
+		case v.ConfigMap != nil && v.ConfigMap.Name == cm.Name:
+			configMount = mounts[v.Name]
+		case v.Secret != nil:
+			secretMount, secretName = mounts[v.Name], v.Secret.SecretName
+		}
+	}
+	if configMount == "" || secretMount == "" || secretName == "" {
+		t.Fatalf("config mount %q, secret mount %q (secret %q): want both mounted", configMount, secretMount, secretName)
+	}
+
+	var configFile string
+	for _, a := range ctr.Args {
+		if v, ok := strings.CutPrefix(a, "--config.file="); ok {
+			configFile = v
+		}
+	}
+	key, ok := strings.CutPrefix(configFile, configMount+"/")
+	if !ok {
+		t.Fatalf("--config.file=%q is not under the config mount %s", configFile, configMount)
+	}
+	text, ok := cm.Data[key]
+	if !ok {
+		t.Fatalf("--config.file names key %q; the ConfigMap has %v", key, slices.Sorted(maps.Keys(cm.Data)))
+	}
+
+	// Stand in for the Secret: an empty file for every path under its mount.
+	secrets := t.TempDir()
+	for _, f := range referencedFiles(text, secretMount) {
+		if err := os.WriteFile(filepath.Join(secrets, f), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg, err := config.Parse([]byte(strings.ReplaceAll(text, secretMount+"/", secrets+"/")))
+	if err != nil {
+		t.Fatalf("the ConfigMap's configuration does not load: %v", err)
+	}
+	if len(cfg.Kubernetes) == 0 || cfg.Kubernetes[0].Kubeconfig != "" {
+		t.Errorf("want an in-cluster kubernetes entry (no kubeconfig), the ServiceAccount's RBAC is what deploy/kubernetes grants")
+	}
+
+	if got := ctr.Ports; len(got) != 1 || got[0].ContainerPort != 9877 {
+		t.Errorf("ports = %v, want 9877", got)
+	}
+	if p := ctr.LivenessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/-/healthy" {
+		t.Errorf("liveness probe = %+v, want GET /-/healthy", p)
+	}
+	if p := ctr.ReadinessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/-/ready" {
+		t.Errorf("readiness probe = %+v, want GET /-/ready", p)
+	}
+	if spec.ServiceAccountName != "provider-health-exporter" {
+		t.Errorf("serviceAccountName = %q, want the account clusterrolebinding.yaml binds", spec.ServiceAccountName)
+	}
+}
+
+// referencedFiles returns the names of the files text refers to under dir.
+func referencedFiles(text, dir string) []string {
+	var out []string
+	for _, field := range strings.Fields(text) {
+		if f, ok := strings.CutPrefix(field, dir+"/"); ok {
+			out = append(out, f)
+		}
+	}
+	return out
+}
