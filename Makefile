@@ -1,8 +1,10 @@
 # provider_health_exporter — build, test and run.
 #
 # `make test` runs every test: unit tests (with -race), the integration tests
-# against real sshd/libvirtd and kube-apiserver/etcd started by the scripts
-# under testdata/, and the mixin's generation, lint and promtool tests.
+# against real sshd/libvirtd, kube-apiserver/etcd and Prometheus/Alertmanager
+# started by the scripts under testdata/, and the mixin's generation, lint and
+# promtool tests. `make demo` runs the exporter against real local sshd and
+# libvirtd (as root on Debian).
 
 GO       ?= go
 GOFMT    ?= gofmt
@@ -13,12 +15,13 @@ TOOLS    := $(GO) tool -modfile=tools/go.mod
 .PHONY: all
 all: lint build test
 
+# promu stamps the version from VERSION and git into the binary.
 .PHONY: build
 build:
-	$(GO) build -o $(BIN) ./cmd/provider_health_exporter
+	$(TOOLS) promu build --prefix .
 
 .PHONY: test
-test: unit integration mixin-test
+test: lint unit integration mixin-test
 
 .PHONY: unit
 unit:
@@ -28,15 +31,27 @@ unit:
 lint:
 	@out="$$($(GOFMT) -l $$(git ls-files '*.go'))"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
+	$(GO) vet -tags integration ./collector/kvm/ ./collector/kubernetes/
 
+# Go benchmark format: compare two runs with benchstat.
 .PHONY: bench
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 6 $(PKGS)
 
+# Ten seconds of fuzzing the config loader (longer: FUZZTIME=10m).
+FUZZTIME ?= 10s
+.PHONY: fuzz
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME) ./config
+
+.PHONY: demo
+demo:
+	testdata/kvm/demo.sh
+
 # --- integration tests against real components ---------------------------
 
 .PHONY: integration
-integration: integration-kvm integration-kubernetes
+integration: integration-kvm integration-kubernetes integration-e2e
 
 .PHONY: integration-kvm
 integration-kvm:
@@ -45,6 +60,10 @@ integration-kvm:
 .PHONY: integration-kubernetes
 integration-kubernetes:
 	testdata/kubernetes/run-integration.sh
+
+.PHONY: integration-e2e
+integration-e2e:
+	testdata/e2e/run-e2e.sh
 
 # --- mixin ----------------------------------------------------------------
 #
@@ -83,10 +102,10 @@ mixin-lint:
 	    diff -u $$f $$tmp/$$f || { echo "$$f is stale: run make mixin"; exit 1; }; done && \
 	  diff -ru mixin/dashboards_out $$tmp/mixin/dashboards_out || { echo "mixin/dashboards_out is stale: run make mixin"; exit 1; }
 	$(PROMTOOL) check rules mixin/alerts.yaml
-	MIXIN_REQUIRE_PROMTOOL=1 $(GO) test -count=1 -run 'TestMetricNames|TestMatcherProblems|TestExpressions|TestDashboard|TestAlerts' ./mixin/
+	$(GO) test -count=1 -run 'TestMetricNames|TestMatcherProblems|TestExpressions|TestDashboard|TestAlerts' ./mixin/
 	$(PROMTOOL) check config deploy/prometheus/prometheus.yml deploy/prometheus/prometheus-probe.yml
 	$(AMTOOL) check-config deploy/prometheus/alertmanager.yml
 
 mixin-test: mixin-lint
 	$(PROMTOOL) test rules mixin/tests/*.yaml
-	MIXIN_REQUIRE_PROMTOOL=1 $(GO) test -count=1 -run 'TestRuleTestsCatchBrokenRules' ./mixin/
+	$(GO) test -count=1 -run 'TestRuleTestsCatchBrokenRules' ./mixin/
