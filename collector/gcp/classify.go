@@ -1,0 +1,187 @@
+package gcp
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"syscall"
+
+	"google.golang.org/api/googleapi"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/egress-proxies/provider_health_exporter/collector"
+)
+
+// verdict turns the error of a check into its verdict and logs the error,
+// which carries more than the message does.
+func verdict(ctx context.Context, logger *slog.Logger, err error) collector.Verdict {
+	reason, msg := classify(ctx, err)
+	logger.Debug("check failed", "reason", reason, "err", err)
+	return collector.Verdict{Reason: reason, Message: msg}
+}
+
+// classify maps an error to a reason of the gcp set and a message for
+// people. The order matters: an ended context wins whatever the error says
+// (SPEC §5), and a token fetch that failed on the network is a credentials
+// problem, not an unreachable Compute.
+func classify(ctx context.Context, err error) (collector.Reason, string) {
+	if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) {
+		return collector.ReasonTimeout, fmt.Sprintf("no answer from Compute before the deadline: %v", err)
+	}
+	var cerr *credentialsError
+	if errors.As(err, &cerr) {
+		return collector.ReasonCredentialsUnavailable, fmt.Sprintf("no usable credentials: %v", cerr)
+	}
+	var gerr *googleapi.Error
+	if errors.As(err, &gerr) {
+		return classifyAPIError(gerr)
+	}
+	// The body of a 200 did not decode into an aggregated list.
+	if errors.Is(err, proto.Error) {
+		return collector.ReasonBadResponse, fmt.Sprintf("Compute answered 200 with a body that is not an instance list: %v", err)
+	}
+	if isTLSError(err) {
+		return collector.ReasonTLSError, fmt.Sprintf("TLS with the Compute endpoint failed: %v", err)
+	}
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) {
+		return collector.ReasonDNSFailed, fmt.Sprintf("the Compute endpoint's name did not resolve: %v", err)
+	}
+	if isConnectionError(err) {
+		return collector.ReasonUnreachable, fmt.Sprintf("Compute endpoint unreachable: %v", err)
+	}
+	return collector.ReasonUnknown, err.Error()
+}
+
+// isTLSError reports certificate and handshake failures, including a plain
+// HTTP answer to a TLS client hello.
+func isTLSError(err error) bool {
+	var (
+		unknownAuthority x509.UnknownAuthorityError
+		invalidCert      x509.CertificateInvalidError
+		hostname         x509.HostnameError
+		verification     *tls.CertificateVerificationError
+		recordHeader     tls.RecordHeaderError
+		alert            tls.AlertError
+	)
+	// net/http turns the TLS record error of a plain HTTP answer into
+	// ErrSchemeMismatch.
+	return errors.Is(err, http.ErrSchemeMismatch) || errors.As(err, &unknownAuthority) || errors.As(err, &invalidCert) ||
+		errors.As(err, &hostname) || errors.As(err, &verification) ||
+		errors.As(err, &recordHeader) || errors.As(err, &alert)
+}
+
+// isConnectionError reports a connection that could not be made or that
+// broke before an answer.
+func isConnectionError(err error) bool {
+	var opErr *net.OpError
+	return errors.As(err, &opErr) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+}
+
+// Markers Compute puts in its error envelope: errors[].reason in the old
+// style, details[] ErrorInfo.reason and error.status in the new one.
+// apierror.APIError.Reason() finds none of them in real Compute bodies
+// (the envelope's errors array keeps it from parsing the details), so they
+// are read from the *googleapi.Error itself.
+var (
+	disabledReasons = map[string]bool{
+		"accessNotConfigured": true, // errors[].reason
+		"SERVICE_DISABLED":    true, // ErrorInfo.reason
+	}
+	rateLimitReasons = map[string]bool{
+		"rateLimitExceeded":     true,
+		"userRateLimitExceeded": true,
+		"quotaExceeded":         true,
+		"RATE_LIMIT_EXCEEDED":   true,
+		"RESOURCE_EXHAUSTED":    true, // error.status
+	}
+)
+
+// classifyAPIError classifies an HTTP answer from Compute (or from
+// whatever answered at its address).
+func classifyAPIError(e *googleapi.Error) (collector.Reason, string) {
+	markers := apiErrorMarkers(e)
+	msg := apiErrorMessage(e)
+	has := func(set map[string]bool) bool {
+		for _, m := range markers {
+			if set[m] {
+				return true
+			}
+		}
+		return false
+	}
+	switch {
+	case e.Code == http.StatusTooManyRequests:
+		return collector.ReasonRateLimited, msg
+	case e.Code == http.StatusForbidden && has(disabledReasons):
+		return collector.ReasonAPIDisabled, msg
+	// Compute has long answered some rate limits with 403.
+	case e.Code == http.StatusForbidden && has(rateLimitReasons):
+		return collector.ReasonRateLimited, msg
+	case e.Code == http.StatusForbidden:
+		return collector.ReasonForbidden, msg
+	case e.Code == http.StatusUnauthorized:
+		return collector.ReasonUnauthorized, msg
+	case e.Code == http.StatusNotFound:
+		return collector.ReasonNotFound, msg
+	case e.Code == http.StatusBadRequest:
+		return collector.ReasonInvalidRequest, msg
+	case e.Code >= 500 && e.Code <= 599:
+		return collector.ReasonServerError, msg
+	}
+	return collector.ReasonUnknown, msg
+}
+
+// apiErrorMarkers collects errors[].reason, the ErrorInfo reasons of
+// details[] and error.status.
+func apiErrorMarkers(e *googleapi.Error) []string {
+	var out []string
+	for _, item := range e.Errors {
+		out = append(out, item.Reason)
+	}
+	for _, d := range e.Details {
+		m, ok := d.(map[string]any)
+		if !ok || m["@type"] != "type.googleapis.com/google.rpc.ErrorInfo" {
+			continue
+		}
+		if r, ok := m["reason"].(string); ok {
+			out = append(out, r)
+		}
+	}
+	// googleapi.Error has no field for the status; the body has it.
+	var env struct {
+		Error struct {
+			Status string `json:"status"`
+		} `json:"error"`
+	}
+	if json.Unmarshal([]byte(e.Body), &env) == nil && env.Error.Status != "" {
+		out = append(out, env.Error.Status)
+	}
+	return out
+}
+
+// apiErrorMessage is short: the code, the first reason and Compute's own
+// message, but never a whole HTML page from a proxy in between.
+func apiErrorMessage(e *googleapi.Error) string {
+	text := e.Message
+	if text == "" {
+		text = "no JSON error in the body"
+		if ct := e.Header.Get("Content-Type"); ct != "" {
+			text += " (" + ct + ")"
+		}
+	}
+	if len(e.Errors) > 0 && e.Errors[0].Reason != "" {
+		return fmt.Sprintf("Compute answered HTTP %d %s: %s", e.Code, e.Errors[0].Reason, text)
+	}
+	return fmt.Sprintf("Compute answered HTTP %d: %s", e.Code, text)
+}

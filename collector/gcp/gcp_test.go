@@ -1,0 +1,788 @@
+package gcp
+
+import (
+	"context"
+	"crypto"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/net/dns/dnsmessage"
+
+	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/config"
+)
+
+const (
+	testProject = "crawl-prod-123"
+	testToken   = "ya29.c.test-access-token"
+	apiPath     = "/compute/v1/projects/" + testProject + "/aggregated/instances"
+	// hang bounds a test that would otherwise wait forever; no assertion is
+	// made on how fast anything is.
+	hang = 20 * time.Second
+)
+
+// TestMain keeps Application Default Credentials on loopback for every test
+// of the package, also one that reaches ADC by mistake: the metadata host is
+// a local server that knows no service account, and no gcloud credentials
+// of the machine are found. Tests that exercise ADC set their own values.
+func TestMain(m *testing.M) {
+	metadataServer := httptest.NewServer(http.NotFoundHandler())
+	home, err := os.MkdirTemp("", "gcp-test-home")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	for k, v := range map[string]string{
+		"GCE_METADATA_HOST":              strings.TrimPrefix(metadataServer.URL, "http://"),
+		"GOOGLE_APPLICATION_CREDENTIALS": "",
+		"HOME":                           home,
+	} {
+		os.Setenv(k, v)
+	}
+	code := m.Run()
+	metadataServer.Close()
+	os.RemoveAll(home)
+	os.Exit(code)
+}
+
+// testKey is one RSA key for the whole run: generating one per test would
+// cost more than the tests.
+var testKey = sync.OnceValue(func() *rsa.PrivateKey {
+	k, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		panic(err)
+	}
+	return k
+})
+
+// tokenServer is a loopback OAuth token endpoint that runs the real
+// service-account JWT-bearer flow: it checks the assertion's signature.
+type tokenServer struct {
+	*httptest.Server
+	requests atomic.Int64
+	// refuse makes it answer like Google does to a bad assertion.
+	refuse bool
+	// block makes it hold the request until the client gives up.
+	block bool
+}
+
+func newTokenServer(t *testing.T, configure func(*tokenServer)) *tokenServer {
+	t.Helper()
+	ts := &tokenServer{}
+	if configure != nil {
+		configure(ts)
+	}
+	ts.Server = httptest.NewServer(http.HandlerFunc(ts.serve))
+	t.Cleanup(ts.Close)
+	return ts
+}
+
+func (ts *tokenServer) serve(w http.ResponseWriter, r *http.Request) {
+	ts.requests.Add(1)
+	if ts.block {
+		// The server notices a closed connection only once the body is read.
+		io.Copy(io.Discard, r.Body)
+		<-r.Context().Done()
+		return
+	}
+	if ts.refuse {
+		w.Header().Set("Content-Type", "application/json; charset=utf-8")
+		w.WriteHeader(http.StatusBadRequest)
+		w.Write(readTestdata(nil, "token-400-invalid-grant.json"))
+		return
+	}
+	if err := r.ParseForm(); err != nil || r.Method != http.MethodPost || r.URL.Path != "/token" {
+		http.Error(w, "bad token request", http.StatusBadRequest)
+		return
+	}
+	if g := r.PostForm.Get("grant_type"); g != "urn:ietf:params:oauth:grant-type:jwt-bearer" {
+		http.Error(w, "unexpected grant_type "+g, http.StatusBadRequest)
+		return
+	}
+	if err := verifyJWT(r.PostForm.Get("assertion"), &testKey().PublicKey); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	fmt.Fprintf(w, `{"access_token":%q,"expires_in":3599,"token_type":"Bearer"}`, testToken)
+}
+
+// verifyJWT checks an RS256 assertion and that it asks for Compute scopes.
+func verifyJWT(assertion string, pub *rsa.PublicKey) error {
+	parts := strings.Split(assertion, ".")
+	if len(parts) != 3 {
+		return errors.New("assertion is not a JWT")
+	}
+	sig, err := base64.RawURLEncoding.DecodeString(parts[2])
+	if err != nil {
+		return err
+	}
+	sum := sha256.Sum256([]byte(parts[0] + "." + parts[1]))
+	if err := rsa.VerifyPKCS1v15(pub, crypto.SHA256, sum[:], sig); err != nil {
+		return fmt.Errorf("assertion signature: %w", err)
+	}
+	claims, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return err
+	}
+	var c struct {
+		Scope string `json:"scope"`
+	}
+	if err := json.Unmarshal(claims, &c); err != nil {
+		return err
+	}
+	if !strings.Contains(c.Scope, "https://www.googleapis.com/auth/compute.readonly") {
+		return fmt.Errorf("assertion scope %q lacks compute.readonly", c.Scope)
+	}
+	return nil
+}
+
+// writeServiceAccount writes a service-account key file whose token_uri is
+// tokenURL and returns its path.
+func writeServiceAccount(t *testing.T, dir, tokenURL, email string) string {
+	t.Helper()
+	der, err := x509.MarshalPKCS8PrivateKey(testKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sa := map[string]string{
+		"type":                        "service_account",
+		"project_id":                  testProject,
+		"private_key_id":              "0123456789abcdef0123456789abcdef01234567",
+		"private_key":                 string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})),
+		"client_email":                email,
+		"client_id":                   "104637219452394826614",
+		"auth_uri":                    "https://accounts.google.com/o/oauth2/auth",
+		"token_uri":                   tokenURL,
+		"auth_provider_x509_cert_url": "https://www.googleapis.com/oauth2/v1/certs",
+		"universe_domain":             "googleapis.com",
+	}
+	b, err := json.MarshalIndent(sa, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "sa-"+strings.SplitN(email, "@", 2)[0]+".json")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func readTestdata(t *testing.T, name string) []byte {
+	b, err := os.ReadFile(filepath.Join("..", "..", "testdata", "gcp", name))
+	if err != nil {
+		if t == nil {
+			panic(err)
+		}
+		t.Fatal(err)
+	}
+	return b
+}
+
+// computeServer is a loopback Compute API serving one recorded answer. It
+// fails the test on any request that is not the one a check must make.
+type computeServer struct {
+	*httptest.Server
+	t        *testing.T
+	status   int
+	body     []byte
+	ctype    string
+	wantAuth string // expected Authorization header; empty: not checked
+	filter   string
+	requests atomic.Int64
+	// cancelled is closed when a request's context ends before the handler
+	// answered (set hold to make the handler wait for that).
+	hold      time.Duration
+	cancelled chan struct{}
+}
+
+func newComputeServer(t *testing.T, status int, bodyFile string) *computeServer {
+	t.Helper()
+	cs := &computeServer{
+		t:         t,
+		status:    status,
+		wantAuth:  "Bearer " + testToken,
+		filter:    config.DefaultGCPFilter,
+		ctype:     "application/json; charset=UTF-8",
+		cancelled: make(chan struct{}),
+	}
+	if bodyFile != "" {
+		cs.body = readTestdata(t, bodyFile)
+		if strings.HasSuffix(bodyFile, ".html") {
+			cs.ctype = "text/html; charset=UTF-8"
+		}
+	}
+	cs.Server = httptest.NewUnstartedServer(http.HandlerFunc(cs.serve))
+	return cs
+}
+
+func (cs *computeServer) start() *computeServer {
+	cs.Start()
+	cs.t.Cleanup(cs.Close)
+	return cs
+}
+
+func (cs *computeServer) serve(w http.ResponseWriter, r *http.Request) {
+	cs.requests.Add(1)
+	if r.Method != http.MethodGet || r.URL.Path != apiPath {
+		cs.t.Errorf("request %s %s, want GET %s", r.Method, r.URL.Path, apiPath)
+	}
+	q := r.URL.Query()
+	if q.Get("maxResults") != "1" || q.Get("filter") != cs.filter || len(q) != 2 {
+		cs.t.Errorf("query %v, want exactly maxResults=1 and filter=%q", q, cs.filter)
+	}
+	if cs.wantAuth != "" && r.Header.Get("Authorization") != cs.wantAuth {
+		cs.t.Errorf("Authorization %q, want %q", r.Header.Get("Authorization"), cs.wantAuth)
+	}
+	if v := r.Header.Get(checkIDHeader); v != "" {
+		cs.t.Errorf("internal header %s leaked to the server: %q", checkIDHeader, v)
+	}
+	if cs.hold > 0 {
+		select {
+		case <-r.Context().Done():
+			close(cs.cancelled)
+			return
+		case <-time.After(cs.hold):
+		}
+	}
+	w.Header().Set("Content-Type", cs.ctype)
+	w.WriteHeader(cs.status)
+	w.Write(cs.body)
+}
+
+// newTestChecker builds a checker for endpoint with a service-account file
+// whose token comes from tokens.
+func newTestChecker(t *testing.T, endpoint string, tokens *tokenServer, opts ...Option) *Checker {
+	t.Helper()
+	cfg := &config.GCP{
+		Name:            "crawl-prod",
+		Project:         testProject,
+		Filter:          config.DefaultGCPFilter,
+		Endpoint:        endpoint,
+		CredentialsFile: writeServiceAccount(t, t.TempDir(), tokens.URL+"/token", "exporter@crawl-prod-123.iam.gserviceaccount.com"),
+	}
+	c, err := New(context.Background(), cfg, slog.New(slog.DiscardHandler), opts...)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// check runs one check under budget and fails the test if it hangs.
+func check(t *testing.T, c *Checker, budget time.Duration) collector.Verdict {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), budget)
+	defer cancel()
+	done := make(chan collector.Verdict, 1)
+	go func() { done <- c.Check(ctx, slog.New(slog.DiscardHandler), TargetName) }()
+	select {
+	case v := <-done:
+		return v
+	case <-time.After(hang):
+		t.Fatalf("Check did not return within %s of a %s budget", hang, budget)
+		return collector.Verdict{}
+	}
+}
+
+// TestRecordedAnswers drives the real client over HTTP against every
+// recorded answer: one request per check, the reason of SPEC §7.
+func TestRecordedAnswers(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		file    string
+		status  int
+		want    collector.Reason
+		message string // a part of the verdict's message
+	}{
+		{"aggregated-instances.json", 200, collector.ReasonReady, "egress-proxy-7f9c2 in zones/us-central1-a"},
+		{"aggregated-warnings-only.json", 200, collector.ReasonReady, "no managed instance"},
+		{"aggregated-no-items.json", 200, collector.ReasonReady, "no managed instance"},
+		{"error-403-service-disabled.json", 403, collector.ReasonAPIDisabled, "accessNotConfigured"},
+		{"error-403-forbidden.json", 403, collector.ReasonForbidden, "compute.instances.list"},
+		{"error-403-rate-limit.json", 403, collector.ReasonRateLimited, "rateLimitExceeded"},
+		{"error-401-unauthenticated.json", 401, collector.ReasonUnauthorized, "HTTP 401"},
+		{"error-404-not-found.json", 404, collector.ReasonNotFound, "was not found"},
+		{"error-400-invalid-filter.json", 400, collector.ReasonInvalidRequest, "Invalid list filter expression"},
+		{"error-429-rate-limited.json", 429, collector.ReasonRateLimited, "Quota exceeded"},
+		{"error-500-backend.json", 500, collector.ReasonServerError, "backendError"},
+		{"error-503-unavailable.json", 503, collector.ReasonServerError, "HTTP 503"},
+		{"error-502.html", 502, collector.ReasonServerError, "no JSON error in the body (text/html"},
+		{"bad-200-truncated.json", 200, collector.ReasonBadResponse, "not an instance list"},
+		{"bad-200-other-kind.json", 200, collector.ReasonBadResponse, `kind "compute#project"`},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			t.Parallel()
+			tokens := newTokenServer(t, nil)
+			api := newComputeServer(t, tc.status, tc.file).start()
+			c := newTestChecker(t, api.URL, tokens)
+			v := check(t, c, 10*time.Second)
+			if v.Reason != tc.want {
+				t.Errorf("reason %s (%s), want %s", v.Reason, v.Message, tc.want)
+			}
+			if !strings.Contains(v.Message, tc.message) {
+				t.Errorf("message %q does not contain %q", v.Message, tc.message)
+			}
+			if n := api.requests.Load(); n != 1 {
+				t.Errorf("%d requests to Compute, want exactly 1", n)
+			}
+			if n := tokens.requests.Load(); n != 1 {
+				t.Errorf("%d token requests, want 1", n)
+			}
+			if strings.Contains(v.Message, testToken) || strings.Contains(v.Message, "PRIVATE KEY") {
+				t.Errorf("message leaks a secret: %q", v.Message)
+			}
+		})
+	}
+}
+
+// TestEveryCheckIsOneRequest: consecutive and concurrent checks each make
+// exactly one Compute request, and the token is fetched once and reused.
+func TestEveryCheckIsOneRequest(t *testing.T) {
+	t.Parallel()
+	tokens := newTokenServer(t, nil)
+	api := newComputeServer(t, 200, "aggregated-warnings-only.json").start()
+	c := newTestChecker(t, api.URL, tokens)
+	for i := 0; i < 3; i++ {
+		if v := check(t, c, 10*time.Second); v.Reason != collector.ReasonReady {
+			t.Fatalf("check %d: %s (%s)", i, v.Reason, v.Message)
+		}
+	}
+	var wg sync.WaitGroup
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if v := c.Check(ctx, slog.New(slog.DiscardHandler), TargetName); v.Reason != collector.ReasonReady {
+				t.Errorf("concurrent check: %s (%s)", v.Reason, v.Message)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := api.requests.Load(); n != 11 {
+		t.Errorf("%d Compute requests for 11 checks", n)
+	}
+	if n := tokens.requests.Load(); n != 1 {
+		t.Errorf("%d token requests, want 1 (the token is cached)", n)
+	}
+}
+
+// TestDeadline: a Compute that answers after 5 s gives Timeout at the
+// budget, and the request is cancelled on the server's side.
+func TestDeadline(t *testing.T) {
+	t.Parallel()
+	tokens := newTokenServer(t, nil)
+	api := newComputeServer(t, 200, "aggregated-instances.json")
+	api.hold = 5 * time.Second
+	api.start()
+	c := newTestChecker(t, api.URL, tokens)
+	v := check(t, c, 300*time.Millisecond)
+	if v.Reason != collector.ReasonTimeout {
+		t.Errorf("reason %s (%s), want Timeout", v.Reason, v.Message)
+	}
+	select {
+	case <-api.cancelled:
+	case <-time.After(hang):
+		t.Fatal("the server never saw the request cancelled")
+	}
+	if n := api.requests.Load(); n != 1 {
+		t.Errorf("%d Compute requests, want 1", n)
+	}
+}
+
+// TestTokenDeadline: a token endpoint that hangs is bounded by the check too.
+func TestTokenDeadline(t *testing.T) {
+	t.Parallel()
+	tokens := newTokenServer(t, func(ts *tokenServer) { ts.block = true })
+	api := newComputeServer(t, 200, "aggregated-instances.json").start()
+	c := newTestChecker(t, api.URL, tokens)
+	if v := check(t, c, 300*time.Millisecond); v.Reason != collector.ReasonTimeout {
+		t.Errorf("reason %s (%s), want Timeout", v.Reason, v.Message)
+	}
+	if n := api.requests.Load(); n != 0 {
+		t.Errorf("%d Compute requests without a token", n)
+	}
+}
+
+// TestTransportFailures covers the reasons that come from below HTTP.
+func TestTransportFailures(t *testing.T) {
+	t.Parallel()
+
+	closedAddr := func(t *testing.T) string {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := l.Addr().String()
+		l.Close()
+		return addr
+	}
+	// dropper accepts connections and closes them before any answer.
+	dropper := func(t *testing.T) string {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		go func() {
+			for {
+				conn, err := l.Accept()
+				if err != nil {
+					return
+				}
+				io.CopyN(io.Discard, conn, 1)
+				conn.Close()
+			}
+		}()
+		return l.Addr().String()
+	}
+
+	for _, tc := range []struct {
+		name     string
+		endpoint func(t *testing.T, tokens *tokenServer) (string, []Option)
+		want     collector.Reason
+	}{
+		{"refused", func(t *testing.T, _ *tokenServer) (string, []Option) {
+			return "http://" + closedAddr(t), nil
+		}, collector.ReasonUnreachable},
+		{"dropped before an answer", func(t *testing.T, _ *tokenServer) (string, []Option) {
+			return "http://" + dropper(t), nil
+		}, collector.ReasonUnreachable},
+		{"unknown CA", func(t *testing.T, _ *tokenServer) (string, []Option) {
+			s := httptest.NewTLSServer(http.NotFoundHandler())
+			t.Cleanup(s.Close)
+			return s.URL, nil
+		}, collector.ReasonTLSError},
+		{"HTTP answer to HTTPS", func(t *testing.T, _ *tokenServer) (string, []Option) {
+			s := httptest.NewServer(http.NotFoundHandler())
+			t.Cleanup(s.Close)
+			return "https://" + strings.TrimPrefix(s.URL, "http://"), nil
+		}, collector.ReasonTLSError},
+		{"name does not resolve", func(t *testing.T, _ *tokenServer) (string, []Option) {
+			return "http://compute.nxdomain.test:8443", []Option{withResolver(nxdomainResolver(t))}
+		}, collector.ReasonDNSFailed},
+		{"token endpoint refuses the assertion", func(t *testing.T, tokens *tokenServer) (string, []Option) {
+			tokens.refuse = true
+			return newComputeServer(t, 200, "aggregated-instances.json").start().URL, nil
+		}, collector.ReasonCredentialsUnavailable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tokens := newTokenServer(t, nil)
+			endpoint, opts := tc.endpoint(t, tokens)
+			c := newTestChecker(t, endpoint, tokens, opts...)
+			if v := check(t, c, 10*time.Second); v.Reason != tc.want {
+				t.Errorf("reason %s (%s), want %s", v.Reason, v.Message, tc.want)
+			}
+		})
+	}
+}
+
+// TestTokenEndpointUnreachable is the trap of SPEC §7: a token endpoint
+// that refuses connections looks like a dial error, but the verdict is
+// about the credentials, not about Compute.
+func TestTokenEndpointUnreachable(t *testing.T) {
+	t.Parallel()
+	api := newComputeServer(t, 200, "aggregated-instances.json").start()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokenURL := "http://" + l.Addr().String() + "/token"
+	l.Close()
+	cfg := &config.GCP{
+		Name: "crawl-prod", Project: testProject, Filter: config.DefaultGCPFilter, Endpoint: api.URL,
+		CredentialsFile: writeServiceAccount(t, t.TempDir(), tokenURL, "exporter@crawl-prod-123.iam.gserviceaccount.com"),
+	}
+	c, err := New(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if v := check(t, c, 10*time.Second); v.Reason != collector.ReasonCredentialsUnavailable {
+		t.Errorf("reason %s (%s), want CredentialsUnavailable", v.Reason, v.Message)
+	}
+	if n := api.requests.Load(); n != 0 {
+		t.Errorf("%d Compute requests without a token", n)
+	}
+}
+
+// nxdomainResolver resolves through a DNS server on loopback that answers
+// NXDOMAIN to every question, so the test never asks the machine's resolver.
+func nxdomainResolver(t *testing.T) *net.Resolver {
+	t.Helper()
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pc.Close() })
+	go func() {
+		buf := make([]byte, 1500)
+		for {
+			n, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			var p dnsmessage.Parser
+			h, err := p.Start(buf[:n])
+			if err != nil {
+				continue
+			}
+			q, err := p.Question()
+			if err != nil {
+				continue
+			}
+			b := dnsmessage.NewBuilder(nil, dnsmessage.Header{
+				ID: h.ID, Response: true, RecursionDesired: h.RecursionDesired,
+				RecursionAvailable: true, RCode: dnsmessage.RCodeNameError,
+			})
+			if b.StartQuestions() != nil || b.Question(q) != nil {
+				continue
+			}
+			msg, err := b.Finish()
+			if err != nil {
+				continue
+			}
+			pc.WriteTo(msg, from)
+		}
+	}()
+	server := pc.LocalAddr().String()
+	return &net.Resolver{
+		PreferGo: true,
+		Dial: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "udp", server)
+		},
+	}
+}
+
+// TestCredentialsFileContents: what the file holds is the check's business.
+// A broken file gives CredentialsUnavailable and no request; a fixed or
+// rotated file is picked up at the next check without a new Checker.
+func TestCredentialsFileContents(t *testing.T) {
+	t.Parallel()
+	tokens := newTokenServer(t, nil)
+	api := newComputeServer(t, 200, "aggregated-instances.json").start()
+	c := newTestChecker(t, api.URL, tokens)
+	good, err := os.ReadFile(c.credentialsFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sa map[string]string
+	if err := json.Unmarshal(good, &sa); err != nil {
+		t.Fatal(err)
+	}
+	withField := func(k, v string) []byte {
+		m := map[string]string{}
+		for k, v := range sa {
+			m[k] = v
+		}
+		m[k] = v
+		b, _ := json.Marshal(m)
+		return b
+	}
+
+	for _, tc := range []struct {
+		name    string
+		content []byte // nil: remove the file
+	}{
+		{"not JSON", []byte("-----BEGIN RSA PRIVATE KEY-----\nnot a credentials file\n")},
+		{"no type", []byte(`{"client_email":"exporter@crawl-prod-123.iam.gserviceaccount.com"}`)},
+		{"unknown type", withField("type", "api_key")},
+		{"private key garbage", withField("private_key", "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n")},
+		{"file removed", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.content == nil {
+				if err := os.Remove(c.credentialsFile); err != nil {
+					t.Fatal(err)
+				}
+			} else if err := os.WriteFile(c.credentialsFile, tc.content, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			before := api.requests.Load()
+			v := check(t, c, 10*time.Second)
+			if v.Reason != collector.ReasonCredentialsUnavailable {
+				t.Errorf("reason %s (%s), want CredentialsUnavailable", v.Reason, v.Message)
+			}
+			if strings.Contains(v.Message, "AAAA") || strings.Contains(v.Message, "not a credentials file") {
+				t.Errorf("message quotes the file: %q", v.Message)
+			}
+			if n := api.requests.Load() - before; n != 0 {
+				t.Errorf("%d Compute requests with broken credentials", n)
+			}
+		})
+	}
+
+	// Fixed again, under another identity: picked up without a reload, with
+	// a new token for the new key.
+	if err := os.WriteFile(c.credentialsFile, withField("client_email", "rotated@crawl-prod-123.iam.gserviceaccount.com"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tokensBefore := tokens.requests.Load()
+	if v := check(t, c, 10*time.Second); v.Reason != collector.ReasonReady {
+		t.Errorf("after the fix: reason %s (%s), want Ready", v.Reason, v.Message)
+	}
+	if n := tokens.requests.Load() - tokensBefore; n != 1 {
+		t.Errorf("%d token requests after rotation, want 1", n)
+	}
+}
+
+// TestApplicationDefaultCredentials covers ADC, with the metadata server
+// and the gcloud configuration kept on loopback and in a temp dir.
+func TestApplicationDefaultCredentials(t *testing.T) {
+	// closedPort is a loopback address nothing listens on.
+	closedPort := func(t *testing.T) string {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := l.Addr().String()
+		l.Close()
+		return addr
+	}
+	metadataNoAccount := httptest.NewServer(http.NotFoundHandler())
+	defer metadataNoAccount.Close()
+
+	for _, tc := range []struct {
+		name string
+		// setup returns GCE_METADATA_HOST and GOOGLE_APPLICATION_CREDENTIALS.
+		setup func(t *testing.T, tokens *tokenServer) (metadataHost, appCreds string)
+		want  collector.Reason
+	}{
+		{"no credentials, metadata server refuses", func(t *testing.T, _ *tokenServer) (string, string) {
+			return closedPort(t), ""
+		}, collector.ReasonCredentialsUnavailable},
+		{"no credentials, VM without service account", func(t *testing.T, _ *tokenServer) (string, string) {
+			return strings.TrimPrefix(metadataNoAccount.URL, "http://"), ""
+		}, collector.ReasonCredentialsUnavailable},
+		{"GOOGLE_APPLICATION_CREDENTIALS names a missing file", func(t *testing.T, _ *tokenServer) (string, string) {
+			return closedPort(t), filepath.Join(t.TempDir(), "missing.json")
+		}, collector.ReasonCredentialsUnavailable},
+		{"GOOGLE_APPLICATION_CREDENTIALS names a service account", func(t *testing.T, tokens *tokenServer) (string, string) {
+			return closedPort(t), writeServiceAccount(t, t.TempDir(), tokens.URL+"/token", "adc@crawl-prod-123.iam.gserviceaccount.com")
+		}, collector.ReasonReady},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tokens := newTokenServer(t, nil)
+			metadataHost, appCreds := tc.setup(t, tokens)
+			t.Setenv("GCE_METADATA_HOST", metadataHost)
+			t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", appCreds)
+			t.Setenv("HOME", t.TempDir())
+
+			api := newComputeServer(t, 200, "aggregated-instances.json").start()
+			c, err := New(context.Background(), &config.GCP{
+				Name: "crawl-prod", Project: testProject, Filter: config.DefaultGCPFilter, Endpoint: api.URL,
+			}, nil)
+			if err != nil {
+				t.Fatalf("New without credentials must not fail: %v", err)
+			}
+			defer c.Close()
+			v := check(t, c, 10*time.Second)
+			if v.Reason != tc.want {
+				t.Errorf("reason %s (%s), want %s", v.Reason, v.Message, tc.want)
+			}
+			wantRequests := int64(0)
+			if tc.want == collector.ReasonReady {
+				wantRequests = 1
+			}
+			if n := api.requests.Load(); n != wantRequests {
+				t.Errorf("%d Compute requests, want %d", n, wantRequests)
+			}
+		})
+	}
+}
+
+func TestTargetsAndClose(t *testing.T) {
+	t.Parallel()
+	tokens := newTokenServer(t, nil)
+	api := newComputeServer(t, 200, "aggregated-instances.json").start()
+	c := newTestChecker(t, api.URL, tokens)
+	want := []collector.Target{{Name: "compute", Address: "projects/" + testProject}}
+	if got := c.Targets(); len(got) != 1 || got[0] != want[0] {
+		t.Errorf("Targets() = %v, want %v", got, want)
+	}
+	if v := check(t, c, 10*time.Second); v.Reason != collector.ReasonReady {
+		t.Fatalf("reason %s (%s)", v.Reason, v.Message)
+	}
+	if v := check(t, c, 10*time.Second); !collector.InSet(collector.ProviderGCP, v.Reason) {
+		t.Errorf("reason %s not in the gcp set", v.Reason)
+	}
+	if err := c.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	if v := check(t, c, 10*time.Second); v.Reason != collector.ReasonUnknown {
+		t.Errorf("check after Close: %s, want Unknown", v.Reason)
+	}
+	if v := c.Check(context.Background(), nil, "apiserver"); v.Reason != collector.ReasonUnknown {
+		t.Errorf("unknown target: %s, want Unknown", v.Reason)
+	}
+	if n := api.requests.Load(); n != 2 {
+		t.Errorf("%d Compute requests, want 2", n)
+	}
+}
+
+// BenchmarkCheck measures one live check against a loopback Compute, token
+// cached: the exporter's own cost per check.
+func BenchmarkCheck(b *testing.B) {
+	tokens := &tokenServer{}
+	tokens.Server = httptest.NewServer(http.HandlerFunc(tokens.serve))
+	defer tokens.Close()
+	body := readTestdata(nil, "aggregated-instances.json")
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json; charset=UTF-8")
+		w.Write(body)
+	}))
+	defer api.Close()
+	dir := b.TempDir()
+	der, err := x509.MarshalPKCS8PrivateKey(testKey())
+	if err != nil {
+		b.Fatal(err)
+	}
+	sa, _ := json.Marshal(map[string]string{
+		"type": "service_account", "project_id": testProject, "private_key_id": "1",
+		"private_key":  string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})),
+		"client_email": "bench@crawl-prod-123.iam.gserviceaccount.com", "token_uri": tokens.URL + "/token",
+	})
+	path := filepath.Join(dir, "sa.json")
+	if err := os.WriteFile(path, sa, 0o600); err != nil {
+		b.Fatal(err)
+	}
+	c, err := New(context.Background(), &config.GCP{
+		Name: "bench", Project: testProject, Filter: config.DefaultGCPFilter, Endpoint: api.URL, CredentialsFile: path,
+	}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	logger := slog.New(slog.DiscardHandler)
+	b.ReportAllocs()
+	for b.Loop() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if v := c.Check(ctx, logger, TargetName); v.Reason != collector.ReasonReady {
+			b.Fatalf("reason %s (%s)", v.Reason, v.Message)
+		}
+		cancel()
+	}
+}
