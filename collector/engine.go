@@ -231,12 +231,12 @@ func (e *Engine) Run(ctx context.Context, req Request) ([]ProviderResult, error)
 	for i, p := range ps {
 		budget := Budget(p.Timeout, req.ScrapeTimeout, req.Offset)
 		out[i] = ProviderResult{Kind: p.Kind, Name: p.Name, Budget: budget}
-		targets := p.targets
-		if req.Target != "" {
-			for _, t := range p.targets {
-				if t.Name == req.Target {
-					targets = []Target{t}
-				}
+		// Names are fixed per checker, but an address may change without a
+		// reload (a rotated kubeconfig pointing elsewhere): ask each time.
+		var targets []Target
+		for _, t := range p.Checker.Targets() {
+			if p.runs[t.Name] != nil && (req.Target == "" || t.Name == req.Target) {
+				targets = append(targets, t)
 			}
 		}
 		out[i].Targets = make([]TargetResult, len(targets))
@@ -288,6 +288,7 @@ func (e *Engine) checkTarget(ctx context.Context, p *provider, t Target, debugHa
 		switch {
 		case r.last != nil && p.MinInterval > 0 && e.now().Sub(r.last.CheckedAt) < p.MinInterval:
 			res := *r.last
+			res.Target = t
 			r.mu.Unlock()
 			e.count(p, ModeCached)
 			return TargetResult{Result: res, Mode: ModeCached}

@@ -93,7 +93,7 @@ kvm:
         name: nuc
 `
 
-func writeConfig(t *testing.T, dir, body string) string {
+func writeConfig(t testing.TB, dir, body string) string {
 	t.Helper()
 	if err := os.WriteFile(filepath.Join(dir, "placeholder"), []byte("x"), 0o600); err != nil {
 		t.Fatal(err)
@@ -107,7 +107,11 @@ func writeConfig(t *testing.T, dir, body string) string {
 
 func newTestExporter(t *testing.T, body string, behaviours map[string]func(context.Context, *slog.Logger, string) collector.Verdict, maxRequests int) (*exporter, *httptest.Server, string) {
 	t.Helper()
-	dir := t.TempDir()
+	return newTestExporterWith(t, t.TempDir(), body, behaviours, maxRequests)
+}
+
+func newTestExporterWith(t testing.TB, dir, body string, behaviours map[string]func(context.Context, *slog.Logger, string) collector.Verdict, maxRequests int) (*exporter, *httptest.Server, string) {
+	t.Helper()
 	path := writeConfig(t, dir, body)
 	x := newExporter(exporterOptions{
 		logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),

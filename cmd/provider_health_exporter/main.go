@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/common/version"
 	"github.com/prometheus/exporter-toolkit/web"
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
+	"k8s.io/klog/v2"
 )
 
 const program = "provider_health_exporter"
@@ -50,6 +51,9 @@ func run(args []string, stdout, stderr *os.File) int {
 	}
 	logConfig.Writer = stderr
 	logger := promslog.New(logConfig)
+	// client-go logs some failures (in-cluster config, exec plugins) through
+	// klog's process-wide logger; send them to ours so they keep our format.
+	klog.SetSlogLogger(logger.With("component", "client-go"))
 
 	if *configCheck {
 		return checkConfig(*configFile, stdout, stderr)
