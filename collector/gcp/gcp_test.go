@@ -25,6 +25,7 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
 	"golang.org/x/net/dns/dnsmessage"
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
@@ -61,6 +62,13 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	metadataServer.Close()
 	os.RemoveAll(home)
+	// No goroutine may outlive its check (SPEC §5), timeouts included.
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goroutines left behind:", err)
+			code = 1
+		}
+	}
 	os.Exit(code)
 }
 
@@ -385,6 +393,30 @@ func TestEveryCheckIsOneRequest(t *testing.T) {
 	}
 	if n := tokens.requests.Load(); n != 1 {
 		t.Errorf("%d token requests, want 1 (the token is cached)", n)
+	}
+}
+
+// TestNoSocketOutlivesCheck: the connection a check opened is closed when
+// the check is done, not kept idle for a next check minutes away (SPEC §5).
+func TestNoSocketOutlivesCheck(t *testing.T) {
+	t.Parallel()
+	tokens := newTokenServer(t, nil)
+	api := newComputeServer(t, 200, "aggregated-instances.json")
+	closed := make(chan struct{}, 16)
+	api.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateClosed {
+			closed <- struct{}{}
+		}
+	}
+	api.start()
+	c := newTestChecker(t, api.URL, tokens)
+	if v := check(t, c, 10*time.Second); v.Reason != collector.ReasonReady {
+		t.Fatalf("reason %s (%s)", v.Reason, v.Message)
+	}
+	select {
+	case <-closed:
+	case <-time.After(hang):
+		t.Fatal("the check's connection to Compute was left open")
 	}
 }
 
