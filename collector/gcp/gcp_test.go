@@ -818,3 +818,50 @@ func BenchmarkCheck(b *testing.B) {
 		cancel()
 	}
 }
+
+// TestThroughEngine runs the checker under the framework: one Compute
+// request for the first scrape, none for scrapes within min_interval, and
+// a slow Compute cut at the scrape budget with the request cancelled.
+func TestThroughEngine(t *testing.T) {
+	t.Parallel()
+	tokens := newTokenServer(t, nil)
+	api := newComputeServer(t, 200, "aggregated-instances.json").start()
+	slow := newComputeServer(t, 200, "aggregated-instances.json")
+	slow.hold = 5 * time.Second
+	slow.start()
+
+	e := collector.NewEngine(slog.New(slog.DiscardHandler))
+	defer e.Close()
+	e.SetProviders([]collector.Spec{
+		{Kind: collector.ProviderGCP, Name: "cached", Timeout: 10 * time.Second, MinInterval: time.Hour,
+			Checker: newTestChecker(t, api.URL, tokens)},
+		{Kind: collector.ProviderGCP, Name: "slow", Timeout: 10 * time.Second,
+			Checker: newTestChecker(t, slow.URL, tokens)},
+	})
+
+	for i := 0; i < 4; i++ {
+		res, err := e.Run(context.Background(), collector.Request{Name: "cached"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := res[0].Targets[0]; r.Reason != collector.ReasonReady {
+			t.Fatalf("scrape %d: %s (%s)", i, r.Reason, r.Message)
+		}
+	}
+	if n := api.requests.Load(); n != 1 {
+		t.Errorf("%d Compute requests for 4 scrapes within min_interval, want 1", n)
+	}
+
+	res, err := e.Run(context.Background(), collector.Request{Name: "slow", ScrapeTimeout: time.Second, Offset: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := res[0].Targets[0]; r.Reason != collector.ReasonTimeout {
+		t.Errorf("slow Compute: %s (%s), want Timeout", r.Reason, r.Message)
+	}
+	select {
+	case <-slow.cancelled:
+	case <-time.After(hang):
+		t.Fatal("the slow request was not cancelled at the scrape deadline")
+	}
+}
