@@ -23,7 +23,12 @@ import (
 // which carries more than the message does.
 func verdict(ctx context.Context, logger *slog.Logger, err error) collector.Verdict {
 	reason, msg := classify(ctx, err)
-	logger.Debug("check failed", "reason", reason, "err", err)
+	level := slog.LevelDebug
+	if reason == collector.ReasonUnknown {
+		// An error no reason describes is worth a look without debug.
+		level = slog.LevelWarn
+	}
+	logger.Log(ctx, level, "check failed", "reason", reason, "err", err)
 	return collector.Verdict{Reason: reason, Message: msg}
 }
 

@@ -74,13 +74,13 @@ type Checker struct {
 	closed  bool // Close was called; the last check out closes client
 }
 
-// Option adjusts a Checker; the options exist for tests that must keep every
-// packet on loopback.
+// Option adjusts a Checker.
 type Option func(*Checker)
 
-// withResolver makes the checker resolve names with r instead of the
-// machine's resolver.
-func withResolver(r *net.Resolver) Option {
+// WithResolver makes the checker resolve the Compute and token endpoints
+// with r instead of the machine's resolver: for private DNS, and for tests
+// that must keep every packet on loopback.
+func WithResolver(r *net.Resolver) Option {
 	return func(c *Checker) {
 		d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second, Resolver: r}
 		c.base.DialContext = d.DialContext
@@ -142,8 +142,10 @@ func (c *Checker) Check(ctx context.Context, logger *slog.Logger, target string)
 	cctx := callctx.SetHeaders(ctx, checkIDHeader, id)
 	req := &computepb.AggregatedListInstancesRequest{
 		Project:    c.project,
-		Filter:     proto.String(c.filter),
 		MaxResults: proto.Uint32(1),
+	}
+	if c.filter != "" {
+		req.Filter = proto.String(c.filter)
 	}
 	// No retries: a check is one request, and the scrape budget is spent
 	// better on an honest verdict than on a backoff.

@@ -255,7 +255,11 @@ func (cs *computeServer) serve(w http.ResponseWriter, r *http.Request) {
 		cs.t.Errorf("request %s %s, want GET %s", r.Method, r.URL.Path, apiPath)
 	}
 	q := r.URL.Query()
-	if q.Get("maxResults") != "1" || q.Get("filter") != cs.filter || len(q) != 2 {
+	params := 2
+	if cs.filter == "" {
+		params = 1 // no filter parameter at all
+	}
+	if q.Get("maxResults") != "1" || q.Get("filter") != cs.filter || len(q) != params {
 		cs.t.Errorf("query %v, want exactly maxResults=1 and filter=%q", q, cs.filter)
 	}
 	if cs.wantAuth != "" && r.Header.Get("Authorization") != cs.wantAuth {
@@ -358,6 +362,35 @@ func TestRecordedAnswers(t *testing.T) {
 			}
 			if strings.Contains(v.Message, testToken) || strings.Contains(v.Message, "PRIVATE KEY") {
 				t.Errorf("message leaks a secret: %q", v.Message)
+			}
+		})
+	}
+}
+
+// TestFilter: the configured filter is sent as is; an empty one is left
+// out, listing every instance.
+func TestFilter(t *testing.T) {
+	t.Parallel()
+	for _, filter := range []string{`labels.team = "crawl" AND status = RUNNING`, ""} {
+		t.Run(filter, func(t *testing.T) {
+			t.Parallel()
+			tokens := newTokenServer(t, nil)
+			api := newComputeServer(t, 200, "aggregated-instances.json")
+			api.filter = filter
+			api.start()
+			c, err := New(context.Background(), &config.GCP{
+				Name: "crawl-prod", Project: testProject, Filter: filter, Endpoint: api.URL + "/",
+				CredentialsFile: writeServiceAccount(t, t.TempDir(), tokens.URL+"/token", "exporter@crawl-prod-123.iam.gserviceaccount.com"),
+			}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if v := check(t, c, 10*time.Second); v.Reason != collector.ReasonReady {
+				t.Errorf("reason %s (%s)", v.Reason, v.Message)
+			}
+			if n := api.requests.Load(); n != 1 {
+				t.Errorf("%d Compute requests, want 1", n)
 			}
 		})
 	}
@@ -512,7 +545,7 @@ func TestTransportFailures(t *testing.T) {
 			return "https://" + strings.TrimPrefix(s.URL, "http://"), nil
 		}, collector.ReasonTLSError},
 		{"name does not resolve", func(t *testing.T, _ *tokenServer) (string, []Option) {
-			return "http://compute.nxdomain.test:8443", []Option{withResolver(nxdomainResolver(t))}
+			return "http://compute.nxdomain.test:8443", []Option{WithResolver(nxdomainResolver(t))}
 		}, collector.ReasonDNSFailed},
 		{"token endpoint refuses the assertion", func(t *testing.T, tokens *tokenServer) (string, []Option) {
 			tokens.refuse = true
