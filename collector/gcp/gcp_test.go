@@ -25,8 +25,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/egress-proxies/provider_health_exporter/collector/internal/fakedns"
 	"go.uber.org/goleak"
-	"golang.org/x/net/dns/dnsmessage"
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
 	"github.com/egress-proxies/provider_health_exporter/config"
@@ -545,7 +545,7 @@ func TestTransportFailures(t *testing.T) {
 			return "https://" + strings.TrimPrefix(s.URL, "http://"), nil
 		}, collector.ReasonTLSError},
 		{"name does not resolve", func(t *testing.T, _ *tokenServer) (string, []Option) {
-			return "http://compute.nxdomain.test:8443", []Option{WithResolver(nxdomainResolver(t))}
+			return "http://compute.nxdomain.test:8443", []Option{WithResolver(fakedns.Resolver(t))}
 		}, collector.ReasonDNSFailed},
 		{"token endpoint refuses the assertion", func(t *testing.T, tokens *tokenServer) (string, []Option) {
 			tokens.refuse = true
@@ -590,55 +590,6 @@ func TestTokenEndpointUnreachable(t *testing.T) {
 	}
 	if n := api.requests.Load(); n != 0 {
 		t.Errorf("%d Compute requests without a token", n)
-	}
-}
-
-// nxdomainResolver resolves through a DNS server on loopback that answers
-// NXDOMAIN to every question, so the test never asks the machine's resolver.
-func nxdomainResolver(t *testing.T) *net.Resolver {
-	t.Helper()
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pc.Close() })
-	go func() {
-		buf := make([]byte, 1500)
-		for {
-			n, from, err := pc.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			var p dnsmessage.Parser
-			h, err := p.Start(buf[:n])
-			if err != nil {
-				continue
-			}
-			q, err := p.Question()
-			if err != nil {
-				continue
-			}
-			b := dnsmessage.NewBuilder(nil, dnsmessage.Header{
-				ID: h.ID, Response: true, RecursionDesired: h.RecursionDesired,
-				RecursionAvailable: true, RCode: dnsmessage.RCodeNameError,
-			})
-			if b.StartQuestions() != nil || b.Question(q) != nil {
-				continue
-			}
-			msg, err := b.Finish()
-			if err != nil {
-				continue
-			}
-			pc.WriteTo(msg, from)
-		}
-	}()
-	server := pc.LocalAddr().String()
-	return &net.Resolver{
-		PreferGo: true,
-		Dial: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "udp", server)
-		},
 	}
 }
 

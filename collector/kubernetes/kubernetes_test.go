@@ -26,8 +26,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/egress-proxies/provider_health_exporter/collector/internal/fakedns"
 	"go.uber.org/goleak"
-	"golang.org/x/net/dns/dnsmessage"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -454,66 +454,12 @@ func TestTransportFailures(t *testing.T) {
 	})
 	t.Run("name does not resolve", func(t *testing.T) {
 		t.Parallel()
-		dns := nxdomainServer(t)
-		dialer := &net.Dialer{Resolver: &net.Resolver{
-			PreferGo: true,
-			// Every query goes to the loopback name server, whatever
-			// /etc/resolv.conf says.
-			Dial: func(ctx context.Context, _, _ string) (net.Conn, error) {
-				var d net.Dialer
-				return d.DialContext(ctx, "udp", dns)
-			},
-		}}
+		dialer := &net.Dialer{Resolver: fakedns.Resolver(t)}
 		c := newTestChecker(t, kubeconfig(t, "https://apiserver.invalid:6443", selfSignedPEM(t), nil), dialer)
 		if v := check(c); v.Reason != collector.ReasonDNSFailed {
 			t.Errorf("reason = %s (%s), want DNSFailed", v.Reason, v.Message)
 		}
 	})
-}
-
-// nxdomainServer is a loopback name server that knows no names.
-func nxdomainServer(t *testing.T) string {
-	t.Helper()
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		buf := make([]byte, 1500)
-		for {
-			n, from, err := pc.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			var p dnsmessage.Parser
-			hdr, err := p.Start(buf[:n])
-			if err != nil {
-				continue
-			}
-			q, err := p.Question()
-			if err != nil {
-				continue
-			}
-			b := dnsmessage.NewBuilder(nil, dnsmessage.Header{
-				ID: hdr.ID, Response: true, RecursionDesired: hdr.RecursionDesired,
-				RecursionAvailable: true, RCode: dnsmessage.RCodeNameError,
-			})
-			_ = b.StartQuestions()
-			_ = b.Question(q)
-			msg, err := b.Finish()
-			if err != nil {
-				continue
-			}
-			_, _ = pc.WriteTo(msg, from)
-		}
-	}()
-	t.Cleanup(func() {
-		pc.Close()
-		<-done
-	})
-	return pc.LocalAddr().String()
 }
 
 // TestHandshakeTimeoutIsTimeout feeds classify the real error net/http
