@@ -1,0 +1,21 @@
+// The mixin's alerts with short `for` durations, for the end-to-end test
+// (testdata/e2e/run-e2e.sh): Prometheus evaluates them every second, so an
+// alert fires a few seconds after its condition starts instead of minutes.
+// Only durations change; expressions, labels and annotations are the
+// mixin's own.
+//
+//   go tool -modfile=tools/go.mod jsonnet -S testdata/e2e/alerts.jsonnet
+local mixin = (import '../../mixin/mixin.libsonnet') + {
+  _config+:: {
+    exporterDownFor: '5s',
+    providerNotReadyFor: '5s',
+    providerActionRequiredFor: '5s',
+    providerUnavailableFor: '5s',
+    nearTimeoutFor: '5s',
+    kvmPoolLowSpaceFor: '5s',
+    configReloadFailedFor: '3s',
+    kvmReconnectsFor: '5s',
+  },
+};
+
+std.manifestYamlDoc(mixin.prometheusAlerts, indent_array_in_object=true, quote_keys=false)

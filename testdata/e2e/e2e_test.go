@@ -1,0 +1,1057 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"text/template"
+	"time"
+)
+
+// Environment variables that point the test at its components. Unset, the
+// test builds the exporter itself and finds the rest on $PATH.
+const (
+	envExporter     = "E2E_EXPORTER"     // a built provider_health_exporter
+	envPrometheus   = "E2E_PROMETHEUS"   // default: prometheus
+	envAlertmanager = "E2E_ALERTMANAGER" // default: prometheus-alertmanager, then alertmanager
+	envKeep         = "E2E_KEEP"         // non-empty: keep the work directory and print its path
+)
+
+const (
+	// job is the scrape job the mixin's default selector picks.
+	job = "provider-health"
+	// waitLimit bounds every wait for a condition. Nothing is asserted
+	// about how fast a condition comes, only that it comes within this.
+	waitLimit = 60 * time.Second
+	poll      = 250 * time.Millisecond
+
+	kubeName    = "e2e-cluster"
+	gcpName     = "e2e-gcp"
+	gcpProject  = "e2e-project-123"
+	kvmName     = "e2e-kvm"
+	kvmHost     = "e2e-host"
+	kubeToken   = "e2e-kube-token"
+	accessToken = "ya29.e2e-access-token"
+)
+
+// TestEndToEnd runs the exporter against three providers (a Kubernetes API
+// and a Compute API that answer, a KVM host whose port is closed), has a
+// real Prometheus scrape it and evaluate the mixin's alerts (rendered with
+// short `for` durations), and a real Alertmanager deliver them to a webhook.
+// It then reloads the exporter with a good and with a broken configuration
+// and finally stops it.
+func TestEndToEnd(t *testing.T) {
+	start := time.Now()
+	step := func(format string, args ...any) {
+		t.Logf("[%5.1fs] %s", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
+	}
+
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := workDir(t)
+	exporterBin := exporterBinary(t, root, dir)
+	prometheusBin := lookBinary(t, envPrometheus, "prometheus")
+	alertmanagerBin := lookBinary(t, envAlertmanager, "prometheus-alertmanager", "alertmanager")
+	rules := renderRules(t, root, dir)
+	step("rendered the mixin's alerts with short durations to %s", rules)
+
+	// Loopback stand-ins for what the exporter and Alertmanager talk to.
+	hook := newWebhook(t)
+	kubeAPI := newKubeAPI(t)
+	assertions := &strSet{}
+	tokens := newTokenServer(t, assertions)
+	compute := newComputeAPI(t, root)
+
+	// The exporter's files.
+	home := filepath.Join(dir, "home")
+	must(t, os.MkdirAll(home, 0o700))
+	kubeconfig := writeFile(t, dir, "kubeconfig", fmt.Sprintf(kubeconfigTmpl, kubeAPI.URL, kubeAPI.caData(), kubeToken))
+	saFile := writeServiceAccount(t, dir, tokens.URL+"/token")
+	sshKey := filepath.Join(dir, "id_ed25519")
+	run(t, "", nil, "ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "provider-health-e2e", "-f", sshKey)
+	closedPort := freePort(t) // nothing listens there: the KVM host is Unreachable
+	exporterConfig := filepath.Join(dir, "provider_health.yml")
+	cfgData := map[string]any{
+		"Kubeconfig": kubeconfig, "KubeName": kubeName,
+		"GCPName": gcpName, "Project": gcpProject, "SAFile": saFile, "ComputeURL": compute.URL,
+		"KVMName": kvmName, "KVMHost": kvmHost, "KVMAddress": net.JoinHostPort("127.0.0.1", strconv.Itoa(closedPort)), "SSHKey": sshKey,
+	}
+	writeTemplate(t, exporterConfig, exporterConfigTmpl, cfgData)
+
+	// The exporter. Its environment holds nothing of the machine's but
+	// PATH: HOME is empty and the GCE metadata server is a closed loopback
+	// port, so no credential lookup can leave 127.0.0.1.
+	exporterAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+	exporterURL := "http://" + exporterAddr
+	exporter := startProcess(t, dir, "exporter", []string{
+		"PATH=" + os.Getenv("PATH"),
+		"HOME=" + home,
+		"GCE_METADATA_HOST=127.0.0.1:1",
+		"GOOGLE_APPLICATION_CREDENTIALS=",
+	}, exporterBin,
+		"--config.file="+exporterConfig,
+		"--web.listen-address="+exporterAddr,
+		"--log.level=debug",
+	)
+	waitHTTP(t, exporter, exporterURL+"/-/ready")
+	step("exporter ready at %s", exporterURL)
+
+	// Alertmanager, with a webhook receiver that is the test.
+	amAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+	amConfig := filepath.Join(dir, "alertmanager.yml")
+	writeTemplate(t, amConfig, alertmanagerConfigTmpl, map[string]any{"Webhook": hook.URL + "/alerts"})
+	if amtool, err := exec.LookPath("amtool"); err == nil {
+		run(t, "", nil, amtool, "check-config", amConfig)
+	}
+	alertmanager := startProcess(t, dir, "alertmanager", []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home}, alertmanagerBin,
+		"--config.file="+amConfig,
+		"--storage.path="+filepath.Join(dir, "alertmanager-data"),
+		"--web.listen-address="+amAddr,
+		"--cluster.listen-address=",
+	)
+	waitHTTP(t, alertmanager, "http://"+amAddr+"/-/ready")
+	step("alertmanager ready at %s", amAddr)
+
+	// Prometheus, scraping every second and evaluating every second.
+	promAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+	promConfig := filepath.Join(dir, "prometheus.yml")
+	writeTemplate(t, promConfig, prometheusConfigTmpl, map[string]any{
+		"Rules": rules, "Alertmanager": amAddr, "Job": job, "Exporter": exporterAddr,
+	})
+	if promtool, err := exec.LookPath("promtool"); err == nil {
+		run(t, "", nil, promtool, "check", "config", promConfig)
+	}
+	prometheus := startProcess(t, dir, "prometheus", []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home}, prometheusBin,
+		"--config.file="+promConfig,
+		"--storage.tsdb.path="+filepath.Join(dir, "prometheus-data"),
+		"--web.listen-address="+promAddr,
+	)
+	prom := &promAPI{t: t, url: "http://" + promAddr, proc: prometheus}
+	waitHTTP(t, prometheus, prom.url+"/-/ready")
+	step("prometheus ready at %s", promAddr)
+
+	// 1. The target is up and the verdicts arrive in Prometheus.
+	waitFor(t, "the exporter target to be up in /api/v1/targets", prometheus, func() (bool, string) {
+		var r struct {
+			Data struct {
+				ActiveTargets []struct {
+					Labels    map[string]string `json:"labels"`
+					Health    string            `json:"health"`
+					LastError string            `json:"lastError"`
+				} `json:"activeTargets"`
+			} `json:"data"`
+		}
+		prom.get("/api/v1/targets", nil, &r)
+		var seen []string
+		for _, at := range r.Data.ActiveTargets {
+			seen = append(seen, fmt.Sprintf("%v health=%s err=%q", at.Labels, at.Health, at.LastError))
+			if at.Labels["job"] == job && at.Labels["instance"] == exporterAddr && at.Health == "up" {
+				return true, ""
+			}
+		}
+		return false, strings.Join(seen, "; ")
+	})
+	step("target up")
+
+	wantSeries := []struct {
+		query string
+		value string
+	}{
+		{`provider_health_ready{provider="kvm",name="` + kvmName + `",target="` + kvmHost + `"}`, "0"},
+		{`provider_health_up{provider="kvm",name="` + kvmName + `",target="` + kvmHost + `"}`, "0"},
+		{`provider_health_reason{provider="kvm",name="` + kvmName + `",target="` + kvmHost + `",reason="Unreachable"}`, "1"},
+		{`sum(provider_health_reason{provider="kvm",name="` + kvmName + `"})`, "1"},
+		{`provider_health_ready{provider="kubernetes",name="` + kubeName + `",target="apiserver"}`, "1"},
+		{`provider_health_reason{provider="kubernetes",name="` + kubeName + `",target="apiserver",reason="Ready"}`, "1"},
+		{`provider_health_ready{provider="gcp",name="` + gcpName + `",target="compute"}`, "1"},
+		{`provider_health_reason{provider="gcp",name="` + gcpName + `",target="compute",reason="Ready"}`, "1"},
+		{`provider_health_exporter_config_last_reload_successful{job="` + job + `"}`, "1"},
+	}
+	for _, w := range wantSeries {
+		waitFor(t, fmt.Sprintf("%s == %s in Prometheus", w.query, w.value), prometheus, func() (bool, string) {
+			got := prom.query(w.query)
+			return len(got) == 1 && got[0].value == w.value, fmt.Sprint(got)
+		})
+	}
+	step("Prometheus has the verdicts: kvm Unreachable, kubernetes and gcp Ready")
+
+	// The status API says the same, and no secret shows anywhere: not on
+	// the HTTP surface, not in the exporter's debug log.
+	var status struct {
+		Providers []struct {
+			Provider string `json:"provider"`
+			Name     string `json:"name"`
+			Targets  []struct {
+				Target string `json:"target"`
+				Ready  bool   `json:"ready"`
+				Reason string `json:"reason"`
+			} `json:"targets"`
+		} `json:"providers"`
+	}
+	must(t, json.Unmarshal([]byte(get(t, exporterURL+"/api/v1/status")), &status))
+	gotStatus := map[string]string{}
+	for _, p := range status.Providers {
+		for _, tg := range p.Targets {
+			gotStatus[p.Provider+"/"+p.Name+"/"+tg.Target] = fmt.Sprintf("%s ready=%v", tg.Reason, tg.Ready)
+		}
+	}
+	wantStatus := map[string]string{
+		"kubernetes/" + kubeName + "/apiserver": "Ready ready=true",
+		"gcp/" + gcpName + "/compute":           "Ready ready=true",
+		"kvm/" + kvmName + "/" + kvmHost:        "Unreachable ready=false",
+	}
+	if fmt.Sprint(gotStatus) != fmt.Sprint(wantStatus) {
+		t.Errorf("/api/v1/status: %v, want %v", gotStatus, wantStatus)
+	}
+	secrets := func() []string { return append([]string{kubeToken, accessToken, "PRIVATE KEY"}, assertions.list()...) }
+	for _, path := range []string{"/", "/config", "/api/v1/status", "/metrics",
+		"/probe?name=" + kubeName + "&debug=true", "/probe?name=" + gcpName + "&debug=true", "/probe?name=" + kvmName + "&debug=true"} {
+		body := get(t, exporterURL+path)
+		for _, secret := range secrets() {
+			if strings.Contains(body, secret) {
+				t.Errorf("%s shows a secret (%.24q...)", path, secret)
+			}
+		}
+	}
+
+	// 2. The alerts for the KVM entry fire in Prometheus, and only those.
+	notReady := alertMatch{name: "ProviderNotReady", labels: map[string]string{
+		"job": job, "instance": exporterAddr, "provider": "kvm", "name": kvmName, "target": kvmHost, "severity": "warning",
+	}, description: "reason: Unreachable."}
+	unavailable := alertMatch{name: "ProviderUnavailable", labels: map[string]string{
+		"job": job, "provider": "kvm", "name": kvmName, "severity": "critical",
+	}, description: "reasons: Unreachable."}
+	waitFor(t, "ProviderNotReady and ProviderUnavailable to fire for the kvm entry", prometheus, func() (bool, string) {
+		alerts := prom.alerts()
+		return notReady.in(alerts, "firing") && unavailable.in(alerts, "firing"), fmt.Sprint(alerts)
+	})
+	step("ProviderNotReady and ProviderUnavailable firing in Prometheus")
+	// Every rule has had the same time to fire as the kvm alerts: nothing
+	// else may be pending or firing, above all nothing for the healthy
+	// targets.
+	for _, a := range prom.alerts() {
+		if !notReady.matches(a) && !unavailable.matches(a) {
+			t.Errorf("unexpected alert in Prometheus: %s", a)
+		}
+	}
+
+	// 3. Alertmanager delivers them to the webhook.
+	waitFor(t, "the webhook to receive ProviderNotReady and ProviderUnavailable", alertmanager, func() (bool, string) {
+		got := hook.alerts()
+		return notReady.in(got, "firing") && unavailable.in(got, "firing"), fmt.Sprint(got)
+	})
+	step("webhook received both alerts from Alertmanager")
+
+	// 4. A reload that drops the kvm entry is in force at once; the kvm
+	// alerts resolve.
+	before := exporterMetric(t, exporterURL, "provider_health_exporter_config_last_reload_success_timestamp_seconds")
+	writeTemplate(t, exporterConfig, exporterConfigTmpl[:strings.Index(exporterConfigTmpl, "kvm:")], cfgData)
+	if code, body := post(t, exporterURL+"/-/reload"); code != http.StatusOK {
+		t.Fatalf("POST /-/reload with a good config: %d %s", code, body)
+	}
+	if v := exporterMetric(t, exporterURL, "provider_health_exporter_config_last_reload_successful"); v != 1 {
+		t.Errorf("config_last_reload_successful after a good reload = %g, want 1", v)
+	}
+	if after := exporterMetric(t, exporterURL, "provider_health_exporter_config_last_reload_success_timestamp_seconds"); after <= before {
+		t.Errorf("config_last_reload_success_timestamp_seconds %g did not advance past %g", after, before)
+	}
+	if body := get(t, exporterURL+"/metrics"); strings.Contains(body, `provider="kvm"`) || strings.Contains(body, "provider_health_kvm_") {
+		t.Errorf("kvm series still exported after the kvm entry was removed:\n%s", grepLines(body, "kvm"))
+	}
+	waitFor(t, "Prometheus to see the reload", prometheus, func() (bool, string) {
+		got := prom.query(fmt.Sprintf(`provider_health_exporter_config_last_reload_success_timestamp_seconds{job=%q} > %f`, job, before))
+		return len(got) == 1, fmt.Sprint(got)
+	})
+	step("reload without the kvm entry in force")
+	waitFor(t, "the kvm alerts to resolve in Prometheus", prometheus, func() (bool, string) {
+		alerts := prom.alerts()
+		for _, a := range alerts {
+			if a.Labels["provider"] == "kvm" {
+				return false, fmt.Sprint(alerts)
+			}
+		}
+		return true, ""
+	})
+	if alerts := prom.alerts(); len(alerts) != 0 {
+		t.Errorf("alerts left in Prometheus after the kvm entry was removed: %v", alerts)
+	}
+	waitFor(t, "the webhook to receive the kvm alerts resolved", alertmanager, func() (bool, string) {
+		got := hook.alerts()
+		return notReady.in(got, "resolved") && unavailable.in(got, "resolved"), fmt.Sprint(got)
+	})
+	step("kvm alerts resolved in Prometheus and at the webhook")
+
+	// 5. A broken config is refused: 500, the gauge goes to 0, the old
+	// config keeps running and ProviderHealthConfigReloadFailed fires.
+	writeFile(t, dir, "provider_health.yml", "kubernetes:\n  - name: "+kubeName+"\n    kubeconfig: "+kubeconfig+"\n    no_such_key: true\n")
+	code, body := post(t, exporterURL+"/-/reload")
+	if code != http.StatusInternalServerError {
+		t.Fatalf("POST /-/reload with a broken config: %d %s, want 500", code, body)
+	}
+	if !strings.Contains(body, "no_such_key") {
+		t.Errorf("the reload error does not name the bad field: %s", body)
+	}
+	if v := exporterMetric(t, exporterURL, "provider_health_exporter_config_last_reload_successful"); v != 0 {
+		t.Errorf("config_last_reload_successful after a refused reload = %g, want 0", v)
+	}
+	if body := get(t, exporterURL+"/metrics"); !strings.Contains(body, `provider="gcp"`) {
+		t.Errorf("the gcp entry of the previous config is no longer checked after a refused reload")
+	}
+	step("broken config refused with 500: %s", strings.TrimSpace(body))
+	reloadFailed := alertMatch{name: "ProviderHealthConfigReloadFailed", labels: map[string]string{
+		"job": job, "instance": exporterAddr, "severity": "warning",
+	}, description: "failed to reload its configuration"}
+	waitFor(t, "ProviderHealthConfigReloadFailed to fire", prometheus, func() (bool, string) {
+		alerts := prom.alerts()
+		return reloadFailed.in(alerts, "firing"), fmt.Sprint(alerts)
+	})
+	for _, a := range prom.alerts() {
+		if !reloadFailed.matches(a) {
+			t.Errorf("unexpected alert in Prometheus: %s", a)
+		}
+	}
+	waitFor(t, "the webhook to receive ProviderHealthConfigReloadFailed", alertmanager, func() (bool, string) {
+		got := hook.alerts()
+		return reloadFailed.in(got, "firing"), fmt.Sprint(got)
+	})
+	step("ProviderHealthConfigReloadFailed firing in Prometheus and at the webhook")
+
+	// 6. The exporter goes away: ProviderHealthExporterDown fires.
+	exporter.stop(t)
+	exporterDown := alertMatch{name: "ProviderHealthExporterDown", labels: map[string]string{
+		"job": job, "instance": exporterAddr, "severity": "critical",
+	}, description: "cannot scrape the exporter at " + exporterAddr}
+	waitFor(t, "ProviderHealthExporterDown to fire", prometheus, func() (bool, string) {
+		alerts := prom.alerts()
+		return exporterDown.in(alerts, "firing"), fmt.Sprint(alerts)
+	})
+	waitFor(t, "the webhook to receive ProviderHealthExporterDown", alertmanager, func() (bool, string) {
+		got := hook.alerts()
+		return exporterDown.in(got, "firing"), fmt.Sprint(got)
+	})
+	step("ProviderHealthExporterDown firing in Prometheus and at the webhook")
+
+	// SPEC §3: no secret in the logs, at any level.
+	logText, err := os.ReadFile(exporter.log)
+	must(t, err)
+	for _, line := range strings.Split(string(logText), "\n") {
+		for _, secret := range secrets() {
+			if strings.Contains(line, secret) {
+				t.Errorf("the exporter's debug log shows a secret (%.24q...) in: %.300s", secret, line)
+			}
+		}
+	}
+
+	// Nothing ever reached the webhook about the healthy providers, and
+	// nothing but the expected alerts.
+	for _, a := range hook.alerts() {
+		if !notReady.matches(a) && !unavailable.matches(a) && !reloadFailed.matches(a) && !exporterDown.matches(a) {
+			t.Errorf("unexpected alert at the webhook: %s", a)
+		}
+	}
+	for _, s := range []*stubServer{kubeAPI, tokens, compute} {
+		if s.requests() == 0 {
+			t.Errorf("%s was never asked: the Ready verdicts did not come from it", s.name)
+		}
+	}
+	step("done")
+}
+
+// --- configuration templates ---------------------------------------------
+
+const kubeconfigTmpl = `apiVersion: v1
+kind: Config
+clusters:
+  - name: e2e
+    cluster:
+      server: %s
+      certificate-authority-data: %s
+users:
+  - name: e2e
+    user:
+      token: %s
+contexts:
+  - name: e2e
+    context:
+      cluster: e2e
+      user: e2e
+current-context: e2e
+`
+
+// exporterConfigTmpl keeps the kvm entry last: step 4 of the test cuts the
+// file at "kvm:" to remove it.
+const exporterConfigTmpl = `defaults:
+  timeout: 5s
+kubernetes:
+  - name: {{.KubeName}}
+    kubeconfig: {{.Kubeconfig}}
+gcp:
+  - name: {{.GCPName}}
+    project: {{.Project}}
+    credentials_file: {{.SAFile}}
+    endpoint: {{.ComputeURL}}
+kvm:
+  - name: {{.KVMName}}
+    user: proxyops
+    private_key_file: {{.SSHKey}}
+    insecure_ignore_host_key: true
+    hosts:
+      - address: {{.KVMAddress}}
+        name: {{.KVMHost}}
+`
+
+const prometheusConfigTmpl = `global:
+  scrape_interval: 1s
+  scrape_timeout: 1s
+  evaluation_interval: 1s
+rule_files:
+  - {{.Rules}}
+alerting:
+  alertmanagers:
+    - static_configs:
+        - targets: ['{{.Alertmanager}}']
+scrape_configs:
+  - job_name: {{.Job}}
+    static_configs:
+      - targets: ['{{.Exporter}}']
+`
+
+// Every alert is its own group and is sent after a second, so that the
+// webhook sees each one promptly.
+const alertmanagerConfigTmpl = `route:
+  receiver: webhook
+  group_by: ['...']
+  group_wait: 1s
+  group_interval: 1s
+  repeat_interval: 1h
+receivers:
+  - name: webhook
+    webhook_configs:
+      - url: {{.Webhook}}
+        send_resolved: true
+`
+
+// --- alerts ----------------------------------------------------------------
+
+// alert is one alert as Prometheus' /api/v1/alerts or an Alertmanager
+// webhook shows it. State is Prometheus' (pending, firing) or the webhook's
+// status (firing, resolved).
+type alert struct {
+	Labels      map[string]string `json:"labels"`
+	Annotations map[string]string `json:"annotations"`
+	State       string            `json:"state"`
+	Status      string            `json:"status"`
+}
+
+func (a alert) state() string {
+	if a.State != "" {
+		return a.State
+	}
+	return a.Status
+}
+
+func (a alert) String() string {
+	return fmt.Sprintf("%s %v [%s] %q", a.Labels["alertname"], a.Labels, a.state(), a.Annotations["description"])
+}
+
+// alertMatch describes an expected alert: its name, exactly its labels, and
+// a fragment of its description.
+type alertMatch struct {
+	name        string
+	labels      map[string]string
+	description string
+}
+
+func (m alertMatch) matches(a alert) bool {
+	if a.Labels["alertname"] != m.name || len(a.Labels) != len(m.labels)+1 {
+		return false
+	}
+	for k, v := range m.labels {
+		if a.Labels[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func (m alertMatch) in(alerts []alert, state string) bool {
+	for _, a := range alerts {
+		if m.matches(a) && a.state() == state && strings.Contains(a.Annotations["description"], m.description) &&
+			a.Annotations["summary"] != "" && strings.HasPrefix(a.Annotations["runbook_url"], "https://") {
+			return true
+		}
+	}
+	return false
+}
+
+// --- Prometheus API --------------------------------------------------------
+
+type promAPI struct {
+	t    *testing.T
+	url  string
+	proc *process
+}
+
+type sample struct {
+	metric map[string]string
+	value  string
+}
+
+func (s sample) String() string { return fmt.Sprintf("%v=%s", s.metric, s.value) }
+
+func (p *promAPI) get(path string, params url.Values, out any) {
+	p.t.Helper()
+	u := p.url + path
+	if params != nil {
+		u += "?" + params.Encode()
+	}
+	resp, err := http.Get(u)
+	if err != nil {
+		p.t.Fatalf("GET %s: %v", u, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		p.t.Fatalf("GET %s: %d %v %s", u, resp.StatusCode, err, body)
+	}
+	if err := json.Unmarshal(body, out); err != nil {
+		p.t.Fatalf("GET %s: %v in %s", u, err, body)
+	}
+}
+
+// query runs an instant query that must return a vector.
+func (p *promAPI) query(q string) []sample {
+	p.t.Helper()
+	var r struct {
+		Data struct {
+			ResultType string `json:"resultType"`
+			Result     []struct {
+				Metric map[string]string `json:"metric"`
+				Value  [2]any            `json:"value"`
+			} `json:"result"`
+		} `json:"data"`
+	}
+	p.get("/api/v1/query", url.Values{"query": {q}}, &r)
+	if r.Data.ResultType != "vector" {
+		p.t.Fatalf("query %s: result type %q, want vector", q, r.Data.ResultType)
+	}
+	var out []sample
+	for _, s := range r.Data.Result {
+		v, _ := s.Value[1].(string)
+		out = append(out, sample{metric: s.Metric, value: v})
+	}
+	return out
+}
+
+// alerts returns the pending and firing alerts.
+func (p *promAPI) alerts() []alert {
+	p.t.Helper()
+	var r struct {
+		Data struct {
+			Alerts []alert `json:"alerts"`
+		} `json:"data"`
+	}
+	p.get("/api/v1/alerts", nil, &r)
+	return r.Data.Alerts
+}
+
+// --- loopback servers --------------------------------------------------------
+
+// webhook receives Alertmanager's notifications.
+type webhook struct {
+	*httptest.Server
+	mu       sync.Mutex
+	received []alert
+}
+
+func newWebhook(t *testing.T) *webhook {
+	h := &webhook{}
+	h.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var msg struct {
+			Version string  `json:"version"`
+			Alerts  []alert `json:"alerts"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&msg); err != nil || r.Method != http.MethodPost || r.URL.Path != "/alerts" {
+			t.Errorf("webhook: unexpected %s %s (%v)", r.Method, r.URL, err)
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		if msg.Version != "4" {
+			t.Errorf("webhook: message version %q, want 4", msg.Version)
+		}
+		h.mu.Lock()
+		h.received = append(h.received, msg.Alerts...)
+		h.mu.Unlock()
+	}))
+	t.Cleanup(h.Close)
+	return h
+}
+
+func (h *webhook) alerts() []alert {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.received)
+}
+
+// strSet collects strings from server goroutines.
+type strSet struct {
+	mu sync.Mutex
+	m  map[string]bool
+}
+
+func (s *strSet) add(v string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = map[string]bool{}
+	}
+	s.m[v] = true
+}
+
+func (s *strSet) list() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for v := range s.m {
+		out = append(out, v)
+	}
+	return out
+}
+
+// stubServer is a loopback API that counts the requests it answered and
+// fails the test on any other request.
+type stubServer struct {
+	*httptest.Server
+	name string
+	mu   sync.Mutex
+	n    int
+}
+
+func newStub(t *testing.T, name string, tlsOn bool, serve func(w http.ResponseWriter, r *http.Request) error) *stubServer {
+	s := &stubServer{name: name}
+	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := serve(w, r); err != nil {
+			t.Errorf("%s: %s %s: %v", name, r.Method, r.URL, err)
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		s.mu.Lock()
+		s.n++
+		s.mu.Unlock()
+	}))
+	if tlsOn {
+		s.StartTLS()
+	} else {
+		s.Start()
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// caData is the server's certificate in PEM, base64-encoded as a kubeconfig's
+// certificate-authority-data wants it.
+func (s *stubServer) caData() string {
+	return base64.StdEncoding.EncodeToString(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: s.Certificate().Raw}))
+}
+
+func (s *stubServer) requests() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.n
+}
+
+// newKubeAPI answers the one request a Kubernetes check makes, a cluster-wide
+// Pod list of at most one managed Pod, with an empty list. It serves HTTPS:
+// client-go's kubeconfig loader drops a user's credentials for a plain-HTTP
+// server.
+func newKubeAPI(t *testing.T) *stubServer {
+	return newStub(t, "Kubernetes API", true, func(w http.ResponseWriter, r *http.Request) error {
+		if r.Method != http.MethodGet || r.URL.Path != "/api/v1/pods" {
+			return errors.New("not the cluster-wide Pod list")
+		}
+		if q := r.URL.Query(); q.Get("limit") != "1" || q.Get("labelSelector") == "" {
+			return fmt.Errorf("query %v, want limit=1 and a labelSelector", q)
+		}
+		if got := r.Header.Get("Authorization"); got != "Bearer "+kubeToken {
+			return fmt.Errorf("Authorization %q", got)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":[]}`)
+		return nil
+	})
+}
+
+// newTokenServer is the OAuth token endpoint of the service-account file.
+// It keeps the signed JWT assertions it received: they are credentials too.
+func newTokenServer(t *testing.T, assertions *strSet) *stubServer {
+	return newStub(t, "token endpoint", false, func(w http.ResponseWriter, r *http.Request) error {
+		if r.Method != http.MethodPost || r.URL.Path != "/token" {
+			return errors.New("not a token request")
+		}
+		if err := r.ParseForm(); err != nil {
+			return err
+		}
+		if g := r.PostForm.Get("grant_type"); g != "urn:ietf:params:oauth:grant-type:jwt-bearer" || r.PostForm.Get("assertion") == "" {
+			return fmt.Errorf("grant_type %q without a JWT assertion", g)
+		}
+		assertions.add(r.PostForm.Get("assertion"))
+		w.Header().Set("Content-Type", "application/json; charset=utf-8")
+		fmt.Fprintf(w, `{"access_token":%q,"expires_in":3599,"token_type":"Bearer"}`, accessToken)
+		return nil
+	})
+}
+
+// newComputeAPI answers the Compute aggregatedList page with a body recorded
+// in the real API's shape.
+func newComputeAPI(t *testing.T, root string) *stubServer {
+	body, err := os.ReadFile(filepath.Join(root, "testdata", "gcp", "aggregated-instances.json"))
+	if err != nil {
+		body = []byte(`{"kind":"compute#instanceAggregatedList","id":"projects/` + gcpProject + `/aggregated/instances","items":{}}`)
+	}
+	path := "/compute/v1/projects/" + gcpProject + "/aggregated/instances"
+	return newStub(t, "Compute API", false, func(w http.ResponseWriter, r *http.Request) error {
+		if r.Method != http.MethodGet || r.URL.Path != path {
+			return fmt.Errorf("want GET %s", path)
+		}
+		if q := r.URL.Query(); q.Get("maxResults") != "1" || q.Get("filter") == "" {
+			return fmt.Errorf("query %v, want maxResults=1 and a filter", q)
+		}
+		if got := r.Header.Get("Authorization"); got != "Bearer "+accessToken {
+			return fmt.Errorf("Authorization %q", got)
+		}
+		w.Header().Set("Content-Type", "application/json; charset=UTF-8")
+		w.Write(body)
+		return nil
+	})
+}
+
+// writeServiceAccount writes a service-account key file whose token_uri is
+// the loopback token endpoint.
+func writeServiceAccount(t *testing.T, dir, tokenURL string) string {
+	t.Helper()
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.MarshalIndent(map[string]string{
+		"type":           "service_account",
+		"project_id":     gcpProject,
+		"private_key_id": "0123456789abcdef0123456789abcdef01234567",
+		"private_key":    string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})),
+		"client_email":   "exporter@" + gcpProject + ".iam.gserviceaccount.com",
+		"client_id":      "104637219452394826614",
+		"token_uri":      tokenURL,
+	}, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return writeFile(t, dir, "service-account.json", string(b))
+}
+
+// --- processes ---------------------------------------------------------------
+
+// process is a component the test started. It is stopped by its own PID.
+type process struct {
+	name string
+	cmd  *exec.Cmd
+	log  string
+	done chan struct{}
+	err  error
+}
+
+func startProcess(t *testing.T, dir, name string, env []string, bin string, args ...string) *process {
+	t.Helper()
+	logPath := filepath.Join(dir, name+".log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &process{name: name, log: logPath, done: make(chan struct{})}
+	p.cmd = exec.Command(bin, args...)
+	p.cmd.Dir = dir
+	p.cmd.Env = env
+	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
+	// Should the test binary die without running its cleanups (go test
+	// -timeout panics, SIGINT), the kernel ends the component with it.
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := p.cmd.Start(); err != nil {
+		logFile.Close()
+		t.Fatalf("start %s: %v", name, err)
+	}
+	t.Logf("started %s (pid %d): %s %s; log %s", name, p.cmd.Process.Pid, bin, strings.Join(args, " "), logPath)
+	go func() {
+		p.err = p.cmd.Wait()
+		logFile.Close()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		p.stop(t)
+		if t.Failed() {
+			p.dumpLog(t)
+		}
+	})
+	return p
+}
+
+// exited reports whether the process has ended, and how.
+func (p *process) exited() (bool, error) {
+	select {
+	case <-p.done:
+		return true, p.err
+	default:
+		return false, nil
+	}
+}
+
+// stop ends the process: SIGTERM, then SIGKILL if it has not exited within
+// 10 seconds.
+func (p *process) stop(t *testing.T) {
+	if done, _ := p.exited(); done {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		t.Errorf("%s (pid %d) did not exit within 10s of SIGTERM; killing it", p.name, p.cmd.Process.Pid)
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+func (p *process) dumpLog(t *testing.T) {
+	b, err := os.ReadFile(p.log)
+	if err != nil {
+		t.Logf("%s log: %v", p.name, err)
+		return
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > 60 {
+		lines = lines[len(lines)-60:]
+	}
+	t.Logf("--- last lines of the %s log (%s) ---\n%s", p.name, p.log, strings.Join(lines, "\n"))
+}
+
+// waitFor polls cond until it holds, for at most waitLimit. It fails at once
+// when proc, the component the condition depends on, has exited.
+func waitFor(t *testing.T, what string, proc *process, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(waitLimit)
+	var last string
+	for {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		last = state
+		if done, err := proc.exited(); done {
+			t.Fatalf("waiting for %s: %s exited (%v); last state: %s", what, proc.name, err, last)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waiting for %s: not reached within %s; last state: %s", what, waitLimit, last)
+		}
+		time.Sleep(poll)
+	}
+}
+
+// waitHTTP waits until url answers 200.
+func waitHTTP(t *testing.T, proc *process, url string) {
+	t.Helper()
+	waitFor(t, url+" to answer 200", proc, func() (bool, string) {
+		resp, err := http.Get(url)
+		if err != nil {
+			return false, err.Error()
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, resp.Status
+	})
+}
+
+// --- helpers -----------------------------------------------------------------
+
+func workDir(t *testing.T) string {
+	if os.Getenv(envKeep) == "" {
+		return t.TempDir()
+	}
+	dir, err := os.MkdirTemp("", "provider-health-e2e-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { t.Logf("kept the work directory %s", dir) })
+	return dir
+}
+
+// exporterBinary returns $E2E_EXPORTER, or builds the exporter.
+func exporterBinary(t *testing.T, root, dir string) string {
+	t.Helper()
+	if bin := os.Getenv(envExporter); bin != "" {
+		abs, err := filepath.Abs(bin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return abs
+	}
+	bin := filepath.Join(dir, "provider_health_exporter")
+	run(t, root, nil, "go", "build", "-o", bin, "./cmd/provider_health_exporter")
+	return bin
+}
+
+// lookBinary returns $env, or the first of names found on $PATH.
+func lookBinary(t *testing.T, env string, names ...string) string {
+	t.Helper()
+	if bin := os.Getenv(env); bin != "" {
+		return bin
+	}
+	for _, n := range names {
+		if p, err := exec.LookPath(n); err == nil {
+			return p
+		}
+	}
+	t.Fatalf("none of %v on $PATH (set %s)", names, env)
+	return ""
+}
+
+// renderRules renders testdata/e2e/alerts.jsonnet with the jsonnet pinned in
+// tools/go.mod, and checks the result with promtool when it is installed.
+func renderRules(t *testing.T, root, dir string) string {
+	t.Helper()
+	out := run(t, root, nil, "go", "tool", "-modfile=tools/go.mod", "jsonnet", "-S", "testdata/e2e/alerts.jsonnet")
+	path := writeFile(t, dir, "alerts.yaml", out)
+	if promtool, err := exec.LookPath("promtool"); err == nil {
+		run(t, "", nil, promtool, "check", "rules", path)
+	}
+	return path
+}
+
+// run runs a short command and returns its standard output.
+func run(t *testing.T, dir string, env []string, name string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	if env != nil {
+		cmd.Env = env
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%s %s: %v\n%s%s", name, strings.Join(args, " "), err, stdout.String(), stderr.String())
+	}
+	return stdout.String()
+}
+
+// freePort returns a loopback TCP port nothing listens on right now.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func writeFile(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	must(t, os.WriteFile(path, []byte(content), 0o600))
+	return path
+}
+
+func writeTemplate(t *testing.T, path, tmpl string, data any) {
+	t.Helper()
+	var b bytes.Buffer
+	must(t, template.Must(template.New(filepath.Base(path)).Option("missingkey=error").Parse(tmpl)).Execute(&b, data))
+	must(t, os.WriteFile(path, b.Bytes(), 0o600))
+}
+
+func get(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d %v %s", url, resp.StatusCode, err, b)
+	}
+	return string(b)
+}
+
+func post(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Post(url, "", nil)
+	if err != nil {
+		t.Fatalf("POST %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// exporterMetric returns the value of an unlabelled metric of the exporter's
+// /metrics.
+func exporterMetric(t *testing.T, exporterURL, name string) float64 {
+	t.Helper()
+	body := get(t, exporterURL+"/metrics")
+	sc := bufio.NewScanner(strings.NewReader(body))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			return f
+		}
+	}
+	t.Fatalf("%s not in the exporter's /metrics", name)
+	return 0
+}
+
+func grepLines(s, substr string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, substr) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}

@@ -1,0 +1,60 @@
+#!/bin/sh
+# End-to-end test of SPEC §12: the exporter scraped by a REAL Prometheus that
+# evaluates the mixin's alerts and sends them to a REAL Alertmanager.
+#
+# Without make, from the repository root:
+#
+#   apt-get install prometheus prometheus-alertmanager openssh-client   # once
+#   testdata/e2e/run-e2e.sh                 # or, by hand:
+#   go build -o /tmp/phe ./cmd/provider_health_exporter
+#   E2E_EXPORTER=/tmp/phe go test -tags e2e -count=1 -v -timeout 10m ./testdata/e2e/
+#
+# Extra arguments go to `go test` (e.g. -run TestEndToEnd). Environment:
+#   E2E_PROMETHEUS     Prometheus binary    (default: prometheus on $PATH)
+#   E2E_ALERTMANAGER   Alertmanager binary  (default: prometheus-alertmanager,
+#                                            then alertmanager, on $PATH)
+#   E2E_KEEP=1         keep the work directory (configs, rules, logs of every
+#                      component) and print its path
+#
+# What the test (testdata/e2e/e2e_test.go, build tag e2e) does, all on
+# 127.0.0.1 and in a temporary directory:
+#   - starts loopback stand-ins: a Kubernetes API (HTTPS) answering the Pod
+#     list, a Compute API answering aggregatedList with
+#     testdata/gcp/aggregated-instances.json, an OAuth token endpoint for a
+#     service-account file, and the Alertmanager webhook receiver;
+#   - starts the exporter with a kubernetes entry (Ready), a gcp entry (Ready)
+#     and a kvm entry whose host is a closed loopback port (Unreachable), with
+#     an ssh-keygen key, HOME set to an empty directory and GCE_METADATA_HOST
+#     set to 127.0.0.1:1;
+#   - renders testdata/e2e/alerts.jsonnet (the mixin with `for` of seconds),
+#     starts Prometheus (scrape and evaluation every 1s) and Alertmanager
+#     (group_wait 1s, no cluster);
+#   - asserts the target is up, the verdicts in PromQL, ProviderNotReady and
+#     ProviderUnavailable firing for the kvm entry only (labels, description
+#     naming the reason) and delivered to the webhook; reloads the exporter
+#     without the kvm entry (200, alerts resolve); reloads a broken file (500,
+#     gauge 0, ProviderHealthConfigReloadFailed fires); stops the exporter
+#     (ProviderHealthExporterDown fires).
+# Every process is started by the test and stopped by its own PID. Every
+# wait is a bounded poll (60s at most). A run takes about 40 seconds.
+set -eu
+
+cd "$(dirname "$0")/../.."
+
+for bin in go ssh-keygen "${E2E_PROMETHEUS:-prometheus}"; do
+	command -v "$bin" >/dev/null 2>&1 || { echo "run-e2e.sh: $bin not found on \$PATH" >&2; exit 1; }
+done
+if [ -z "${E2E_ALERTMANAGER:-}" ] && ! command -v prometheus-alertmanager >/dev/null 2>&1 && ! command -v alertmanager >/dev/null 2>&1; then
+	echo "run-e2e.sh: neither prometheus-alertmanager nor alertmanager on \$PATH (apt-get install prometheus-alertmanager)" >&2
+	exit 1
+fi
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/provider-health-e2e-bin.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+trap 'exit 130' INT TERM
+
+echo "building the exporter"
+go build -o "$tmp/provider_health_exporter" ./cmd/provider_health_exporter
+
+E2E_EXPORTER="$tmp/provider_health_exporter" \
+	go test -tags e2e -count=1 -v -timeout 10m "$@" ./testdata/e2e/
