@@ -21,7 +21,7 @@ build:
 	$(TOOLS) promu build --prefix .
 
 .PHONY: test
-test: lint unit integration mixin-test
+test: deps lint unit integration mixin-test
 
 .PHONY: unit
 unit:
@@ -47,8 +47,14 @@ FUZZTIME ?= 10s
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME) ./config
 
+# Debian packages, libvirt's users and the pinned Go tools (root; a no-op
+# when all is there).
+.PHONY: deps
+deps:
+	testdata/install-deps.sh
+
 .PHONY: demo
-demo:
+demo: deps
 	testdata/kvm/demo.sh
 
 # --- integration tests against real components ---------------------------
