@@ -1,0 +1,301 @@
+//go:build integration
+
+package kvm_test
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/collector/kvm"
+	"github.com/egress-proxies/provider_health_exporter/config"
+)
+
+// These tests run against real sshd and libvirtd started by
+// testdata/kvm/run-integration.sh (make integration-kvm), which describes
+// them in KVM_IT_* variables. They share the daemons, so they run in order
+// and each leaves the setup as it found it.
+
+type itEnv struct {
+	state, ctl, address, user, key, rejectedKey string
+	knownHosts, knownHostsWrong, socket, uri    string
+	virshURI, pool, poolDir                     string
+}
+
+func loadEnv(t *testing.T) itEnv {
+	t.Helper()
+	get := func(k string) string {
+		v := os.Getenv(k)
+		if v == "" {
+			t.Fatalf("%s is not set: run these tests with testdata/kvm/run-integration.sh (make integration-kvm)", k)
+		}
+		return v
+	}
+	return itEnv{
+		state: get("KVM_IT_STATE"), ctl: get("KVM_IT_CTL"), address: get("KVM_IT_ADDRESS"),
+		user: get("KVM_IT_USER"), key: get("KVM_IT_KEY"), rejectedKey: get("KVM_IT_REJECTED_KEY"),
+		knownHosts: get("KVM_IT_KNOWN_HOSTS"), knownHostsWrong: get("KVM_IT_KNOWN_HOSTS_WRONG"),
+		socket: get("KVM_IT_SOCKET"), uri: get("KVM_IT_URI"), virshURI: get("KVM_IT_VIRSH_URI"),
+		pool: get("KVM_IT_POOL"), poolDir: get("KVM_IT_POOL_DIR"),
+	}
+}
+
+const target = "testhost"
+
+func (e itEnv) config(mod func(*config.KVM)) *config.KVM {
+	cfg := &config.KVM{
+		Name:               "lab",
+		User:               e.user,
+		PrivateKeyFile:     e.key,
+		KnownHostsFile:     e.knownHosts,
+		LibvirtSocket:      e.socket,
+		LibvirtURI:         e.uri,
+		Pool:               e.pool,
+		MaxConcurrentDials: config.DefaultMaxConcurrentDials,
+		Hosts: []*config.KVMHost{{
+			Address: e.address, Name: target, User: e.user, Pool: e.pool, PrivateKeyFile: e.key,
+		}},
+	}
+	if mod != nil {
+		mod(cfg)
+	}
+	return cfg
+}
+
+func (e itEnv) checker(t *testing.T, mod func(*config.KVM)) *kvm.Checker {
+	t.Helper()
+	c, err := kvm.New(e.config(mod), logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// ctlCmd runs a subcommand of ctl.sh (stop-sshd, start-libvirtd, ...).
+func (e itEnv) ctlCmd(t *testing.T, sub string) {
+	t.Helper()
+	out, err := exec.Command(e.ctl, sub, e.state).CombinedOutput()
+	if err != nil {
+		t.Fatalf("ctl.sh %s: %v\n%s", sub, err, out)
+	}
+}
+
+func (e itEnv) virsh(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := e.tryVirsh(args...)
+	if err != nil {
+		t.Fatalf("virsh %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+func (e itEnv) tryVirsh(args ...string) (string, error) {
+	out, err := exec.Command("virsh", append([]string{"-q", "-c", e.virshURI}, args...)...).CombinedOutput()
+	return string(out), err
+}
+
+// restorePool defines, marks for autostart and starts the pool as ctl.sh
+// does, whatever a test left of it.
+func (e itEnv) restorePool(t *testing.T) {
+	t.Helper()
+	info, err := e.tryVirsh("pool-info", e.pool)
+	if err != nil {
+		e.virsh(t, "pool-define-as", e.pool, "dir", "--target", e.poolDir)
+		e.virsh(t, "pool-autostart", e.pool)
+	}
+	if !regexp.MustCompile(`(?m)^State:\s+running`).MatchString(info) {
+		e.virsh(t, "pool-start", e.pool)
+	}
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+func logger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+func check(t *testing.T, c *kvm.Checker) collector.Verdict {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return c.Check(ctx, logger(t), target)
+}
+
+func want(t *testing.T, v collector.Verdict, reasons ...collector.Reason) {
+	t.Helper()
+	for _, r := range reasons {
+		if v.Reason == r {
+			return
+		}
+	}
+	t.Fatalf("reason %s (%s), want one of %v", v.Reason, v.Message, reasons)
+}
+
+func TestIntegration(t *testing.T) {
+	e := loadEnv(t)
+
+	t.Run("Ready with the pool's real capacity and libvirt's version", func(t *testing.T) {
+		c := e.checker(t, nil)
+		v := check(t, c)
+		want(t, v, collector.ReasonReady)
+		var st syscall.Statfs_t
+		if err := syscall.Statfs(e.poolDir, &st); err != nil {
+			t.Fatal(err)
+		}
+		// libvirt's dir backend reports the filesystem's size.
+		if capacity := st.Blocks * uint64(st.Frsize); v.KVM.CapacityBytes != capacity {
+			t.Errorf("capacity %d, want %d (statfs of %s)", v.KVM.CapacityBytes, capacity, e.poolDir)
+		}
+		if v.KVM.AvailableBytes == 0 || v.KVM.AllocationBytes == 0 || v.KVM.AvailableBytes > v.KVM.CapacityBytes {
+			t.Errorf("allocation %d, available %d of capacity %d", v.KVM.AllocationBytes, v.KVM.AvailableBytes, v.KVM.CapacityBytes)
+		}
+		// The daemon's own idea of its version (virsh version --daemon
+		// fails on a host without an emulator before printing it).
+		out, err := exec.Command("/usr/sbin/libvirtd", "--version").Output()
+		if err != nil {
+			t.Fatalf("libvirtd --version: %v", err)
+		}
+		m := regexp.MustCompile(`(\d+\.\d+\.\d+)\s*$`).FindStringSubmatch(string(out))
+		if m == nil {
+			t.Fatalf("libvirtd --version: no version in %q", out)
+		}
+		if v.KVM.LibvirtVersion != m[1] || v.Details["libvirtVersion"] != m[1] {
+			t.Errorf("libvirt version %q (details %q), want %q", v.KVM.LibvirtVersion, v.Details["libvirtVersion"], m[1])
+		}
+		if v.KVM.PoolState != "running" || v.KVM.User != e.user || v.KVM.Connects != 1 {
+			t.Errorf("facts %+v", *v.KVM)
+		}
+	})
+
+	t.Run("ten checks in a row make one connection", func(t *testing.T) {
+		before := acceptedLogins(t, e)
+		c := e.checker(t, nil)
+		var v collector.Verdict
+		for i := range 10 {
+			v = check(t, c)
+			if v.Reason != collector.ReasonReady {
+				t.Fatalf("check %d: reason %s (%s), want Ready", i+1, v.Reason, v.Message)
+			}
+		}
+		if v.KVM.Connects != 1 {
+			t.Errorf("Connects = %d after ten checks, want 1", v.KVM.Connects)
+		}
+		if got := acceptedLogins(t, e) - before; got != 1 {
+			t.Errorf("sshd logged %d accepted logins for ten checks, want 1", got)
+		}
+	})
+
+	t.Run("pool-destroy gives PoolInactive on the kept connection", func(t *testing.T) {
+		c := e.checker(t, nil)
+		want(t, check(t, c), collector.ReasonReady)
+		e.virsh(t, "pool-destroy", e.pool)
+		t.Cleanup(func() { e.restorePool(t) })
+		v := check(t, c)
+		want(t, v, collector.ReasonPoolInactive)
+		if v.KVM.PoolState != "inactive" || v.KVM.Connects != 1 {
+			t.Errorf("facts %+v: want state inactive on the kept connection", *v.KVM)
+		}
+		e.restorePool(t)
+		want(t, check(t, c), collector.ReasonReady)
+	})
+
+	t.Run("pool-undefine gives PoolMissing on the kept connection", func(t *testing.T) {
+		c := e.checker(t, nil)
+		want(t, check(t, c), collector.ReasonReady)
+		e.virsh(t, "pool-destroy", e.pool)
+		e.virsh(t, "pool-undefine", e.pool)
+		t.Cleanup(func() { e.restorePool(t) })
+		v := check(t, c)
+		want(t, v, collector.ReasonPoolMissing)
+		if v.KVM.PoolState != "" || v.KVM.Connects != 1 {
+			t.Errorf("facts %+v: want no pool state on the kept connection", *v.KVM)
+		}
+		e.restorePool(t)
+		want(t, check(t, c), collector.ReasonReady)
+	})
+
+	t.Run("libvirtd stopped, then Ready again after its restart", func(t *testing.T) {
+		c := e.checker(t, nil)
+		want(t, check(t, c), collector.ReasonReady)
+		e.ctlCmd(t, "stop-libvirtd")
+		t.Cleanup(func() { e.ctlCmd(t, "start-libvirtd") })
+		// The kept connection is lost, during the check or noticed
+		// before it (then the redial finds no socket).
+		want(t, check(t, c), collector.ReasonLibvirtConnectionLost, collector.ReasonLibvirtSocketUnavailable)
+		want(t, check(t, c), collector.ReasonLibvirtSocketUnavailable)
+		e.ctlCmd(t, "start-libvirtd")
+		v := check(t, c)
+		want(t, v, collector.ReasonReady)
+		if v.KVM.Connects != 2 {
+			t.Errorf("Connects = %d, want 2 (one redial after the restart)", v.KVM.Connects)
+		}
+	})
+
+	t.Run("sshd stopped gives Unreachable", func(t *testing.T) {
+		kept := e.checker(t, nil)
+		want(t, check(t, kept), collector.ReasonReady)
+		e.ctlCmd(t, "stop-sshd")
+		t.Cleanup(func() { e.ctlCmd(t, "start-sshd") })
+		want(t, check(t, e.checker(t, nil)), collector.ReasonUnreachable)
+		// Stopping the listener leaves established sessions alone, as
+		// sshd does on a real host: the kept connection still works.
+		want(t, check(t, kept), collector.ReasonReady)
+		e.ctlCmd(t, "start-sshd")
+		want(t, check(t, e.checker(t, nil)), collector.ReasonReady)
+	})
+
+	t.Run("a key the server does not accept gives SSHAuthFailed", func(t *testing.T) {
+		c := e.checker(t, func(cfg *config.KVM) {
+			cfg.PrivateKeyFile = e.rejectedKey
+			cfg.Hosts[0].PrivateKeyFile = e.rejectedKey
+		})
+		want(t, check(t, c), collector.ReasonSSHAuthFailed)
+	})
+
+	t.Run("known_hosts with another key gives HostKeyMismatch", func(t *testing.T) {
+		c := e.checker(t, func(cfg *config.KVM) { cfg.KnownHostsFile = e.knownHostsWrong })
+		want(t, check(t, c), collector.ReasonHostKeyMismatch)
+	})
+
+	t.Run("known_hosts without the host gives HostKeyUnknown", func(t *testing.T) {
+		empty := t.TempDir() + "/known_hosts"
+		if err := os.WriteFile(empty, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c := e.checker(t, func(cfg *config.KVM) { cfg.KnownHostsFile = empty })
+		want(t, check(t, c), collector.ReasonHostKeyUnknown)
+	})
+
+	t.Run("a wrong socket path gives LibvirtSocketUnavailable", func(t *testing.T) {
+		c := e.checker(t, func(cfg *config.KVM) { cfg.LibvirtSocket = e.socket + ".missing" })
+		want(t, check(t, c), collector.ReasonLibvirtSocketUnavailable)
+	})
+
+	t.Run("an unknown libvirt URI gives LibvirtConnectFailed", func(t *testing.T) {
+		c := e.checker(t, func(cfg *config.KVM) { cfg.LibvirtURI = "nosuchdriver:///system" })
+		want(t, check(t, c), collector.ReasonLibvirtConnectFailed)
+	})
+}
+
+// acceptedLogins counts the logins sshd has accepted so far.
+func acceptedLogins(t *testing.T, e itEnv) int {
+	t.Helper()
+	b, err := os.ReadFile(e.state + "/sshd.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Count(string(b), "Accepted publickey for "+e.user)
+}
