@@ -77,6 +77,9 @@ type Checker struct {
 // Option adjusts a Checker.
 type Option func(*Checker)
 
+// discardLogger is what Google's libraries get instead of ours.
+var discardLogger = slog.New(slog.DiscardHandler)
+
 // WithResolver makes the checker resolve the Compute and token endpoints
 // with r instead of the machine's resolver: for private DNS, and for tests
 // that must keep every packet on loopback.
@@ -262,7 +265,10 @@ func (c *Checker) newClient(ctx context.Context, credsJSON []byte) (*compute.Ins
 		Credentials:      creds,
 		BaseRoundTripper: c.base,
 		DisableTelemetry: true,
-		Logger:           c.logger,
+		// The auth library logs whole token exchanges (signed assertions,
+		// access tokens) at debug level: it never gets our logger. Its
+		// failures reach us as errors, which is all a verdict needs.
+		Logger: discardLogger,
 	})
 	if err != nil {
 		return nil, &credentialsError{err: fmt.Errorf("build authenticated transport: %w", err)}
@@ -287,7 +293,8 @@ func (c *Checker) credentials(ctx context.Context, credsJSON []byte) (*auth.Cred
 		Scopes:              compute.DefaultAuthScopes(),
 		DisableAsyncRefresh: true,
 		Client:              &http.Client{Transport: c.base},
-		Logger:              c.logger,
+		Logger:              discardLogger, // see newClient: it logs secrets
+
 	}
 	if credsJSON != nil {
 		var f struct {

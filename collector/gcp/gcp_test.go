@@ -1,6 +1,7 @@
 package gcp
 
 import (
+	"bytes"
 	"context"
 	"crypto"
 	"crypto/rand"
@@ -848,4 +849,68 @@ func TestThroughEngine(t *testing.T) {
 	case <-time.After(hang):
 		t.Fatal("the slow request was not cancelled at the scrape deadline")
 	}
+}
+
+// TestNoSecretInDebugLog runs checks at debug level, through a token fetch,
+// and looks for the access token, the signed assertion and the private key
+// in everything that was logged.
+func TestNoSecretInDebugLog(t *testing.T) {
+	t.Parallel()
+	tokens := newTokenServer(t, nil)
+	api := newComputeServer(t, 200, "aggregated-instances.json").start()
+	var buf bytes.Buffer
+	var mu sync.Mutex
+	logger := slog.New(slog.NewTextHandler(&lockedWriter{mu: &mu, w: &buf}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	cfg := &config.GCP{
+		Name: "crawl-prod", Project: testProject, Filter: config.DefaultGCPFilter, Endpoint: api.URL,
+		CredentialsFile: writeServiceAccount(t, t.TempDir(), tokens.URL+"/token", "exporter@crawl-prod-123.iam.gserviceaccount.com"),
+	}
+	c, err := New(context.Background(), cfg, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for range 2 {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		v := c.Check(ctx, logger, TargetName)
+		cancel()
+		if v.Reason != collector.ReasonReady {
+			t.Fatalf("reason %s (%s), want Ready", v.Reason, v.Message)
+		}
+	}
+	key, err := os.ReadFile(cfg.CredentialsFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sa struct {
+		PrivateKey string `json:"private_key"`
+	}
+	if err := json.Unmarshal(key, &sa); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	logged := buf.String()
+	mu.Unlock()
+	for what, secret := range map[string]string{
+		"access token":    testToken,
+		"JWT assertion":   "eyJ", // base64 of '{"', the start of every JWT
+		"private key":     strings.Split(strings.TrimSpace(sa.PrivateKey), "\n")[1],
+		"bearer header":   "Bearer ",
+		"grant assertion": "assertion=",
+	} {
+		if strings.Contains(logged, secret) {
+			t.Errorf("the %s appears in the debug log", what)
+		}
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
