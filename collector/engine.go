@@ -346,17 +346,21 @@ func (e *Engine) start(ctx context.Context, p *provider, t Target, logger *slog.
 			v = Verdict{Reason: ReasonUnknown, Message: fmt.Sprintf("invalid reason %q: %s", v.Reason, v.Message)}
 		}
 		c.res = Result{Verdict: v, Target: t, CheckedAt: end, Duration: end.Sub(begin)}
-		level := slog.LevelDebug
-		if !v.Reason.Ready() {
-			level = slog.LevelInfo
-		}
-		logger.Log(cctx, level, "check done", "reason", v.Reason, "message", v.Message, "duration_seconds", c.res.Duration.Seconds())
 		r.mu.Lock()
 		if r.inflight == c {
 			r.inflight = nil
 		}
+		prev := r.last
 		r.last = &c.res
 		r.mu.Unlock()
+		// A verdict is logged at info when the reason changes, so a target
+		// that stays broken does not fill the log at every scrape; the
+		// message of every check is at debug and on the status page.
+		level := slog.LevelDebug
+		if prev == nil || prev.Reason != v.Reason {
+			level = slog.LevelInfo
+		}
+		logger.Log(cctx, level, "check done", "reason", v.Reason, "message", v.Message, "duration_seconds", c.res.Duration.Seconds())
 		e.record(p, c.res)
 	}()
 	return c

@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -144,7 +145,7 @@ func parse(data []byte, dir string) (*Config, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("%w", cleanYAMLError(err))
+		return nil, locateYAMLError(data, cleanYAMLError(err))
 	}
 	// A second document would be silently ignored; say so instead.
 	var extra yaml.Node
@@ -213,7 +214,93 @@ func cleanYAMLError(err error) error {
 		msg = strings.ReplaceAll(msg, r.from, r.to)
 	}
 	msg = strings.ReplaceAll(msg, "\n  ", "; ")
+	// "field x not found in kvm entry": the entry is named by
+	// locateYAMLError, the key is what the reader needs.
+	msg = unknownFieldRE.ReplaceAllString(msg, `unknown field "$1"`)
 	return errors.New(msg)
+}
+
+var unknownFieldRE = regexp.MustCompile(`field (\S+) not found (?:in (?:kubernetes entry|gcp entry|kvm entry|kvm host|defaults)|at top level)`)
+
+var lineRE = regexp.MustCompile(`(^|; )line (\d+): `)
+
+// locateYAMLError adds the entry to yaml's "line N:" messages, so that an
+// unknown key reads "line 8: kvm[0] "lab": hosts[0]: field port not found".
+func locateYAMLError(data []byte, err error) error {
+	var root yaml.Node
+	if yaml.Unmarshal(data, &root) != nil || len(root.Content) == 0 || root.Content[0].Kind != yaml.MappingNode {
+		return err
+	}
+	top := root.Content[0]
+	msg := lineRE.ReplaceAllStringFunc(err.Error(), func(m string) string {
+		sub := lineRE.FindStringSubmatch(m)
+		line, _ := strconv.Atoi(sub[2])
+		if where := entryAt(top, line); where != "" {
+			return m + where + ": "
+		}
+		return m
+	})
+	return errors.New(msg)
+}
+
+// entryAt names the provider entry (and kvm host) that spans a line.
+func entryAt(top *yaml.Node, line int) string {
+	for i := 0; i+1 < len(top.Content); i += 2 {
+		kind, seq := top.Content[i].Value, top.Content[i+1]
+		if kind == "defaults" && seq.Kind == yaml.MappingNode {
+			end := int(^uint(0) >> 1)
+			if i+2 < len(top.Content) {
+				end = top.Content[i+2].Line
+			}
+			if top.Content[i].Line <= line && line < end {
+				return "defaults"
+			}
+			continue
+		}
+		if seq.Kind != yaml.SequenceNode || (kind != "kubernetes" && kind != "gcp" && kind != "kvm") {
+			continue
+		}
+		idx, item := itemAt(seq, line)
+		if item == nil {
+			continue
+		}
+		where := entry(kind, idx, scalar(item, "name"))
+		if kind == "kvm" {
+			for j := 0; j+1 < len(item.Content); j += 2 {
+				if item.Content[j].Value == "hosts" && item.Content[j+1].Kind == yaml.SequenceNode {
+					if h, host := itemAt(item.Content[j+1], line); host != nil {
+						where += fmt.Sprintf(": hosts[%d]", h)
+					}
+				}
+			}
+		}
+		return where
+	}
+	return ""
+}
+
+// itemAt finds the sequence item whose lines include line: items start at
+// their own line and end before the next one starts.
+func itemAt(seq *yaml.Node, line int) (int, *yaml.Node) {
+	for i, it := range seq.Content {
+		next := int(^uint(0) >> 1)
+		if i+1 < len(seq.Content) {
+			next = seq.Content[i+1].Line
+		}
+		if it.Line <= line && line < next && it.Kind == yaml.MappingNode {
+			return i, it
+		}
+	}
+	return 0, nil
+}
+
+func scalar(m *yaml.Node, key string) string {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key && m.Content[i+1].Kind == yaml.ScalarNode {
+			return m.Content[i+1].Value
+		}
+	}
+	return ""
 }
 
 func (c *Config) validate() error {
