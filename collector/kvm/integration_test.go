@@ -244,6 +244,30 @@ func TestIntegration(t *testing.T) {
 		}
 	})
 
+	t.Run("a wedged libvirtd gives Timeout at the budget, then a redial", func(t *testing.T) {
+		c := e.checker(t, nil)
+		want(t, check(t, c), collector.ReasonReady)
+		e.ctlCmd(t, "pause-libvirtd")
+		t.Cleanup(func() { e.ctlCmd(t, "resume-libvirtd") })
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		defer cancel()
+		done := make(chan collector.Verdict, 1)
+		go func() { done <- c.Check(ctx, logger(t), target) }()
+		select {
+		case v := <-done:
+			want(t, v, collector.ReasonTimeout)
+		case <-time.After(30 * time.Second):
+			t.Fatal("check on a wedged libvirtd did not return long after its budget")
+		}
+		e.ctlCmd(t, "resume-libvirtd")
+		// The timed-out check closed the kept connection: one redial.
+		v := check(t, c)
+		want(t, v, collector.ReasonReady)
+		if v.KVM.Connects != 2 {
+			t.Errorf("Connects = %d, want 2", v.KVM.Connects)
+		}
+	})
+
 	t.Run("sshd stopped gives Unreachable", func(t *testing.T) {
 		kept := e.checker(t, nil)
 		want(t, check(t, kept), collector.ReasonReady)

@@ -408,6 +408,17 @@ func TestReasons(t *testing.T) {
 			wantDials: 2, wantConnects: 2,
 		},
 	}
+	covered := map[collector.Reason]bool{}
+	for _, tt := range tests {
+		for _, s := range tt.steps {
+			covered[s.want] = true
+		}
+	}
+	for _, r := range collector.Reasons(collector.ProviderKVM) {
+		if !covered[r] {
+			t.Errorf("no case produces %s", r)
+		}
+	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()

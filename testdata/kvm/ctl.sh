@@ -13,7 +13,8 @@
 # Every daemon is started in the foreground of a background job and stopped
 # by the PID recorded in the state directory; nothing else is ever killed.
 #
-# usage: ctl.sh start|stop|start-sshd|stop-sshd|start-libvirtd|stop-libvirtd <statedir>
+# usage: ctl.sh start|stop|start-sshd|stop-sshd|start-libvirtd|stop-libvirtd|
+#               pause-libvirtd|resume-libvirtd <statedir>
 #
 # `start` writes <statedir>/env (KEY=value lines) describing the setup.
 set -euo pipefail
@@ -209,6 +210,8 @@ start)
 	write_env
 	;;
 stop)
+	# A paused libvirtd would not act on TERM.
+	alive "$state/libvirtd.pid" && kill -CONT "$(cat "$state/libvirtd.pid")" 2>/dev/null || true
 	stop_pid "$state/sshd.pid" sshd
 	stop_pid "$state/libvirtd.pid" libvirtd
 	;;
@@ -216,5 +219,8 @@ start-sshd) start_sshd ;;
 stop-sshd) stop_pid "$state/sshd.pid" sshd ;;
 start-libvirtd) start_libvirtd ;;
 stop-libvirtd) stop_pid "$state/libvirtd.pid" libvirtd ;;
+# A wedged libvirtd: the socket accepts and nothing answers.
+pause-libvirtd) alive "$state/libvirtd.pid" && kill -STOP "$(cat "$state/libvirtd.pid")" ;;
+resume-libvirtd) alive "$state/libvirtd.pid" && kill -CONT "$(cat "$state/libvirtd.pid")" ;;
 *) die "unknown command $cmd" ;;
 esac
