@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/egress-proxies/provider_health_exporter/collector"
 	"github.com/egress-proxies/provider_health_exporter/config"
 )
@@ -478,4 +480,36 @@ func diffLines(want, got string) string {
 		}
 	}
 	return b.String()
+}
+
+// TestNoGoroutineLeakAcrossScrapes scrapes many times, some scrapes timing
+// out, and checks that every goroutine the scrapes started has ended.
+func TestNoGoroutineLeakAcrossScrapes(t *testing.T) {
+	// Not parallel: goleak looks at every goroutine of the process.
+	ignore := goleak.IgnoreCurrent()
+	x, srv, _ := newTestExporterWith(t, t.TempDir(), baseConfig, map[string]func(context.Context, *slog.Logger, string) collector.Verdict{
+		"crawl-prod": func(ctx context.Context, _ *slog.Logger, _ string) collector.Verdict {
+			<-ctx.Done() // slow, but honours its deadline
+			return collector.Verdict{Reason: collector.ReasonUnreachable}
+		},
+	}, 0)
+	client := &http.Client{Transport: &http.Transport{}}
+	var wg sync.WaitGroup
+	for i := range 30 {
+		wg.Go(func() {
+			path := "/metrics"
+			if i%3 == 0 {
+				path = "/probe?name=lab"
+			}
+			code, _ := get(t, client, srv.URL+path, map[string]string{collector.ScrapeTimeoutHeader: "0.2"})
+			if code != http.StatusOK {
+				t.Errorf("%s: status %d", path, code)
+			}
+		})
+	}
+	wg.Wait()
+	client.CloseIdleConnections()
+	srv.Close()
+	x.engine.Close()
+	goleak.VerifyNone(t, ignore)
 }
