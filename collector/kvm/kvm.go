@@ -123,6 +123,12 @@ func (c *Checker) Check(ctx context.Context, logger *slog.Logger, target string)
 		return collector.Verdict{Reason: collector.ReasonUnknown, Message: fmt.Sprintf("unknown kvm host %q", target)}
 	}
 	r := result{pool: h.pool}
+	if ended(ctx) {
+		// Binding a call to a context that is already over would close
+		// the kept connection for nothing.
+		r.reason, r.err = collector.ReasonTimeout, fmt.Errorf("no time left for the check: %w", context.Cause(ctx))
+		return h.verdict(logger, r)
+	}
 	s, kept, transient, err := c.session(ctx, logger, h)
 	if err != nil {
 		r.reason, r.err = classify(ctx, err), err

@@ -658,6 +658,25 @@ func waitNoConns(t *testing.T, s *sshServer) {
 	}
 }
 
+// TestEndedContextKeepsConnection: a check whose budget is already spent
+// reports Timeout without closing the kept connection.
+func TestEndedContextKeepsConnection(t *testing.T) {
+	e := newEnv(t)
+	c := e.checker()
+	if v := check(t, c, hostName, 5*time.Second); v.Reason != collector.ReasonReady {
+		t.Fatalf("reason %s (%s), want Ready", v.Reason, v.Message)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if v := c.Check(ctx, testLogger(t), hostName); v.Reason != collector.ReasonTimeout {
+		t.Fatalf("reason %s (%s), want Timeout", v.Reason, v.Message)
+	}
+	v := check(t, c, hostName, 5*time.Second)
+	if v.Reason != collector.ReasonReady || v.KVM.Connects != 1 || e.srv.accepted.Load() != 1 {
+		t.Errorf("after an ended check: reason %s, connects %d, dials %d; want Ready on the kept connection", v.Reason, v.KVM.Connects, e.srv.accepted.Load())
+	}
+}
+
 func TestUnknownTarget(t *testing.T) {
 	e := newEnv(t)
 	c := e.checker()
