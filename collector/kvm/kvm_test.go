@@ -34,7 +34,7 @@ const slowKDF = time.Minute
 // env is one KVM host as the unit tests see it: an in-process SSH server,
 // the socket stub behind it, the fake libvirt, and the material to reach it.
 type env struct {
-	t          *testing.T
+	t          testing.TB
 	dir        string
 	key        ssh.Signer
 	keyFile    string
@@ -45,7 +45,7 @@ type env struct {
 	cfg        *config.KVM
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	dir := t.TempDir()
 	e := &env{t: t, dir: dir, keyFile: filepath.Join(dir, "id_ed25519"), knownHosts: filepath.Join(dir, "known_hosts")}
@@ -91,7 +91,7 @@ func (e *env) checker() *Checker {
 
 // check runs one check under budget and fails the test when it does not
 // return within a generous bound past the budget.
-func check(t *testing.T, c *Checker, target string, budget time.Duration) collector.Verdict {
+func check(t testing.TB, c *Checker, target string, budget time.Duration) collector.Verdict {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), budget)
 	defer cancel()
@@ -106,18 +106,18 @@ func check(t *testing.T, c *Checker, target string, budget time.Duration) collec
 	}
 }
 
-type testWriter struct{ t *testing.T }
+type testWriter struct{ t testing.TB }
 
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
 }
 
-func testLogger(t *testing.T) *slog.Logger {
+func testLogger(t testing.TB) *slog.Logger {
 	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
-func randomKey(t *testing.T) ssh.PublicKey {
+func randomKey(t testing.TB) ssh.PublicKey {
 	t.Helper()
 	pub, _, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
@@ -132,7 +132,7 @@ func randomKey(t *testing.T) ssh.PublicKey {
 
 // waitDead waits until the kept session of the host knows its transport is
 // gone, so the next check is guaranteed to see it.
-func waitDead(t *testing.T, c *Checker) {
+func waitDead(t testing.TB, c *Checker) {
 	t.Helper()
 	h := c.byName[hostName]
 	h.mu.Lock()
@@ -641,7 +641,7 @@ func TestCloseClosesKeptConnections(t *testing.T) {
 	waitNoConns(t, e.srv)
 }
 
-func waitNoConns(t *testing.T, s *sshServer) {
+func waitNoConns(t testing.TB, s *sshServer) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {

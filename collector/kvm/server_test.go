@@ -31,7 +31,7 @@ const (
 // direct-streamlocal@openssh.com channels for one socket path to a unix
 // socket, as sshd does for the libvirt socket.
 type sshServer struct {
-	t          *testing.T
+	t          testing.TB
 	ln         net.Listener
 	addr       string
 	hostKey    ssh.Signer
@@ -46,7 +46,7 @@ type sshServer struct {
 	wg    sync.WaitGroup
 }
 
-func newSSHServer(t *testing.T, authorized ssh.PublicKey, socket string) *sshServer {
+func newSSHServer(t testing.TB, authorized ssh.PublicKey, socket string) *sshServer {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -223,7 +223,7 @@ type socketStub struct {
 	wg    sync.WaitGroup
 }
 
-func newSocketStub(t *testing.T) *socketStub {
+func newSocketStub(t testing.TB) *socketStub {
 	t.Helper()
 	// Unix socket paths are short (108 bytes); t.TempDir can be longer.
 	dir, err := os.MkdirTemp("", "kvmtest")
@@ -312,7 +312,7 @@ const testPassphrase = "s3cret"
 
 // writeEncryptedKey writes a key encrypted with testPassphrase and returns
 // its signer.
-func writeEncryptedKey(t *testing.T, path string) ssh.Signer {
+func writeEncryptedKey(t testing.TB, path string) ssh.Signer {
 	t.Helper()
 	encrypted.once.Do(func() {
 		var priv ed25519.PrivateKey
@@ -337,7 +337,7 @@ func writeEncryptedKey(t *testing.T, path string) ssh.Signer {
 
 // writeKey writes an unencrypted OpenSSH private key file and returns its
 // signer.
-func writeKey(t *testing.T, path string) ssh.Signer {
+func writeKey(t testing.TB, path string) ssh.Signer {
 	t.Helper()
 	_, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
@@ -368,7 +368,7 @@ type dnsStub struct {
 	done chan struct{}
 }
 
-func newDNSStub(t *testing.T) *dnsStub {
+func newDNSStub(t testing.TB) *dnsStub {
 	t.Helper()
 	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {
