@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/digitalocean/go-libvirt"
 	"golang.org/x/crypto/ssh"
@@ -85,6 +86,22 @@ func (s *session) close() {
 		_ = s.client.Wait()
 		s.markDead()
 	})
+}
+
+// goodbyeTimeout bounds the ConnectClose of a session closed on purpose;
+// libvirtd answers it at once unless it is wedged.
+const goodbyeTimeout = time.Second
+
+// goodbye closes a healthy session on purpose (reload, shutdown): it tells
+// libvirtd first, so libvirtd does not log "End of file while reading data"
+// for every host each time the exporter restarts.
+func (s *session) goodbye(logger *slog.Logger) {
+	if s.lv != nil && !s.isDead() {
+		ctx, cancel := context.WithTimeout(context.Background(), goodbyeTimeout)
+		_ = s.bound(ctx, loggedClient{next: s.lv, logger: logger}.ConnectClose)
+		cancel()
+	}
+	s.close()
 }
 
 func (s *session) isDead() bool {

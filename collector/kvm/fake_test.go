@@ -114,3 +114,7 @@ func (c *fakeClient) StoragePoolGetInfo(libvirt.StoragePool) (uint8, uint64, uin
 	}
 	return c.f.state, c.f.capacity, c.f.allocation, c.f.available, nil
 }
+
+func (c *fakeClient) ConnectClose() error {
+	return c.roundTrip("ConnectClose")
+}

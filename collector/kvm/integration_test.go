@@ -196,6 +196,17 @@ func TestIntegration(t *testing.T) {
 		if got := acceptedLogins(t, e) - before; got != 1 {
 			t.Errorf("sshd logged %d accepted logins for ten checks, want 1", got)
 		}
+		// Closing says goodbye to libvirtd, which then has no vanished
+		// client to complain about.
+		eofs := libvirtdEOFs(t, e)
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+		e.virsh(t, "pool-list") // one more round trip through libvirtd's event loop
+		time.Sleep(500 * time.Millisecond)
+		if got := libvirtdEOFs(t, e) - eofs; got != 0 {
+			t.Errorf("libvirtd logged %d unexpected client EOFs after Close, want 0", got)
+		}
 	})
 
 	t.Run("pool-destroy gives PoolInactive on the kept connection", func(t *testing.T) {
@@ -312,6 +323,16 @@ func TestIntegration(t *testing.T) {
 		c := e.checker(t, func(cfg *config.KVM) { cfg.LibvirtURI = "nosuchdriver:///system" })
 		want(t, check(t, c), collector.ReasonLibvirtConnectFailed)
 	})
+}
+
+// libvirtdEOFs counts the clients libvirtd saw vanish without a goodbye.
+func libvirtdEOFs(t *testing.T, e itEnv) int {
+	t.Helper()
+	b, err := os.ReadFile(e.state + "/libvirtd.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Count(string(b), "End of file while reading data")
 }
 
 // acceptedLogins counts the logins sshd has accepted so far.

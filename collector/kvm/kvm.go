@@ -36,6 +36,9 @@ type Checker struct {
 	newClient func(net.Conn) libvirtClient
 	keys      *signerCache
 
+	// logger is New's, for what happens outside a check (Close).
+	logger *slog.Logger
+
 	mu     sync.Mutex
 	closed bool
 }
@@ -67,12 +70,16 @@ func New(cfg *config.KVM, logger *slog.Logger) (*Checker, error) {
 	if dials < 1 {
 		dials = config.DefaultMaxConcurrentDials
 	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
 	c := &Checker{
 		byName:    make(map[string]*host, len(cfg.Hosts)),
 		dialSem:   make(chan struct{}, dials),
 		dialer:    &net.Dialer{},
 		newClient: newLibvirtClient,
 		keys:      &signerCache{},
+		logger:    logger,
 	}
 	for _, h := range cfg.Hosts {
 		if _, dup := c.byName[h.Name]; dup {
@@ -96,7 +103,7 @@ func New(cfg *config.KVM, logger *slog.Logger) (*Checker, error) {
 		c.hosts = append(c.hosts, hh)
 		c.byName[h.Name] = hh
 	}
-	if cfg.InsecureIgnoreHostKey && logger != nil {
+	if cfg.InsecureIgnoreHostKey {
 		logger.Warn("insecure_ignore_host_key is set: SSH host keys are not verified, a man in the middle can impersonate these hosts",
 			"name", cfg.Name)
 	}
@@ -135,7 +142,7 @@ func (c *Checker) Check(ctx context.Context, logger *slog.Logger, target string)
 		return h.verdict(logger, r)
 	}
 	if transient {
-		defer s.close()
+		defer s.goodbye(logger)
 	}
 	r.reason, r.state, r.info, r.err = c.checkPool(ctx, logger, h, s, kept)
 	return h.verdict(logger, r)
@@ -334,7 +341,7 @@ func (c *Checker) Close() error {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				s.close()
+				s.goodbye(c.logger.With("target", h.name))
 			}()
 		}
 	}
@@ -374,7 +381,7 @@ func (c *Checker) Adopt(old collector.Checker) {
 		}
 		h.mu.Unlock()
 		if s != nil {
-			s.close()
+			s.goodbye(c.logger.With("target", h.name))
 		}
 	}
 }

@@ -634,6 +634,9 @@ func TestCloseClosesKeptConnections(t *testing.T) {
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
+	if n := e.fake.callCounts()["ConnectClose"]; n != 1 {
+		t.Errorf("ConnectClose called %d times on Close, want 1 (a goodbye to libvirtd)", n)
+	}
 	waitNoConns(t, e.srv)
 	if v := check(t, c, hostName, 5*time.Second); v.Reason != collector.ReasonReady {
 		t.Fatalf("check after Close: reason %s (%s), want Ready", v.Reason, v.Message)

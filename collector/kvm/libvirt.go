@@ -22,6 +22,9 @@ type libvirtClient interface {
 	// check on a kept connection makes.
 	StoragePoolLookupByName(name string) (libvirt.StoragePool, error)
 	StoragePoolGetInfo(pool libvirt.StoragePool) (state uint8, capacity, allocation, available uint64, err error)
+	// ConnectClose says goodbye when a kept connection is closed on
+	// purpose, so libvirtd does not log an error for a vanished client.
+	ConnectClose() error
 }
 
 // newLibvirtClient speaks libvirt's RPC protocol over conn, the libvirt
@@ -79,6 +82,13 @@ func (c loggedClient) StoragePoolGetInfo(pool libvirt.StoragePool) (uint8, uint6
 	c.log("StoragePoolGetInfo", start, err, "pool", pool.Name, "state", poolStateWord(state),
 		"capacity", capacity, "allocation", allocation, "available", available)
 	return state, capacity, allocation, available, err
+}
+
+func (c loggedClient) ConnectClose() error {
+	start := time.Now()
+	err := c.next.ConnectClose()
+	c.log("ConnectClose", start, err)
+	return err
 }
 
 // formatVersion turns libvirt's packed version (major*1e6 + minor*1e3 +

@@ -36,6 +36,11 @@ func (r *recordingClient) StoragePoolGetInfo(libvirt.StoragePool) (uint8, uint64
 	return 2, 0, 0, 0, nil
 }
 
+func (r *recordingClient) ConnectClose() error {
+	r.calls = append(r.calls, "ConnectClose")
+	return nil
+}
+
 // TestEveryCallIsLogged calls every method of libvirtClient through the
 // logging wrapper, found by reflection, so a method added to the interface
 // without a logging wrapper fails here: the call must reach the client and
