@@ -104,8 +104,8 @@ func New(cfg *config.KVM, logger *slog.Logger) (*Checker, error) {
 		c.byName[h.Name] = hh
 	}
 	if cfg.InsecureIgnoreHostKey {
-		logger.Warn("insecure_ignore_host_key is set: SSH host keys are not verified, a man in the middle can impersonate these hosts",
-			"name", cfg.Name)
+		// The logger main hands in already carries provider and name.
+		logger.Warn("insecure_ignore_host_key is set: SSH host keys are not verified, a man in the middle can impersonate these hosts")
 	}
 	return c, nil
 }

@@ -19,6 +19,8 @@ import (
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
 	"github.com/egress-proxies/provider_health_exporter/config"
+
+	"github.com/egress-proxies/provider_health_exporter/collector/internal/fakedns"
 )
 
 func TestMain(m *testing.M) {
@@ -428,7 +430,7 @@ func TestReasons(t *testing.T) {
 			}
 			c := e.checker()
 			if tt.name == "DNSFailed" {
-				c.dialer.Resolver = newDNSStub(t).resolver()
+				c.dialer.Resolver = fakedns.Resolver(t)
 			}
 			var v collector.Verdict
 			for i, s := range tt.steps {

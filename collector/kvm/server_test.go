@@ -1,7 +1,6 @@
 package kvm
 
 import (
-	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/pem"
@@ -359,73 +358,4 @@ func writeKey(t testing.TB, path string) ssh.Signer {
 
 func knownHostsLine(address string, key ssh.PublicKey) string {
 	return knownhosts.Line([]string{address}, key) + "\n"
-}
-
-// dnsStub answers every query with NXDOMAIN, so a DNS failure is provoked on
-// loopback without asking the machine's resolver.
-type dnsStub struct {
-	pc   net.PacketConn
-	done chan struct{}
-}
-
-func newDNSStub(t testing.TB) *dnsStub {
-	t.Helper()
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := &dnsStub{pc: pc, done: make(chan struct{})}
-	go d.serve()
-	t.Cleanup(func() {
-		pc.Close()
-		<-d.done
-	})
-	return d
-}
-
-func (d *dnsStub) serve() {
-	defer close(d.done)
-	buf := make([]byte, 1500)
-	for {
-		n, from, err := d.pc.ReadFrom(buf)
-		if err != nil {
-			return
-		}
-		if resp := nxdomain(buf[:n]); resp != nil {
-			_, _ = d.pc.WriteTo(resp, from)
-		}
-	}
-}
-
-// nxdomain turns a query into its NXDOMAIN answer: the header and question,
-// nothing else.
-func nxdomain(q []byte) []byte {
-	if len(q) < 12 {
-		return nil
-	}
-	i := 12
-	for i < len(q) && q[i] != 0 {
-		i += int(q[i]) + 1
-	}
-	end := i + 1 + 4 // the name's terminating zero, type, class
-	if end > len(q) {
-		return nil
-	}
-	resp := append([]byte(nil), q[:end]...)
-	resp[2] = 0x80 | (q[2] & 0x01) // response, keep recursion desired
-	resp[3] = 0x80 | 3             // recursion available, NXDOMAIN
-	for j := 6; j < 12; j++ {      // no answer, authority or additional records
-		resp[j] = 0
-	}
-	return resp
-}
-
-func (d *dnsStub) resolver() *net.Resolver {
-	return &net.Resolver{
-		PreferGo: true,
-		Dial: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var nd net.Dialer
-			return nd.DialContext(ctx, "udp", d.pc.LocalAddr().String())
-		},
-	}
 }
