@@ -29,9 +29,10 @@ unit:
 
 .PHONY: lint
 lint:
-	@out="$$($(GOFMT) -l $$(git ls-files '*.go'))"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	@out="$$($(GOFMT) -l $$(git ls-files "*.go"))"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 	$(GO) vet -tags integration ./collector/kvm/ ./collector/kubernetes/
+	$(GO) vet -tags e2e ./testdata/e2e/
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
 	  sed 's#/usr/local/bin/provider_health_exporter#/bin/true#' deploy/systemd/provider_health_exporter.service > $$tmp/provider_health_exporter.service && \
 	  systemd-analyze verify $$tmp/provider_health_exporter.service && echo "systemd unit OK"

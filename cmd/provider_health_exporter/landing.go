@@ -37,7 +37,7 @@ th { background: #f0f0f0; }
 tr.ready td.state { background: #c8f0c8; }
 tr.down td.state { background: #f6c4c4; }
 tr.notready td.state { background: #fbe3a6; }
-td.message { max-width: 40em; font-family: monospace; font-size: 90%; }
+td.message { max-width: 40em; font-family: monospace; font-size: 90%; overflow-wrap: anywhere; }
 </style>
 </head>
 <body>
