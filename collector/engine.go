@@ -2,6 +2,7 @@ package collector
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
@@ -56,6 +57,9 @@ type checksKey struct{ kind, name, mode string }
 type targetState struct {
 	last       Result
 	transition time.Time
+	// provisional marks a last verdict the framework made up for a check
+	// that never answered.
+	provisional bool
 	// kvm is the last KVM facts a check reported, so that a verdict the
 	// framework had to make up (Timeout, a panic) keeps the host's user,
 	// libvirt version and connect counter instead of resetting them.
@@ -76,8 +80,9 @@ type run struct {
 }
 
 type call struct {
-	done chan struct{}
-	res  Result
+	done     chan struct{}
+	deadline time.Time
+	res      Result
 }
 
 // NewEngine returns an engine without providers.
@@ -316,7 +321,21 @@ func (e *Engine) checkTarget(ctx context.Context, p *provider, t Target, debugHa
 			CheckedAt: now,
 			Duration:  now.Sub(started),
 		}
-		e.record(p, res)
+		select {
+		case <-c.done:
+			// The check ended at the same deadline: its verdict (already
+			// Timeout unless it was Ready) says more.
+			return TargetResult{Result: c.res, Mode: mode}
+		default:
+		}
+		// Only a check that overran its own deadline (a stuck checker) is
+		// recorded here, provisionally: a caller that went away, or had a
+		// shorter deadline than the check it joined, must not make ready
+		// flap on the status page, and the check's own verdict, if it ever
+		// comes, replaces this one.
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) && !time.Now().Before(c.deadline) {
+			e.record(p, res, true)
+		}
 		return TargetResult{Result: res, Mode: mode}
 	}
 }
@@ -325,11 +344,11 @@ func (e *Engine) checkTarget(ctx context.Context, p *provider, t Target, debugHa
 // caller's deadline but not its cancellation: callers that joined it must
 // not see it cancelled because the first caller went away.
 func (e *Engine) start(ctx context.Context, p *provider, t Target, logger *slog.Logger, r *run) *call {
-	c := &call{done: make(chan struct{})}
 	deadline, ok := ctx.Deadline()
 	if !ok {
 		deadline = time.Now().Add(p.Timeout)
 	}
+	c := &call{done: make(chan struct{}), deadline: deadline}
 	go func() {
 		defer close(c.done)
 		cctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
@@ -361,7 +380,7 @@ func (e *Engine) start(ctx context.Context, p *provider, t Target, logger *slog.
 			level = slog.LevelInfo
 		}
 		logger.Log(cctx, level, "check done", "reason", v.Reason, "message", v.Message, "duration_seconds", c.res.Duration.Seconds())
-		e.record(p, c.res)
+		e.record(p, c.res, false)
 	}()
 	return c
 }
@@ -393,7 +412,9 @@ func (e *Engine) count(p *provider, mode string) {
 }
 
 // record keeps the newest verdict of a target and when ready last changed.
-func (e *Engine) record(p *provider, res Result) {
+// A provisional verdict (made up by a caller for a stuck check) gives way to
+// the check's own verdict whenever that arrives.
+func (e *Engine) record(p *provider, res Result, provisional bool) {
 	k := stateKey{p.Kind, p.Name, res.Target.Name}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -408,9 +429,10 @@ func (e *Engine) record(p *provider, res Result) {
 	if res.KVM != nil {
 		st.kvm = res.KVM
 	}
-	if res.CheckedAt.Before(st.last.CheckedAt) {
+	if res.CheckedAt.Before(st.last.CheckedAt) && (provisional || !st.provisional) {
 		return
 	}
+	st.provisional = provisional
 	if st.last.Reason.Ready() != res.Reason.Ready() {
 		st.transition = res.CheckedAt
 	}

@@ -224,6 +224,10 @@ func TestHangingCheckerAnswersWithinBudget(t *testing.T) {
 	if got := res[0].Targets[1].Reason; got != ReasonReady {
 		t.Errorf("other target: %s, want Ready", got)
 	}
+	// Nothing else will ever record a verdict for the stuck check.
+	if st := e.Status()[0].Targets[0]; !st.Checked || st.Last.Reason != ReasonTimeout {
+		t.Errorf("status of the stuck target: %+v, want a recorded Timeout", st)
+	}
 	// A generous bound: this catches "waits for the checker", not jitter.
 	if elapsed > 5*time.Second {
 		t.Errorf("Run took %v with a 500ms budget", elapsed)
@@ -248,6 +252,33 @@ func TestErrorAfterDeadlineIsTimeout(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Errorf("recorded verdict = %+v, want the checker's Unreachable turned into Timeout", e.Status()[0].Targets[0].Last)
+}
+
+// A scrape whose client goes away must not record a Timeout for a check
+// that then succeeds: ready would flap on the status page.
+func TestCancelledCallerRecordsNothing(t *testing.T) {
+	t.Parallel()
+	e := newTestEngine(t, spec(ProviderGCP, "g", &testChecker{targets: one("compute"), behave: func(ctx context.Context, _ string) Verdict {
+		select {
+		case <-time.After(100 * time.Millisecond):
+		case <-ctx.Done():
+		}
+		return Verdict{Reason: ReasonReady}
+	}}))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	res, err := e.Run(ctx, Request{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res[0].Targets[0].Reason; got != ReasonTimeout {
+		t.Errorf("cancelled caller got %s, want Timeout", got)
+	}
+	waitFor(t, func() bool { return e.Status()[0].Targets[0].Checked })
+	st := e.Status()[0].Targets[0]
+	if st.Last.Reason != ReasonReady || !st.LastTransition.Equal(st.Last.CheckedAt) {
+		t.Errorf("status %+v: want Ready with its own check as the only transition", st)
+	}
 }
 
 func TestConcurrentScrapesShareOneCheck(t *testing.T) {
