@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/egress-proxies/provider_health_exporter/collector"
 	"github.com/egress-proxies/provider_health_exporter/collector/kvm"
 	"github.com/egress-proxies/provider_health_exporter/config"
@@ -209,6 +211,67 @@ func TestIntegration(t *testing.T) {
 		}
 	})
 
+	t.Run("ten scrapes through the engine, then reloads, keep connects_total at 1", func(t *testing.T) {
+		before := acceptedLogins(t, e)
+		engine := collector.NewEngine(logger(t))
+		defer engine.Close()
+		load := func(mod func(*config.KVM)) {
+			c, err := kvm.New(e.config(mod), logger(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			engine.SetProviders([]collector.Spec{{Kind: collector.ProviderKVM, Name: "lab", Timeout: 10 * time.Second, Checker: c}})
+		}
+		scrape := func() (collector.Reason, float64) {
+			t.Helper()
+			res, err := engine.Run(context.Background(), collector.Request{ScrapeTimeout: 10 * time.Second, Offset: 500 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			reg := prometheus.NewPedanticRegistry()
+			reg.MustRegister(collector.ResultCollector{Results: res})
+			mfs, err := reg.Gather()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, mf := range mfs {
+				if mf.GetName() == "provider_health_kvm_connects_total" {
+					return res[0].Targets[0].Reason, mf.GetMetric()[0].GetCounter().GetValue()
+				}
+			}
+			t.Fatalf("no provider_health_kvm_connects_total (reason %s)", res[0].Targets[0].Reason)
+			return "", 0
+		}
+		load(nil)
+		for i := range 10 {
+			if r, n := scrape(); r != collector.ReasonReady || n != 1 {
+				t.Fatalf("scrape %d: reason %s, connects_total %v; want Ready and 1", i+1, r, n)
+			}
+		}
+		// A reload with the same settings, then one that changes only the
+		// pool, adopt the kept connection (SPEC §3, §8).
+		load(nil)
+		if r, n := scrape(); r != collector.ReasonReady || n != 1 {
+			t.Errorf("after a reload: reason %s, connects_total %v; want Ready and 1", r, n)
+		}
+		load(func(c *config.KVM) { c.Hosts[0].Pool = "no-such-pool" })
+		if r, n := scrape(); r != collector.ReasonPoolMissing || n != 1 {
+			t.Errorf("after a reload changing the pool: reason %s, connects_total %v; want PoolMissing and 1", r, n)
+		}
+		if got := acceptedLogins(t, e) - before; got != 1 {
+			t.Errorf("sshd logged %d accepted logins, want 1", got)
+		}
+		// A changed connection setting (here the key file path) redials.
+		load(func(c *config.KVM) { c.Hosts[0].PrivateKeyFile = e.key + "-copy" })
+		if err := copyFile(e.key, e.key+"-copy"); err != nil {
+			t.Fatal(err)
+		}
+		defer os.Remove(e.key + "-copy")
+		if r, n := scrape(); r != collector.ReasonReady || n != 2 {
+			t.Errorf("after a reload changing the key file: reason %s, connects_total %v; want Ready and 2", r, n)
+		}
+	})
+
 	t.Run("pool-destroy gives PoolInactive on the kept connection", func(t *testing.T) {
 		c := e.checker(t, nil)
 		want(t, check(t, c), collector.ReasonReady)
@@ -336,6 +399,14 @@ func libvirtdEOFs(t *testing.T, e itEnv) int {
 }
 
 // acceptedLogins counts the logins sshd has accepted so far.
+func copyFile(from, to string) error {
+	b, err := os.ReadFile(from)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(to, b, 0o600)
+}
+
 func acceptedLogins(t *testing.T, e itEnv) int {
 	t.Helper()
 	b, err := os.ReadFile(e.state + "/sshd.log")
