@@ -154,6 +154,18 @@ func (e *Engine) SetProviders(specs []Spec) {
 	}
 }
 
+// Unchanged returns the checker in force for the entry of that kind and name
+// if its fingerprint is the same, so that a reload can keep it (its clients,
+// tokens and connections) instead of building a new one; nil otherwise.
+func (e *Engine) Unchanged(kind, name, fingerprint string) Checker {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if p := e.byName[name]; p != nil && p.Kind == kind && p.Fingerprint == fingerprint {
+		return p.Checker
+	}
+	return nil
+}
+
 // Close closes every checker; the engine must not be used afterwards.
 func (e *Engine) Close() {
 	e.SetProviders(nil)

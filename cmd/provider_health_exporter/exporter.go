@@ -21,9 +21,11 @@ import (
 	"github.com/egress-proxies/provider_health_exporter/config"
 )
 
-// specBuilder turns a loaded configuration into checkers. It is a parameter
-// so that tests can wire test checkers through the real HTTP surface.
-type specBuilder func(ctx context.Context, cfg *config.Config, logger *slog.Logger) ([]collector.Spec, error)
+// specBuilder turns a loaded configuration into checkers; unchanged returns
+// the checker in force for an entry whose settings did not change, which the
+// builder may keep. It is a parameter so that tests can wire test checkers
+// through the real HTTP surface.
+type specBuilder func(ctx context.Context, cfg *config.Config, logger *slog.Logger, unchanged func(kind, name, fingerprint string) collector.Checker) ([]collector.Spec, error)
 
 type exporterOptions struct {
 	logger      *slog.Logger
@@ -77,7 +79,7 @@ func (x *exporter) reload() error {
 	cfg, err := config.Load(x.configFile)
 	if err == nil {
 		var specs []collector.Spec
-		specs, err = x.build(context.Background(), cfg, x.logger)
+		specs, err = x.build(context.Background(), cfg, x.logger, x.engine.Unchanged)
 		if err == nil {
 			x.engine.SetProviders(specs)
 		}

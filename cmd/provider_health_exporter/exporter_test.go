@@ -49,7 +49,7 @@ func fixed(r collector.Reason, msg string) func(context.Context, *slog.Logger, s
 // fakeBuilder gives each configured entry a fakeChecker; behaviours picks
 // one by entry name (default Ready).
 func fakeBuilder(behaviours map[string]func(context.Context, *slog.Logger, string) collector.Verdict) specBuilder {
-	return func(_ context.Context, cfg *config.Config, _ *slog.Logger) ([]collector.Spec, error) {
+	return func(_ context.Context, cfg *config.Config, _ *slog.Logger, _ func(string, string, string) collector.Checker) ([]collector.Spec, error) {
 		var specs []collector.Spec
 		add := func(kind, name string, ch config.Check, targets []collector.Target) {
 			b := behaviours[name]

@@ -14,45 +14,63 @@ import (
 	"github.com/egress-proxies/provider_health_exporter/config"
 )
 
-// buildSpecs builds one checker per configured entry. On error, the checkers
-// built so far are closed and the caller keeps its running config.
-func buildSpecs(ctx context.Context, cfg *config.Config, logger *slog.Logger) (specs []collector.Spec, err error) {
+// buildSpecs builds one checker per configured entry. A kubernetes or gcp
+// entry whose settings did not change keeps its checker across a reload (its
+// client, and GCP's cached token); kvm entries get a new checker that adopts
+// the kept connections of unchanged hosts, because a kvm entry's hosts can
+// change one by one. On error, the checkers built here are closed and the
+// caller keeps its running config.
+func buildSpecs(ctx context.Context, cfg *config.Config, logger *slog.Logger, unchanged func(kind, name, fingerprint string) collector.Checker) (specs []collector.Spec, err error) {
+	var built []collector.Checker
 	defer func() {
 		if err != nil {
-			for _, s := range specs {
-				if c, ok := s.Checker.(collector.Closer); ok {
-					_ = c.Close()
+			for _, c := range built {
+				if cl, ok := c.(collector.Closer); ok {
+					_ = cl.Close()
 				}
 			}
 			specs = nil
 		}
 	}()
-	add := func(kind, name string, settings config.Check, entry any, c collector.Checker, err error) error {
-		if err != nil {
-			return fmt.Errorf("%s %q: %w", kind, name, err)
+	add := func(kind, name string, settings config.Check, entry any, build func() (collector.Checker, error)) error {
+		fp := fingerprint(entry)
+		c := unchanged(kind, name, fp)
+		if c == nil || kind == collector.ProviderKVM {
+			var err error
+			if c, err = build(); err != nil {
+				return fmt.Errorf("%s %q: %w", kind, name, err)
+			}
+			built = append(built, c)
 		}
 		specs = append(specs, collector.Spec{
 			Kind: kind, Name: name,
 			Timeout: settings.TimeoutDuration(), MinInterval: settings.MinIntervalDuration(),
-			Checker: c, Fingerprint: fingerprint(entry),
+			Checker: c, Fingerprint: fp,
 		})
 		return nil
 	}
+	scoped := func(kind, name string) *slog.Logger { return logger.With("provider", kind, "name", name) }
 	for _, k := range cfg.Kubernetes {
-		c, err := kubernetes.New(k, logger.With("provider", collector.ProviderKubernetes, "name", k.Name))
-		if err := add(collector.ProviderKubernetes, k.Name, k.Check, k, c, err); err != nil {
+		err := add(collector.ProviderKubernetes, k.Name, k.Check, k, func() (collector.Checker, error) {
+			return kubernetes.New(k, scoped(collector.ProviderKubernetes, k.Name))
+		})
+		if err != nil {
 			return specs, err
 		}
 	}
 	for _, g := range cfg.GCP {
-		c, err := gcp.New(ctx, g, logger.With("provider", collector.ProviderGCP, "name", g.Name))
-		if err := add(collector.ProviderGCP, g.Name, g.Check, g, c, err); err != nil {
+		err := add(collector.ProviderGCP, g.Name, g.Check, g, func() (collector.Checker, error) {
+			return gcp.New(ctx, g, scoped(collector.ProviderGCP, g.Name))
+		})
+		if err != nil {
 			return specs, err
 		}
 	}
 	for _, v := range cfg.KVM {
-		c, err := kvm.New(v, logger.With("provider", collector.ProviderKVM, "name", v.Name))
-		if err := add(collector.ProviderKVM, v.Name, v.Check, v, c, err); err != nil {
+		err := add(collector.ProviderKVM, v.Name, v.Check, v, func() (collector.Checker, error) {
+			return kvm.New(v, scoped(collector.ProviderKVM, v.Name))
+		})
+		if err != nil {
 			return specs, err
 		}
 	}
@@ -60,7 +78,7 @@ func buildSpecs(ctx context.Context, cfg *config.Config, logger *slog.Logger) (s
 }
 
 // fingerprint identifies an entry's settings, so that a reload which leaves
-// an entry alone keeps its cached verdicts.
+// an entry alone keeps its checker and its cached verdicts.
 func fingerprint(entry any) string {
 	b, err := yaml.Marshal(entry)
 	if err != nil {
