@@ -15,6 +15,10 @@ import (
 type Target struct {
 	Name    string // the target label
 	Address string // where it is, for target_info and the status page
+	// KVM holds what the configuration says of a KVM host (User, Pool),
+	// so that its host_info keeps the SSH user even for a verdict the
+	// framework had to make up; nil for other providers.
+	KVM *KVMFacts
 }
 
 // Checker checks the targets of one configured provider entry.

@@ -276,16 +276,34 @@ func (e *Engine) Run(ctx context.Context, req Request) ([]ProviderResult, error)
 		}
 		for j := range out[i].Targets {
 			tr := &out[i].Targets[j]
-			if st := e.states[stateKey{out[i].Kind, out[i].Name, tr.Target.Name}]; st != nil {
+			st := e.states[stateKey{out[i].Kind, out[i].Name, tr.Target.Name}]
+			if st != nil {
 				tr.LastTransition = st.transition
-				if tr.KVM == nil && st.kvm != nil {
-					tr.KVM = &KVMFacts{User: st.kvm.User, LibvirtVersion: st.kvm.LibvirtVersion, Connects: st.kvm.Connects}
-				}
+			}
+			if out[i].Kind == ProviderKVM && tr.KVM == nil {
+				tr.KVM = madeUpKVMFacts(tr.Target, st)
 			}
 		}
 	}
 	e.mu.RUnlock()
 	return out, nil
+}
+
+// madeUpKVMFacts are the facts of a KVM host whose verdict has none (the
+// framework made it up): the user from the configuration, the version and
+// connect count last reported, and nothing of the pool, which is unknown.
+func madeUpKVMFacts(t Target, st *targetState) *KVMFacts {
+	f := &KVMFacts{}
+	if t.KVM != nil {
+		f.User = t.KVM.User
+	}
+	if st != nil && st.kvm != nil {
+		f.LibvirtVersion, f.Connects = st.kvm.LibvirtVersion, st.kvm.Connects
+		if f.User == "" {
+			f.User = st.kvm.User
+		}
+	}
+	return f
 }
 
 func (e *Engine) checkTarget(ctx context.Context, p *provider, t Target, debugHandler slog.Handler) TargetResult {
@@ -309,9 +327,13 @@ func (e *Engine) checkTarget(ctx context.Context, p *provider, t Target, debugHa
 			r.mu.Unlock()
 			e.count(p, ModeCached)
 			return TargetResult{Result: res, Mode: ModeCached}
-		case r.inflight != nil:
+		case r.inflight != nil && joinable(r.inflight, ctx):
 			c, mode = r.inflight, ModeShared
 		default:
+			// No check in flight, or one that would end well before this
+			// caller's own budget (a scrape with a shorter timeout started
+			// it, or it is stuck past its deadline): run one for this
+			// caller, and let later callers join the newer one.
 			c = e.start(ctx, p, t, logger, r)
 			r.inflight = c
 		}
@@ -352,14 +374,35 @@ func (e *Engine) checkTarget(ctx context.Context, p *provider, t Target, debugHa
 	}
 }
 
-// start runs one live check in its own goroutine. The check keeps the
-// caller's deadline but not its cancellation: callers that joined it must
-// not see it cancelled because the first caller went away.
-func (e *Engine) start(ctx context.Context, p *provider, t Target, logger *slog.Logger, r *run) *call {
+// checkDeadline is the deadline a check started for a caller gets: a little
+// before the caller's own, so that a check which honours its context hands
+// its own verdict (its message, its facts, its log) to the caller instead
+// of losing the race against the caller's made-up Timeout.
+func checkDeadline(ctx context.Context, fallback time.Duration) time.Time {
 	deadline, ok := ctx.Deadline()
 	if !ok {
-		deadline = time.Now().Add(p.Timeout)
+		deadline = time.Now().Add(fallback)
 	}
+	grace := min(time.Until(deadline)/10, 100*time.Millisecond)
+	return deadline.Add(-max(grace, 0))
+}
+
+// joinable tells whether a caller may wait on an in-flight check instead of
+// starting one: the check must still have nearly all of the time this
+// caller's own check would get (an HA pair scraping a moment apart shares;
+// a scrape with a longer timeout does not inherit a shorter one's budget,
+// and nobody joins a check stuck past its deadline).
+func joinable(c *call, ctx context.Context) bool {
+	left := time.Until(c.deadline)
+	mine := time.Until(checkDeadline(ctx, 0))
+	return left > 0 && left >= mine*9/10
+}
+
+// start runs one live check in its own goroutine. The check keeps the
+// caller's deadline (less a grace) but not its cancellation: callers that
+// joined it must not see it cancelled because the first caller went away.
+func (e *Engine) start(ctx context.Context, p *provider, t Target, logger *slog.Logger, r *run) *call {
+	deadline := checkDeadline(ctx, p.Timeout)
 	c := &call{done: make(chan struct{}), deadline: deadline}
 	go func() {
 		defer close(c.done)

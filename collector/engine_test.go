@@ -281,6 +281,65 @@ func TestCancelledCallerRecordsNothing(t *testing.T) {
 	}
 }
 
+// A scrape with a longer timeout does not inherit the budget of a shorter
+// scrape's check in flight, and nobody joins a check stuck past its deadline.
+func TestNoJoiningAShorterOrStuckCheck(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	var calls atomic.Int64
+	c := &testChecker{targets: one("compute"), behave: func(ctx context.Context, _ string) Verdict {
+		if calls.Add(1) == 1 {
+			<-release // the first check is stuck, ignoring its context
+			return Verdict{Reason: ReasonReady}
+		}
+		return Verdict{Reason: ReasonReady}
+	}}
+	e := newTestEngine(t, spec(ProviderGCP, "g", c))
+	short := make(chan TargetResult, 1)
+	go func() {
+		res, _ := e.Run(context.Background(), Request{ScrapeTimeout: 400 * time.Millisecond})
+		short <- res[0].Targets[0]
+	}()
+	waitFor(t, func() bool { return calls.Load() == 1 })
+	// Starts while the short scrape's check is in flight.
+	res, _ := e.Run(context.Background(), Request{ScrapeTimeout: 5 * time.Second})
+	if got := res[0].Targets[0]; got.Mode != ModeLive || got.Reason != ReasonReady {
+		t.Errorf("longer scrape: mode %s reason %s, want its own live check, Ready", got.Mode, got.Reason)
+	}
+	if got := <-short; got.Reason != ReasonTimeout {
+		t.Errorf("short scrape: %s, want Timeout", got.Reason)
+	}
+	// The first check is still stuck, past its deadline: a new scrape runs
+	// a check of its own instead of waiting on it.
+	res, _ = e.Run(context.Background(), Request{ScrapeTimeout: 5 * time.Second})
+	if got := res[0].Targets[0]; got.Mode != ModeLive || got.Reason != ReasonReady {
+		t.Errorf("after the stuck check's deadline: mode %s reason %s, want live Ready", got.Mode, got.Reason)
+	}
+	if n := calls.Load(); n != 3 {
+		t.Errorf("checker ran %d times, want 3", n)
+	}
+}
+
+// A check that honours its context must hand its own verdict to the caller
+// at the deadline, not lose the race to the caller's made-up Timeout: its
+// message and facts are what the status page and debug output show.
+func TestCheckVerdictWinsAtTheDeadline(t *testing.T) {
+	t.Parallel()
+	c := &testChecker{targets: one("beelink"), behave: func(ctx context.Context, _ string) Verdict {
+		<-ctx.Done()
+		return Verdict{Reason: ReasonTimeout, Message: "stage ssh-handshake", KVM: &KVMFacts{User: "proxyops"}}
+	}}
+	e := newTestEngine(t, spec(ProviderKVM, "lab", c))
+	for i := range 8 {
+		res, _ := e.Run(context.Background(), Request{ScrapeTimeout: 500 * time.Millisecond})
+		got := res[0].Targets[0]
+		if got.Reason != ReasonTimeout || got.Message != "stage ssh-handshake" || got.KVM == nil || got.KVM.User != "proxyops" {
+			t.Fatalf("scrape %d: %s %q %+v, want the check's own Timeout verdict", i+1, got.Reason, got.Message, got.KVM)
+		}
+	}
+}
+
 func TestConcurrentScrapesShareOneCheck(t *testing.T) {
 	t.Parallel()
 	entered := make(chan struct{}, 10)
@@ -696,4 +755,33 @@ func (c *fakeClock) Advance(d time.Duration) {
 	c.mu.Lock()
 	c.now = c.now.Add(d)
 	c.mu.Unlock()
+}
+
+// A KVM host whose first check never answered still has its SSH user in
+// host_info: the user comes from the configuration, not from a verdict.
+func TestKVMHostInfoWithoutAVerdict(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	c := &testChecker{
+		targets: []Target{{Name: "beelink", Address: "192.0.2.10:22", KVM: &KVMFacts{User: "proxyops", Pool: "default"}}},
+		behave: func(context.Context, string) Verdict {
+			<-release // stuck, ignoring its context
+			return Verdict{Reason: ReasonReady}
+		},
+	}
+	e := newTestEngine(t, spec(ProviderKVM, "lab", c))
+	res, _ := e.Run(context.Background(), Request{ScrapeTimeout: 200 * time.Millisecond})
+	want := `
+# HELP provider_health_kvm_host_info The SSH user and, once known, the libvirt version of a KVM host.
+# TYPE provider_health_kvm_host_info gauge
+provider_health_kvm_host_info{libvirt_version="",name="lab",target="beelink",user="proxyops"} 1
+# HELP provider_health_kvm_connects_total SSH+libvirt sessions established to the host; flat in steady state.
+# TYPE provider_health_kvm_connects_total counter
+provider_health_kvm_connects_total{name="lab",target="beelink"} 0
+`
+	if err := testutil.CollectAndCompare(ResultCollector{Results: res}, strings.NewReader(want),
+		"provider_health_kvm_host_info", "provider_health_kvm_connects_total", "provider_health_kvm_pool_state"); err != nil {
+		t.Error(err)
+	}
 }

@@ -95,9 +95,7 @@ func collectTarget(ch chan<- prometheus.Metric, p ProviderResult, t TargetResult
 		k = &KVMFacts{}
 	}
 	ch <- prometheus.MustNewConstMetric(kvmHostInfoDesc, prometheus.GaugeValue, 1, p.Name, t.Target.Name, k.User, k.LibvirtVersion)
-	if t.KVM != nil {
-		ch <- prometheus.MustNewConstMetric(kvmConnectsDesc, prometheus.CounterValue, float64(k.Connects), p.Name, t.Target.Name)
-	}
+	ch <- prometheus.MustNewConstMetric(kvmConnectsDesc, prometheus.CounterValue, float64(k.Connects), p.Name, t.Target.Name)
 	if k.PoolState == "" {
 		return
 	}

@@ -114,7 +114,8 @@ func New(cfg *config.KVM, logger *slog.Logger) (*Checker, error) {
 func (c *Checker) Targets() []collector.Target {
 	out := make([]collector.Target, len(c.hosts))
 	for i, h := range c.hosts {
-		out[i] = collector.Target{Name: h.name, Address: h.set.address}
+		out[i] = collector.Target{Name: h.name, Address: h.set.address,
+			KVM: &collector.KVMFacts{User: h.set.user, Pool: h.pool}}
 	}
 	return out
 }
