@@ -44,8 +44,8 @@ type Config struct {
 
 // Defaults apply to every provider entry that does not set its own.
 type Defaults struct {
-	Timeout     Duration `yaml:"timeout,omitempty"`
-	MinInterval Duration `yaml:"min_interval,omitempty"`
+	Timeout     *Duration `yaml:"timeout,omitempty"` // set by Load
+	MinInterval Duration  `yaml:"min_interval,omitempty"`
 }
 
 // Duration is a duration written as Prometheus writes them ("10s",
@@ -222,7 +222,7 @@ func cleanYAMLError(err error) error {
 
 var unknownFieldRE = regexp.MustCompile(`field (\S+) not found (?:in (?:kubernetes entry|gcp entry|kvm entry|kvm host|defaults)|at top level)`)
 
-var lineRE = regexp.MustCompile(`(^|; )line (\d+): `)
+var lineRE = regexp.MustCompile(`^line (\d+): `)
 
 // locateYAMLError adds the entry to yaml's "line N:" messages, so that an
 // unknown key reads "line 8: kvm[0] "lab": hosts[0]: field port not found".
@@ -232,19 +232,41 @@ func locateYAMLError(data []byte, err error) error {
 		return err
 	}
 	top := root.Content[0]
-	msg := lineRE.ReplaceAllStringFunc(err.Error(), func(m string) string {
-		sub := lineRE.FindStringSubmatch(m)
-		line, _ := strconv.Atoi(sub[2])
-		if where := entryAt(top, line); where != "" {
-			return m + where + ": "
+	parts := strings.Split(err.Error(), "; ")
+	for i, part := range parts {
+		m := lineRE.FindStringSubmatch(part)
+		if m == nil {
+			continue
 		}
-		return m
-	})
-	return errors.New(msg)
+		line, _ := strconv.Atoi(m[1])
+		where, key := entryAt(top, line)
+		rest := part[len(m[0]):]
+		// The key is in the message already for these.
+		if key != "" && !strings.HasPrefix(rest, "unknown field ") && !strings.HasPrefix(rest, "mapping key ") {
+			where += ": " + key
+		}
+		if where != "" {
+			parts[i] = m[0] + where + ": " + rest
+		}
+	}
+	return errors.New(strings.Join(parts, "; "))
 }
 
-// entryAt names the provider entry (and kvm host) that spans a line.
-func entryAt(top *yaml.Node, line int) string {
+// entryAt names the provider entry (and kvm host) that spans a line, and
+// the key on that line when there is one.
+func entryAt(top *yaml.Node, line int) (where, key string) {
+	where, m := entryNodeAt(top, line)
+	if m != nil {
+		for i := 0; i+1 < len(m.Content); i += 2 {
+			if k := m.Content[i]; k.Line == line && k.Kind == yaml.ScalarNode {
+				return where, k.Value
+			}
+		}
+	}
+	return where, ""
+}
+
+func entryNodeAt(top *yaml.Node, line int) (string, *yaml.Node) {
 	for i := 0; i+1 < len(top.Content); i += 2 {
 		kind, seq := top.Content[i].Value, top.Content[i+1]
 		if kind == "defaults" && seq.Kind == yaml.MappingNode {
@@ -253,7 +275,7 @@ func entryAt(top *yaml.Node, line int) string {
 				end = top.Content[i+2].Line
 			}
 			if top.Content[i].Line <= line && line < end {
-				return "defaults"
+				return "defaults", seq
 			}
 			continue
 		}
@@ -269,14 +291,14 @@ func entryAt(top *yaml.Node, line int) string {
 			for j := 0; j+1 < len(item.Content); j += 2 {
 				if item.Content[j].Value == "hosts" && item.Content[j+1].Kind == yaml.SequenceNode {
 					if h, host := itemAt(item.Content[j+1], line); host != nil {
-						where += fmt.Sprintf(": hosts[%d]", h)
+						return where + fmt.Sprintf(": hosts[%d]", h), host
 					}
 				}
 			}
 		}
-		return where
+		return where, item
 	}
-	return ""
+	return "", nil
 }
 
 // itemAt finds the sequence item whose lines include line: items start at
@@ -304,11 +326,12 @@ func scalar(m *yaml.Node, key string) string {
 }
 
 func (c *Config) validate() error {
-	if c.Defaults.Timeout == 0 {
-		c.Defaults.Timeout = DefaultTimeout
+	if c.Defaults.Timeout == nil {
+		t := DefaultTimeout
+		c.Defaults.Timeout = &t
 	}
-	if c.Defaults.Timeout < 0 {
-		return errors.New("defaults: timeout: must be positive")
+	if *c.Defaults.Timeout <= 0 {
+		return fmt.Errorf("defaults: timeout: must be positive, got %s", c.Defaults.Timeout)
 	}
 	if c.Defaults.MinInterval < 0 {
 		return errors.New("defaults: min_interval: must not be negative")
@@ -388,7 +411,7 @@ func (c *Config) Summary() string {
 
 func (ch *Check) resolve(d Defaults, where string) error {
 	if ch.Timeout == nil {
-		t := d.Timeout
+		t := *d.Timeout
 		ch.Timeout = &t
 	}
 	if *ch.Timeout <= 0 {
@@ -540,6 +563,9 @@ func (v *KVM) validate(d Defaults, where string) error {
 	}
 	if v.LibvirtURI == "" {
 		return fmt.Errorf("%s: libvirt_uri: must not be empty", where)
+	}
+	if v.Pool == "" {
+		return fmt.Errorf("%s: pool: must not be empty", where)
 	}
 	if len(v.Hosts) == 0 {
 		return fmt.Errorf("%s: hosts: missing (at least one host is required)", where)

@@ -12,7 +12,7 @@ func TestLoadInvalid(t *testing.T) {
 	t.Parallel()
 	for file, want := range map[string]string{
 		"invalid-address-port.yml":               `kvm[0] "lab": hosts[0]: address: "127.0.0.1:99999" has an invalid port "99999"`,
-		"invalid-bad-duration.yml":               `line 2: defaults: "10 parsecs" is not a valid duration (examples: 500ms, 10s, 1m30s)`,
+		"invalid-bad-duration.yml":               `line 2: defaults: timeout: "10 parsecs" is not a valid duration (examples: 500ms, 10s, 1m30s)`,
 		"invalid-context-without-kubeconfig.yml": `kubernetes[0] "prod": context: set without kubeconfig (the in-cluster config has no contexts)`,
 		"invalid-duplicate-host.yml":             `kvm[0] "lab": hosts[1]: name: "beelink" is already used by hosts[0]`,
 		"invalid-duplicate-key.yml":              `line 4: gcp[0] "crawl-prod": mapping key "project" already defined at line 3`,
@@ -31,11 +31,13 @@ func TestLoadInvalid(t *testing.T) {
 		"invalid-missing-private-key.yml":        `kvm[0] "lab": hosts[0]: private_key_file: missing (set it on the kvm entry or on every host)`,
 		"invalid-missing-project.yml":            `gcp[0] "crawl-prod": project: missing (required)`,
 		"invalid-missing-user.yml":               `kvm[0] "lab": hosts[1]: user: missing (set user on the kvm entry or on every host)`,
-		"invalid-negative-min-interval.yml":      `line 2: defaults: "-1m" is not a valid duration (examples: 500ms, 10s, 1m30s)`,
+		"invalid-negative-min-interval.yml":      `line 2: defaults: min_interval: "-1m" is not a valid duration (examples: 500ms, 10s, 1m30s)`,
 		"invalid-two-documents.yml":              `more than one YAML document`,
 		"invalid-unknown-host-key.yml":           `line 8: kvm[0] "lab": hosts[0]: unknown field "port"`,
 		"invalid-unknown-top-level-key.yml":      `line 1: unknown field "providers"`,
 		"invalid-yaml-syntax.yml":                `yaml: line 3: mapping values are not allowed in this context`,
+		"invalid-zero-default-timeout.yml":       `defaults: timeout: must be positive, got 0s`,
+		"invalid-empty-pool.yml":                 `kvm[0] "lab": pool: must not be empty`,
 		"invalid-zero-timeout.yml":               `kubernetes[0] "prod": timeout: must be positive, got 0s`,
 	} {
 		t.Run(file, func(t *testing.T) {
