@@ -175,6 +175,9 @@ func (e *Engine) Close() {
 type Request struct {
 	Name   string // one provider entry; "" = all
 	Target string // one target of that entry; "" = all
+	// Kinds, when not nil, keeps only the providers of these kinds (with
+	// Name ""); an empty map keeps none.
+	Kinds map[string]bool
 	// ScrapeTimeout is the scrape's own timeout (0 = none) and Offset the
 	// safety margin subtracted from it (SPEC §5).
 	ScrapeTimeout time.Duration
@@ -213,7 +216,13 @@ func (e *Engine) selectProviders(req Request) ([]*provider, error) {
 		if req.Target != "" {
 			return nil, &LookupError{"target given without name"}
 		}
-		return append([]*provider(nil), e.providers...), nil
+		var out []*provider
+		for _, p := range e.providers {
+			if req.Kinds == nil || req.Kinds[p.Kind] {
+				out = append(out, p)
+			}
+		}
+		return out, nil
 	}
 	p := e.byName[req.Name]
 	if p == nil {

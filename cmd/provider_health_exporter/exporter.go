@@ -150,11 +150,28 @@ func (x *exporter) request(r *http.Request) (collector.Request, error) {
 	return collector.Request{ScrapeTimeout: st, Offset: x.offset}, nil
 }
 
+// serveMetrics checks every provider, or with collect[] only some kinds, as
+// node_exporter's collect[] selects collectors: collect[]=exporter alone
+// serves the exporter's own metrics without checking anything, for the
+// multi-target setup where /probe does the checks.
 func (x *exporter) serveMetrics(w http.ResponseWriter, r *http.Request) {
 	req, err := x.request(r)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
+	}
+	if collect, ok := r.URL.Query()["collect[]"]; ok {
+		req.Kinds = map[string]bool{}
+		for _, k := range collect {
+			switch k {
+			case collector.ProviderKubernetes, collector.ProviderGCP, collector.ProviderKVM:
+				req.Kinds[k] = true
+			case "exporter":
+			default:
+				http.Error(w, fmt.Sprintf("collect[]=%q: want kubernetes, gcp, kvm or exporter", k), http.StatusBadRequest)
+				return
+			}
+		}
 	}
 	results, err := x.engine.Run(r.Context(), req)
 	if err != nil {

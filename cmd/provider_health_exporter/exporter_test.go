@@ -513,3 +513,39 @@ func TestNoGoroutineLeakAcrossScrapes(t *testing.T) {
 	x.engine.Close()
 	goleak.VerifyNone(t, ignore)
 }
+
+func TestMetricsCollectFilter(t *testing.T) {
+	t.Parallel()
+	_, srv, _ := newTestExporter(t, baseConfig, nil, 0)
+	for _, tc := range []struct {
+		query         string
+		code          int
+		want, notWant []string
+	}{
+		{"collect[]=exporter", http.StatusOK,
+			[]string{"provider_health_exporter_config_last_reload_successful 1", "go_goroutines"},
+			[]string{"provider_health_ready", "provider_health_exporter_checks_total"}},
+		{"collect[]=kvm", http.StatusOK,
+			[]string{`provider_health_ready{name="lab",provider="kvm",target="nuc"} 1`, "provider_health_exporter_build_info"},
+			[]string{`provider="gcp"`, `provider="kubernetes"`}},
+		{"collect[]=gcp&collect[]=kubernetes", http.StatusOK,
+			[]string{`provider="gcp"`, `provider="kubernetes"`},
+			[]string{`provider="kvm"`}},
+		{"collect[]=bogus", http.StatusBadRequest, []string{`collect[]="bogus"`}, nil},
+	} {
+		code, body := get(t, http.DefaultClient, srv.URL+"/metrics?"+tc.query, nil)
+		if code != tc.code {
+			t.Errorf("%s: status %d, want %d", tc.query, code, tc.code)
+		}
+		for _, s := range tc.want {
+			if !strings.Contains(body, s) {
+				t.Errorf("%s: lacks %q", tc.query, s)
+			}
+		}
+		for _, s := range tc.notWant {
+			if strings.Contains(body, s) {
+				t.Errorf("%s: has %q", tc.query, s)
+			}
+		}
+	}
+}
