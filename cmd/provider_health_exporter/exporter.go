@@ -305,12 +305,26 @@ func (x *exporter) status(ctx context.Context, name string) ([]statusProvider, e
 				LastCheckTime:      t.CheckedAt.UTC(),
 				DurationSeconds:    t.Duration.Seconds(),
 				Mode:               t.Mode,
-				Details:            t.Details,
+				Details:            details(t),
 			})
 		}
 		out = append(out, sp)
 	}
 	return out, nil
+}
+
+// details are the provider's facts for the status; a KVM verdict the
+// framework made up (a check that never answered) has none of its own, so
+// they come from the configuration and the last check.
+func details(t collector.TargetResult) map[string]string {
+	if t.Details != nil || t.KVM == nil {
+		return t.Details
+	}
+	d := map[string]string{"user": t.KVM.User, "poolState": t.KVM.PoolState, "libvirtVersion": t.KVM.LibvirtVersion, "pool": t.KVM.Pool}
+	if d["pool"] == "" && t.Target.KVM != nil {
+		d["pool"] = t.Target.KVM.Pool
+	}
+	return d
 }
 
 func (x *exporter) serveStatusJSON(w http.ResponseWriter, r *http.Request) {
