@@ -549,3 +549,22 @@ func TestMetricsCollectFilter(t *testing.T) {
 		}
 	}
 }
+
+func TestStatusDetailsOfAMadeUpKVMVerdict(t *testing.T) {
+	t.Parallel()
+	made := collector.TargetResult{Result: collector.Result{
+		Verdict: collector.Verdict{Reason: collector.ReasonTimeout, KVM: &collector.KVMFacts{User: "proxyops", LibvirtVersion: "9.0.0"}},
+		Target:  collector.Target{Name: "beelink", KVM: &collector.KVMFacts{User: "proxyops", Pool: "default"}},
+	}}
+	want := map[string]string{"user": "proxyops", "pool": "default", "poolState": "", "libvirtVersion": "9.0.0"}
+	if got := details(made); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("details = %v, want %v", got, want)
+	}
+	own := collector.TargetResult{Result: collector.Result{Verdict: collector.Verdict{Details: map[string]string{"user": "x"}, KVM: &collector.KVMFacts{}}}}
+	if got := details(own); got["user"] != "x" || len(got) != 1 {
+		t.Errorf("a check's own details were replaced: %v", got)
+	}
+	if got := details(collector.TargetResult{}); got != nil {
+		t.Errorf("details of a non-KVM verdict without details = %v, want nil", got)
+	}
+}
