@@ -331,8 +331,10 @@ func TestCheckVerdictWinsAtTheDeadline(t *testing.T) {
 		return Verdict{Reason: ReasonTimeout, Message: "stage ssh-handshake", KVM: &KVMFacts{User: "proxyops"}}
 	}}
 	e := newTestEngine(t, spec(ProviderKVM, "lab", c))
-	for i := range 8 {
-		res, _ := e.Run(context.Background(), Request{ScrapeTimeout: 500 * time.Millisecond})
+	// A 1s budget leaves the check a 100ms grace: ample for a goroutine to
+	// be scheduled even on a loaded machine.
+	for i := range 5 {
+		res, _ := e.Run(context.Background(), Request{ScrapeTimeout: time.Second})
 		got := res[0].Targets[0]
 		if got.Reason != ReasonTimeout || got.Message != "stage ssh-handshake" || got.KVM == nil || got.KVM.User != "proxyops" {
 			t.Fatalf("scrape %d: %s %q %+v, want the check's own Timeout verdict", i+1, got.Reason, got.Message, got.KVM)
