@@ -285,6 +285,42 @@ func (c *Checker) newClient(ctx context.Context, credsJSON []byte) (*compute.Ins
 	return client, nil
 }
 
+// credentialsFromFile parses a credentials file; it makes no request.
+func credentialsFromFile(path string, credsJSON []byte, opts *credentials.DetectOptions) (*auth.Credentials, error) {
+	var f struct {
+		Type string `json:"type"`
+	}
+	if err := json.Unmarshal(credsJSON, &f); err != nil {
+		return nil, fmt.Errorf("credentials_file %s: not a JSON credentials file: %w", path, err)
+	}
+	if f.Type == "" {
+		return nil, fmt.Errorf("credentials_file %s has no type field", path)
+	}
+	creds, err := credentials.NewCredentialsFromJSON(credentials.CredType(f.Type), credsJSON, opts)
+	if err != nil {
+		return nil, fmt.Errorf("credentials_file %s: %w", path, err)
+	}
+	return creds, nil
+}
+
+// CheckFiles parses the credentials file the way a check does, without
+// fetching a token: what --config.check warns about. Application Default
+// Credentials are not looked at: where they come from depends on where the
+// exporter runs.
+func CheckFiles(cfg *config.GCP) error {
+	if cfg.CredentialsFile == "" {
+		return nil
+	}
+	b, err := os.ReadFile(cfg.CredentialsFile)
+	if err != nil {
+		return err
+	}
+	_, err = credentialsFromFile(cfg.CredentialsFile, b, &credentials.DetectOptions{
+		Scopes: compute.DefaultAuthScopes(), Logger: discardLogger,
+	})
+	return err
+}
+
 // credentials loads the credentials file, or detects Application Default
 // Credentials. The file's own type field picks its kind: the operator
 // configured it, so any kind the auth library supports is accepted.
@@ -297,20 +333,7 @@ func (c *Checker) credentials(ctx context.Context, credsJSON []byte) (*auth.Cred
 
 	}
 	if credsJSON != nil {
-		var f struct {
-			Type string `json:"type"`
-		}
-		if err := json.Unmarshal(credsJSON, &f); err != nil {
-			return nil, fmt.Errorf("credentials_file %s is not JSON: %w", c.credentialsFile, err)
-		}
-		if f.Type == "" {
-			return nil, fmt.Errorf("credentials_file %s has no type field", c.credentialsFile)
-		}
-		creds, err := credentials.NewCredentialsFromJSON(credentials.CredType(f.Type), credsJSON, opts)
-		if err != nil {
-			return nil, fmt.Errorf("credentials_file %s: %w", c.credentialsFile, err)
-		}
-		return creds, nil
+		return credentialsFromFile(c.credentialsFile, credsJSON, opts)
 	}
 	// Detection probes the metadata server once per process to learn
 	// whether it runs on GCE, without a context of its own; asking first

@@ -213,7 +213,7 @@ func (c *Checker) reloadLocked(stamp fileStamp) {
 // build loads the configuration and constructs the client. It reads local
 // files only.
 func (c *Checker) build() (*client, error) {
-	cfg, err := c.restConfig()
+	cfg, err := restConfig(c.cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -246,27 +246,38 @@ func (c *Checker) build() (*client, error) {
 // restConfig reads the kubeconfig (only that file: neither $KUBECONFIG nor
 // an in-cluster fallback may change which cluster is checked), or the
 // in-cluster configuration when no kubeconfig is configured.
-func (c *Checker) restConfig() (*rest.Config, error) {
-	if c.cfg.Kubeconfig == "" {
+func restConfig(kc *config.Kubernetes) (*rest.Config, error) {
+	if kc.Kubeconfig == "" {
 		cfg, err := rest.InClusterConfig()
 		if err != nil {
 			return nil, fmt.Errorf("in-cluster configuration: %w", err)
 		}
 		return cfg, nil
 	}
-	raw, err := clientcmd.LoadFromFile(c.cfg.Kubeconfig)
+	raw, err := clientcmd.LoadFromFile(kc.Kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig: %w", err)
 	}
 	// Relative certificate and token paths are relative to the file.
 	if err := clientcmd.ResolveLocalPaths(raw); err != nil {
-		return nil, fmt.Errorf("kubeconfig %s: %w", c.cfg.Kubeconfig, err)
+		return nil, fmt.Errorf("kubeconfig %s: %w", kc.Kubeconfig, err)
 	}
-	cfg, err := clientcmd.NewNonInteractiveClientConfig(*raw, c.cfg.Context, &clientcmd.ConfigOverrides{}, nil).ClientConfig()
+	cfg, err := clientcmd.NewNonInteractiveClientConfig(*raw, kc.Context, &clientcmd.ConfigOverrides{}, nil).ClientConfig()
 	if err != nil {
-		return nil, fmt.Errorf("kubeconfig %s: %w", c.cfg.Kubeconfig, err)
+		return nil, fmt.Errorf("kubeconfig %s: %w", kc.Kubeconfig, err)
 	}
 	return cfg, nil
+}
+
+// CheckFiles reads the kubeconfig the way a check does, without any request:
+// what --config.check warns about. The in-cluster configuration is not
+// looked at, since it exists only inside the cluster.
+func CheckFiles(cfg *config.Kubernetes) error {
+	if cfg.Kubeconfig == "" {
+		return nil
+	}
+	_, err := restConfig(cfg)
+	return err
 }
 
 // trace records how far one check's request got, so that a failure can be

@@ -219,6 +219,24 @@ func (c *Checker) dial(ctx context.Context, logger *slog.Logger, set settings) (
 // clientConfig reads the key, the optional passphrase and known_hosts.
 // Errors name files, never their contents.
 func clientConfig(set settings, keys *signerCache) (*ssh.ClientConfig, error) {
+	signer, err := loadSigner(set, keys)
+	if err != nil {
+		return nil, err
+	}
+	hostKey, err := hostKeyCallback(set)
+	if err != nil {
+		return nil, err
+	}
+	return &ssh.ClientConfig{
+		User:            set.user,
+		Auth:            []ssh.AuthMethod{ssh.PublicKeys(signer)},
+		HostKeyCallback: hostKey,
+	}, nil
+}
+
+// loadSigner reads and parses the private key, decrypting it with the
+// passphrase file when there is one.
+func loadSigner(set settings, keys *signerCache) (ssh.Signer, error) {
 	pem, err := os.ReadFile(set.keyFile)
 	if err != nil {
 		return nil, fmt.Errorf("read private key: %w", err)
@@ -230,7 +248,7 @@ func clientConfig(set settings, keys *signerCache) (*ssh.ClientConfig, error) {
 		}
 		pass = bytes.TrimRight(pass, "\r\n")
 	}
-	signer, err := keys.signer(pem, pass, func() (ssh.Signer, error) {
+	return keys.signer(pem, pass, func() (ssh.Signer, error) {
 		signer, err := ssh.ParsePrivateKey(pem)
 		var missing *ssh.PassphraseMissingError
 		if errors.As(err, &missing) {
@@ -244,22 +262,18 @@ func clientConfig(set settings, keys *signerCache) (*ssh.ClientConfig, error) {
 		}
 		return signer, nil
 	})
-	if err != nil {
-		return nil, err
-	}
+}
 
-	hostKey := ssh.InsecureIgnoreHostKey()
-	if !set.insecure {
-		hostKey, err = knownhosts.New(set.knownHostsFile)
-		if err != nil {
-			return nil, fmt.Errorf("read known_hosts: %w", err)
-		}
+// hostKeyCallback reads known_hosts, unless host keys are not verified.
+func hostKeyCallback(set settings) (ssh.HostKeyCallback, error) {
+	if set.insecure {
+		return ssh.InsecureIgnoreHostKey(), nil
 	}
-	return &ssh.ClientConfig{
-		User:            set.user,
-		Auth:            []ssh.AuthMethod{ssh.PublicKeys(signer)},
-		HostKeyCallback: hostKey,
-	}, nil
+	cb, err := knownhosts.New(set.knownHostsFile)
+	if err != nil {
+		return nil, fmt.Errorf("read known_hosts: %w", err)
+	}
+	return cb, nil
 }
 
 // signerCache keeps the outcome of parsing a key by the hash of the key file

@@ -86,18 +86,9 @@ func New(cfg *config.KVM, logger *slog.Logger) (*Checker, error) {
 			return nil, fmt.Errorf("kvm %q: duplicate host name %q", cfg.Name, h.Name)
 		}
 		hh := &host{
-			name: h.Name,
-			pool: h.Pool,
-			set: settings{
-				address:        h.Address,
-				user:           h.User,
-				keyFile:        h.PrivateKeyFile,
-				passphraseFile: cfg.PassphraseFile,
-				knownHostsFile: cfg.KnownHostsFile,
-				insecure:       cfg.InsecureIgnoreHostKey,
-				socket:         cfg.LibvirtSocket,
-				uri:            cfg.LibvirtURI,
-			},
+			name:    h.Name,
+			pool:    h.Pool,
+			set:     hostSettings(cfg, h),
 			dialing: make(chan struct{}, 1),
 		}
 		c.hosts = append(c.hosts, hh)
@@ -108,6 +99,44 @@ func New(cfg *config.KVM, logger *slog.Logger) (*Checker, error) {
 		logger.Warn("insecure_ignore_host_key is set: SSH host keys are not verified, a man in the middle can impersonate these hosts")
 	}
 	return c, nil
+}
+
+// hostSettings are what a host's connection depends on.
+func hostSettings(cfg *config.KVM, h *config.KVMHost) settings {
+	return settings{
+		address:        h.Address,
+		user:           h.User,
+		keyFile:        h.PrivateKeyFile,
+		passphraseFile: cfg.PassphraseFile,
+		knownHostsFile: cfg.KnownHostsFile,
+		insecure:       cfg.InsecureIgnoreHostKey,
+		socket:         cfg.LibvirtSocket,
+		uri:            cfg.LibvirtURI,
+	}
+}
+
+// CheckFiles reads the SSH material of every host the way a check does,
+// without dialing, and returns one error per problem, prefixed with the
+// field it is about: what --config.check warns about.
+func CheckFiles(cfg *config.KVM) []error {
+	var errs []error
+	keys := &signerCache{}
+	seenKey := map[string]bool{}
+	for i, h := range cfg.Hosts {
+		set := hostSettings(cfg, h)
+		if !seenKey[set.keyFile] {
+			seenKey[set.keyFile] = true
+			if _, err := loadSigner(set, keys); err != nil {
+				errs = append(errs, fmt.Errorf("private_key_file: %w", err))
+			}
+		}
+		if i == 0 { // one known_hosts file for the whole entry
+			if _, err := hostKeyCallback(set); err != nil {
+				errs = append(errs, fmt.Errorf("known_hosts_file: %w", err))
+			}
+		}
+	}
+	return errs
 }
 
 // Targets lists the hosts in configuration order.

@@ -731,3 +731,27 @@ func TestInsecureWarns(t *testing.T) {
 		t.Errorf("log %q: want a warning about insecure_ignore_host_key", buf.String())
 	}
 }
+
+// CheckFiles reads the material as a dial does: good files pass, an
+// encrypted key without passphrase and an unparsable known_hosts are named.
+func TestCheckFiles(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	good, enc, kh := filepath.Join(dir, "id"), filepath.Join(dir, "id_enc"), filepath.Join(dir, "known_hosts")
+	signer := writeKey(t, good)
+	writeEncryptedKey(t, enc)
+	if err := os.WriteFile(kh, []byte(knownHostsLine("127.0.0.1:22", signer.PublicKey())), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := func(key, knownHosts string) *config.KVM {
+		return &config.KVM{Name: "lab", KnownHostsFile: knownHosts, Hosts: []*config.KVMHost{{Address: "127.0.0.1:22", Name: "h", User: "u", PrivateKeyFile: key}}}
+	}
+	if errs := CheckFiles(cfg(good, kh)); len(errs) != 0 {
+		t.Errorf("good files: %v", errs)
+	}
+	errs := CheckFiles(cfg(enc, good)) // a key file is no known_hosts
+	if len(errs) != 2 || !strings.HasPrefix(errs[0].Error(), "private_key_file: ") || !strings.Contains(errs[0].Error(), "no passphrase_file") ||
+		!strings.HasPrefix(errs[1].Error(), "known_hosts_file: ") {
+		t.Errorf("bad files: %v", errs)
+	}
+}
