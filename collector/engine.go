@@ -208,7 +208,7 @@ type LookupError struct{ msg string }
 
 func (e *LookupError) Error() string { return e.msg }
 
-// Select resolves a request to providers, or a *LookupError.
+// selectProviders resolves a request to providers, or a *LookupError.
 func (e *Engine) selectProviders(req Request) ([]*provider, error) {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
@@ -232,12 +232,6 @@ func (e *Engine) selectProviders(req Request) ([]*provider, error) {
 		return nil, &LookupError{fmt.Sprintf("unknown target %q of %s %q", req.Target, p.Kind, p.Name)}
 	}
 	return []*provider{p}, nil
-}
-
-// Validate reports whether a request names configured providers/targets.
-func (e *Engine) Validate(req Request) error {
-	_, err := e.selectProviders(req)
-	return err
 }
 
 // Run checks the selected targets concurrently and returns one result per
@@ -317,16 +311,10 @@ func madeUpKVMFacts(t Target, st *targetState) *KVMFacts {
 
 func (e *Engine) checkTarget(ctx context.Context, p *provider, t Target, debugHandler slog.Handler) TargetResult {
 	r := p.runs[t.Name]
-	logger := e.logger
-	if debugHandler != nil {
-		logger = slog.New(slog.NewMultiHandler(e.logger.Handler(), debugHandler))
-	}
-	logger = logger.With("provider", p.Kind, "name", p.Name, "target", t.Name)
-
 	var c *call
 	mode := ModeLive
 	if debugHandler != nil {
-		c = e.start(ctx, p, t, logger, r)
+		c = e.start(ctx, p, t, debugHandler, r)
 	} else {
 		r.mu.Lock()
 		switch {
@@ -343,7 +331,7 @@ func (e *Engine) checkTarget(ctx context.Context, p *provider, t Target, debugHa
 			// caller's own budget (a scrape with a shorter timeout started
 			// it, or it is stuck past its deadline): run one for this
 			// caller, and let later callers join the newer one.
-			c = e.start(ctx, p, t, logger, r)
+			c = e.start(ctx, p, t, nil, r)
 			r.inflight = c
 		}
 		r.mu.Unlock()
@@ -355,21 +343,20 @@ func (e *Engine) checkTarget(ctx context.Context, p *provider, t Target, debugHa
 	case <-c.done:
 		return TargetResult{Result: c.res, Mode: mode}
 	case <-ctx.Done():
+		select {
+		case <-c.done:
+			// The check ended at the same moment: its verdict (already
+			// Timeout unless it was Ready) says more.
+			return TargetResult{Result: c.res, Mode: mode}
+		default:
+		}
 		// The checker did not answer in time; this caller answers anyway.
-		// The check itself ends at the same deadline unless it is stuck.
 		now := e.now()
 		res := Result{
 			Verdict:   Verdict{Reason: ReasonTimeout, Message: fmt.Sprintf("no verdict within the budget: %v", context.Cause(ctx))},
 			Target:    t,
 			CheckedAt: now,
 			Duration:  now.Sub(started),
-		}
-		select {
-		case <-c.done:
-			// The check ended at the same deadline: its verdict (already
-			// Timeout unless it was Ready) says more.
-			return TargetResult{Result: c.res, Mode: mode}
-		default:
 		}
 		// Only a check that overran its own deadline (a stuck checker) is
 		// recorded here, provisionally: a caller that went away, or had a
@@ -410,7 +397,13 @@ func joinable(c *call, ctx context.Context) bool {
 // start runs one live check in its own goroutine. The check keeps the
 // caller's deadline (less a grace) but not its cancellation: callers that
 // joined it must not see it cancelled because the first caller went away.
-func (e *Engine) start(ctx context.Context, p *provider, t Target, logger *slog.Logger, r *run) *call {
+// A debug handler, when given, receives the check's log too.
+func (e *Engine) start(ctx context.Context, p *provider, t Target, debugHandler slog.Handler, r *run) *call {
+	logger := e.logger
+	if debugHandler != nil {
+		logger = slog.New(slog.NewMultiHandler(e.logger.Handler(), debugHandler))
+	}
+	logger = logger.With("provider", p.Kind, "name", p.Name, "target", t.Name)
 	deadline := checkDeadline(ctx, p.Timeout)
 	c := &call{done: make(chan struct{}), deadline: deadline}
 	go func() {
@@ -501,37 +494,4 @@ func (e *Engine) record(p *provider, res Result, provisional bool) {
 		st.transition = res.CheckedAt
 	}
 	st.last = res
-}
-
-// TargetStatus is the last known state of a target, for the status page.
-type TargetStatus struct {
-	Target         Target
-	Checked        bool // false until the first verdict
-	Last           Result
-	LastTransition time.Time
-}
-
-// ProviderStatus is the last known state of a provider entry.
-type ProviderStatus struct {
-	Kind, Name string
-	Targets    []TargetStatus
-}
-
-// Status returns the last known verdicts without checking anything.
-func (e *Engine) Status() []ProviderStatus {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	out := make([]ProviderStatus, 0, len(e.providers))
-	for _, p := range e.providers {
-		ps := ProviderStatus{Kind: p.Kind, Name: p.Name}
-		for _, t := range p.targets {
-			ts := TargetStatus{Target: t}
-			if st := e.states[stateKey{p.Kind, p.Name, t.Name}]; st != nil {
-				ts.Checked, ts.Last, ts.LastTransition = true, st.last, st.transition
-			}
-			ps.Targets = append(ps.Targets, ts)
-		}
-		out = append(out, ps)
-	}
-	return out
 }

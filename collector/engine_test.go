@@ -2,6 +2,7 @@ package collector
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -544,12 +545,12 @@ func TestReloadAdoptsClosesAndKeepsCache(t *testing.T) {
 	if got := res[0].Targets[0].Mode; got != ModeCached || newGCP.calls.Load() != 0 {
 		t.Errorf("unchanged gcp entry after reload: mode %s, %d calls; want the cached verdict", got, newGCP.calls.Load())
 	}
-	if err := e.Validate(Request{Name: "k"}); err == nil {
+	if _, err := e.Run(context.Background(), Request{Name: "k"}); err == nil {
 		t.Error("removed provider still selectable")
 	}
 }
 
-func TestValidate(t *testing.T) {
+func TestLookup(t *testing.T) {
 	t.Parallel()
 	e := newTestEngine(t, spec(ProviderKVM, "lab", &testChecker{targets: one("beelink"), behave: verdictOf(ReasonReady)}))
 	for _, tc := range []struct {
@@ -563,8 +564,10 @@ func TestValidate(t *testing.T) {
 		{Request{Name: "lab", Target: "nope"}, false},
 		{Request{Target: "beelink"}, false},
 	} {
-		if err := e.Validate(tc.req); (err == nil) != tc.ok {
-			t.Errorf("Validate(%+v) = %v, want ok=%v", tc.req, err, tc.ok)
+		_, err := e.Run(context.Background(), tc.req)
+		var lerr *LookupError
+		if (err == nil) != tc.ok || (err != nil && !errors.As(err, &lerr)) {
+			t.Errorf("Run(%+v) = %v, want ok=%v (or a *LookupError)", tc.req, err, tc.ok)
 		}
 	}
 }
@@ -786,4 +789,40 @@ provider_health_kvm_connects_total{name="lab",target="beelink"} 0
 		"provider_health_kvm_host_info", "provider_health_kvm_connects_total", "provider_health_kvm_pool_state"); err != nil {
 		t.Error(err)
 	}
+}
+
+// The recorded state, for tests: what the engine remembers of each target
+// without checking anything.
+
+// TargetStatus is the last known state of a target, for the status page.
+type TargetStatus struct {
+	Target         Target
+	Checked        bool // false until the first verdict
+	Last           Result
+	LastTransition time.Time
+}
+
+// ProviderStatus is the last known state of a provider entry.
+type ProviderStatus struct {
+	Kind, Name string
+	Targets    []TargetStatus
+}
+
+// Status returns the last known verdicts without checking anything.
+func (e *Engine) Status() []ProviderStatus {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	out := make([]ProviderStatus, 0, len(e.providers))
+	for _, p := range e.providers {
+		ps := ProviderStatus{Kind: p.Kind, Name: p.Name}
+		for _, t := range p.targets {
+			ts := TargetStatus{Target: t}
+			if st := e.states[stateKey{p.Kind, p.Name, t.Name}]; st != nil {
+				ts.Checked, ts.Last, ts.LastTransition = true, st.last, st.transition
+			}
+			ps.Targets = append(ps.Targets, ts)
+		}
+		out = append(out, ps)
+	}
+	return out
 }

@@ -1,7 +1,6 @@
 package collector
 
 import (
-	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -126,9 +125,4 @@ func unixSeconds(t time.Time) float64 {
 		return 0
 	}
 	return float64(t.UnixNano()) / 1e9
-}
-
-// FormatSeconds renders a duration in seconds for status output.
-func FormatSeconds(d time.Duration) string {
-	return strconv.FormatFloat(d.Seconds(), 'f', 3, 64)
 }

@@ -204,15 +204,12 @@ func (x *exporter) serveProbe(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "name parameter is missing", http.StatusBadRequest)
 		return
 	}
-	if err := x.engine.Validate(req); err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
 	var debugLog bytes.Buffer
 	debug := q.Get("debug") == "true"
 	if debug {
 		req.Debug = slog.NewTextHandler(&syncWriter{w: &debugLog}, &slog.HandlerOptions{Level: slog.LevelDebug})
 	}
+	// An unknown name or target is the only error Run returns.
 	results, err := x.engine.Run(r.Context(), req)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
@@ -229,7 +226,7 @@ func (x *exporter) serveProbe(w http.ResponseWriter, r *http.Request) {
 	for _, p := range results {
 		for _, t := range p.Targets {
 			fmt.Fprintf(w, "Verdict for %s/%s/%s: %s (up=%v ready=%v) in %ss: %s\n",
-				p.Kind, p.Name, t.Target.Name, t.Reason, t.Reason.Up(), t.Reason.Ready(), collector.FormatSeconds(t.Duration), t.Message)
+				p.Kind, p.Name, t.Target.Name, t.Reason, t.Reason.Up(), t.Reason.Ready(), trimFloat(t.Duration.Seconds()), t.Message)
 		}
 	}
 	fmt.Fprintln(w, "\nMetrics that would have been returned:")
