@@ -8,6 +8,8 @@ import (
 	"context"
 	"log/slog"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Target is one thing a provider checks: the API server of a cluster, the
@@ -15,10 +17,6 @@ import (
 type Target struct {
 	Name    string // the target label
 	Address string // where it is, for target_info and the status page
-	// KVM holds what the configuration says of a KVM host (User, Pool),
-	// so that its host_info keeps the SSH user even for a verdict the
-	// framework had to make up; nil for other providers.
-	KVM *KVMFacts
 }
 
 // Checker checks the targets of one configured provider entry.
@@ -58,29 +56,29 @@ type Verdict struct {
 	// Message is free text for logs, the status page and debug output; it
 	// never becomes a label and must not contain secrets.
 	Message string
-	// Details are provider-specific facts for /api/v1/status (kvm: user,
-	// pool, poolState, libvirtVersion).
-	Details map[string]string
-	// KVM carries the facts the kvm metrics are made of; nil for other
-	// providers.
-	KVM *KVMFacts
+	// Facts are what only the provider knows of the target; nil when it
+	// has nothing to add to the shared metrics.
+	Facts Facts
 }
 
-// KVMFacts are the per-host facts behind the kvm metrics of SPEC §6.
-type KVMFacts struct {
-	User           string
-	LibvirtVersion string // "9.0.0" once known, else empty
-	Pool           string
-	// PoolState is virsh's word for the pool state (inactive, building,
-	// running, degraded, inaccessible); empty when the pool is unknown, and
-	// then no pool metrics are exported.
-	PoolState       string
-	CapacityBytes   uint64
-	AllocationBytes uint64
-	AvailableBytes  uint64
-	// Connects is the number of SSH+libvirt sessions established to the
-	// host since the exporter started (a counter).
-	Connects uint64
+// Facts are a provider's own facts about one target. The provider declares
+// and emits its own metric families from them, as node_exporter's
+// collectors own their descriptors; the framework names no provider.
+type Facts interface {
+	// Collect sends the provider's own metrics of the target; name is the
+	// configured entry's name.
+	Collect(ch chan<- prometheus.Metric, name, target string)
+	// Details are the facts shown under "details" in /api/v1/status.
+	Details() map[string]string
+}
+
+// FactKeeper is implemented by checkers that keep facts across checks (kvm:
+// the SSH user, the libvirt version, the connect counter), so that a
+// verdict the framework had to make up (a check that never answered, a
+// panic, a target not checked yet) still carries them instead of resetting
+// a counter or dropping the user. Facts does no I/O; nil means none.
+type FactKeeper interface {
+	Facts(target string) Facts
 }
 
 // Result is a verdict with the facts of the check that produced it.
@@ -90,7 +88,3 @@ type Result struct {
 	CheckedAt time.Time     // when the verdict was produced
 	Duration  time.Duration // wall time of the check
 }
-
-// KVMPoolStates are the pool states in virsh's words, in libvirt's numbering
-// (VIR_STORAGE_POOL_INACTIVE = 0 ...).
-var KVMPoolStates = []string{"inactive", "building", "running", "degraded", "inaccessible"}

@@ -60,10 +60,6 @@ type targetState struct {
 	// provisional marks a last verdict the framework made up for a check
 	// that never answered.
 	provisional bool
-	// kvm is the last KVM facts a check reported, so that a verdict the
-	// framework had to make up (Timeout, a panic) keeps the host's user,
-	// libvirt version and connect counter instead of resetting them.
-	kvm *KVMFacts
 }
 
 type provider struct {
@@ -283,30 +279,15 @@ func (e *Engine) Run(ctx context.Context, req Request) ([]ProviderResult, error)
 			if st != nil {
 				tr.LastTransition = st.transition
 			}
-			if out[i].Kind == ProviderKVM && tr.KVM == nil {
-				tr.KVM = madeUpKVMFacts(tr.Target, st)
+			if tr.Facts == nil {
+				if k, ok := ps[i].Checker.(FactKeeper); ok {
+					tr.Facts = k.Facts(tr.Target.Name)
+				}
 			}
 		}
 	}
 	e.mu.RUnlock()
 	return out, nil
-}
-
-// madeUpKVMFacts are the facts of a KVM host whose verdict has none (the
-// framework made it up): the user from the configuration, the version and
-// connect count last reported, and nothing of the pool, which is unknown.
-func madeUpKVMFacts(t Target, st *targetState) *KVMFacts {
-	f := &KVMFacts{}
-	if t.KVM != nil {
-		f.User = t.KVM.User
-	}
-	if st != nil && st.kvm != nil {
-		f.LibvirtVersion, f.Connects = st.kvm.LibvirtVersion, st.kvm.Connects
-		if f.User == "" {
-			f.User = st.kvm.User
-		}
-	}
-	return f
 }
 
 func (e *Engine) checkTarget(ctx context.Context, p *provider, t Target, debugHandler slog.Handler) TargetResult {
@@ -482,9 +463,6 @@ func (e *Engine) record(p *provider, res Result, provisional bool) {
 	if st == nil {
 		st = &targetState{last: res, transition: res.CheckedAt}
 		e.states[k] = st
-	}
-	if res.KVM != nil {
-		st.kvm = res.KVM
 	}
 	if res.CheckedAt.Before(st.last.CheckedAt) && (provisional || !st.provisional) {
 		return

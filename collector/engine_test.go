@@ -329,7 +329,7 @@ func TestCheckVerdictWinsAtTheDeadline(t *testing.T) {
 	t.Parallel()
 	c := &testChecker{targets: one("beelink"), behave: func(ctx context.Context, _ string) Verdict {
 		<-ctx.Done()
-		return Verdict{Reason: ReasonTimeout, Message: "stage ssh-handshake", KVM: &KVMFacts{User: "proxyops"}}
+		return Verdict{Reason: ReasonTimeout, Message: "stage ssh-handshake", Facts: testFacts{"user": "proxyops"}}
 	}}
 	e := newTestEngine(t, spec(ProviderKVM, "lab", c))
 	// A 1s budget leaves the check a 100ms grace: ample for a goroutine to
@@ -337,8 +337,8 @@ func TestCheckVerdictWinsAtTheDeadline(t *testing.T) {
 	for i := range 5 {
 		res, _ := e.Run(context.Background(), Request{ScrapeTimeout: time.Second})
 		got := res[0].Targets[0]
-		if got.Reason != ReasonTimeout || got.Message != "stage ssh-handshake" || got.KVM == nil || got.KVM.User != "proxyops" {
-			t.Fatalf("scrape %d: %s %q %+v, want the check's own Timeout verdict", i+1, got.Reason, got.Message, got.KVM)
+		if got.Reason != ReasonTimeout || got.Message != "stage ssh-handshake" || got.Facts == nil || got.Facts.Details()["user"] != "proxyops" {
+			t.Fatalf("scrape %d: %s %q %+v, want the check's own Timeout verdict", i+1, got.Reason, got.Message, got.Facts)
 		}
 	}
 }
@@ -643,59 +643,6 @@ provider_health_last_transition_timestamp_seconds{name="crawl-prod",provider="gc
 	}
 }
 
-func TestKVMMetrics(t *testing.T) {
-	t.Parallel()
-	facts := &KVMFacts{User: "proxyops", LibvirtVersion: "9.0.0", Pool: "default", PoolState: "running",
-		CapacityBytes: 100, AllocationBytes: 40, AvailableBytes: 60, Connects: 1}
-	calls := atomic.Int64{}
-	c := &testChecker{targets: one("beelink"), behave: func(ctx context.Context, _ string) Verdict {
-		if calls.Add(1) == 1 {
-			return Verdict{Reason: ReasonReady, KVM: facts}
-		}
-		<-ctx.Done()
-		return Verdict{Reason: ReasonTimeout}
-	}}
-	e := newTestEngine(t, spec(ProviderKVM, "lab", c))
-	res, _ := e.Run(context.Background(), Request{})
-	want := `
-# HELP provider_health_kvm_host_info The SSH user and, once known, the libvirt version of a KVM host.
-# TYPE provider_health_kvm_host_info gauge
-provider_health_kvm_host_info{libvirt_version="9.0.0",name="lab",target="beelink",user="proxyops"} 1
-# HELP provider_health_kvm_pool_available_bytes Storage pool available space.
-# TYPE provider_health_kvm_pool_available_bytes gauge
-provider_health_kvm_pool_available_bytes{name="lab",pool="default",target="beelink"} 60
-# HELP provider_health_kvm_pool_state The storage pool state in virsh's words, as a state set.
-# TYPE provider_health_kvm_pool_state gauge
-provider_health_kvm_pool_state{name="lab",pool="default",state="building",target="beelink"} 0
-provider_health_kvm_pool_state{name="lab",pool="default",state="degraded",target="beelink"} 0
-provider_health_kvm_pool_state{name="lab",pool="default",state="inaccessible",target="beelink"} 0
-provider_health_kvm_pool_state{name="lab",pool="default",state="inactive",target="beelink"} 0
-provider_health_kvm_pool_state{name="lab",pool="default",state="running",target="beelink"} 1
-# HELP provider_health_kvm_connects_total SSH+libvirt sessions established to the host; flat in steady state.
-# TYPE provider_health_kvm_connects_total counter
-provider_health_kvm_connects_total{name="lab",target="beelink"} 1
-`
-	names := []string{"provider_health_kvm_host_info", "provider_health_kvm_pool_available_bytes",
-		"provider_health_kvm_pool_state", "provider_health_kvm_connects_total"}
-	if err := testutil.CollectAndCompare(ResultCollector{Results: res}, strings.NewReader(want), names...); err != nil {
-		t.Error(err)
-	}
-	// A timed-out check knows nothing of the pool, but the host's user,
-	// version and counter must not vanish or reset.
-	res, _ = e.Run(context.Background(), Request{ScrapeTimeout: 100 * time.Millisecond})
-	want = `
-# HELP provider_health_kvm_host_info The SSH user and, once known, the libvirt version of a KVM host.
-# TYPE provider_health_kvm_host_info gauge
-provider_health_kvm_host_info{libvirt_version="9.0.0",name="lab",target="beelink",user="proxyops"} 1
-# HELP provider_health_kvm_connects_total SSH+libvirt sessions established to the host; flat in steady state.
-# TYPE provider_health_kvm_connects_total counter
-provider_health_kvm_connects_total{name="lab",target="beelink"} 1
-`
-	if err := testutil.CollectAndCompare(ResultCollector{Results: res}, strings.NewReader(want), names...); err != nil {
-		t.Error(err)
-	}
-}
-
 func BenchmarkRun(b *testing.B) {
 	for _, n := range []int{1, 16, 256} {
 		b.Run(fmt.Sprintf("targets=%d", n), func(b *testing.B) {
@@ -762,35 +709,6 @@ func (c *fakeClock) Advance(d time.Duration) {
 	c.mu.Unlock()
 }
 
-// A KVM host whose first check never answered still has its SSH user in
-// host_info: the user comes from the configuration, not from a verdict.
-func TestKVMHostInfoWithoutAVerdict(t *testing.T) {
-	t.Parallel()
-	release := make(chan struct{})
-	t.Cleanup(func() { close(release) })
-	c := &testChecker{
-		targets: []Target{{Name: "beelink", Address: "192.0.2.10:22", KVM: &KVMFacts{User: "proxyops", Pool: "default"}}},
-		behave: func(context.Context, string) Verdict {
-			<-release // stuck, ignoring its context
-			return Verdict{Reason: ReasonReady}
-		},
-	}
-	e := newTestEngine(t, spec(ProviderKVM, "lab", c))
-	res, _ := e.Run(context.Background(), Request{ScrapeTimeout: 200 * time.Millisecond})
-	want := `
-# HELP provider_health_kvm_host_info The SSH user and, once known, the libvirt version of a KVM host.
-# TYPE provider_health_kvm_host_info gauge
-provider_health_kvm_host_info{libvirt_version="",name="lab",target="beelink",user="proxyops"} 1
-# HELP provider_health_kvm_connects_total SSH+libvirt sessions established to the host; flat in steady state.
-# TYPE provider_health_kvm_connects_total counter
-provider_health_kvm_connects_total{name="lab",target="beelink"} 0
-`
-	if err := testutil.CollectAndCompare(ResultCollector{Results: res}, strings.NewReader(want),
-		"provider_health_kvm_host_info", "provider_health_kvm_connects_total", "provider_health_kvm_pool_state"); err != nil {
-		t.Error(err)
-	}
-}
-
 // The recorded state, for tests: what the engine remembers of each target
 // without checking anything.
 
@@ -826,3 +744,10 @@ func (e *Engine) Status() []ProviderStatus {
 	}
 	return out
 }
+
+// testFacts are provider facts for the engine tests: details only, no
+// metrics of their own.
+type testFacts map[string]string
+
+func (f testFacts) Collect(chan<- prometheus.Metric, string, string) {}
+func (f testFacts) Details() map[string]string                       { return f }

@@ -31,19 +31,6 @@ var (
 	checksDesc = prometheus.NewDesc(namespace+"_exporter_checks_total",
 		"Checks by mode: live (ran), shared (joined an in-flight check), cached (reused within min_interval).",
 		[]string{"provider", "name", "mode"}, nil)
-
-	kvmHostInfoDesc = prometheus.NewDesc(namespace+"_kvm_host_info",
-		"The SSH user and, once known, the libvirt version of a KVM host.",
-		[]string{"name", "target", "user", "libvirt_version"}, nil)
-	kvmPoolStateDesc = prometheus.NewDesc(namespace+"_kvm_pool_state",
-		"The storage pool state in virsh's words, as a state set.",
-		[]string{"name", "target", "pool", "state"}, nil)
-	kvmPoolLabels         = []string{"name", "target", "pool"}
-	kvmPoolCapacityDesc   = prometheus.NewDesc(namespace+"_kvm_pool_capacity_bytes", "Storage pool capacity.", kvmPoolLabels, nil)
-	kvmPoolAllocationDesc = prometheus.NewDesc(namespace+"_kvm_pool_allocation_bytes", "Storage pool allocation.", kvmPoolLabels, nil)
-	kvmPoolAvailableDesc  = prometheus.NewDesc(namespace+"_kvm_pool_available_bytes", "Storage pool available space.", kvmPoolLabels, nil)
-	kvmConnectsDesc       = prometheus.NewDesc(namespace+"_kvm_connects_total",
-		"SSH+libvirt sessions established to the host; flat in steady state.", []string{"name", "target"}, nil)
 )
 
 // ResultCollector exports the results of one Run. It is built per scrape:
@@ -86,30 +73,8 @@ func collectTarget(ch chan<- prometheus.Metric, p ProviderResult, t TargetResult
 	}
 	gauge(targetInfoDesc, 1, t.Target.Address)
 
-	if p.Kind != ProviderKVM {
-		return
-	}
-	k := t.KVM
-	if k == nil {
-		k = &KVMFacts{}
-	}
-	ch <- prometheus.MustNewConstMetric(kvmHostInfoDesc, prometheus.GaugeValue, 1, p.Name, t.Target.Name, k.User, k.LibvirtVersion)
-	ch <- prometheus.MustNewConstMetric(kvmConnectsDesc, prometheus.CounterValue, float64(k.Connects), p.Name, t.Target.Name)
-	if k.PoolState == "" {
-		return
-	}
-	for _, s := range KVMPoolStates {
-		ch <- prometheus.MustNewConstMetric(kvmPoolStateDesc, prometheus.GaugeValue, boolFloat(s == k.PoolState), p.Name, t.Target.Name, k.Pool, s)
-	}
-	for _, m := range []struct {
-		d *prometheus.Desc
-		v uint64
-	}{
-		{kvmPoolCapacityDesc, k.CapacityBytes},
-		{kvmPoolAllocationDesc, k.AllocationBytes},
-		{kvmPoolAvailableDesc, k.AvailableBytes},
-	} {
-		ch <- prometheus.MustNewConstMetric(m.d, prometheus.GaugeValue, float64(m.v), p.Name, t.Target.Name, k.Pool)
+	if t.Facts != nil {
+		t.Facts.Collect(ch, p.Name, t.Target.Name)
 	}
 }
 

@@ -310,18 +310,12 @@ func (x *exporter) status(ctx context.Context, name string) ([]statusProvider, e
 	return out, nil
 }
 
-// details are the provider's facts for the status; a KVM verdict the
-// framework made up (a check that never answered) has none of its own, so
-// they come from the configuration and the last check.
+// details are the provider's own facts of the target, if it has any.
 func details(t collector.TargetResult) map[string]string {
-	if t.Details != nil || t.KVM == nil {
-		return t.Details
+	if t.Facts == nil {
+		return nil
 	}
-	d := map[string]string{"user": t.KVM.User, "poolState": t.KVM.PoolState, "libvirtVersion": t.KVM.LibvirtVersion, "pool": t.KVM.Pool}
-	if d["pool"] == "" && t.Target.KVM != nil {
-		d["pool"] = t.Target.KVM.Pool
-	}
-	return d
+	return t.Facts.Details()
 }
 
 func (x *exporter) serveStatusJSON(w http.ResponseWriter, r *http.Request) {

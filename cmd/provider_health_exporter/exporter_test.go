@@ -21,6 +21,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/collector/kvm"
 	"github.com/egress-proxies/provider_health_exporter/config"
 )
 
@@ -408,10 +409,10 @@ func TestGoldenMetrics(t *testing.T) {
 		"crawl-prod": fixed(collector.ReasonRateLimited, "quota"),
 		"lab": func(_ context.Context, _ *slog.Logger, target string) collector.Verdict {
 			if target == "nuc" {
-				return collector.Verdict{Reason: collector.ReasonPoolInactive, KVM: &collector.KVMFacts{
+				return collector.Verdict{Reason: collector.ReasonPoolInactive, Facts: &kvm.Facts{
 					User: "proxyops", LibvirtVersion: "9.0.0", Pool: "default", PoolState: "inactive", Connects: 1}}
 			}
-			return collector.Verdict{Reason: collector.ReasonReady, KVM: &collector.KVMFacts{
+			return collector.Verdict{Reason: collector.ReasonReady, Facts: &kvm.Facts{
 				User: "proxyops", LibvirtVersion: "9.0.0", Pool: "default", PoolState: "running",
 				CapacityBytes: 107374182400, AllocationBytes: 21474836480, AvailableBytes: 85899345920, Connects: 1}}
 		},
@@ -547,24 +548,5 @@ func TestMetricsCollectFilter(t *testing.T) {
 				t.Errorf("%s: has %q", tc.query, s)
 			}
 		}
-	}
-}
-
-func TestStatusDetailsOfAMadeUpKVMVerdict(t *testing.T) {
-	t.Parallel()
-	made := collector.TargetResult{Result: collector.Result{
-		Verdict: collector.Verdict{Reason: collector.ReasonTimeout, KVM: &collector.KVMFacts{User: "proxyops", LibvirtVersion: "9.0.0"}},
-		Target:  collector.Target{Name: "beelink", KVM: &collector.KVMFacts{User: "proxyops", Pool: "default"}},
-	}}
-	want := map[string]string{"user": "proxyops", "pool": "default", "poolState": "", "libvirtVersion": "9.0.0"}
-	if got := details(made); fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("details = %v, want %v", got, want)
-	}
-	own := collector.TargetResult{Result: collector.Result{Verdict: collector.Verdict{Details: map[string]string{"user": "x"}, KVM: &collector.KVMFacts{}}}}
-	if got := details(own); got["user"] != "x" || len(got) != 1 {
-		t.Errorf("a check's own details were replaced: %v", got)
-	}
-	if got := details(collector.TargetResult{}); got != nil {
-		t.Errorf("details of a non-KVM verdict without details = %v, want nil", got)
 	}
 }

@@ -158,11 +158,11 @@ func TestIntegration(t *testing.T) {
 			t.Fatal(err)
 		}
 		// libvirt's dir backend reports the filesystem's size.
-		if capacity := st.Blocks * uint64(st.Frsize); v.KVM.CapacityBytes != capacity {
-			t.Errorf("capacity %d, want %d (statfs of %s)", v.KVM.CapacityBytes, capacity, e.poolDir)
+		if capacity := st.Blocks * uint64(st.Frsize); factsOf(t, v).CapacityBytes != capacity {
+			t.Errorf("capacity %d, want %d (statfs of %s)", factsOf(t, v).CapacityBytes, capacity, e.poolDir)
 		}
-		if v.KVM.AvailableBytes == 0 || v.KVM.AllocationBytes == 0 || v.KVM.AvailableBytes > v.KVM.CapacityBytes {
-			t.Errorf("allocation %d, available %d of capacity %d", v.KVM.AllocationBytes, v.KVM.AvailableBytes, v.KVM.CapacityBytes)
+		if factsOf(t, v).AvailableBytes == 0 || factsOf(t, v).AllocationBytes == 0 || factsOf(t, v).AvailableBytes > factsOf(t, v).CapacityBytes {
+			t.Errorf("allocation %d, available %d of capacity %d", factsOf(t, v).AllocationBytes, factsOf(t, v).AvailableBytes, factsOf(t, v).CapacityBytes)
 		}
 		// The daemon's own idea of its version (virsh version --daemon
 		// fails on a host without an emulator before printing it).
@@ -174,11 +174,11 @@ func TestIntegration(t *testing.T) {
 		if m == nil {
 			t.Fatalf("libvirtd --version: no version in %q", out)
 		}
-		if v.KVM.LibvirtVersion != m[1] || v.Details["libvirtVersion"] != m[1] {
-			t.Errorf("libvirt version %q (details %q), want %q", v.KVM.LibvirtVersion, v.Details["libvirtVersion"], m[1])
+		if factsOf(t, v).LibvirtVersion != m[1] || v.Facts.Details()["libvirtVersion"] != m[1] {
+			t.Errorf("libvirt version %q (details %q), want %q", factsOf(t, v).LibvirtVersion, v.Facts.Details()["libvirtVersion"], m[1])
 		}
-		if v.KVM.PoolState != "running" || v.KVM.User != e.user || v.KVM.Connects != 1 {
-			t.Errorf("facts %+v", *v.KVM)
+		if factsOf(t, v).PoolState != "running" || factsOf(t, v).User != e.user || factsOf(t, v).Connects != 1 {
+			t.Errorf("facts %+v", *factsOf(t, v))
 		}
 	})
 
@@ -192,8 +192,8 @@ func TestIntegration(t *testing.T) {
 				t.Fatalf("check %d: reason %s (%s), want Ready", i+1, v.Reason, v.Message)
 			}
 		}
-		if v.KVM.Connects != 1 {
-			t.Errorf("Connects = %d after ten checks, want 1", v.KVM.Connects)
+		if factsOf(t, v).Connects != 1 {
+			t.Errorf("Connects = %d after ten checks, want 1", factsOf(t, v).Connects)
 		}
 		if got := acceptedLogins(t, e) - before; got != 1 {
 			t.Errorf("sshd logged %d accepted logins for ten checks, want 1", got)
@@ -279,8 +279,8 @@ func TestIntegration(t *testing.T) {
 		t.Cleanup(func() { e.restorePool(t) })
 		v := check(t, c)
 		want(t, v, collector.ReasonPoolInactive)
-		if v.KVM.PoolState != "inactive" || v.KVM.Connects != 1 {
-			t.Errorf("facts %+v: want state inactive on the kept connection", *v.KVM)
+		if factsOf(t, v).PoolState != "inactive" || factsOf(t, v).Connects != 1 {
+			t.Errorf("facts %+v: want state inactive on the kept connection", *factsOf(t, v))
 		}
 		e.restorePool(t)
 		want(t, check(t, c), collector.ReasonReady)
@@ -294,8 +294,8 @@ func TestIntegration(t *testing.T) {
 		t.Cleanup(func() { e.restorePool(t) })
 		v := check(t, c)
 		want(t, v, collector.ReasonPoolMissing)
-		if v.KVM.PoolState != "" || v.KVM.Connects != 1 {
-			t.Errorf("facts %+v: want no pool state on the kept connection", *v.KVM)
+		if factsOf(t, v).PoolState != "" || factsOf(t, v).Connects != 1 {
+			t.Errorf("facts %+v: want no pool state on the kept connection", *factsOf(t, v))
 		}
 		e.restorePool(t)
 		want(t, check(t, c), collector.ReasonReady)
@@ -313,8 +313,8 @@ func TestIntegration(t *testing.T) {
 		e.ctlCmd(t, "start-libvirtd")
 		v := check(t, c)
 		want(t, v, collector.ReasonReady)
-		if v.KVM.Connects != 2 {
-			t.Errorf("Connects = %d, want 2 (one redial after the restart)", v.KVM.Connects)
+		if factsOf(t, v).Connects != 2 {
+			t.Errorf("Connects = %d, want 2 (one redial after the restart)", factsOf(t, v).Connects)
 		}
 	})
 
@@ -337,8 +337,8 @@ func TestIntegration(t *testing.T) {
 		// The timed-out check closed the kept connection: one redial.
 		v := check(t, c)
 		want(t, v, collector.ReasonReady)
-		if v.KVM.Connects != 2 {
-			t.Errorf("Connects = %d, want 2", v.KVM.Connects)
+		if factsOf(t, v).Connects != 2 {
+			t.Errorf("Connects = %d, want 2", factsOf(t, v).Connects)
 		}
 	})
 
@@ -414,4 +414,13 @@ func acceptedLogins(t *testing.T, e itEnv) int {
 		t.Fatal(err)
 	}
 	return strings.Count(string(b), "Accepted publickey for "+e.user)
+}
+
+func factsOf(t *testing.T, v collector.Verdict) *kvm.Facts {
+	t.Helper()
+	f, ok := v.Facts.(*kvm.Facts)
+	if !ok {
+		t.Fatalf("verdict %s has facts %T, want *kvm.Facts", v.Reason, v.Facts)
+	}
+	return f
 }

@@ -17,9 +17,10 @@ import (
 )
 
 var (
-	_ collector.Checker = (*Checker)(nil)
-	_ collector.Closer  = (*Checker)(nil)
-	_ collector.Adopter = (*Checker)(nil)
+	_ collector.Checker    = (*Checker)(nil)
+	_ collector.Closer     = (*Checker)(nil)
+	_ collector.Adopter    = (*Checker)(nil)
+	_ collector.FactKeeper = (*Checker)(nil)
 )
 
 // Checker checks the hosts of one kvm entry.
@@ -143,8 +144,7 @@ func CheckFiles(cfg *config.KVM) []error {
 func (c *Checker) Targets() []collector.Target {
 	out := make([]collector.Target, len(c.hosts))
 	for i, h := range c.hosts {
-		out[i] = collector.Target{Name: h.name, Address: h.set.address,
-			KVM: &collector.KVMFacts{User: h.set.user, Pool: h.pool}}
+		out[i] = collector.Target{Name: h.name, Address: h.set.address}
 	}
 	return out
 }
@@ -320,7 +320,7 @@ type result struct {
 
 func (h *host) verdict(logger *slog.Logger, r result) collector.Verdict {
 	h.mu.Lock()
-	facts := &collector.KVMFacts{
+	facts := &Facts{
 		User:           h.set.user,
 		LibvirtVersion: h.version,
 		Pool:           r.pool,
@@ -333,16 +333,7 @@ func (h *host) verdict(logger *slog.Logger, r result) collector.Verdict {
 		facts.AllocationBytes = r.info.allocation
 		facts.AvailableBytes = r.info.available
 	}
-	v := collector.Verdict{
-		Reason: r.reason,
-		KVM:    facts,
-		Details: map[string]string{
-			"user":           facts.User,
-			"pool":           facts.Pool,
-			"poolState":      facts.PoolState,
-			"libvirtVersion": facts.LibvirtVersion,
-		},
-	}
+	v := collector.Verdict{Reason: r.reason, Facts: facts}
 	switch {
 	case r.err != nil:
 		v.Message = r.err.Error()

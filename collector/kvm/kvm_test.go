@@ -455,14 +455,14 @@ func TestReasons(t *testing.T) {
 			if got := e.srv.accepted.Load(); got != tt.wantDials {
 				t.Errorf("dials (TCP connections accepted) = %d, want %d", got, tt.wantDials)
 			}
-			if v.KVM == nil {
+			if v.Facts == nil {
 				t.Fatal("verdict has no KVM facts")
 			}
-			if v.KVM.Connects != tt.wantConnects {
-				t.Errorf("Connects = %d, want %d", v.KVM.Connects, tt.wantConnects)
+			if factsOf(t, v).Connects != tt.wantConnects {
+				t.Errorf("Connects = %d, want %d", factsOf(t, v).Connects, tt.wantConnects)
 			}
-			if v.KVM.User != "proxyops" || v.Details["user"] != "proxyops" || v.KVM.Pool != "default" {
-				t.Errorf("facts %+v / details %v: want user proxyops and pool default", v.KVM, v.Details)
+			if factsOf(t, v).User != "proxyops" || v.Facts.Details()["user"] != "proxyops" || factsOf(t, v).Pool != "default" {
+				t.Errorf("facts %+v: want user proxyops and pool default", factsOf(t, v))
 			}
 		})
 	}
@@ -480,17 +480,17 @@ func TestReadyFacts(t *testing.T) {
 		}
 	}
 	v := check(t, c, hostName, 5*time.Second)
-	want := collector.KVMFacts{
+	want := Facts{
 		User: "proxyops", LibvirtVersion: "10.2.3", Pool: "default", PoolState: "running",
 		CapacityBytes: 100 << 30, AllocationBytes: 30 << 30, AvailableBytes: 70 << 30, Connects: 1,
 	}
-	if *v.KVM != want {
-		t.Errorf("facts %+v, want %+v", *v.KVM, want)
+	if *factsOf(t, v) != want {
+		t.Errorf("facts %+v, want %+v", *factsOf(t, v), want)
 	}
 	wantDetails := map[string]string{"user": "proxyops", "pool": "default", "poolState": "running", "libvirtVersion": "10.2.3"}
 	for k, w := range wantDetails {
-		if v.Details[k] != w {
-			t.Errorf("details[%s] = %q, want %q", k, v.Details[k], w)
+		if v.Facts.Details()[k] != w {
+			t.Errorf("details[%s] = %q, want %q", k, v.Facts.Details()[k], w)
 		}
 	}
 	wantCalls := map[string]int{"ConnectToURI": 1, "ConnectGetLibVersion": 1, "StoragePoolLookupByName": 4, "StoragePoolGetInfo": 4}
@@ -518,8 +518,8 @@ func TestFailureKeepsLastKnownVersion(t *testing.T) {
 	if v.Reason != collector.ReasonLibvirtConnectionLost {
 		t.Fatalf("reason %s (%s), want LibvirtConnectionLost", v.Reason, v.Message)
 	}
-	if v.KVM.LibvirtVersion != "9.0.0" || v.KVM.PoolState != "" || v.KVM.CapacityBytes != 0 {
-		t.Errorf("facts %+v: want version 9.0.0 kept, no pool state or sizes", *v.KVM)
+	if factsOf(t, v).LibvirtVersion != "9.0.0" || factsOf(t, v).PoolState != "" || factsOf(t, v).CapacityBytes != 0 {
+		t.Errorf("facts %+v: want version 9.0.0 kept, no pool state or sizes", *factsOf(t, v))
 	}
 }
 
@@ -618,8 +618,8 @@ func TestAdopt(t *testing.T) {
 			if got := e.srv.accepted.Load(); got != tt.wantDials {
 				t.Errorf("dials = %d, want %d", got, tt.wantDials)
 			}
-			if v.KVM.Connects != tt.wantConnects {
-				t.Errorf("Connects = %d, want %d", v.KVM.Connects, tt.wantConnects)
+			if factsOf(t, v).Connects != tt.wantConnects {
+				t.Errorf("Connects = %d, want %d", factsOf(t, v).Connects, tt.wantConnects)
 			}
 		})
 	}
@@ -677,8 +677,8 @@ func TestEndedContextKeepsConnection(t *testing.T) {
 		t.Fatalf("reason %s (%s), want Timeout", v.Reason, v.Message)
 	}
 	v := check(t, c, hostName, 5*time.Second)
-	if v.Reason != collector.ReasonReady || v.KVM.Connects != 1 || e.srv.accepted.Load() != 1 {
-		t.Errorf("after an ended check: reason %s, connects %d, dials %d; want Ready on the kept connection", v.Reason, v.KVM.Connects, e.srv.accepted.Load())
+	if v.Reason != collector.ReasonReady || factsOf(t, v).Connects != 1 || e.srv.accepted.Load() != 1 {
+		t.Errorf("after an ended check: reason %s, connects %d, dials %d; want Ready on the kept connection", v.Reason, factsOf(t, v).Connects, e.srv.accepted.Load())
 	}
 }
 

@@ -9,8 +9,6 @@ import (
 
 	"github.com/digitalocean/go-libvirt"
 	"golang.org/x/crypto/ssh"
-
-	"github.com/egress-proxies/provider_health_exporter/collector"
 )
 
 // recordingClient answers every call with zero values.
@@ -82,12 +80,12 @@ func TestFormatVersion(t *testing.T) {
 
 // TestPoolStateWords: libvirt's numbering is the framework's pool state set.
 func TestPoolStateWords(t *testing.T) {
-	for i, want := range collector.KVMPoolStates {
+	for i, want := range PoolStates {
 		if got := poolStateWord(uint8(i)); got != want {
 			t.Errorf("state %d: %q, want %q", i, got, want)
 		}
 	}
-	if got := poolStateWord(uint8(len(collector.KVMPoolStates))); got != "" {
+	if got := poolStateWord(uint8(len(PoolStates))); got != "" {
 		t.Errorf("unknown state: %q, want empty", got)
 	}
 }

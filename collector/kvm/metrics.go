@@ -1,0 +1,97 @@
+package kvm
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/egress-proxies/provider_health_exporter/collector"
+)
+
+// The kvm families of the README's metrics table. Only this package knows
+// them: the framework hands each verdict's Facts the channel and the labels.
+var (
+	hostInfoDesc = prometheus.NewDesc("provider_health_kvm_host_info",
+		"The SSH user and, once known, the libvirt version of a KVM host.",
+		[]string{"name", "target", "user", "libvirt_version"}, nil)
+	poolStateDesc = prometheus.NewDesc("provider_health_kvm_pool_state",
+		"The storage pool state in virsh's words, as a state set.",
+		[]string{"name", "target", "pool", "state"}, nil)
+	poolLabels         = []string{"name", "target", "pool"}
+	poolCapacityDesc   = prometheus.NewDesc("provider_health_kvm_pool_capacity_bytes", "Storage pool capacity.", poolLabels, nil)
+	poolAllocationDesc = prometheus.NewDesc("provider_health_kvm_pool_allocation_bytes", "Storage pool allocation.", poolLabels, nil)
+	poolAvailableDesc  = prometheus.NewDesc("provider_health_kvm_pool_available_bytes", "Storage pool available space.", poolLabels, nil)
+	connectsDesc       = prometheus.NewDesc("provider_health_kvm_connects_total",
+		"SSH+libvirt sessions established to the host; flat in steady state.", []string{"name", "target"}, nil)
+)
+
+// PoolStates are the pool states in virsh's words, in libvirt's numbering
+// (VIR_STORAGE_POOL_INACTIVE = 0 ...): the state set of kvm_pool_state.
+var PoolStates = []string{"inactive", "building", "running", "degraded", "inaccessible"}
+
+// Facts are what a check knows of a KVM host beyond its reason: the kvm
+// metrics and the status page's details are made of them.
+type Facts struct {
+	User           string
+	LibvirtVersion string // "9.0.0" once known, else empty
+	Pool           string
+	// PoolState is virsh's word for the pool state; empty when the pool is
+	// unknown, and then no pool metrics are exported.
+	PoolState       string
+	CapacityBytes   uint64
+	AllocationBytes uint64
+	AvailableBytes  uint64
+	// Connects counts the SSH+libvirt sessions established to the host
+	// since the exporter started.
+	Connects uint64
+}
+
+var _ collector.Facts = (*Facts)(nil)
+
+// Collect sends the kvm metrics of one host.
+func (f *Facts) Collect(ch chan<- prometheus.Metric, name, target string) {
+	ch <- prometheus.MustNewConstMetric(hostInfoDesc, prometheus.GaugeValue, 1, name, target, f.User, f.LibvirtVersion)
+	ch <- prometheus.MustNewConstMetric(connectsDesc, prometheus.CounterValue, float64(f.Connects), name, target)
+	if f.PoolState == "" {
+		return
+	}
+	for _, s := range PoolStates {
+		v := 0.0
+		if s == f.PoolState {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(poolStateDesc, prometheus.GaugeValue, v, name, target, f.Pool, s)
+	}
+	for _, m := range []struct {
+		d *prometheus.Desc
+		v uint64
+	}{
+		{poolCapacityDesc, f.CapacityBytes},
+		{poolAllocationDesc, f.AllocationBytes},
+		{poolAvailableDesc, f.AvailableBytes},
+	} {
+		ch <- prometheus.MustNewConstMetric(m.d, prometheus.GaugeValue, float64(m.v), name, target, f.Pool)
+	}
+}
+
+// Details are the kvm facts of /api/v1/status.
+func (f *Facts) Details() map[string]string {
+	return map[string]string{
+		"user":           f.User,
+		"pool":           f.Pool,
+		"poolState":      f.PoolState,
+		"libvirtVersion": f.LibvirtVersion,
+	}
+}
+
+// Facts answers for a host whose verdict the framework had to make up (a
+// check that never answered, a panic, a host not checked yet): the user and
+// pool from the configuration, the libvirt version and connect counter
+// this checker keeps across checks, and nothing of the pool state.
+func (c *Checker) Facts(target string) collector.Facts {
+	h := c.byName[target]
+	if h == nil {
+		return nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return &Facts{User: h.set.user, Pool: h.pool, LibvirtVersion: h.version, Connects: h.connects}
+}
