@@ -1,11 +1,13 @@
 package collector
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,157 +16,186 @@ import (
 // Check modes, the mode label of provider_health_exporter_checks_total.
 const (
 	ModeLive   = "live"   // the check ran for this caller
-	ModeShared = "shared" // joined a check a concurrent scrape had started
+	ModeShared = "shared" // joined a check another caller had started
 	ModeCached = "cached" // reused a verdict younger than min_interval
 )
 
 // Modes lists the check modes in a stable order.
 var Modes = []string{ModeLive, ModeShared, ModeCached}
 
-// Spec describes one configured provider entry for Engine.SetProviders.
-type Spec struct {
-	Kind        string // ProviderKubernetes, ProviderGCP or ProviderKVM
-	Name        string
-	Timeout     time.Duration
+// historySize is how many transitions the status page shows per target.
+const historySize = 10
+
+// Entry describes one configured provider entry for Engine.Load.
+type Entry struct {
+	Kind    string
+	Name    string
+	Reasons []Reason // the kind's closed reason set
+	Timeout time.Duration
+	// MinInterval is how long a verdict is reused instead of checking.
 	MinInterval time.Duration
-	Checker     Checker
-	// Fingerprint identifies the entry's settings. When a reload keeps an
-	// entry with the same kind, name and fingerprint, its cached verdicts
-	// stay valid, so min_interval keeps protecting the API across reloads.
+	// Fingerprint identifies the entry's settings: a reload that keeps
+	// kind, name and fingerprint keeps the checker and its verdicts.
 	Fingerprint string
+	// Build makes the entry's checker; it does no network I/O.
+	Build func() (Checker, error)
 }
 
 // Engine runs the checks of the configured providers: every target
-// concurrently under the caller's deadline, one in-flight check per target
-// shared by concurrent callers, and verdicts reused within min_interval. It
-// keeps what must outlive a single scrape and a reload: last verdicts,
-// transition times and counters.
+// concurrently under the caller's deadline, at most one live check per
+// target whoever asked, and verdicts reused within min_interval. It keeps
+// what outlives a scrape and a reload: one state per target and the check
+// counters.
 type Engine struct {
 	logger *slog.Logger
-	now    func() time.Time
 
-	mu        sync.RWMutex
-	providers []*provider
-	byName    map[string]*provider
-	states    map[stateKey]*targetState
-	checks    map[checksKey]*atomic.Uint64
+	reloadMu sync.Mutex // one Load at a time
+	mu       sync.RWMutex
+	list     []*provider
+	byName   map[string]*provider
+	// counters survive reloads, as counters must.
+	counters map[string]*counters
 }
 
-type stateKey struct{ kind, name, target string }
-
-type checksKey struct{ kind, name, mode string }
-
-type targetState struct {
-	last       Result
-	transition time.Time
-	// provisional marks a last verdict the framework made up for a check
-	// that never answered.
-	provisional bool
-}
+type counters [3]atomic.Uint64 // indexed like Modes
 
 type provider struct {
-	Spec
+	Entry
+	checker Checker
 	targets []Target
-	runs    map[string]*run
+	states  map[string]*state
+	checks  *counters
 }
 
-// run serialises the checks of one target.
-type run struct {
-	mu       sync.Mutex
-	inflight *call
-	last     *Result // the last completed check, for min_interval
+// state is everything the engine knows of one target.
+type state struct {
+	mu sync.Mutex
+	// last is the newest verdict, nil until the first; provisional marks
+	// one the engine made up for a check that overran its deadline, which
+	// the check's own verdict replaces when it comes.
+	last        *Result
+	provisional bool
+	// cached is the last verdict a check of these settings produced, and
+	// cachedLog that check's log: what min_interval and debug serve.
+	cached     *Result
+	cachedLog  string
+	transition time.Time // when ready last changed
+	history    []Transition
+	inflight   *call // the one live check of the target, if any
+}
+
+// Transition is a change of a target's reason.
+type Transition struct {
+	Time     time.Time
+	From, To Reason // From is "" for the first verdict
 }
 
 type call struct {
 	done     chan struct{}
 	deadline time.Time
 	res      Result
+	log      string
 }
 
 // NewEngine returns an engine without providers.
 func NewEngine(logger *slog.Logger) *Engine {
-	return &Engine{
-		logger: logger,
-		now:    time.Now,
-		byName: map[string]*provider{},
-		states: map[stateKey]*targetState{},
-		checks: map[checksKey]*atomic.Uint64{},
-	}
+	return &Engine{logger: logger, byName: map[string]*provider{}, counters: map[string]*counters{}}
 }
 
-// SetProviders replaces the configured providers. Checkers that implement
-// Adopter take over from the checker of the same kind and name; every
-// replaced checker that implements Closer is closed afterwards. In-flight
-// checks of replaced providers finish on their own.
-func (e *Engine) SetProviders(specs []Spec) {
-	next := make([]*provider, 0, len(specs))
-	byName := make(map[string]*provider, len(specs))
-	e.mu.Lock()
+// Load puts entries in force as one transaction. An entry whose kind, name
+// and fingerprint are unchanged keeps its checker and target states; any
+// other entry gets a new checker, which adopts the old one's kept
+// connections if it is an Adopter. If any entry fails to build, what was
+// built is closed and the running providers stay. Replaced checkers are
+// closed after the swap; their in-flight checks finish on their own.
+func (e *Engine) Load(entries []Entry) error {
+	e.reloadMu.Lock()
+	defer e.reloadMu.Unlock()
+	e.mu.RLock()
 	old := e.byName
-	for _, s := range specs {
-		p := &provider{Spec: s, targets: s.Checker.Targets(), runs: map[string]*run{}}
-		prev := old[s.Name]
-		sameEntry := prev != nil && prev.Kind == s.Kind && prev.Fingerprint == s.Fingerprint
+	e.mu.RUnlock()
+
+	next := make([]*provider, 0, len(entries))
+	var built []Checker
+	for _, en := range entries {
+		prev := old[en.Name]
+		if prev != nil && prev.Kind == en.Kind && prev.Fingerprint == en.Fingerprint {
+			p := *prev
+			p.Entry = en
+			next = append(next, &p)
+			continue
+		}
+		c, err := en.Build()
+		if err != nil {
+			closeAll(built)
+			return fmt.Errorf("%s %q: %w", en.Kind, en.Name, err)
+		}
+		built = append(built, c)
+		p := &provider{Entry: en, checker: c, targets: c.Targets(), states: map[string]*state{}}
 		for _, t := range p.targets {
-			r := &run{}
-			if sameEntry {
-				if pr := prev.runs[t.Name]; pr != nil {
-					pr.mu.Lock()
-					r.last = pr.last
-					pr.mu.Unlock()
+			st := &state{}
+			// A target that stays keeps its history and last verdict for
+			// the status page, but not its cache: the settings changed.
+			if prev != nil && prev.Kind == en.Kind {
+				if ps := prev.states[t.Name]; ps != nil {
+					ps.mu.Lock()
+					st.last, st.provisional, st.transition = ps.last, ps.provisional, ps.transition
+					st.history = slices.Clone(ps.history)
+					ps.mu.Unlock()
 				}
 			}
-			p.runs[t.Name] = r
-		}
-		if a, ok := s.Checker.(Adopter); ok && prev != nil && prev.Kind == s.Kind && prev.Checker != s.Checker {
-			a.Adopt(prev.Checker)
+			p.states[t.Name] = st
 		}
 		next = append(next, p)
-		byName[s.Name] = p
 	}
-	e.providers, e.byName = next, byName
-	// Forget state of targets that are gone, so a target that comes back
-	// later starts with a fresh transition time.
-	keep := map[stateKey]bool{}
+	// Every entry is built: nothing can fail from here on.
 	for _, p := range next {
-		for _, t := range p.targets {
-			keep[stateKey{p.Kind, p.Name, t.Name}] = true
+		if prev := old[p.Name]; prev != nil && prev.Kind == p.Kind && prev.checker != p.checker {
+			if a, ok := p.checker.(Adopter); ok {
+				a.Adopt(prev.checker)
+			}
 		}
 	}
-	for k := range e.states {
-		if !keep[k] {
-			delete(e.states, k)
+	byName := make(map[string]*provider, len(next))
+	e.mu.Lock()
+	for _, p := range next {
+		k := p.Kind + "/" + p.Name
+		if e.counters[k] == nil {
+			e.counters[k] = &counters{}
 		}
+		p.checks = e.counters[k]
+		byName[p.Name] = p
 	}
+	e.list, e.byName = next, byName
 	e.mu.Unlock()
 
 	for _, p := range old {
-		if np := byName[p.Name]; np != nil && np.Checker == p.Checker {
-			continue
+		if np := byName[p.Name]; np == nil || np.checker != p.checker {
+			e.closeChecker(p)
 		}
-		if c, ok := p.Checker.(Closer); ok {
-			if err := c.Close(); err != nil {
-				e.logger.Warn("closing replaced provider", "provider", p.Kind, "name", p.Name, "err", err)
-			}
-		}
-	}
-}
-
-// Unchanged returns the checker in force for the entry of that kind and name
-// if its fingerprint is the same, so that a reload can keep it (its clients,
-// tokens and connections) instead of building a new one; nil otherwise.
-func (e *Engine) Unchanged(kind, name, fingerprint string) Checker {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	if p := e.byName[name]; p != nil && p.Kind == kind && p.Fingerprint == fingerprint {
-		return p.Checker
 	}
 	return nil
 }
 
+func closeAll(cs []Checker) {
+	for _, c := range cs {
+		if cl, ok := c.(Closer); ok {
+			_ = cl.Close()
+		}
+	}
+}
+
+func (e *Engine) closeChecker(p *provider) {
+	if c, ok := p.checker.(Closer); ok {
+		if err := c.Close(); err != nil {
+			e.logger.Warn("closing replaced provider", "provider", p.Kind, "name", p.Name, "err", err)
+		}
+	}
+}
+
 // Close closes every checker; the engine must not be used afterwards.
 func (e *Engine) Close() {
-	e.SetProviders(nil)
+	_ = e.Load(nil)
 }
 
 // Request selects what Run checks and under which budget.
@@ -175,28 +206,31 @@ type Request struct {
 	// Name ""); an empty map keeps none.
 	Kinds map[string]bool
 	// ScrapeTimeout is the scrape's own timeout (0 = none) and Offset the
-	// safety margin subtracted from it (SPEC §5).
+	// safety margin subtracted from it (see Budget).
 	ScrapeTimeout time.Duration
 	Offset        time.Duration
-	// Debug, when set, forces live checks (no sharing, no cache) whose log
-	// goes to Debug as well as to the engine's logger.
-	Debug slog.Handler
 }
 
-// ProviderResult is the outcome of Run for one provider entry.
+// ProviderResult is what Run or Status says of one provider entry.
 type ProviderResult struct {
 	Kind, Name string
+	Reasons    []Reason
 	Budget     time.Duration
 	Targets    []TargetResult
-	// Checks are the cumulative check counts by mode after this run.
+	// Checks are the cumulative check counts by mode.
 	Checks map[string]uint64
 }
 
 // TargetResult is a target's verdict as seen by one caller.
 type TargetResult struct {
 	Result
+	Checked        bool // false until the target's first verdict
 	Mode           string
 	LastTransition time.Time
+	// Log is the debug log of the check that produced the verdict; empty
+	// for a verdict the engine made up.
+	Log         string
+	Transitions []Transition // oldest first; Status only
 }
 
 // LookupError says that a Request names no configured provider or target.
@@ -204,7 +238,6 @@ type LookupError struct{ msg string }
 
 func (e *LookupError) Error() string { return e.msg }
 
-// selectProviders resolves a request to providers, or a *LookupError.
 func (e *Engine) selectProviders(req Request) ([]*provider, error) {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
@@ -213,7 +246,7 @@ func (e *Engine) selectProviders(req Request) ([]*provider, error) {
 			return nil, &LookupError{"target given without name"}
 		}
 		var out []*provider
-		for _, p := range e.providers {
+		for _, p := range e.list {
 			if req.Kinds == nil || req.Kinds[p.Kind] {
 				out = append(out, p)
 			}
@@ -224,131 +257,166 @@ func (e *Engine) selectProviders(req Request) ([]*provider, error) {
 	if p == nil {
 		return nil, &LookupError{fmt.Sprintf("unknown name %q", req.Name)}
 	}
-	if req.Target != "" && p.runs[req.Target] == nil {
+	if req.Target != "" && p.states[req.Target] == nil {
 		return nil, &LookupError{fmt.Sprintf("unknown target %q of %s %q", req.Target, p.Kind, p.Name)}
 	}
 	return []*provider{p}, nil
 }
 
+// targetsOf lists the selected targets of p. Names are fixed per checker,
+// but an address may change without a reload (a rotated kubeconfig
+// pointing elsewhere), so the checker is asked each time.
+func targetsOf(p *provider, only string) []Target {
+	var out []Target
+	for _, t := range p.checker.Targets() {
+		if p.states[t.Name] != nil && (only == "" || t.Name == only) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+func (p *provider) result(budget time.Duration) ProviderResult {
+	pr := ProviderResult{Kind: p.Kind, Name: p.Name, Reasons: p.Reasons, Budget: budget, Checks: map[string]uint64{}}
+	for i, m := range Modes {
+		pr.Checks[m] = p.checks[i].Load()
+	}
+	return pr
+}
+
 // Run checks the selected targets concurrently and returns one result per
-// target, in configuration order. Each provider gets the budget of SPEC §5
-// from its timeout and the request's scrape timeout; Run returns when every
-// target has a verdict or its budget is spent, even if a checker never
-// returns.
+// target, in configuration order. Each provider gets its Budget from its
+// timeout and the request's scrape timeout; Run returns when every target
+// has a verdict or its budget is spent, even if a checker never returns.
 func (e *Engine) Run(ctx context.Context, req Request) ([]ProviderResult, error) {
 	ps, err := e.selectProviders(req)
 	if err != nil {
 		return nil, err
 	}
-	// Deadlines follow the real clock; e.now only stamps verdicts.
 	start := time.Now()
 	out := make([]ProviderResult, len(ps))
 	var wg sync.WaitGroup
 	for i, p := range ps {
 		budget := Budget(p.Timeout, req.ScrapeTimeout, req.Offset)
-		out[i] = ProviderResult{Kind: p.Kind, Name: p.Name, Budget: budget}
-		// Names are fixed per checker, but an address may change without a
-		// reload (a rotated kubeconfig pointing elsewhere): ask each time.
-		var targets []Target
-		for _, t := range p.Checker.Targets() {
-			if p.runs[t.Name] != nil && (req.Target == "" || t.Name == req.Target) {
-				targets = append(targets, t)
-			}
-		}
+		out[i] = ProviderResult{Kind: p.Kind, Name: p.Name, Reasons: p.Reasons, Budget: budget}
+		targets := targetsOf(p, req.Target)
 		out[i].Targets = make([]TargetResult, len(targets))
 		for j, t := range targets {
 			wg.Go(func() {
 				tctx, cancel := context.WithDeadline(ctx, start.Add(budget))
 				defer cancel()
-				out[i].Targets[j] = e.checkTarget(tctx, p, t, req.Debug)
+				out[i].Targets[j] = e.checkTarget(tctx, p, t)
 			})
 		}
 	}
 	wg.Wait()
-	e.mu.RLock()
-	for i := range out {
-		out[i].Checks = map[string]uint64{}
-		for _, m := range Modes {
-			if c := e.checks[checksKey{out[i].Kind, out[i].Name, m}]; c != nil {
-				out[i].Checks[m] = c.Load()
-			}
-		}
-		for j := range out[i].Targets {
-			tr := &out[i].Targets[j]
-			st := e.states[stateKey{out[i].Kind, out[i].Name, tr.Target.Name}]
-			if st != nil {
-				tr.LastTransition = st.transition
-			}
-			if tr.Facts == nil {
-				if k, ok := ps[i].Checker.(FactKeeper); ok {
-					tr.Facts = k.Facts(tr.Target.Name)
-				}
-			}
-		}
+	for i, p := range ps {
+		out[i].Checks = p.result(0).Checks
 	}
-	e.mu.RUnlock()
 	return out, nil
 }
 
-func (e *Engine) checkTarget(ctx context.Context, p *provider, t Target, debugHandler slog.Handler) TargetResult {
-	r := p.runs[t.Name]
-	var c *call
-	mode := ModeLive
-	if debugHandler != nil {
-		c = e.start(ctx, p, t, debugHandler, r)
-	} else {
-		r.mu.Lock()
-		switch {
-		case r.last != nil && p.MinInterval > 0 && e.now().Sub(r.last.CheckedAt) < p.MinInterval:
-			res := *r.last
-			res.Target = t
-			r.mu.Unlock()
-			e.count(p, ModeCached)
-			return TargetResult{Result: res, Mode: ModeCached}
-		case r.inflight != nil && joinable(r.inflight, ctx):
-			c, mode = r.inflight, ModeShared
-		default:
-			// No check in flight, or one that would end well before this
-			// caller's own budget (a scrape with a shorter timeout started
-			// it, or it is stuck past its deadline): run one for this
-			// caller, and let later callers join the newer one.
-			c = e.start(ctx, p, t, nil, r)
-			r.inflight = c
-		}
-		r.mu.Unlock()
+// Status returns the last verdict of every selected target without
+// checking anything: what the status page shows.
+func (e *Engine) Status(name string) ([]ProviderResult, error) {
+	ps, err := e.selectProviders(Request{Name: name})
+	if err != nil {
+		return nil, err
 	}
-	e.count(p, mode)
+	out := make([]ProviderResult, len(ps))
+	for i, p := range ps {
+		out[i] = p.result(0)
+		for _, t := range targetsOf(p, "") {
+			st := p.states[t.Name]
+			st.mu.Lock()
+			tr := TargetResult{Result: Result{Target: t}, LastTransition: st.transition, Transitions: slices.Clone(st.history)}
+			if st.last != nil {
+				tr.Result, tr.Checked = *st.last, true
+				tr.Target = t
+			}
+			st.mu.Unlock()
+			out[i].Targets = append(out[i].Targets, p.withFacts(tr))
+		}
+	}
+	return out, nil
+}
 
-	started := e.now()
-	select {
-	case <-c.done:
-		return TargetResult{Result: c.res, Mode: mode}
-	case <-ctx.Done():
+// withFacts gives a verdict without facts (made up, or none yet) those the
+// checker keeps, if it keeps any.
+func (p *provider) withFacts(tr TargetResult) TargetResult {
+	if tr.Facts == nil {
+		if k, ok := p.checker.(FactKeeper); ok {
+			tr.Facts = k.Facts(tr.Target.Name)
+		}
+	}
+	return tr
+}
+
+func (e *Engine) count(p *provider, mode string) {
+	p.checks[slices.Index(Modes, mode)].Add(1)
+}
+
+// checkTarget gets a verdict for one caller: the cached one within
+// min_interval, else the one live check of the target, joined or started.
+// A caller that joined a check with a shorter budget than its own, which
+// then timed out, waits no longer than that check and starts its own.
+func (e *Engine) checkTarget(ctx context.Context, p *provider, t Target) TargetResult {
+	st := p.states[t.Name]
+	for {
+		st.mu.Lock()
+		if st.cached != nil && p.MinInterval > 0 && time.Since(st.cached.CheckedAt) < p.MinInterval {
+			tr := TargetResult{Result: *st.cached, Checked: true, Mode: ModeCached, LastTransition: st.transition, Log: st.cachedLog}
+			st.mu.Unlock()
+			tr.Target = t
+			e.count(p, ModeCached)
+			return p.withFacts(tr)
+		}
+		c, mode := st.inflight, ModeShared
+		if c == nil {
+			c, mode = e.start(ctx, p, st, t), ModeLive
+			st.inflight = c
+		}
+		st.mu.Unlock()
+
+		select {
+		case <-c.done:
+			if mode == ModeShared && c.res.Reason == ReasonTimeout && ctx.Err() == nil && c.deadline.Before(checkDeadline(ctx, 0)) {
+				continue // its budget was shorter than ours
+			}
+			e.count(p, mode)
+			return p.withFacts(e.answer(st, c.res, mode, c.log))
+		case <-ctx.Done():
+		}
 		select {
 		case <-c.done:
 			// The check ended at the same moment: its verdict (already
 			// Timeout unless it was Ready) says more.
-			return TargetResult{Result: c.res, Mode: mode}
+			e.count(p, mode)
+			return p.withFacts(e.answer(st, c.res, mode, c.log))
 		default:
 		}
-		// The checker did not answer in time; this caller answers anyway.
-		now := e.now()
+		// The check did not answer in time; this caller answers anyway.
+		now := time.Now()
 		res := Result{
 			Verdict:   Verdict{Reason: ReasonTimeout, Message: fmt.Sprintf("no verdict within the budget: %v", context.Cause(ctx))},
 			Target:    t,
 			CheckedAt: now,
-			Duration:  now.Sub(started),
 		}
 		// Only a check that overran its own deadline (a stuck checker) is
-		// recorded here, provisionally: a caller that went away, or had a
-		// shorter deadline than the check it joined, must not make ready
-		// flap on the status page, and the check's own verdict, if it ever
-		// comes, replaces this one.
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) && !time.Now().Before(c.deadline) {
-			e.record(p, res, true)
+		// recorded, provisionally: a caller that went away must not make
+		// ready flap, and the check's own verdict replaces this one.
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) && !now.Before(c.deadline) {
+			record(st, res, true)
 		}
-		return TargetResult{Result: res, Mode: mode}
+		e.count(p, mode)
+		return p.withFacts(e.answer(st, res, mode, ""))
 	}
+}
+
+func (e *Engine) answer(st *state, res Result, mode, log string) TargetResult {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return TargetResult{Result: res, Checked: true, Mode: mode, LastTransition: st.transition, Log: log}
 }
 
 // checkDeadline is the deadline a check started for a caller gets: a little
@@ -364,112 +432,98 @@ func checkDeadline(ctx context.Context, fallback time.Duration) time.Time {
 	return deadline.Add(-max(grace, 0))
 }
 
-// joinable tells whether a caller may wait on an in-flight check instead of
-// starting one: the check must still have nearly all of the time this
-// caller's own check would get (an HA pair scraping a moment apart shares;
-// a scrape with a longer timeout does not inherit a shorter one's budget,
-// and nobody joins a check stuck past its deadline).
-func joinable(c *call, ctx context.Context) bool {
-	left := time.Until(c.deadline)
-	mine := time.Until(checkDeadline(ctx, 0))
-	return left > 0 && left >= mine*9/10
-}
-
-// start runs one live check in its own goroutine. The check keeps the
-// caller's deadline (less a grace) but not its cancellation: callers that
-// joined it must not see it cancelled because the first caller went away.
-// A debug handler, when given, receives the check's log too.
-func (e *Engine) start(ctx context.Context, p *provider, t Target, debugHandler slog.Handler, r *run) *call {
-	logger := e.logger
-	if debugHandler != nil {
-		logger = slog.New(slog.NewMultiHandler(e.logger.Handler(), debugHandler))
-	}
-	logger = logger.With("provider", p.Kind, "name", p.Name, "target", t.Name)
-	deadline := checkDeadline(ctx, p.Timeout)
-	c := &call{done: make(chan struct{}), deadline: deadline}
+// start runs the live check of a target in its own goroutine. The check
+// keeps the caller's deadline (less a grace) but not its cancellation:
+// callers that joined it must not see it cancelled because the first
+// caller went away. Its debug log is kept for /probe?debug=true.
+func (e *Engine) start(ctx context.Context, p *provider, st *state, t Target) *call {
+	c := &call{done: make(chan struct{}), deadline: checkDeadline(ctx, p.Timeout)}
 	go func() {
 		defer close(c.done)
-		cctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
+		var buf bytes.Buffer
+		logger := slog.New(slog.NewMultiHandler(e.logger.Handler(),
+			slog.NewTextHandler(&lockedWriter{w: &buf}, &slog.HandlerOptions{Level: slog.LevelDebug}))).
+			With("provider", p.Kind, "name", p.Name, "target", t.Name)
+		cctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), c.deadline)
 		defer cancel()
-		begin := e.now()
-		v := e.safeCheck(cctx, p, t, logger)
-		end := e.now()
-		if v.Reason != ReasonReady && cctx.Err() != nil && v.Reason != ReasonTimeout {
+		begin := time.Now()
+		v := safeCheck(cctx, p.checker, t, logger)
+		end := time.Now()
+		if v.Reason != ReasonReady && v.Reason != ReasonTimeout && cctx.Err() != nil {
 			v.Message = fmt.Sprintf("deadline reached (%s: %s)", v.Reason, v.Message)
 			v.Reason = ReasonTimeout
 		}
-		if !InSet(p.Kind, v.Reason) {
+		if !slices.Contains(p.Reasons, v.Reason) {
 			logger.Error("checker returned a reason outside its set", "reason", v.Reason, "message", v.Message)
 			v = Verdict{Reason: ReasonUnknown, Message: fmt.Sprintf("invalid reason %q: %s", v.Reason, v.Message)}
 		}
-		c.res = Result{Verdict: v, Target: t, CheckedAt: end, Duration: end.Sub(begin)}
-		r.mu.Lock()
-		if r.inflight == c {
-			r.inflight = nil
-		}
-		prev := r.last
-		r.last = &c.res
-		r.mu.Unlock()
+		res := Result{Verdict: v, Target: t, CheckedAt: end, Duration: end.Sub(begin)}
+		st.mu.Lock()
+		prev := st.cached
+		st.mu.Unlock()
 		// A verdict is logged at info when the reason changes, so a target
-		// that stays broken does not fill the log at every scrape; the
-		// message of every check is at debug and on the status page.
+		// that stays broken does not fill the log at every scrape.
 		level := slog.LevelDebug
 		if prev == nil || prev.Reason != v.Reason {
 			level = slog.LevelInfo
 		}
-		logger.Log(cctx, level, "check done", "reason", v.Reason, "message", v.Message, "duration_seconds", c.res.Duration.Seconds())
-		e.record(p, c.res, false)
+		logger.Log(cctx, level, "check done", "reason", v.Reason, "message", v.Message, "duration_seconds", res.Duration.Seconds())
+		c.res, c.log = res, buf.String()
+		st.mu.Lock()
+		if st.inflight == c {
+			st.inflight = nil
+		}
+		st.cached, st.cachedLog = &c.res, c.log
+		st.mu.Unlock()
+		record(st, res, false)
 	}()
 	return c
 }
 
-func (e *Engine) safeCheck(ctx context.Context, p *provider, t Target, logger *slog.Logger) (v Verdict) {
+// lockedWriter serialises the writes of a check's log handler: a checker
+// may log from several goroutines.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (l *lockedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
+}
+
+func safeCheck(ctx context.Context, c Checker, t Target, logger *slog.Logger) (v Verdict) {
 	defer func() {
 		if rec := recover(); rec != nil {
 			logger.Error("checker panicked", "panic", fmt.Sprint(rec), "stack", string(debug.Stack()))
 			v = Verdict{Reason: ReasonUnknown, Message: fmt.Sprintf("checker panicked: %v", rec)}
 		}
 	}()
-	return p.Checker.Check(ctx, logger, t.Name)
+	return c.Check(ctx, logger, t.Name)
 }
 
-func (e *Engine) count(p *provider, mode string) {
-	k := checksKey{p.Kind, p.Name, mode}
-	e.mu.RLock()
-	c := e.checks[k]
-	e.mu.RUnlock()
-	if c == nil {
-		e.mu.Lock()
-		if c = e.checks[k]; c == nil {
-			c = &atomic.Uint64{}
-			e.checks[k] = c
-		}
-		e.mu.Unlock()
-	}
-	c.Add(1)
-}
-
-// record keeps the newest verdict of a target and when ready last changed.
-// A provisional verdict (made up by a caller for a stuck check) gives way to
-// the check's own verdict whenever that arrives.
-func (e *Engine) record(p *provider, res Result, provisional bool) {
-	k := stateKey{p.Kind, p.Name, res.Target.Name}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.byName[p.Name] != p {
-		return // replaced by a reload while the check ran
-	}
-	st := e.states[k]
-	if st == nil {
-		st = &targetState{last: res, transition: res.CheckedAt}
-		e.states[k] = st
-	}
-	if res.CheckedAt.Before(st.last.CheckedAt) && (provisional || !st.provisional) {
+// record keeps the newest verdict of a target, when ready last changed and
+// the recent changes of its reason. A provisional verdict gives way to the
+// check's own whenever that arrives.
+func record(st *state, res Result, provisional bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.last != nil && res.CheckedAt.Before(st.last.CheckedAt) && (provisional || !st.provisional) {
 		return
 	}
-	st.provisional = provisional
-	if st.last.Reason.Ready() != res.Reason.Ready() {
+	var from Reason
+	if st.last != nil {
+		from = st.last.Reason
+	}
+	if st.last == nil || st.last.Reason.Ready() != res.Reason.Ready() {
 		st.transition = res.CheckedAt
 	}
-	st.last = res
+	if st.last == nil || from != res.Reason {
+		st.history = append(st.history, Transition{Time: res.CheckedAt, From: from, To: res.Reason})
+		if len(st.history) > historySize {
+			st.history = slices.Delete(st.history, 0, len(st.history)-historySize)
+		}
+	}
+	st.last, st.provisional = &res, provisional
 }

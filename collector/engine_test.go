@@ -4,30 +4,32 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
-	"go.uber.org/goleak"
 )
 
+// The engine tests run in synctest bubbles: time is fake, advances only
+// when every goroutine of the test is blocked, and so the order of
+// deadlines and verdicts is the same on an idle and on a loaded machine.
+
 // testChecker is the test-only checker: per target it can be ready, not
-// ready, slow (honouring ctx), hang forever (ignoring ctx) or panic.
+// ready, slow (honouring ctx), hang (ignoring ctx until released) or panic.
 type testChecker struct {
-	targets  []Target
-	behave   func(ctx context.Context, target string) Verdict
-	calls    atomic.Int64
-	closed   atomic.Bool
-	adopted  Checker
-	adoptMu  sync.Mutex
-	released chan struct{}
+	targets []Target
+	behave  func(ctx context.Context, target string) Verdict
+	calls   atomic.Int64
+	closed  atomic.Bool
+	adoptMu sync.Mutex
+	adopted Checker
 }
 
 func (c *testChecker) Targets() []Target { return c.targets }
@@ -52,39 +54,67 @@ var (
 	_ Adopter = (*testChecker)(nil)
 )
 
+// testFacts are provider facts for the engine tests: details only.
+type testFacts map[string]string
+
+func (f testFacts) Collect(chan<- prometheus.Metric, string, string) {}
+func (f testFacts) Details() map[string]string                       { return f }
+
 func verdictOf(r Reason) func(context.Context, string) Verdict {
 	return func(context.Context, string) Verdict { return Verdict{Reason: r, Message: "test says " + string(r)} }
 }
 
+// slow answers Ready after d, or, when ctx ends first, what a real client
+// says of a cancelled request: not a timeout reason, which the framework
+// must override.
 func slow(d time.Duration) func(context.Context, string) Verdict {
 	return func(ctx context.Context, _ string) Verdict {
 		select {
 		case <-time.After(d):
 			return Verdict{Reason: ReasonReady}
 		case <-ctx.Done():
-			// What a real client says when its request is cancelled: not
-			// a timeout reason, which the framework must override.
 			return Verdict{Reason: ReasonUnreachable, Message: ctx.Err().Error()}
 		}
 	}
 }
 
-func discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
-func newTestEngine(t *testing.T, specs ...Spec) *Engine {
+func newTestEngine(t *testing.T, entries ...Entry) *Engine {
 	t.Helper()
 	e := NewEngine(discard())
-	e.SetProviders(specs)
+	if err := e.Load(entries); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(e.Close)
 	return e
 }
 
-func spec(kind, name string, c *testChecker) Spec {
-	return Spec{Kind: kind, Name: name, Timeout: 5 * time.Second, Checker: c}
+func entry(kind, name string, c Checker) Entry {
+	return Entry{Kind: kind, Name: name, Reasons: Reasons(kind), Timeout: 5 * time.Second,
+		Build: func() (Checker, error) { return c, nil }}
 }
 
 func one(target string) []Target {
 	return []Target{{Name: target, Address: "addr-of-" + target}}
+}
+
+func runOne(t *testing.T, e *Engine, req Request) TargetResult {
+	t.Helper()
+	res, err := e.Run(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res[0].Targets[0]
+}
+
+func status(t *testing.T, e *Engine) TargetResult {
+	t.Helper()
+	st, err := e.Status("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st[0].Targets[0]
 }
 
 func TestRunVerdicts(t *testing.T) {
@@ -105,7 +135,7 @@ func TestRunVerdicts(t *testing.T) {
 	} {
 		t.Run(tc.kind+"/"+string(tc.reason), func(t *testing.T) {
 			t.Parallel()
-			e := newTestEngine(t, spec(tc.kind, "n", &testChecker{targets: one("t"), behave: verdictOf(tc.reason)}))
+			e := newTestEngine(t, entry(tc.kind, "n", &testChecker{targets: one("t"), behave: verdictOf(tc.reason)}))
 			res, err := e.Run(context.Background(), Request{})
 			if err != nil {
 				t.Fatal(err)
@@ -148,7 +178,7 @@ func assertOneReason(t *testing.T, res []ProviderResult, want Reason) {
 		if ones != 1 {
 			t.Errorf("%d reasons are 1, want exactly one", ones)
 		}
-		for _, r := range Reasons(res[0].Kind) {
+		for _, r := range res[0].Reasons {
 			if !seen[string(r)] {
 				t.Errorf("reason %q missing from the state set", r)
 			}
@@ -170,7 +200,7 @@ func labelValue(m *dto.Metric, name string) string {
 func TestReasonOutsideSetBecomesUnknown(t *testing.T) {
 	t.Parallel()
 	// APIDisabled is a GCP reason; a kubernetes checker must not emit it.
-	e := newTestEngine(t, spec(ProviderKubernetes, "k", &testChecker{targets: one("apiserver"), behave: verdictOf(ReasonAPIDisabled)}))
+	e := newTestEngine(t, entry(ProviderKubernetes, "k", &testChecker{targets: one("apiserver"), behave: verdictOf(ReasonAPIDisabled)}))
 	res, _ := e.Run(context.Background(), Request{})
 	if got := res[0].Targets[0].Reason; got != ReasonUnknown {
 		t.Fatalf("reason = %s, want Unknown", got)
@@ -182,7 +212,7 @@ func TestPanickingCheckerIsUnknownAndEngineKeepsServing(t *testing.T) {
 	t.Parallel()
 	boom := &testChecker{targets: one("t"), behave: func(context.Context, string) Verdict { panic("kaboom") }}
 	fine := &testChecker{targets: one("t"), behave: verdictOf(ReasonReady)}
-	e := newTestEngine(t, spec(ProviderKVM, "boom", boom), spec(ProviderGCP, "fine", fine))
+	e := newTestEngine(t, entry(ProviderKVM, "boom", boom), entry(ProviderGCP, "fine", fine))
 	for range 3 {
 		res, err := e.Run(context.Background(), Request{})
 		if err != nil {
@@ -197,353 +227,396 @@ func TestPanickingCheckerIsUnknownAndEngineKeepsServing(t *testing.T) {
 	}
 }
 
+// A checker that ignores its context does not hold the caller past its
+// budget; its target gets a recorded Timeout, since nothing else will ever
+// record one; and no second check of it starts while it is stuck.
 func TestHangingCheckerAnswersWithinBudget(t *testing.T) {
 	t.Parallel()
-	release := make(chan struct{})
-	hang := &testChecker{targets: []Target{{Name: "a"}, {Name: "b"}}, behave: func(_ context.Context, target string) Verdict {
-		if target == "b" {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		defer close(release)
+		hang := &testChecker{targets: []Target{{Name: "a"}, {Name: "b"}}, behave: func(_ context.Context, target string) Verdict {
+			if target == "a" {
+				<-release // ignores ctx on purpose
+			}
 			return Verdict{Reason: ReasonReady}
+		}}
+		e := newTestEngine(t, entry(ProviderKVM, "lab", hang))
+		start := time.Now()
+		res, err := e.Run(context.Background(), Request{ScrapeTimeout: time.Second, Offset: 500 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
 		}
-		<-release // ignores ctx on purpose
-		return Verdict{Reason: ReasonReady}
-	}}
-	t.Cleanup(func() { close(release) })
-	e := newTestEngine(t, spec(ProviderKVM, "lab", hang))
-
-	start := time.Now()
-	res, err := e.Run(context.Background(), Request{ScrapeTimeout: time.Second, Offset: 500 * time.Millisecond})
-	elapsed := time.Since(start)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res[0].Budget != 500*time.Millisecond {
-		t.Errorf("budget = %v, want 500ms", res[0].Budget)
-	}
-	if got := res[0].Targets[0].Reason; got != ReasonTimeout {
-		t.Errorf("hanging target: %s, want Timeout", got)
-	}
-	if got := res[0].Targets[1].Reason; got != ReasonReady {
-		t.Errorf("other target: %s, want Ready", got)
-	}
-	// Nothing else will ever record a verdict for the stuck check.
-	if st := e.Status()[0].Targets[0]; !st.Checked || st.Last.Reason != ReasonTimeout {
-		t.Errorf("status of the stuck target: %+v, want a recorded Timeout", st)
-	}
-	// A generous bound: this catches "waits for the checker", not jitter.
-	if elapsed > 5*time.Second {
-		t.Errorf("Run took %v with a 500ms budget", elapsed)
-	}
+		if elapsed := time.Since(start); elapsed != 500*time.Millisecond {
+			t.Errorf("Run took %v with a 500ms budget", elapsed)
+		}
+		if res[0].Budget != 500*time.Millisecond {
+			t.Errorf("budget = %v, want 500ms", res[0].Budget)
+		}
+		if got := res[0].Targets[0].Reason; got != ReasonTimeout {
+			t.Errorf("hanging target: %s, want Timeout", got)
+		}
+		if got := res[0].Targets[1].Reason; got != ReasonReady {
+			t.Errorf("other target: %s, want Ready", got)
+		}
+		if st := status(t, e); !st.Checked || st.Reason != ReasonTimeout {
+			t.Errorf("status of the stuck target: %+v, want a recorded Timeout", st)
+		}
+		// At most one live check per target: the next scrape waits on
+		// the stuck check instead of starting another.
+		res, _ = e.Run(context.Background(), Request{ScrapeTimeout: time.Second})
+		if got := res[0].Targets[0]; got.Mode != ModeShared || got.Reason != ReasonTimeout {
+			t.Errorf("second scrape: %s %s, want shared Timeout", got.Mode, got.Reason)
+		}
+		if n := hang.calls.Load(); n != 3 {
+			t.Errorf("checker called %d times, want 3 (a once, b twice)", n)
+		}
+	})
 }
 
 func TestErrorAfterDeadlineIsTimeout(t *testing.T) {
 	t.Parallel()
-	e := newTestEngine(t, spec(ProviderGCP, "g", &testChecker{targets: one("compute"), behave: slow(time.Hour)}))
-	res, _ := e.Run(context.Background(), Request{ScrapeTimeout: 200 * time.Millisecond})
-	if got := res[0].Targets[0].Reason; got != ReasonTimeout {
-		t.Fatalf("reason = %s, want Timeout", got)
-	}
-	// The check itself (not only the caller) must end as Timeout, whatever
-	// the checker said about its cancelled request.
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		st := e.Status()[0].Targets[0]
-		if st.Checked && st.Last.Reason == ReasonTimeout && strings.Contains(st.Last.Message, "Unreachable") {
-			return
+	synctest.Test(t, func(t *testing.T) {
+		e := newTestEngine(t, entry(ProviderGCP, "g", &testChecker{targets: one("compute"), behave: slow(time.Hour)}))
+		got := runOne(t, e, Request{ScrapeTimeout: 200 * time.Millisecond})
+		// The check's own verdict wins the race against the caller's
+		// made-up one, and the checker's Unreachable becomes Timeout.
+		if got.Reason != ReasonTimeout || !strings.Contains(got.Message, "Unreachable") {
+			t.Fatalf("verdict %s %q, want the checker's Unreachable turned into Timeout", got.Reason, got.Message)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Errorf("recorded verdict = %+v, want the checker's Unreachable turned into Timeout", e.Status()[0].Targets[0].Last)
+		synctest.Wait()
+		if st := status(t, e); st.Reason != ReasonTimeout || !strings.Contains(st.Message, "Unreachable") {
+			t.Errorf("recorded verdict = %s %q, want the same", st.Reason, st.Message)
+		}
+	})
 }
 
 // A scrape whose client goes away must not record a Timeout for a check
 // that then succeeds: ready would flap on the status page.
 func TestCancelledCallerRecordsNothing(t *testing.T) {
 	t.Parallel()
-	e := newTestEngine(t, spec(ProviderGCP, "g", &testChecker{targets: one("compute"), behave: func(ctx context.Context, _ string) Verdict {
-		select {
-		case <-time.After(100 * time.Millisecond):
-		case <-ctx.Done():
+	synctest.Test(t, func(t *testing.T) {
+		e := newTestEngine(t, entry(ProviderGCP, "g", &testChecker{targets: one("compute"), behave: slow(100 * time.Millisecond)}))
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		res, err := e.Run(ctx, Request{})
+		if err != nil {
+			t.Fatal(err)
 		}
-		return Verdict{Reason: ReasonReady}
-	}}))
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	res, err := e.Run(ctx, Request{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := res[0].Targets[0].Reason; got != ReasonTimeout {
-		t.Errorf("cancelled caller got %s, want Timeout", got)
-	}
-	waitFor(t, func() bool { return e.Status()[0].Targets[0].Checked })
-	st := e.Status()[0].Targets[0]
-	if st.Last.Reason != ReasonReady || !st.LastTransition.Equal(st.Last.CheckedAt) {
-		t.Errorf("status %+v: want Ready with its own check as the only transition", st)
-	}
+		if got := res[0].Targets[0].Reason; got != ReasonTimeout {
+			t.Errorf("cancelled caller got %s, want Timeout", got)
+		}
+		if st := status(t, e); st.Checked {
+			t.Errorf("status right after the cancelled caller: %+v, want never checked", st)
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		st := status(t, e)
+		if st.Reason != ReasonReady || !st.LastTransition.Equal(st.CheckedAt) || len(st.Transitions) != 1 {
+			t.Errorf("status %+v: want Ready with its own check as the only transition", st)
+		}
+	})
 }
 
-// A scrape with a longer timeout does not inherit the budget of a shorter
-// scrape's check in flight, and nobody joins a check stuck past its deadline.
-func TestNoJoiningAShorterOrStuckCheck(t *testing.T) {
+// A scrape with a longer timeout that finds a shorter scrape's check in
+// flight waits for it (one live check per target) and, when it timed out,
+// runs its own with the time it has left.
+func TestLongerScrapeOutlivesAShorterCheck(t *testing.T) {
 	t.Parallel()
-	release := make(chan struct{})
-	t.Cleanup(func() { close(release) })
-	var calls atomic.Int64
-	c := &testChecker{targets: one("compute"), behave: func(ctx context.Context, _ string) Verdict {
-		if calls.Add(1) == 1 {
-			<-release // the first check is stuck, ignoring its context
-			return Verdict{Reason: ReasonReady}
+	synctest.Test(t, func(t *testing.T) {
+		c := &testChecker{targets: one("compute"), behave: slow(time.Second)}
+		e := newTestEngine(t, entry(ProviderGCP, "g", c))
+		short := make(chan TargetResult, 1)
+		go func() { short <- runOne(t, e, Request{ScrapeTimeout: 400 * time.Millisecond}) }()
+		synctest.Wait() // the short scrape's check is in flight
+		got := runOne(t, e, Request{ScrapeTimeout: 5 * time.Second})
+		if got.Mode != ModeLive || got.Reason != ReasonReady {
+			t.Errorf("longer scrape: mode %s reason %s, want its own live check, Ready", got.Mode, got.Reason)
 		}
-		return Verdict{Reason: ReasonReady}
-	}}
-	e := newTestEngine(t, spec(ProviderGCP, "g", c))
-	short := make(chan TargetResult, 1)
-	go func() {
-		res, _ := e.Run(context.Background(), Request{ScrapeTimeout: 400 * time.Millisecond})
-		short <- res[0].Targets[0]
-	}()
-	waitFor(t, func() bool { return calls.Load() == 1 })
-	// Starts while the short scrape's check is in flight.
-	res, _ := e.Run(context.Background(), Request{ScrapeTimeout: 5 * time.Second})
-	if got := res[0].Targets[0]; got.Mode != ModeLive || got.Reason != ReasonReady {
-		t.Errorf("longer scrape: mode %s reason %s, want its own live check, Ready", got.Mode, got.Reason)
-	}
-	if got := <-short; got.Reason != ReasonTimeout {
-		t.Errorf("short scrape: %s, want Timeout", got.Reason)
-	}
-	// The first check is still stuck, past its deadline: a new scrape runs
-	// a check of its own instead of waiting on it.
-	res, _ = e.Run(context.Background(), Request{ScrapeTimeout: 5 * time.Second})
-	if got := res[0].Targets[0]; got.Mode != ModeLive || got.Reason != ReasonReady {
-		t.Errorf("after the stuck check's deadline: mode %s reason %s, want live Ready", got.Mode, got.Reason)
-	}
-	if n := calls.Load(); n != 3 {
-		t.Errorf("checker ran %d times, want 3", n)
-	}
+		if got := <-short; got.Reason != ReasonTimeout {
+			t.Errorf("short scrape: %s, want Timeout", got.Reason)
+		}
+		if n := c.calls.Load(); n != 2 {
+			t.Errorf("checker ran %d times, want 2", n)
+		}
+	})
 }
 
-// A check that honours its context must hand its own verdict to the caller
-// at the deadline, not lose the race to the caller's made-up Timeout: its
-// message and facts are what the status page and debug output show.
+// A check that honours its context hands its own verdict to the caller at
+// the deadline, not the caller's made-up Timeout: its message and facts
+// are what the status page and debug output show.
 func TestCheckVerdictWinsAtTheDeadline(t *testing.T) {
 	t.Parallel()
-	c := &testChecker{targets: one("beelink"), behave: func(ctx context.Context, _ string) Verdict {
-		<-ctx.Done()
-		return Verdict{Reason: ReasonTimeout, Message: "stage ssh-handshake", Facts: testFacts{"user": "proxyops"}}
-	}}
-	e := newTestEngine(t, spec(ProviderKVM, "lab", c))
-	// A 1s budget leaves the check a 100ms grace: ample for a goroutine to
-	// be scheduled even on a loaded machine.
-	for i := range 5 {
-		res, _ := e.Run(context.Background(), Request{ScrapeTimeout: time.Second})
-		got := res[0].Targets[0]
-		if got.Reason != ReasonTimeout || got.Message != "stage ssh-handshake" || got.Facts == nil || got.Facts.Details()["user"] != "proxyops" {
-			t.Fatalf("scrape %d: %s %q %+v, want the check's own Timeout verdict", i+1, got.Reason, got.Message, got.Facts)
+	synctest.Test(t, func(t *testing.T) {
+		c := &testChecker{targets: one("beelink"), behave: func(ctx context.Context, _ string) Verdict {
+			<-ctx.Done()
+			return Verdict{Reason: ReasonTimeout, Message: "stage ssh-handshake", Facts: testFacts{"user": "proxyops"}}
+		}}
+		e := newTestEngine(t, entry(ProviderKVM, "lab", c))
+		for i := range 5 {
+			got := runOne(t, e, Request{ScrapeTimeout: time.Second})
+			if got.Reason != ReasonTimeout || got.Message != "stage ssh-handshake" || got.Facts == nil || got.Facts.Details()["user"] != "proxyops" {
+				t.Fatalf("scrape %d: %s %q %+v, want the check's own Timeout verdict", i+1, got.Reason, got.Message, got.Facts)
+			}
 		}
-	}
+	})
 }
 
-func TestConcurrentScrapesShareOneCheck(t *testing.T) {
-	t.Parallel()
-	entered := make(chan struct{}, 10)
-	proceed := make(chan struct{})
-	c := &testChecker{targets: one("compute"), behave: func(ctx context.Context, _ string) Verdict {
-		entered <- struct{}{}
-		select {
-		case <-proceed:
-		case <-ctx.Done():
-		}
-		return Verdict{Reason: ReasonReady}
-	}}
-	e := newTestEngine(t, spec(ProviderGCP, "g", c))
+// Verdicts the engine made up carry the facts the checker keeps.
+type keeper struct{ testChecker }
 
-	results := make(chan TargetResult, 2)
-	go func() {
-		res, _ := e.Run(context.Background(), Request{})
-		results <- res[0].Targets[0]
-	}()
-	<-entered // the first scrape's check is in flight
-	go func() {
-		res, _ := e.Run(context.Background(), Request{})
-		results <- res[0].Targets[0]
-	}()
-	// Let the second scrape join before the check finishes.
-	waitFor(t, func() bool { return e.checksOf(ProviderGCP, "g", ModeShared) == 1 })
-	close(proceed)
-	modes := map[string]int{}
-	for range 2 {
-		r := <-results
-		modes[r.Mode]++
-		if r.Reason != ReasonReady {
-			t.Errorf("reason %s, want Ready", r.Reason)
+func (k *keeper) Facts(target string) Facts { return testFacts{"kept": target} }
+
+func TestMadeUpVerdictsCarryKeptFacts(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		k := &keeper{testChecker{targets: one("beelink"), behave: func(context.Context, string) Verdict { panic("boom") }}}
+		e := newTestEngine(t, entry(ProviderKVM, "lab", k))
+		if st := status(t, e); st.Checked || st.Facts == nil || st.Facts.Details()["kept"] != "beelink" {
+			t.Errorf("unchecked target: checked=%v facts %v, want the kept facts", st.Checked, st.Facts)
 		}
-	}
-	if n := c.calls.Load(); n != 1 {
-		t.Errorf("checker ran %d times, want 1", n)
-	}
-	if modes[ModeLive] != 1 || modes[ModeShared] != 1 {
-		t.Errorf("modes = %v, want one live and one shared", modes)
-	}
+		if got := runOne(t, e, Request{}); got.Reason != ReasonUnknown || got.Facts == nil || got.Facts.Details()["kept"] != "beelink" {
+			t.Errorf("panic verdict: %s facts %v, want Unknown with the kept facts", got.Reason, got.Facts)
+		}
+	})
+}
+
+func TestConcurrentCallersShareOneCheck(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		c := &testChecker{targets: one("compute"), behave: slow(time.Second)}
+		e := newTestEngine(t, entry(ProviderGCP, "g", c))
+		results := make(chan TargetResult, 10)
+		for range 10 {
+			go func() { results <- runOne(t, e, Request{}) }()
+		}
+		modes := map[string]int{}
+		for range 10 {
+			r := <-results
+			modes[r.Mode]++
+			if r.Reason != ReasonReady {
+				t.Errorf("reason %s, want Ready", r.Reason)
+			}
+		}
+		if n := c.calls.Load(); n != 1 {
+			t.Errorf("checker ran %d times, want 1", n)
+		}
+		if modes[ModeLive] != 1 || modes[ModeShared] != 9 {
+			t.Errorf("modes = %v, want one live and nine shared", modes)
+		}
+	})
+}
+
+// Callers that go away leave one check running, never one each: the bound
+// on background work.
+func TestAbandonedCallersLeaveOneCheck(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		c := &testChecker{targets: one("compute"), behave: slow(time.Second)}
+		e := newTestEngine(t, entry(ProviderGCP, "g", c))
+		var wg sync.WaitGroup
+		for range 1000 {
+			wg.Go(func() {
+				ctx, cancel := context.WithCancel(context.Background())
+				time.AfterFunc(50*time.Millisecond, cancel)
+				res, err := e.Run(ctx, Request{Name: "g"})
+				if err != nil || res[0].Targets[0].Reason != ReasonTimeout {
+					t.Errorf("abandoned caller got %v %v, want Timeout", res, err)
+				}
+			})
+		}
+		wg.Wait()
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if n := c.calls.Load(); n != 1 {
+			t.Errorf("1000 abandoned callers made %d checks, want 1", n)
+		}
+	})
 }
 
 func TestSharedCallerKeepsItsOwnDeadline(t *testing.T) {
 	t.Parallel()
-	entered := make(chan struct{}, 1)
-	release := make(chan struct{})
-	c := &testChecker{targets: one("apiserver"), behave: func(ctx context.Context, _ string) Verdict {
-		entered <- struct{}{}
-		select {
-		case <-release:
-		case <-ctx.Done():
+	synctest.Test(t, func(t *testing.T) {
+		c := &testChecker{targets: one("apiserver"), behave: slow(time.Second)}
+		e := newTestEngine(t, entry(ProviderKubernetes, "k", c))
+		first := make(chan TargetResult, 1)
+		go func() { first <- runOne(t, e, Request{ScrapeTimeout: 20 * time.Second}) }()
+		synctest.Wait()
+		start := time.Now()
+		got := runOne(t, e, Request{ScrapeTimeout: 200 * time.Millisecond})
+		if got.Mode != ModeShared || got.Reason != ReasonTimeout || time.Since(start) != 200*time.Millisecond {
+			t.Errorf("short scrape: mode %s reason %s after %v, want shared Timeout at its own 200ms budget",
+				got.Mode, got.Reason, time.Since(start))
 		}
-		return Verdict{Reason: ReasonReady}
-	}}
-	e := newTestEngine(t, spec(ProviderKubernetes, "k", c))
-	first := make(chan TargetResult, 1)
-	go func() {
-		res, _ := e.Run(context.Background(), Request{ScrapeTimeout: 20 * time.Second})
-		first <- res[0].Targets[0]
-	}()
-	<-entered
-	res, _ := e.Run(context.Background(), Request{ScrapeTimeout: 200 * time.Millisecond})
-	if got := res[0].Targets[0]; got.Mode != ModeShared || got.Reason != ReasonTimeout {
-		t.Errorf("short scrape: mode %s reason %s, want shared Timeout", got.Mode, got.Reason)
-	}
-	close(release)
-	if got := <-first; got.Reason != ReasonReady || got.Mode != ModeLive {
-		t.Errorf("long scrape: mode %s reason %s, want live Ready", got.Mode, got.Reason)
-	}
+		if got := <-first; got.Reason != ReasonReady || got.Mode != ModeLive {
+			t.Errorf("long scrape: mode %s reason %s, want live Ready", got.Mode, got.Reason)
+		}
+	})
 }
 
-func TestMinIntervalServesCachedVerdictWithItsAge(t *testing.T) {
+func TestMinIntervalServesCachedVerdictWithItsLog(t *testing.T) {
 	t.Parallel()
-	c := &testChecker{targets: one("compute"), behave: verdictOf(ReasonReady)}
-	s := spec(ProviderGCP, "g", c)
-	s.MinInterval = time.Minute
-	e := NewEngine(discard())
-	clock := newFakeClock(time.Unix(1_700_000_000, 0))
-	e.now = clock.Now
-	e.SetProviders([]Spec{s})
-	t.Cleanup(e.Close)
-
-	first, _ := e.Run(context.Background(), Request{})
-	checkedAt := first[0].Targets[0].CheckedAt
-	clock.Advance(30 * time.Second)
-	second, _ := e.Run(context.Background(), Request{})
-	got := second[0].Targets[0]
-	if got.Mode != ModeCached || !got.CheckedAt.Equal(checkedAt) {
-		t.Errorf("within min_interval: mode %s checked at %v, want cached from %v", got.Mode, got.CheckedAt, checkedAt)
-	}
-	if n := c.calls.Load(); n != 1 {
-		t.Errorf("checker ran %d times within min_interval, want 1", n)
-	}
-	clock.Advance(31 * time.Second)
-	third, _ := e.Run(context.Background(), Request{})
-	if got := third[0].Targets[0]; got.Mode != ModeLive || !got.CheckedAt.After(checkedAt) {
-		t.Errorf("after min_interval: mode %s checked at %v, want a live check", got.Mode, got.CheckedAt)
-	}
-	if want := map[string]uint64{ModeLive: 2, ModeCached: 1}; third[0].Checks[ModeLive] != want[ModeLive] || third[0].Checks[ModeCached] != want[ModeCached] {
-		t.Errorf("checks = %v, want %v", third[0].Checks, want)
-	}
-}
-
-func TestDebugForcesLiveCheckAndCapturesLog(t *testing.T) {
-	t.Parallel()
-	c := &testChecker{targets: one("compute"), behave: verdictOf(ReasonReady)}
-	s := spec(ProviderGCP, "g", c)
-	s.MinInterval = time.Hour
-	e := newTestEngine(t, s)
-	if _, err := e.Run(context.Background(), Request{}); err != nil {
-		t.Fatal(err)
-	}
-	var buf strings.Builder
-	h := slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})
-	res, err := e.Run(context.Background(), Request{Name: "g", Debug: h})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := res[0].Targets[0].Mode; got != ModeLive {
-		t.Errorf("debug mode = %s, want live despite min_interval", got)
-	}
-	if !strings.Contains(buf.String(), "test check") || !strings.Contains(buf.String(), "check done") {
-		t.Errorf("debug log lacks the check's messages:\n%s", buf.String())
-	}
-}
-
-func TestTransitionTimestamps(t *testing.T) {
-	t.Parallel()
-	var reason atomic.Value
-	reason.Store(ReasonReady)
-	c := &testChecker{targets: one("apiserver"), behave: func(context.Context, string) Verdict {
-		return Verdict{Reason: reason.Load().(Reason)}
-	}}
-	e := NewEngine(discard())
-	clock := newFakeClock(time.Unix(1_700_000_000, 0))
-	e.now = clock.Now
-	e.SetProviders([]Spec{spec(ProviderKubernetes, "k", c)})
-	t.Cleanup(e.Close)
-
-	run := func() TargetResult {
+	synctest.Test(t, func(t *testing.T) {
+		c := &testChecker{targets: one("compute"), behave: verdictOf(ReasonReady)}
+		en := entry(ProviderGCP, "g", c)
+		en.MinInterval = time.Minute
+		e := newTestEngine(t, en)
+		first := runOne(t, e, Request{})
+		if !strings.Contains(first.Log, "test check") || !strings.Contains(first.Log, "check done") {
+			t.Errorf("live check's log lacks its messages:\n%s", first.Log)
+		}
+		time.Sleep(30 * time.Second)
+		got := runOne(t, e, Request{})
+		if got.Mode != ModeCached || !got.CheckedAt.Equal(first.CheckedAt) || got.Log != first.Log {
+			t.Errorf("within min_interval: mode %s checked at %v, want cached from %v with its log", got.Mode, got.CheckedAt, first.CheckedAt)
+		}
+		time.Sleep(31 * time.Second)
 		res, _ := e.Run(context.Background(), Request{})
-		return res[0].Targets[0]
+		if got := res[0].Targets[0]; got.Mode != ModeLive || !got.CheckedAt.After(first.CheckedAt) {
+			t.Errorf("after min_interval: mode %s checked at %v, want a live check", got.Mode, got.CheckedAt)
+		}
+		if n := c.calls.Load(); n != 2 {
+			t.Errorf("checker ran %d times, want 2", n)
+		}
+		if res[0].Checks[ModeLive] != 2 || res[0].Checks[ModeCached] != 1 {
+			t.Errorf("checks = %v, want live 2, cached 1", res[0].Checks)
+		}
+	})
+}
+
+func TestTransitions(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		var reason atomic.Value
+		reason.Store(ReasonReady)
+		c := &testChecker{targets: one("apiserver"), behave: func(context.Context, string) Verdict {
+			return Verdict{Reason: reason.Load().(Reason)}
+		}}
+		e := newTestEngine(t, entry(ProviderKubernetes, "k", c))
+		first := runOne(t, e, Request{})
+		if !first.LastTransition.Equal(first.CheckedAt) {
+			t.Errorf("first verdict: transition %v, want its check time %v", first.LastTransition, first.CheckedAt)
+		}
+		time.Sleep(time.Minute)
+		if got := runOne(t, e, Request{}); !got.LastTransition.Equal(first.CheckedAt) {
+			t.Errorf("unchanged: transition moved to %v", got.LastTransition)
+		}
+		time.Sleep(time.Minute)
+		reason.Store(ReasonForbidden)
+		changed := runOne(t, e, Request{})
+		if !changed.LastTransition.Equal(changed.CheckedAt) {
+			t.Errorf("changed: transition %v, want %v", changed.LastTransition, changed.CheckedAt)
+		}
+		time.Sleep(time.Minute)
+		// Another not-ready reason is no transition of ready, but it is
+		// one in the history.
+		reason.Store(ReasonServerError)
+		if got := runOne(t, e, Request{}); !got.LastTransition.Equal(changed.CheckedAt) {
+			t.Errorf("reason change without ready change moved the transition to %v", got.LastTransition)
+		}
+		want := []Transition{
+			{first.CheckedAt, "", ReasonReady},
+			{changed.CheckedAt, ReasonReady, ReasonForbidden},
+			{changed.CheckedAt.Add(time.Minute), ReasonForbidden, ReasonServerError},
+		}
+		if got := status(t, e).Transitions; fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("transitions %v, want %v", got, want)
+		}
+		// Only the last ten are kept.
+		for i := range 20 {
+			reason.Store([]Reason{ReasonReady, ReasonForbidden}[i%2])
+			runOne(t, e, Request{})
+		}
+		if got := status(t, e).Transitions; len(got) != 10 || got[9].To != ReasonForbidden {
+			t.Errorf("after 20 changes: %d transitions ending %v, want the last 10", len(got), got[len(got)-1])
+		}
+	})
+}
+
+// Status reads; it never checks.
+func TestStatusNeverChecks(t *testing.T) {
+	t.Parallel()
+	c := &testChecker{targets: one("compute"), behave: verdictOf(ReasonReady)}
+	e := newTestEngine(t, entry(ProviderGCP, "g", c))
+	for range 3 {
+		st, err := e.Status("")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tr := st[0].Targets[0]; tr.Checked || tr.Reason != "" || tr.Target.Address != "addr-of-compute" {
+			t.Errorf("unchecked target: %+v, want never checked with its address", tr)
+		}
 	}
-	first := run()
-	if !first.LastTransition.Equal(first.CheckedAt) {
-		t.Errorf("first verdict: transition %v, want its check time %v", first.LastTransition, first.CheckedAt)
+	if n := c.calls.Load(); n != 0 {
+		t.Errorf("Status ran %d checks, want 0", n)
 	}
-	clock.Advance(time.Minute)
-	if got := run(); !got.LastTransition.Equal(first.CheckedAt) {
-		t.Errorf("unchanged: transition moved to %v", got.LastTransition)
+	runOne(t, e, Request{})
+	if st := status(t, e); !st.Checked || st.Reason != ReasonReady || c.calls.Load() != 1 {
+		t.Errorf("after a scrape: %+v, %d checks; want the scrape's Ready", st, c.calls.Load())
 	}
-	clock.Advance(time.Minute)
-	reason.Store(ReasonForbidden)
-	changed := run()
-	if !changed.LastTransition.Equal(changed.CheckedAt) {
-		t.Errorf("changed: transition %v, want %v", changed.LastTransition, changed.CheckedAt)
-	}
-	clock.Advance(time.Minute)
-	// Another not-ready reason is no transition of ready.
-	reason.Store(ReasonServerError)
-	if got := run(); !got.LastTransition.Equal(changed.CheckedAt) {
-		t.Errorf("reason change without ready change moved the transition to %v", got.LastTransition)
+	if _, err := e.Status("nope"); err == nil {
+		t.Error("Status of an unknown name: no error")
 	}
 }
 
-func TestReloadAdoptsClosesAndKeepsCache(t *testing.T) {
+func TestReloadIsOneTransaction(t *testing.T) {
 	t.Parallel()
 	oldKVM := &testChecker{targets: one("beelink"), behave: verdictOf(ReasonReady)}
 	oldGCP := &testChecker{targets: one("compute"), behave: verdictOf(ReasonReady)}
 	gone := &testChecker{targets: one("apiserver"), behave: verdictOf(ReasonReady)}
-	g := spec(ProviderGCP, "g", oldGCP)
+	builds := map[string]int{}
+	counted := func(en Entry) Entry {
+		b := en.Build
+		en.Build = func() (Checker, error) { builds[en.Name]++; return b() }
+		return en
+	}
+	g := entry(ProviderGCP, "g", oldGCP)
 	g.MinInterval, g.Fingerprint = time.Hour, "v1"
-	e := newTestEngine(t, spec(ProviderKVM, "lab", oldKVM), g, spec(ProviderKubernetes, "k", gone))
+	kv := entry(ProviderKVM, "lab", oldKVM)
+	kv.Fingerprint = "v1"
+	e := newTestEngine(t, counted(kv), counted(g), counted(entry(ProviderKubernetes, "k", gone)))
 	if _, err := e.Run(context.Background(), Request{}); err != nil {
 		t.Fatal(err)
 	}
 
+	// A reload where one entry fails builds nothing that stays: the new
+	// checker is closed and the old ones are untouched.
 	newKVM := &testChecker{targets: one("beelink"), behave: verdictOf(ReasonReady)}
-	newGCP := &testChecker{targets: one("compute"), behave: verdictOf(ReasonReady)}
-	g2 := spec(ProviderGCP, "g", newGCP)
-	g2.MinInterval, g2.Fingerprint = time.Hour, "v1"
-	e.SetProviders([]Spec{spec(ProviderKVM, "lab", newKVM), g2})
+	kv2 := entry(ProviderKVM, "lab", newKVM)
+	kv2.Fingerprint = "v2"
+	bad := Entry{Kind: ProviderGCP, Name: "bad", Reasons: Reasons(ProviderGCP), Build: func() (Checker, error) { return nil, errors.New("no project") }}
+	if err := e.Load([]Entry{counted(kv2), g, bad}); err == nil || err.Error() != `gcp "bad": no project` {
+		t.Fatalf("failed reload: %v, want the entry's error", err)
+	}
+	if !newKVM.closed.Load() || oldKVM.closed.Load() || newKVM.adopted != nil || gone.closed.Load() {
+		t.Error("a failed reload changed what runs")
+	}
+	if _, err := e.Run(context.Background(), Request{Name: "k"}); err != nil {
+		t.Errorf("after a failed reload: %v", err)
+	}
 
+	newKVM = &testChecker{targets: one("beelink"), behave: verdictOf(ReasonReady)}
+	kv2 = entry(ProviderKVM, "lab", newKVM)
+	kv2.Fingerprint = "v2"
+	if err := e.Load([]Entry{counted(kv2), counted(g)}); err != nil {
+		t.Fatal(err)
+	}
 	if newKVM.adopted != oldKVM {
 		t.Error("new kvm checker did not adopt the old one")
 	}
-	for name, c := range map[string]*testChecker{"old kvm": oldKVM, "old gcp": oldGCP, "removed": gone} {
+	if builds["g"] != 1 {
+		t.Errorf("unchanged gcp entry built %d times, want once", builds["g"])
+	}
+	for name, c := range map[string]*testChecker{"old kvm": oldKVM, "removed": gone} {
 		if !c.closed.Load() {
 			t.Errorf("%s checker not closed", name)
 		}
 	}
-	if newKVM.closed.Load() || newGCP.closed.Load() {
+	if newKVM.closed.Load() || oldGCP.closed.Load() {
 		t.Error("a checker in force was closed")
 	}
-	res, err := e.Run(context.Background(), Request{Name: "g"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := res[0].Targets[0].Mode; got != ModeCached || newGCP.calls.Load() != 0 {
-		t.Errorf("unchanged gcp entry after reload: mode %s, %d calls; want the cached verdict", got, newGCP.calls.Load())
+	if got := runOne(t, e, Request{Name: "g"}); got.Mode != ModeCached || oldGCP.calls.Load() != 1 {
+		t.Errorf("unchanged gcp entry after reload: mode %s, %d calls; want the cached verdict", got.Mode, oldGCP.calls.Load())
 	}
 	if _, err := e.Run(context.Background(), Request{Name: "k"}); err == nil {
 		t.Error("removed provider still selectable")
@@ -552,7 +625,7 @@ func TestReloadAdoptsClosesAndKeepsCache(t *testing.T) {
 
 func TestLookup(t *testing.T) {
 	t.Parallel()
-	e := newTestEngine(t, spec(ProviderKVM, "lab", &testChecker{targets: one("beelink"), behave: verdictOf(ReasonReady)}))
+	e := newTestEngine(t, entry(ProviderKVM, "lab", &testChecker{targets: one("beelink"), behave: verdictOf(ReasonReady)}))
 	for _, tc := range []struct {
 		req Request
 		ok  bool
@@ -572,29 +645,34 @@ func TestLookup(t *testing.T) {
 	}
 }
 
+// Every goroutine a scrape starts ends with its check: synctest.Test fails
+// if any is left in the bubble when it returns.
 func TestNoGoroutineLeakAfterManyScrapes(t *testing.T) {
-	// Not parallel: goleak looks at every goroutine of the process.
-	c := &testChecker{targets: []Target{{Name: "a"}, {Name: "b"}, {Name: "c"}}, behave: func(ctx context.Context, target string) Verdict {
-		switch target {
-		case "a":
-			return Verdict{Reason: ReasonReady}
-		case "b":
-			return slow(time.Hour)(ctx, target)
-		default:
-			return Verdict{Reason: ReasonUnreachable}
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		c := &testChecker{targets: []Target{{Name: "a"}, {Name: "b"}, {Name: "c"}}, behave: func(ctx context.Context, target string) Verdict {
+			switch target {
+			case "a":
+				return Verdict{Reason: ReasonReady}
+			case "b":
+				return slow(time.Hour)(ctx, target)
+			default:
+				return Verdict{Reason: ReasonUnreachable}
+			}
+		}}
+		e := NewEngine(discard())
+		if err := e.Load([]Entry{entry(ProviderKVM, "lab", c)}); err != nil {
+			t.Fatal(err)
 		}
-	}}
-	e := NewEngine(discard())
-	e.SetProviders([]Spec{spec(ProviderKVM, "lab", c)})
-	var wg sync.WaitGroup
-	for range 20 {
-		wg.Go(func() {
-			_, _ = e.Run(context.Background(), Request{ScrapeTimeout: 100 * time.Millisecond, Offset: 10 * time.Millisecond})
-		})
-	}
-	wg.Wait()
-	e.Close()
-	goleak.VerifyNone(t, goleak.IgnoreCurrent())
+		var wg sync.WaitGroup
+		for range 20 {
+			wg.Go(func() {
+				_, _ = e.Run(context.Background(), Request{ScrapeTimeout: 100 * time.Millisecond, Offset: 10 * time.Millisecond})
+			})
+		}
+		wg.Wait()
+		e.Close()
+	})
 }
 
 func TestCollectGolden(t *testing.T) {
@@ -602,7 +680,7 @@ func TestCollectGolden(t *testing.T) {
 	at := time.Unix(1_700_000_000, 0)
 	res := []ProviderResult{
 		{
-			Kind: ProviderGCP, Name: "crawl-prod", Budget: 2500 * time.Millisecond,
+			Kind: ProviderGCP, Name: "crawl-prod", Reasons: Reasons(ProviderGCP), Budget: 2500 * time.Millisecond,
 			Checks: map[string]uint64{ModeLive: 3, ModeCached: 1},
 			Targets: []TargetResult{{
 				Result: Result{
@@ -651,7 +729,9 @@ func BenchmarkRun(b *testing.B) {
 				targets[i] = Target{Name: fmt.Sprintf("host-%d", i)}
 			}
 			e := NewEngine(discard())
-			e.SetProviders([]Spec{spec(ProviderKVM, "lab", &testChecker{targets: targets, behave: verdictOf(ReasonReady)})})
+			if err := e.Load([]Entry{entry(ProviderKVM, "lab", &testChecker{targets: targets, behave: verdictOf(ReasonReady)})}); err != nil {
+				b.Fatal(err)
+			}
 			defer e.Close()
 			b.ReportAllocs()
 			for b.Loop() {
@@ -668,86 +748,3 @@ func BenchmarkRun(b *testing.B) {
 		})
 	}
 }
-
-// checksOf reads a checks_total counter, for tests that wait on it.
-func (e *Engine) checksOf(kind, name, mode string) uint64 {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	if c := e.checks[checksKey{kind, name, mode}]; c != nil {
-		return c.Load()
-	}
-	return 0
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 10s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newFakeClock(t time.Time) *fakeClock { return &fakeClock{now: t} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
-// The recorded state, for tests: what the engine remembers of each target
-// without checking anything.
-
-// TargetStatus is the last known state of a target, for the status page.
-type TargetStatus struct {
-	Target         Target
-	Checked        bool // false until the first verdict
-	Last           Result
-	LastTransition time.Time
-}
-
-// ProviderStatus is the last known state of a provider entry.
-type ProviderStatus struct {
-	Kind, Name string
-	Targets    []TargetStatus
-}
-
-// Status returns the last known verdicts without checking anything.
-func (e *Engine) Status() []ProviderStatus {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	out := make([]ProviderStatus, 0, len(e.providers))
-	for _, p := range e.providers {
-		ps := ProviderStatus{Kind: p.Kind, Name: p.Name}
-		for _, t := range p.targets {
-			ts := TargetStatus{Target: t}
-			if st := e.states[stateKey{p.Kind, p.Name, t.Name}]; st != nil {
-				ts.Checked, ts.Last, ts.LastTransition = true, st.last, st.transition
-			}
-			ps.Targets = append(ps.Targets, ts)
-		}
-		out = append(out, ps)
-	}
-	return out
-}
-
-// testFacts are provider facts for the engine tests: details only, no
-// metrics of their own.
-type testFacts map[string]string
-
-func (f testFacts) Collect(chan<- prometheus.Metric, string, string) {}
-func (f testFacts) Details() map[string]string                       { return f }

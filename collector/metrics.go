@@ -63,7 +63,7 @@ func collectTarget(ch chan<- prometheus.Metric, p ProviderResult, t TargetResult
 	}
 	gauge(upDesc, boolFloat(t.Reason.Up()))
 	gauge(readyDesc, boolFloat(t.Reason.Ready()))
-	for _, r := range Reasons(p.Kind) {
+	for _, r := range p.Reasons {
 		gauge(reasonDesc, boolFloat(r == t.Reason), string(r))
 	}
 	gauge(durationDesc, t.Duration.Seconds())

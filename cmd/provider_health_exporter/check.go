@@ -4,9 +4,6 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/egress-proxies/provider_health_exporter/collector/gcp"
-	"github.com/egress-proxies/provider_health_exporter/collector/kubernetes"
-	"github.com/egress-proxies/provider_health_exporter/collector/kvm"
 	"github.com/egress-proxies/provider_health_exporter/config"
 )
 
@@ -31,23 +28,8 @@ func checkConfig(path string, stdout, stderr io.Writer) int {
 // would, so that --config.check and the checks never disagree.
 func referencedFileWarnings(cfg *config.Config) []string {
 	var out []string
-	for _, k := range cfg.Kubernetes {
-		if err := kubernetes.CheckFiles(k); err != nil {
-			out = append(out, fmt.Sprintf("kubernetes %q: %v", k.Name, err))
-		}
-	}
-	for _, g := range cfg.GCP {
-		if err := gcp.CheckFiles(g); err != nil {
-			out = append(out, fmt.Sprintf("gcp %q: %v", g.Name, err))
-		}
-	}
-	for _, v := range cfg.KVM {
-		for _, err := range kvm.CheckFiles(v) {
-			out = append(out, fmt.Sprintf("kvm %q: %v", v.Name, err))
-		}
-		if v.InsecureIgnoreHostKey {
-			out = append(out, fmt.Sprintf("kvm %q: insecure_ignore_host_key is true: host keys are not verified", v.Name))
-		}
+	for _, k := range kinds {
+		out = append(out, k.fileWarnings(cfg)...)
 	}
 	return out
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -21,16 +20,15 @@ import (
 	"github.com/egress-proxies/provider_health_exporter/config"
 )
 
-// specBuilder turns a loaded configuration into checkers; unchanged returns
-// the checker in force for an entry whose settings did not change, which the
-// builder may keep. It is a parameter so that tests can wire test checkers
-// through the real HTTP surface.
-type specBuilder func(ctx context.Context, cfg *config.Config, logger *slog.Logger, unchanged func(kind, name, fingerprint string) collector.Checker) ([]collector.Spec, error)
+// entriesFunc lists the configured entries with how to build their
+// checkers. It is a parameter so that tests can wire test checkers through
+// the real HTTP surface.
+type entriesFunc func(cfg *config.Config, logger *slog.Logger) []collector.Entry
 
 type exporterOptions struct {
 	logger      *slog.Logger
 	configFile  string
-	build       specBuilder
+	entries     entriesFunc
 	offset      time.Duration
 	maxRequests int
 	metricsPath string
@@ -78,11 +76,7 @@ func (x *exporter) reload() error {
 	defer x.reloadMu.Unlock()
 	cfg, err := config.Load(x.configFile)
 	if err == nil {
-		var specs []collector.Spec
-		specs, err = x.build(context.Background(), cfg, x.logger, x.engine.Unchanged)
-		if err == nil {
-			x.engine.SetProviders(specs)
-		}
+		err = x.engine.Load(x.entries(cfg, x.logger))
 	}
 	if err != nil {
 		x.reloadOK.Set(0)
@@ -163,14 +157,11 @@ func (x *exporter) serveMetrics(w http.ResponseWriter, r *http.Request) {
 	if collect, ok := r.URL.Query()["collect[]"]; ok {
 		req.Kinds = map[string]bool{}
 		for _, k := range collect {
-			switch k {
-			case collector.ProviderKubernetes, collector.ProviderGCP, collector.ProviderKVM:
-				req.Kinds[k] = true
-			case "exporter":
-			default:
-				http.Error(w, fmt.Sprintf("collect[]=%q: want kubernetes, gcp, kvm or exporter", k), http.StatusBadRequest)
+			if !validCollect(k) {
+				http.Error(w, fmt.Sprintf("collect[]=%q: want one of %s", k, strings.Join(collectValues(), ", ")), http.StatusBadRequest)
 				return
 			}
+			req.Kinds[k] = true
 		}
 	}
 	results, err := x.engine.Run(r.Context(), req)
@@ -204,12 +195,11 @@ func (x *exporter) serveProbe(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "name parameter is missing", http.StatusBadRequest)
 		return
 	}
-	var debugLog bytes.Buffer
 	debug := q.Get("debug") == "true"
-	if debug {
-		req.Debug = slog.NewTextHandler(&syncWriter{w: &debugLog}, &slog.HandlerOptions{Level: slog.LevelDebug})
-	}
-	// An unknown name or target is the only error Run returns.
+	// An unknown name or target is the only error Run returns. A debug
+	// probe is no live check of its own: it joins the target's check in
+	// flight or reuses one within min_interval like any scrape, and shows
+	// the log of the check that made its verdict.
 	results, err := x.engine.Run(r.Context(), req)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
@@ -222,7 +212,17 @@ func (x *exporter) serveProbe(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	fmt.Fprintf(w, "Logs for the check:\n%s\n", debugLog.String())
+	fmt.Fprintln(w, "Logs for the check:")
+	for _, p := range results {
+		for _, t := range p.Targets {
+			if t.Log == "" {
+				fmt.Fprintf(w, "(no log for %s/%s/%s: %s)\n", p.Kind, p.Name, t.Target.Name, describeMode(t.Mode))
+				continue
+			}
+			fmt.Fprint(w, t.Log)
+		}
+	}
+	fmt.Fprintln(w)
 	for _, p := range results {
 		for _, t := range p.Targets {
 			fmt.Fprintf(w, "Verdict for %s/%s/%s: %s (up=%v ready=%v) in %ss: %s\n",
@@ -244,31 +244,36 @@ func (x *exporter) serveProbe(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// syncWriter serialises writes: the checks of several targets log at once.
-type syncWriter struct {
-	mu sync.Mutex
-	w  *bytes.Buffer
+// describeMode says why a debug probe has no log to show.
+func describeMode(mode string) string {
+	if mode == collector.ModeCached {
+		return "a cached verdict whose check left no log"
+	}
+	return "the check did not answer within the budget"
 }
 
-func (s *syncWriter) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(p)
-}
-
-// statusTarget is one target in /api/v1/status.
+// statusTarget is one target in /api/v1/status, in the shape the README's
+// status API section documents.
 type statusTarget struct {
-	Target             string            `json:"target"`
-	Address            string            `json:"address"`
-	Up                 bool              `json:"up"`
-	Ready              bool              `json:"ready"`
-	Reason             collector.Reason  `json:"reason"`
-	Message            string            `json:"message"`
-	LastTransitionTime time.Time         `json:"lastTransitionTime"`
-	LastCheckTime      time.Time         `json:"lastCheckTime"`
-	DurationSeconds    float64           `json:"durationSeconds"`
-	Mode               string            `json:"mode"`
-	Details            map[string]string `json:"details,omitempty"`
+	Target             string             `json:"target"`
+	Address            string             `json:"address"`
+	Checked            bool               `json:"checked"`
+	Up                 bool               `json:"up"`
+	Ready              bool               `json:"ready"`
+	Reason             collector.Reason   `json:"reason"`
+	Message            string             `json:"message"`
+	LastTransitionTime *time.Time         `json:"lastTransitionTime"`
+	LastCheckTime      *time.Time         `json:"lastCheckTime"`
+	DurationSeconds    float64            `json:"durationSeconds"`
+	Details            map[string]string  `json:"details,omitempty"`
+	Transitions        []statusTransition `json:"transitions"`
+}
+
+// statusTransition is one change of a target's reason.
+type statusTransition struct {
+	Time time.Time        `json:"time"`
+	From collector.Reason `json:"from"` // "" for the first verdict
+	To   collector.Reason `json:"to"`
 }
 
 // statusProvider is one provider entry in /api/v1/status.
@@ -279,10 +284,16 @@ type statusProvider struct {
 	Targets  []statusTarget `json:"targets"`
 }
 
-// status runs the checks (live, shared or cached as for a scrape, under the
-// providers' own timeouts) and shapes the result for people and scripts.
-func (x *exporter) status(ctx context.Context, name string) ([]statusProvider, error) {
-	results, err := x.engine.Run(ctx, collector.Request{Name: name, Offset: x.offset})
+// status shapes the last verdicts for people and scripts. It checks
+// nothing unless refresh is set; then it runs the checks as a scrape
+// does (shared, min_interval applied, under the providers' own timeouts).
+func (x *exporter) status(ctx context.Context, name string, refresh bool) ([]statusProvider, error) {
+	if refresh {
+		if _, err := x.engine.Run(ctx, collector.Request{Name: name, Offset: x.offset}); err != nil {
+			return nil, err
+		}
+	}
+	results, err := x.engine.Status(name)
 	if err != nil {
 		return nil, err
 	}
@@ -291,35 +302,44 @@ func (x *exporter) status(ctx context.Context, name string) ([]statusProvider, e
 		sp := statusProvider{Provider: p.Kind, Name: p.Name, Ready: len(p.Targets) > 0, Targets: []statusTarget{}}
 		for _, t := range p.Targets {
 			sp.Ready = sp.Ready && t.Reason.Ready()
-			sp.Targets = append(sp.Targets, statusTarget{
-				Target:             t.Target.Name,
-				Address:            t.Target.Address,
-				Up:                 t.Reason.Up(),
-				Ready:              t.Reason.Ready(),
-				Reason:             t.Reason,
-				Message:            t.Message,
-				LastTransitionTime: t.LastTransition.UTC(),
-				LastCheckTime:      t.CheckedAt.UTC(),
-				DurationSeconds:    t.Duration.Seconds(),
-				Mode:               t.Mode,
-				Details:            details(t),
-			})
+			st := statusTarget{
+				Target:      t.Target.Name,
+				Address:     t.Target.Address,
+				Checked:     t.Checked,
+				Up:          t.Reason.Up(),
+				Ready:       t.Reason.Ready(),
+				Reason:      t.Reason,
+				Message:     t.Message,
+				Transitions: []statusTransition{},
+			}
+			if t.Checked {
+				st.LastTransitionTime, st.LastCheckTime = utc(t.LastTransition), utc(t.CheckedAt)
+				st.DurationSeconds = t.Duration.Seconds()
+			}
+			if t.Facts != nil {
+				st.Details = t.Facts.Details()
+			}
+			for _, tr := range t.Transitions {
+				st.Transitions = append(st.Transitions, statusTransition{Time: tr.Time.UTC(), From: tr.From, To: tr.To})
+			}
+			sp.Targets = append(sp.Targets, st)
 		}
 		out = append(out, sp)
 	}
 	return out, nil
 }
 
-// details are the provider's own facts of the target, if it has any.
-func details(t collector.TargetResult) map[string]string {
-	if t.Facts == nil {
+func utc(t time.Time) *time.Time {
+	if t.IsZero() {
 		return nil
 	}
-	return t.Facts.Details()
+	u := t.UTC()
+	return &u
 }
 
 func (x *exporter) serveStatusJSON(w http.ResponseWriter, r *http.Request) {
-	st, err := x.status(r.Context(), r.URL.Query().Get("name"))
+	q := r.URL.Query()
+	st, err := x.status(r.Context(), q.Get("name"), q.Get("refresh") == "true")
 	var lerr *collector.LookupError
 	if errors.As(err, &lerr) {
 		http.Error(w, err.Error(), http.StatusBadRequest)

@@ -47,33 +47,39 @@ func fixed(r collector.Reason, msg string) func(context.Context, *slog.Logger, s
 	}
 }
 
-// fakeBuilder gives each configured entry a fakeChecker; behaviours picks
-// one by entry name (default Ready).
-func fakeBuilder(behaviours map[string]func(context.Context, *slog.Logger, string) collector.Verdict) specBuilder {
-	return func(_ context.Context, cfg *config.Config, _ *slog.Logger, _ func(string, string, string) collector.Checker) ([]collector.Spec, error) {
-		var specs []collector.Spec
-		add := func(kind, name string, ch config.Check, targets []collector.Target) {
-			b := behaviours[name]
+// fakeEntries gives each configured entry a fakeChecker; behaviours picks
+// one by entry name (default Ready). It goes through the kinds table, so
+// names, reason sets and fingerprints are the real ones.
+func fakeEntries(behaviours map[string]func(context.Context, *slog.Logger, string) collector.Verdict) entriesFunc {
+	return func(cfg *config.Config, logger *slog.Logger) []collector.Entry {
+		es := entries(cfg, logger)
+		for i := range es {
+			b := behaviours[es[i].Name]
 			if b == nil {
 				b = fixed(collector.ReasonReady, "")
 			}
-			specs = append(specs, collector.Spec{Kind: kind, Name: name, Timeout: ch.TimeoutDuration(),
-				MinInterval: ch.MinIntervalDuration(), Checker: &fakeChecker{targets: targets, behave: b}})
-		}
-		for _, k := range cfg.Kubernetes {
-			add(collector.ProviderKubernetes, k.Name, k.Check, []collector.Target{{Name: "apiserver", Address: "https://127.0.0.1:6443"}})
-		}
-		for _, g := range cfg.GCP {
-			add(collector.ProviderGCP, g.Name, g.Check, []collector.Target{{Name: "compute", Address: "projects/" + g.Project}})
-		}
-		for _, v := range cfg.KVM {
-			var ts []collector.Target
-			for _, h := range v.Hosts {
-				ts = append(ts, collector.Target{Name: h.Name, Address: h.Address})
+			var targets []collector.Target
+			switch es[i].Kind {
+			case collector.ProviderKubernetes:
+				targets = []collector.Target{{Name: "apiserver", Address: "https://127.0.0.1:6443"}}
+			case collector.ProviderGCP:
+				for _, g := range cfg.GCP {
+					if g.Name == es[i].Name {
+						targets = []collector.Target{{Name: "compute", Address: "projects/" + g.Project}}
+					}
+				}
+			case collector.ProviderKVM:
+				for _, v := range cfg.KVM {
+					if v.Name == es[i].Name {
+						for _, h := range v.Hosts {
+							targets = append(targets, collector.Target{Name: h.Name, Address: h.Address})
+						}
+					}
+				}
 			}
-			add(collector.ProviderKVM, v.Name, v.Check, ts)
+			es[i].Build = func() (collector.Checker, error) { return &fakeChecker{targets: targets, behave: b}, nil }
 		}
-		return specs, nil
+		return es
 	}
 }
 
@@ -119,7 +125,7 @@ func newTestExporterWith(t testing.TB, dir, body string, behaviours map[string]f
 	x := newExporter(exporterOptions{
 		logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
 		configFile:  path,
-		build:       fakeBuilder(behaviours),
+		entries:     fakeEntries(behaviours),
 		offset:      500 * time.Millisecond,
 		maxRequests: maxRequests,
 		metricsPath: "/metrics",
@@ -244,30 +250,81 @@ func TestProbe(t *testing.T) {
 	}
 }
 
-func TestStatusJSONAndLandingPage(t *testing.T) {
-	t.Parallel()
-	_, srv, _ := newTestExporter(t, baseConfig, map[string]func(context.Context, *slog.Logger, string) collector.Verdict{
-		"crawl-prod": fixed(collector.ReasonAPIDisabled, "Compute Engine API has not been used in project crawl-prod-123"),
-	}, 0)
-	code, body := get(t, http.DefaultClient, srv.URL+"/api/v1/status", nil)
-	if code != http.StatusOK {
-		t.Fatalf("status %d", code)
-	}
-	var st struct {
-		Providers []statusProvider `json:"providers"`
-	}
-	if err := json.Unmarshal([]byte(body), &st); err != nil {
+// checksTotal sums provider_health_exporter_checks_total over every entry
+// and mode, as a scrape would see it.
+func checksTotal(t *testing.T, x *exporter) uint64 {
+	t.Helper()
+	st, err := x.engine.Status("")
+	if err != nil {
 		t.Fatal(err)
 	}
-	if len(st.Providers) != 3 {
-		t.Fatalf("%d providers, want 3", len(st.Providers))
+	var n uint64
+	for _, p := range st {
+		for _, c := range p.Checks {
+			n += c
+		}
 	}
-	g := st.Providers[1]
-	if g.Provider != "kubernetes" && g.Provider != "gcp" {
-		t.Fatalf("unexpected order: %+v", st.Providers)
+	return n
+}
+
+func TestStatusJSONAndLandingPage(t *testing.T) {
+	t.Parallel()
+	x, srv, _ := newTestExporter(t, baseConfig, map[string]func(context.Context, *slog.Logger, string) collector.Verdict{
+		"crawl-prod": fixed(collector.ReasonAPIDisabled, "Compute Engine API has not been used in project crawl-prod-123"),
+	}, 0)
+	decode := func(body string) []statusProvider {
+		t.Helper()
+		var st struct {
+			Providers []statusProvider `json:"providers"`
+		}
+		if err := json.Unmarshal([]byte(body), &st); err != nil {
+			t.Fatal(err)
+		}
+		if len(st.Providers) != 3 {
+			t.Fatalf("%d providers, want 3", len(st.Providers))
+		}
+		return st.Providers
+	}
+
+	// Reading the status checks nothing: every target says it was never
+	// checked, and checks_total stays where it was.
+	for _, path := range []string{"/api/v1/status", "/", "/api/v1/status?name=lab"} {
+		code, body := get(t, http.DefaultClient, srv.URL+path, nil)
+		if code != http.StatusOK {
+			t.Fatalf("%s: status %d", path, code)
+		}
+		if path == "/" && !strings.Contains(body, "never checked") {
+			t.Errorf("landing page before any scrape lacks \"never checked\"")
+		}
+		if path == "/api/v1/status" {
+			for _, p := range decode(body) {
+				for _, tg := range p.Targets {
+					if tg.Checked || tg.Reason != "" || tg.LastCheckTime != nil || len(tg.Transitions) != 0 {
+						t.Errorf("%s/%s before any scrape: %+v, want never checked", p.Name, tg.Target, tg)
+					}
+				}
+			}
+			for _, key := range []string{`"checked": false`, `"lastCheckTime": null`, `"transitions": []`} {
+				if !strings.Contains(body, key) {
+					t.Errorf("status JSON lacks %s", key)
+				}
+			}
+		}
+	}
+	if n := checksTotal(t, x); n != 0 {
+		t.Errorf("reading the status made %d checks, want 0", n)
+	}
+
+	// refresh=true checks, as a scrape does.
+	code, body := get(t, http.DefaultClient, srv.URL+"/api/v1/status?refresh=true", nil)
+	if code != http.StatusOK {
+		t.Fatalf("refresh: status %d", code)
+	}
+	if n := checksTotal(t, x); n != 4 {
+		t.Errorf("refresh made %d checks, want 4 (one per target)", n)
 	}
 	var gcpTarget statusTarget
-	for _, p := range st.Providers {
+	for _, p := range decode(body) {
 		if p.Provider == "gcp" {
 			gcpTarget = p.Targets[0]
 			if p.Ready {
@@ -275,25 +332,36 @@ func TestStatusJSONAndLandingPage(t *testing.T) {
 			}
 		}
 	}
-	if gcpTarget.Reason != collector.ReasonAPIDisabled || !gcpTarget.Up || gcpTarget.Ready ||
-		gcpTarget.Address != "projects/crawl-prod-123" || gcpTarget.LastCheckTime.IsZero() || gcpTarget.LastTransitionTime.IsZero() {
+	if !gcpTarget.Checked || gcpTarget.Reason != collector.ReasonAPIDisabled || !gcpTarget.Up || gcpTarget.Ready ||
+		gcpTarget.Address != "projects/crawl-prod-123" || gcpTarget.LastCheckTime == nil || gcpTarget.LastTransitionTime == nil ||
+		len(gcpTarget.Transitions) != 1 || gcpTarget.Transitions[0].From != "" || gcpTarget.Transitions[0].To != collector.ReasonAPIDisabled {
 		t.Errorf("gcp target = %+v", gcpTarget)
 	}
-	for _, key := range []string{`"up"`, `"ready"`, `"reason"`, `"message"`, `"lastTransitionTime"`, `"lastCheckTime"`, `"durationSeconds"`, `"address"`} {
+	for _, key := range []string{`"checked": true`, `"up"`, `"ready"`, `"reason"`, `"message"`, `"lastTransitionTime"`,
+		`"lastCheckTime"`, `"durationSeconds"`, `"address"`, `"transitions"`, `"from": ""`, `"to": "APIDisabled"`} {
 		if !strings.Contains(body, key) {
 			t.Errorf("status JSON lacks %s", key)
 		}
 	}
+	before := checksTotal(t, x)
+	if code, _ := get(t, http.DefaultClient, srv.URL+"/?refresh=true", nil); code != http.StatusOK || checksTotal(t, x) != before+4 {
+		t.Errorf("landing page refresh: %d, checks %d -> %d, want 4 more", code, before, checksTotal(t, x))
+	}
+	before = checksTotal(t, x)
 
 	code, page := get(t, http.DefaultClient, srv.URL+"/", nil)
 	if code != http.StatusOK {
 		t.Fatalf("landing page status %d", code)
 	}
 	for _, want := range []string{"<table>", `class="notready"`, `class="ready"`, "APIDisabled",
-		"Compute Engine API has not been used in project crawl-prod-123", "/probe?name=lab&amp;target=nuc&amp;debug=true"} {
+		"Compute Engine API has not been used in project crawl-prod-123", "/probe?name=lab&amp;target=nuc&amp;debug=true",
+		`name="refresh"`, "never checked &rarr; APIDisabled"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("landing page lacks %q", want)
 		}
+	}
+	if n := checksTotal(t, x); n != before {
+		t.Errorf("a page load made %d checks, want 0", n-before)
 	}
 	if code, _ := get(t, http.DefaultClient, srv.URL+"/nope", nil); code != http.StatusNotFound {
 		t.Errorf("/nope: status %d, want 404", code)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"html/template"
 	"net/http"
 	"time"
@@ -11,19 +12,25 @@ import (
 // The landing page is the on-call engineer's first stop: links, and every
 // target's state with the reason and the message behind it.
 var landingTemplate = template.Must(template.New("landing").Funcs(template.FuncMap{
-	"ago": func(t time.Time) string {
-		if t.IsZero() {
+	"ago": func(t *time.Time) string {
+		if t == nil {
 			return "never"
 		}
-		return time.Since(t).Round(time.Second).String() + " ago"
+		return time.Since(*t).Round(time.Second).String() + " ago"
 	},
-	"stamp": func(t time.Time) string {
-		if t.IsZero() {
+	"stamp": func(t *time.Time) string {
+		if t == nil {
 			return ""
 		}
-		return t.UTC().Format(time.RFC3339)
+		return t.Format(time.RFC3339)
 	},
 	"seconds": func(f float64) string { return template.HTMLEscapeString(trimFloat(f)) },
+	"from": func(r any) string {
+		if s := fmt.Sprint(r); s != "" {
+			return s
+		}
+		return "never checked"
+	},
 }).Parse(`<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -37,6 +44,8 @@ th { background: #f0f0f0; }
 tr.ready td.state { background: #c8f0c8; }
 tr.down td.state { background: #f6c4c4; }
 tr.notready td.state { background: #fbe3a6; }
+tr.unchecked td.state { background: #e4e4e4; }
+td.transitions { font-size: 90%; white-space: nowrap; }
 td.message { max-width: 40em; font-family: monospace; font-size: 90%; overflow-wrap: anywhere; }
 </style>
 </head>
@@ -50,21 +59,25 @@ td.message { max-width: 40em; font-family: monospace; font-size: 90%; overflow-w
 <li>Probe one provider: <code>/probe?name=NAME[&amp;target=TARGET][&amp;debug=true]</code></li>
 </ul>
 <h2>Status</h2>
+<p>The last verdict of each target, from the scrapes; loading this page checks nothing.</p>
+<form method="get" action=""><input type="hidden" name="refresh" value="true"><button type="submit">Refresh (run the checks now)</button></form>
 {{if .Error}}<p>Error: {{.Error}}</p>{{end}}
 <table>
-<tr><th>provider</th><th>name</th><th>target</th><th>ready</th><th>reason</th><th>message</th><th>since</th><th>last check</th><th>duration</th><th>probe</th></tr>
+<tr><th>provider</th><th>name</th><th>target</th><th>ready</th><th>reason</th><th>message</th><th>since</th><th>last check</th><th>duration</th><th>recent transitions</th><th>probe</th></tr>
 {{range $p := .Providers}}{{range $t := $p.Targets}}
-<tr class="{{if $t.Ready}}ready{{else if $t.Up}}notready{{else}}down{{end}}">
+<tr class="{{if not $t.Checked}}unchecked{{else if $t.Ready}}ready{{else if $t.Up}}notready{{else}}down{{end}}">
 <td>{{$p.Provider}}</td><td>{{$p.Name}}</td><td title="{{$t.Address}}">{{$t.Target}}</td>
-<td class="state">{{if $t.Ready}}yes{{else}}no{{end}}</td>
+{{if $t.Checked}}<td class="state">{{if $t.Ready}}yes{{else}}no{{end}}</td>
 <td class="state">{{$t.Reason}}</td>
 <td class="message">{{$t.Message}}</td>
 <td title="{{stamp $t.LastTransitionTime}}">{{ago $t.LastTransitionTime}}</td>
-<td title="{{stamp $t.LastCheckTime}}">{{ago $t.LastCheckTime}} ({{$t.Mode}})</td>
+<td title="{{stamp $t.LastCheckTime}}">{{ago $t.LastCheckTime}}</td>
 <td>{{seconds $t.DurationSeconds}}s</td>
+{{else}}<td class="state" colspan="6">never checked</td>{{end}}
+<td class="transitions">{{range $tr := $t.Transitions}}<div title="{{$tr.Time.Format "2006-01-02T15:04:05Z07:00"}}">{{$tr.Time.Format "15:04:05"}} {{from $tr.From}} &rarr; {{$tr.To}}</div>{{end}}</td>
 <td><a href="/probe?name={{$p.Name}}&amp;target={{$t.Target}}&amp;debug=true">debug</a></td>
 </tr>
-{{end}}{{else}}<tr><td colspan="10">no providers configured</td></tr>{{end}}
+{{end}}{{else}}<tr><td colspan="11">no providers configured</td></tr>{{end}}
 </table>
 <p><small>{{.Version}}</small></p>
 </body>
@@ -78,7 +91,7 @@ func (x *exporter) serveLanding(w http.ResponseWriter, r *http.Request) {
 		Error       string
 		Version     string
 	}{MetricsPath: x.metricsPath, Version: "provider_health_exporter " + version.Info()}
-	st, err := x.status(r.Context(), "")
+	st, err := x.status(r.Context(), "", r.URL.Query().Get("refresh") == "true")
 	if err != nil {
 		data.Error = err.Error()
 	}

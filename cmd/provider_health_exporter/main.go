@@ -67,7 +67,7 @@ func run(args []string, stdout, stderr *os.File) int {
 	x := newExporter(exporterOptions{
 		logger:      logger,
 		configFile:  *configFile,
-		build:       buildSpecs,
+		entries:     entries,
 		offset:      time.Duration(*timeoutOff * float64(time.Second)),
 		maxRequests: *maxRequests,
 		metricsPath: *metricsPath,

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 
@@ -14,75 +13,134 @@ import (
 	"github.com/egress-proxies/provider_health_exporter/config"
 )
 
-// buildSpecs builds one checker per configured entry. A kubernetes or gcp
-// entry whose settings did not change keeps its checker across a reload (its
-// client, and GCP's cached token); kvm entries get a new checker that adopts
-// the kept connections of unchanged hosts, because a kvm entry's hosts can
-// change one by one. On error, the checkers built here are closed and the
-// caller keeps its running config.
-func buildSpecs(ctx context.Context, cfg *config.Config, logger *slog.Logger, unchanged func(kind, name, fingerprint string) collector.Checker) (specs []collector.Spec, err error) {
-	var built []collector.Checker
-	defer func() {
-		if err != nil {
-			for _, c := range built {
-				if cl, ok := c.(collector.Closer); ok {
-					_ = cl.Close()
-				}
-			}
-			specs = nil
-		}
-	}()
-	add := func(kind, name string, settings config.Check, entry any, build func() (collector.Checker, error)) error {
-		fp := fingerprint(entry)
-		c := unchanged(kind, name, fp)
-		if c == nil || kind == collector.ProviderKVM {
-			var err error
-			if c, err = build(); err != nil {
-				return fmt.Errorf("%s %q: %w", kind, name, err)
-			}
-			built = append(built, c)
-		}
-		specs = append(specs, collector.Spec{
-			Kind: kind, Name: name,
-			Timeout: settings.TimeoutDuration(), MinInterval: settings.MinIntervalDuration(),
-			Checker: c, Fingerprint: fp,
-		})
-		return nil
-	}
-	scoped := func(kind, name string) *slog.Logger { return logger.With("provider", kind, "name", name) }
-	for _, k := range cfg.Kubernetes {
-		err := add(collector.ProviderKubernetes, k.Name, k.Check, k, func() (collector.Checker, error) {
-			return kubernetes.New(k, scoped(collector.ProviderKubernetes, k.Name))
-		})
-		if err != nil {
-			return specs, err
-		}
-	}
-	for _, g := range cfg.GCP {
-		err := add(collector.ProviderGCP, g.Name, g.Check, g, func() (collector.Checker, error) {
-			return gcp.New(ctx, g, scoped(collector.ProviderGCP, g.Name))
-		})
-		if err != nil {
-			return specs, err
-		}
-	}
-	for _, v := range cfg.KVM {
-		err := add(collector.ProviderKVM, v.Name, v.Check, v, func() (collector.Checker, error) {
-			return kvm.New(v, scoped(collector.ProviderKVM, v.Name))
-		})
-		if err != nil {
-			return specs, err
-		}
-	}
-	return specs, nil
+// providerKind is everything the exporter knows of one kind of provider.
+// kinds is the only list of them: main builds the engine's entries from it,
+// --config.check reads files through it, and collect[] accepts its names.
+// Adding a provider is a row here and its package.
+type providerKind struct {
+	name string
+	// entries are the kind's configured entries, each with how to build
+	// its checker.
+	entries func(cfg *config.Config, logger *slog.Logger) []collector.Entry
+	// fileWarnings reads the files the entries reference the way a check
+	// does, for --config.check.
+	fileWarnings func(cfg *config.Config) []string
 }
 
-// fingerprint identifies an entry's settings, so that a reload which leaves
-// an entry alone keeps its checker and its cached verdicts.
+var kinds = []providerKind{
+	{
+		name: collector.ProviderKubernetes,
+		entries: func(cfg *config.Config, logger *slog.Logger) []collector.Entry {
+			var out []collector.Entry
+			for _, k := range cfg.Kubernetes {
+				out = append(out, newEntry(collector.ProviderKubernetes, k.Name, k.Check, k, logger, func(l *slog.Logger) (collector.Checker, error) {
+					return kubernetes.New(k, l)
+				}))
+			}
+			return out
+		},
+		fileWarnings: func(cfg *config.Config) []string {
+			var out []string
+			for _, k := range cfg.Kubernetes {
+				if err := kubernetes.CheckFiles(k); err != nil {
+					out = append(out, fmt.Sprintf("kubernetes %q: %v", k.Name, err))
+				}
+			}
+			return out
+		},
+	},
+	{
+		name: collector.ProviderGCP,
+		entries: func(cfg *config.Config, logger *slog.Logger) []collector.Entry {
+			var out []collector.Entry
+			for _, g := range cfg.GCP {
+				out = append(out, newEntry(collector.ProviderGCP, g.Name, g.Check, g, logger, func(l *slog.Logger) (collector.Checker, error) {
+					return gcp.New(g, l)
+				}))
+			}
+			return out
+		},
+		fileWarnings: func(cfg *config.Config) []string {
+			var out []string
+			for _, g := range cfg.GCP {
+				if err := gcp.CheckFiles(g); err != nil {
+					out = append(out, fmt.Sprintf("gcp %q: %v", g.Name, err))
+				}
+			}
+			return out
+		},
+	},
+	{
+		name: collector.ProviderKVM,
+		entries: func(cfg *config.Config, logger *slog.Logger) []collector.Entry {
+			var out []collector.Entry
+			for _, v := range cfg.KVM {
+				out = append(out, newEntry(collector.ProviderKVM, v.Name, v.Check, v, logger, func(l *slog.Logger) (collector.Checker, error) {
+					return kvm.New(v, l)
+				}))
+			}
+			return out
+		},
+		fileWarnings: func(cfg *config.Config) []string {
+			var out []string
+			for _, v := range cfg.KVM {
+				for _, err := range kvm.CheckFiles(v) {
+					out = append(out, fmt.Sprintf("kvm %q: %v", v.Name, err))
+				}
+				if v.InsecureIgnoreHostKey {
+					out = append(out, fmt.Sprintf("kvm %q: insecure_ignore_host_key is true: host keys are not verified", v.Name))
+				}
+			}
+			return out
+		},
+	},
+}
+
+// entries lists every configured entry, kind by kind, in the order of kinds.
+func entries(cfg *config.Config, logger *slog.Logger) []collector.Entry {
+	var out []collector.Entry
+	for _, k := range kinds {
+		out = append(out, k.entries(cfg, logger)...)
+	}
+	return out
+}
+
+// newEntry describes one configured entry to the engine. The fingerprint
+// is the entry's settings: a reload that leaves them alone keeps the
+// checker, its clients, tokens, connections and cached verdicts.
+func newEntry(kind, name string, check config.Check, settings any, logger *slog.Logger, build func(*slog.Logger) (collector.Checker, error)) collector.Entry {
+	return collector.Entry{
+		Kind: kind, Name: name, Reasons: collector.Reasons(kind),
+		Timeout: check.TimeoutDuration(), MinInterval: check.MinIntervalDuration(),
+		Fingerprint: fingerprint(settings),
+		Build:       func() (collector.Checker, error) { return build(logger.With("provider", kind, "name", name)) },
+	}
+}
+
+// fingerprint identifies an entry's settings.
 func fingerprint(entry any) string {
 	b, err := yaml.Marshal(entry)
 	if err != nil {
 		return fmt.Sprintf("unmarshalable-%p", entry)
 	}
 	return string(b)
+}
+
+// collectValues are the values collect[] accepts: a kind, or exporter for
+// the exporter's own metrics alone.
+func collectValues() []string {
+	out := make([]string, 0, len(kinds)+1)
+	for _, k := range kinds {
+		out = append(out, k.name)
+	}
+	return append(out, "exporter")
+}
+
+func validCollect(v string) bool {
+	for _, c := range collectValues() {
+		if c == v {
+			return true
+		}
+	}
+	return false
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -11,18 +10,20 @@ import (
 	"github.com/egress-proxies/provider_health_exporter/config"
 )
 
-// TestReloadKeepsUnchangedCheckers builds the real checkers twice, as a
-// reload does: unchanged kubernetes and gcp entries keep their checker (and
-// so their client and token), a changed one gets a new checker, and kvm
-// always gets a new checker (which adopts kept connections).
-func TestReloadKeepsUnchangedCheckers(t *testing.T) {
+// TestReloadBuildsOnlyChangedEntries loads the real checkers through the
+// kinds table, as a reload does: an entry whose settings did not change is
+// not built again (it keeps its client, token and connections), a changed
+// one is.
+func TestReloadBuildsOnlyChangedEntries(t *testing.T) {
 	// No check runs here, but keep any credential lookup on loopback.
 	t.Setenv("GCE_METADATA_HOST", "127.0.0.1:1")
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "placeholder"), []byte("x"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	write := func(project string) *config.Config {
+	logger := slog.New(slog.DiscardHandler)
+	builds := map[string]int{}
+	load := func(project string) []collector.Entry {
 		path := filepath.Join(dir, "provider_health.yml")
 		body := `
 kubernetes:
@@ -46,36 +47,43 @@ kvm:
 		if err != nil {
 			t.Fatal(err)
 		}
-		return cfg
+		es := entries(cfg, logger)
+		for i := range es {
+			build, name := es[i].Build, es[i].Name
+			es[i].Build = func() (collector.Checker, error) { builds[name]++; return build() }
+		}
+		return es
 	}
-	logger := slog.New(slog.DiscardHandler)
 	engine := collector.NewEngine(logger)
 	defer engine.Close()
-
-	first, err := buildSpecs(context.Background(), write("p1"), logger, engine.Unchanged)
-	if err != nil {
-		t.Fatal(err)
-	}
-	engine.SetProviders(first)
-	second, err := buildSpecs(context.Background(), write("p1"), logger, engine.Unchanged)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, kept := range []bool{true, true, false} { // kubernetes, gcp, kvm
-		if same := first[i].Checker == second[i].Checker; same != kept {
-			t.Errorf("%s: checker kept = %v, want %v", first[i].Kind, same, kept)
+	for _, step := range []struct {
+		project string
+		want    map[string]int
+	}{
+		{"p1", map[string]int{"k": 1, "g": 1, "lab": 1}},
+		{"p1", map[string]int{"k": 1, "g": 1, "lab": 1}},
+		{"p2", map[string]int{"k": 1, "g": 2, "lab": 1}},
+	} {
+		if err := engine.Load(load(step.project)); err != nil {
+			t.Fatal(err)
+		}
+		for name, n := range step.want {
+			if builds[name] != n {
+				t.Errorf("project %s: %s built %d times, want %d", step.project, name, builds[name], n)
+			}
 		}
 	}
-	engine.SetProviders(second)
-	third, err := buildSpecs(context.Background(), write("p2"), logger, engine.Unchanged)
-	if err != nil {
-		t.Fatal(err)
+}
+
+// TestKindsTable: every kind has a reason set, and collect[] accepts it.
+func TestKindsTable(t *testing.T) {
+	t.Parallel()
+	for _, k := range kinds {
+		if len(collector.Reasons(k.name)) == 0 {
+			t.Errorf("kind %s has no reason set", k.name)
+		}
+		if !validCollect(k.name) {
+			t.Errorf("collect[]=%s is refused", k.name)
+		}
 	}
-	if third[0].Checker != second[0].Checker {
-		t.Error("unchanged kubernetes entry got a new checker")
-	}
-	if third[1].Checker == second[1].Checker {
-		t.Error("gcp entry with another project kept its checker")
-	}
-	engine.SetProviders(third)
 }

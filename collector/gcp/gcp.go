@@ -1,7 +1,7 @@
 // Package gcp checks that the Compute Engine API of a project can be used to
 // host proxies: one live check fetches exactly one page of the project's
 // aggregated instance list (maxResults=1, the managed-instance filter) and
-// classifies whatever comes back into a reason of SPEC §7.
+// classifies whatever comes back into a reason of the README's "Reasons".
 package gcp
 
 import (
@@ -35,7 +35,7 @@ import (
 	"github.com/egress-proxies/provider_health_exporter/config"
 )
 
-// TargetName is the only target of a gcp entry (SPEC §1).
+// TargetName is the only target of a gcp entry (README: "What a check does").
 const TargetName = "compute"
 
 // aggregatedListKind is what Compute calls the answer we ask for; a 200 that
@@ -57,7 +57,7 @@ type Checker struct {
 
 	// base carries every request this checker makes, to Compute and to the
 	// token endpoint; keep-alives are off so that no socket outlives the
-	// check that opened it (SPEC §5). With min_interval in the minutes an
+	// check that opened it (README: "Timeouts"). With min_interval in the minutes an
 	// idle connection would hardly ever be reused anyway.
 	base *http.Transport
 	// deadlines gives the Compute request the check's context, which the
@@ -94,9 +94,9 @@ func WithResolver(r *net.Resolver) Option {
 // not read the credentials: what they contain is each check's business, so a
 // missing or broken credentials file gives a CredentialsUnavailable verdict
 // instead of keeping the exporter from starting.
-func New(ctx context.Context, cfg *config.GCP, logger *slog.Logger, opts ...Option) (*Checker, error) {
+func New(cfg *config.GCP, logger *slog.Logger, opts ...Option) (*Checker, error) {
 	if cfg == nil || cfg.Project == "" {
-		return nil, errors.New("gcp: project is required")
+		return nil, errors.New("project is required")
 	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)

@@ -63,7 +63,7 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	metadataServer.Close()
 	os.RemoveAll(home)
-	// No goroutine may outlive its check (SPEC §5), timeouts included.
+	// No goroutine may outlive its check (README: "Timeouts"), timeouts included.
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			fmt.Fprintln(os.Stderr, "goroutines left behind:", err)
@@ -293,7 +293,7 @@ func newTestChecker(t *testing.T, endpoint string, tokens *tokenServer, opts ...
 		Endpoint:        endpoint,
 		CredentialsFile: writeServiceAccount(t, t.TempDir(), tokens.URL+"/token", "exporter@crawl-prod-123.iam.gserviceaccount.com"),
 	}
-	c, err := New(context.Background(), cfg, slog.New(slog.DiscardHandler), opts...)
+	c, err := New(cfg, slog.New(slog.DiscardHandler), opts...)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -318,7 +318,7 @@ func check(t *testing.T, c *Checker, budget time.Duration) collector.Verdict {
 }
 
 // TestRecordedAnswers drives the real client over HTTP against every
-// recorded answer: one request per check, the reason of SPEC §7.
+// recorded answer: one request per check, the reason of the README's "Reasons".
 func TestRecordedAnswers(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -379,7 +379,7 @@ func TestFilter(t *testing.T) {
 			api := newComputeServer(t, 200, "aggregated-instances.json")
 			api.filter = filter
 			api.start()
-			c, err := New(context.Background(), &config.GCP{
+			c, err := New(&config.GCP{
 				Name: "crawl-prod", Project: testProject, Filter: filter, Endpoint: api.URL + "/",
 				CredentialsFile: writeServiceAccount(t, t.TempDir(), tokens.URL+"/token", "exporter@crawl-prod-123.iam.gserviceaccount.com"),
 			}, nil)
@@ -431,7 +431,7 @@ func TestEveryCheckIsOneRequest(t *testing.T) {
 }
 
 // TestNoSocketOutlivesCheck: the connection a check opened is closed when
-// the check is done, not kept idle for a next check minutes away (SPEC §5).
+// the check is done, not kept idle for a next check minutes away (README: "Timeouts").
 func TestNoSocketOutlivesCheck(t *testing.T) {
 	t.Parallel()
 	tokens := newTokenServer(t, nil)
@@ -565,7 +565,7 @@ func TestTransportFailures(t *testing.T) {
 	}
 }
 
-// TestTokenEndpointUnreachable is the trap of SPEC §7: a token endpoint
+// TestTokenEndpointUnreachable is the trap of the README's "Reasons": a token endpoint
 // that refuses connections looks like a dial error, but the verdict is
 // about the credentials, not about Compute.
 func TestTokenEndpointUnreachable(t *testing.T) {
@@ -581,7 +581,7 @@ func TestTokenEndpointUnreachable(t *testing.T) {
 		Name: "crawl-prod", Project: testProject, Filter: config.DefaultGCPFilter, Endpoint: api.URL,
 		CredentialsFile: writeServiceAccount(t, t.TempDir(), tokenURL, "exporter@crawl-prod-123.iam.gserviceaccount.com"),
 	}
-	c, err := New(context.Background(), cfg, nil)
+	c, err := New(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -709,7 +709,7 @@ func TestApplicationDefaultCredentials(t *testing.T) {
 			t.Setenv("HOME", t.TempDir())
 
 			api := newComputeServer(t, 200, "aggregated-instances.json").start()
-			c, err := New(context.Background(), &config.GCP{
+			c, err := New(&config.GCP{
 				Name: "crawl-prod", Project: testProject, Filter: config.DefaultGCPFilter, Endpoint: api.URL,
 			}, nil)
 			if err != nil {
@@ -786,7 +786,7 @@ func BenchmarkCheck(b *testing.B) {
 	if err := os.WriteFile(path, sa, 0o600); err != nil {
 		b.Fatal(err)
 	}
-	c, err := New(context.Background(), &config.GCP{
+	c, err := New(&config.GCP{
 		Name: "bench", Project: testProject, Filter: config.DefaultGCPFilter, Endpoint: api.URL, CredentialsFile: path,
 	}, nil)
 	if err != nil {
@@ -817,12 +817,15 @@ func TestThroughEngine(t *testing.T) {
 
 	e := collector.NewEngine(slog.New(slog.DiscardHandler))
 	defer e.Close()
-	e.SetProviders([]collector.Spec{
-		{Kind: collector.ProviderGCP, Name: "cached", Timeout: 10 * time.Second, MinInterval: time.Hour,
-			Checker: newTestChecker(t, api.URL, tokens)},
-		{Kind: collector.ProviderGCP, Name: "slow", Timeout: 10 * time.Second,
-			Checker: newTestChecker(t, slow.URL, tokens)},
-	})
+	cached, slowChecker := newTestChecker(t, api.URL, tokens), newTestChecker(t, slow.URL, tokens)
+	if err := e.Load([]collector.Entry{
+		{Kind: collector.ProviderGCP, Name: "cached", Reasons: collector.Reasons(collector.ProviderGCP), Timeout: 10 * time.Second, MinInterval: time.Hour,
+			Build: func() (collector.Checker, error) { return cached, nil }},
+		{Kind: collector.ProviderGCP, Name: "slow", Reasons: collector.Reasons(collector.ProviderGCP), Timeout: 10 * time.Second,
+			Build: func() (collector.Checker, error) { return slowChecker, nil }},
+	}); err != nil {
+		t.Fatal(err)
+	}
 
 	for i := 0; i < 4; i++ {
 		res, err := e.Run(context.Background(), collector.Request{Name: "cached"})
@@ -865,7 +868,7 @@ func TestNoSecretInDebugLog(t *testing.T) {
 		Name: "crawl-prod", Project: testProject, Filter: config.DefaultGCPFilter, Endpoint: api.URL,
 		CredentialsFile: writeServiceAccount(t, t.TempDir(), tokens.URL+"/token", "exporter@crawl-prod-123.iam.gserviceaccount.com"),
 	}
-	c, err := New(context.Background(), cfg, logger)
+	c, err := New(cfg, logger)
 	if err != nil {
 		t.Fatal(err)
 	}

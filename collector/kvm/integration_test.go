@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -215,12 +216,15 @@ func TestIntegration(t *testing.T) {
 		before := acceptedLogins(t, e)
 		engine := collector.NewEngine(logger(t))
 		defer engine.Close()
+		loads := 0
 		load := func(mod func(*config.KVM)) {
-			c, err := kvm.New(e.config(mod), logger(t))
+			loads++ // every load is a changed entry, so the new checker adopts
+			err := engine.Load([]collector.Entry{{Kind: collector.ProviderKVM, Name: "lab", Reasons: collector.Reasons(collector.ProviderKVM),
+				Timeout: 10 * time.Second, Fingerprint: strconv.Itoa(loads),
+				Build: func() (collector.Checker, error) { return kvm.New(e.config(mod), logger(t)) }}})
 			if err != nil {
 				t.Fatal(err)
 			}
-			engine.SetProviders([]collector.Spec{{Kind: collector.ProviderKVM, Name: "lab", Timeout: 10 * time.Second, Checker: c}})
 		}
 		scrape := func() (collector.Reason, float64) {
 			t.Helper()
@@ -249,7 +253,7 @@ func TestIntegration(t *testing.T) {
 			}
 		}
 		// A reload with the same settings, then one that changes only the
-		// pool, adopt the kept connection (SPEC §3, §8).
+		// pool, adopt the kept connection (README: "Configuration", "KVM").
 		load(nil)
 		if r, n := scrape(); r != collector.ReasonReady || n != 1 {
 			t.Errorf("after a reload: reason %s, connects_total %v; want Ready and 1", r, n)

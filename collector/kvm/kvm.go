@@ -65,7 +65,7 @@ func New(cfg *config.KVM, logger *slog.Logger) (*Checker, error) {
 		return nil, errors.New("kvm: nil config")
 	}
 	if len(cfg.Hosts) == 0 {
-		return nil, fmt.Errorf("kvm %q: no hosts", cfg.Name)
+		return nil, errors.New("no hosts")
 	}
 	dials := cfg.MaxConcurrentDials
 	if dials < 1 {
@@ -84,7 +84,7 @@ func New(cfg *config.KVM, logger *slog.Logger) (*Checker, error) {
 	}
 	for _, h := range cfg.Hosts {
 		if _, dup := c.byName[h.Name]; dup {
-			return nil, fmt.Errorf("kvm %q: duplicate host name %q", cfg.Name, h.Name)
+			return nil, fmt.Errorf("duplicate host name %q", h.Name)
 		}
 		hh := &host{
 			name:    h.Name,
