@@ -26,7 +26,7 @@ func ParseScrapeTimeout(v string) (time.Duration, error) {
 	return time.Duration(secs * float64(time.Second)), nil
 }
 
-// Budget is the time one check of a scrape may take (SPEC §5): the provider's
+// Budget is the time one check of a scrape may take (README: "Timeouts"): the provider's
 // timeout, lowered to the scrape timeout minus the offset, so that the
 // answer reaches Prometheus before it gives up. The offset never eats more
 // than half of the scrape timeout, so the budget is never zero or negative.

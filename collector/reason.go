@@ -1,12 +1,12 @@
 package collector
 
 // Reason says in one bounded CamelCase word why a target is or is not ready.
-// Each provider has a closed set (SPEC §7); every reason of the set is
+// Each provider has a closed set (README: "Reasons"); every reason of the set is
 // exported on every scrape as a state set, so the set must never grow at run
 // time.
 type Reason string
 
-// The reasons of SPEC §7.
+// The reasons of the README's "Reasons".
 const (
 	ReasonReady                    Reason = "Ready"
 	ReasonTimeout                  Reason = "Timeout"
@@ -46,7 +46,7 @@ const (
 )
 
 // up tells whether a reason means the provider's API answered at its own
-// protocol level (SPEC §6/§7): an HTTP status from the API, a libvirt reply.
+// protocol level (README: "Metrics", "Reasons"): an HTTP status from the API, a libvirt reply.
 var up = map[Reason]bool{
 	ReasonReady:                true,
 	ReasonUnauthorized:         true,

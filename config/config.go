@@ -1,5 +1,5 @@
 // Package config loads and validates the exporter's YAML configuration
-// (SPEC §3). It checks the file itself and that referenced files can be
+// (README: "Configuration"). It checks the file itself and that referenced files can be
 // read; what those files contain is each check's business, so a rotated key
 // is picked up without a reload.
 package config
@@ -22,7 +22,7 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// Defaults of SPEC §3.
+// Defaults of the README's "Configuration".
 const (
 	DefaultTimeout            = Duration(10 * time.Second)
 	DefaultLabelSelector      = "app.kubernetes.io/managed-by=egress-proxies-operator"

@@ -1,6 +1,6 @@
 // Package mixin_test checks the generated mixin files: every PromQL
 // expression of the alerts and dashboards parses (through promtool) and names
-// only metrics of SPEC §6 and their labels, every dashboard is well formed,
+// only metrics of the README's "Metrics" and their labels, every dashboard is well formed,
 // every alert carries its severity, annotations, runbook section and promtool
 // test cases, and those test cases fail when a rule is broken.
 package mixin_test
@@ -20,7 +20,7 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// specMetrics are the metrics of SPEC §6 with their labels, plus the up
+// specMetrics are the metrics of the README's "Metrics" with their labels, plus the up
 // series Prometheus writes for every scrape. job and instance are added by
 // Prometheus to every series.
 var specMetrics = map[string][]string{
@@ -45,7 +45,7 @@ var specMetrics = map[string][]string{
 	"provider_health_exporter_build_info":                                   {"version", "revision", "branch", "goversion", "goos", "goarch", "tags"},
 }
 
-// specAlerts are the alert names SPEC §11 fixes.
+// specAlerts are the alert names the README's "Monitoring mixin" fixes.
 var specAlerts = []string{
 	"ProviderHealthExporterDown",
 	"ProviderNotReady",
@@ -383,7 +383,7 @@ func TestMatcherProblems(t *testing.T) {
 }
 
 // TestExpressionsNameSpecMetrics: every expression selects at least one
-// metric, only metrics of SPEC §6, and matches only labels they have.
+// metric, only metrics of the README's "Metrics", and matches only labels they have.
 func TestExpressionsNameSpecMetrics(t *testing.T) {
 	qs := allQueries(t)
 	if len(qs) < 10 {
@@ -403,7 +403,7 @@ func TestExpressionsNameSpecMetrics(t *testing.T) {
 		}
 		for _, n := range names {
 			if _, ok := specMetrics[n]; !ok {
-				t.Errorf("%s: %q is not a metric of SPEC §6 (in %q)", q.where, n, q.expr)
+				t.Errorf("%s: %q is not a metric of the README's Metrics section (in %q)", q.where, n, q.expr)
 			}
 		}
 	}
@@ -460,7 +460,7 @@ func overlap(a, b gridPos) bool {
 
 // TestDashboardStructure checks what Grafana does not: unique panel ids,
 // panels inside the 24-column grid and not overlapping, a data source and a
-// query on every panel, and the variables the SPEC asks for.
+// query on every panel, and the variables the README documents.
 func TestDashboardStructure(t *testing.T) {
 	uids := map[string]string{}
 	for f, d := range loadDashboards(t) {
@@ -628,7 +628,7 @@ func runbookSections(t *testing.T) map[string][]string {
 	return out
 }
 
-// TestAlerts: the SPEC's alerts exist; every alert has a severity, a summary,
+// TestAlerts: the README's alerts exist; every alert has a severity, a summary,
 // a description and a runbook_url whose anchor is a runbook section with
 // meaning, impact, diagnosis and mitigation; and promtool test cases both
 // fire it and keep it quiet.
@@ -643,7 +643,7 @@ func TestAlerts(t *testing.T) {
 	}
 	for _, name := range specAlerts {
 		if _, ok := byName[name]; !ok {
-			t.Errorf("alert %s of SPEC §11 is missing", name)
+			t.Errorf("alert %s of the README's Monitoring mixin section is missing", name)
 		}
 	}
 	sections := runbookSections(t)

@@ -34,7 +34,7 @@ func verdict(ctx context.Context, logger *slog.Logger, err error) collector.Verd
 
 // classify maps an error to a reason of the gcp set and a message for
 // people. The order matters: an ended context wins whatever the error says
-// (SPEC §5), and a token fetch that failed on the network is a credentials
+// (README: "Timeouts"), and a token fetch that failed on the network is a credentials
 // problem, not an unreachable Compute.
 func classify(ctx context.Context, err error) (collector.Reason, string) {
 	if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) {

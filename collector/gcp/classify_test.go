@@ -82,7 +82,7 @@ func wrapAPIError(t *testing.T, err error) error {
 	return ae
 }
 
-// TestClassifyOrder pins the precedence of SPEC §5 and §7.
+// TestClassifyOrder pins the precedence of the README's "Timeouts", "Reasons".
 func TestClassifyOrder(t *testing.T) {
 	t.Parallel()
 	ended, cancel := context.WithCancel(context.Background())

@@ -17,7 +17,7 @@ import (
 	"github.com/egress-proxies/provider_health_exporter/collector"
 )
 
-// classify maps the error of one list request to a reason of SPEC §7. It
+// classify maps the error of one list request to a reason of the README's "Reasons". It
 // goes by error type and by how far the request got (tr), never by text.
 func classify(ctx context.Context, err error, tr *trace) collector.Reason {
 	// When the budget is spent the error only says how the wait was cut.

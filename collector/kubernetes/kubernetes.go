@@ -41,7 +41,7 @@ var _ collector.Checker = (*Checker)(nil)
 //
 // The client is built once, in New, and rebuilt only when the kubeconfig file
 // changes or the last build failed: the file's contents are the check's
-// business (SPEC §3), so a rotated or repaired kubeconfig is picked up without
+// business (README: "Configuration"), so a rotated or repaired kubeconfig is picked up without
 // a reload, and a broken one gives CredentialsUnavailable instead of stopping
 // the exporter.
 type Checker struct {
@@ -122,7 +122,7 @@ func (c *Checker) Check(ctx context.Context, logger *slog.Logger, target string)
 		logger.Debug("client configuration unusable", "err", err)
 		return collector.Verdict{Reason: collector.ReasonCredentialsUnavailable, Message: err.Error()}
 	}
-	// No socket outlives its scrape (SPEC §5): the next check dials afresh.
+	// No socket outlives its scrape (README: "Timeouts"): the next check dials afresh.
 	defer utilnet.CloseIdleConnectionsFor(cl.http.Transport)
 
 	tr := &trace{}

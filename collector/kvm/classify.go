@@ -20,7 +20,7 @@ import (
 const authFailure = "ssh: unable to authenticate"
 
 // classify derives the reason of a failed dial from its stage and cause
-// (SPEC §7, §8). The end of ctx wins over whatever the error says.
+// (README: "Reasons", "KVM"). The end of ctx wins over whatever the error says.
 func classify(ctx context.Context, err error) collector.Reason {
 	if ended(ctx) {
 		return collector.ReasonTimeout

@@ -18,7 +18,7 @@ import (
 	"golang.org/x/crypto/ssh/knownhosts"
 )
 
-// stage names the step of a dial that failed (SPEC §8); the reason is
+// stage names the step of a dial that failed (README: "KVM"); the reason is
 // derived from the stage and the cause.
 type stage string
 

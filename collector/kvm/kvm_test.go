@@ -156,7 +156,7 @@ type step struct {
 	want   collector.Reason
 }
 
-// TestReasons produces every kvm reason of SPEC §7 and counts the dials: one
+// TestReasons produces every kvm reason of the README's "Reasons" and counts the dials: one
 // for a kept connection, a redial only after a transport failure, a dial per
 // check while no connection can be made.
 func TestReasons(t *testing.T) {
