@@ -98,9 +98,6 @@ func New(cfg *config.GCP, logger *slog.Logger, opts ...Option) (*Checker, error)
 	if cfg == nil || cfg.Project == "" {
 		return nil, errors.New("project is required")
 	}
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	base.DisableKeepAlives = true
 	c := &Checker{
@@ -128,9 +125,6 @@ func (c *Checker) Targets() []collector.Target {
 func (c *Checker) Check(ctx context.Context, logger *slog.Logger, target string) collector.Verdict {
 	if target != TargetName {
 		return collector.Verdict{Reason: collector.ReasonUnknown, Message: fmt.Sprintf("gcp has no target %q", target)}
-	}
-	if logger == nil {
-		logger = c.logger
 	}
 	client, release, err := c.acquire(ctx, logger)
 	if err != nil {

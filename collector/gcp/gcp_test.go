@@ -382,7 +382,7 @@ func TestFilter(t *testing.T) {
 			c, err := New(&config.GCP{
 				Name: "crawl-prod", Project: testProject, Filter: filter, Endpoint: api.URL + "/",
 				CredentialsFile: writeServiceAccount(t, t.TempDir(), tokens.URL+"/token", "exporter@crawl-prod-123.iam.gserviceaccount.com"),
-			}, nil)
+			}, slog.New(slog.DiscardHandler))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -581,7 +581,7 @@ func TestTokenEndpointUnreachable(t *testing.T) {
 		Name: "crawl-prod", Project: testProject, Filter: config.DefaultGCPFilter, Endpoint: api.URL,
 		CredentialsFile: writeServiceAccount(t, t.TempDir(), tokenURL, "exporter@crawl-prod-123.iam.gserviceaccount.com"),
 	}
-	c, err := New(cfg, nil)
+	c, err := New(cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -711,7 +711,7 @@ func TestApplicationDefaultCredentials(t *testing.T) {
 			api := newComputeServer(t, 200, "aggregated-instances.json").start()
 			c, err := New(&config.GCP{
 				Name: "crawl-prod", Project: testProject, Filter: config.DefaultGCPFilter, Endpoint: api.URL,
-			}, nil)
+			}, slog.New(slog.DiscardHandler))
 			if err != nil {
 				t.Fatalf("New without credentials must not fail: %v", err)
 			}
@@ -752,7 +752,7 @@ func TestTargetsAndClose(t *testing.T) {
 	if v := check(t, c, 10*time.Second); v.Reason != collector.ReasonUnknown {
 		t.Errorf("check after Close: %s, want Unknown", v.Reason)
 	}
-	if v := c.Check(context.Background(), nil, "apiserver"); v.Reason != collector.ReasonUnknown {
+	if v := c.Check(context.Background(), slog.New(slog.DiscardHandler), "apiserver"); v.Reason != collector.ReasonUnknown {
 		t.Errorf("unknown target: %s, want Unknown", v.Reason)
 	}
 	if n := api.requests.Load(); n != 2 {
@@ -788,7 +788,7 @@ func BenchmarkCheck(b *testing.B) {
 	}
 	c, err := New(&config.GCP{
 		Name: "bench", Project: testProject, Filter: config.DefaultGCPFilter, Endpoint: api.URL, CredentialsFile: path,
-	}, nil)
+	}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		b.Fatal(err)
 	}

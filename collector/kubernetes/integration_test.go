@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -142,13 +143,13 @@ func (c *cluster) kubeconfigFor(t *testing.T, token string, mutate func(*clientc
 // checkWith runs one check the way the exporter does: New, then Check.
 func checkWith(t *testing.T, kubeconfigPath, selector string) collector.Verdict {
 	t.Helper()
-	c, err := New(&config.Kubernetes{Name: "integration", Kubeconfig: kubeconfigPath, LabelSelector: selector}, nil)
+	c, err := New(&config.Kubernetes{Name: "integration", Kubeconfig: kubeconfigPath, LabelSelector: selector}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	return c.Check(ctx, nil, TargetName)
+	return c.Check(ctx, slog.New(slog.DiscardHandler), TargetName)
 }
 
 func wantReason(t *testing.T, v collector.Verdict, want collector.Reason) {

@@ -81,9 +81,6 @@ func newChecker(cfg *config.Kubernetes, logger *slog.Logger, dialer *net.Dialer)
 	if cfg == nil {
 		return nil, errors.New("kubernetes: nil configuration")
 	}
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
 	c := &Checker{cfg: cfg, logger: logger, dialer: dialer}
 	c.mu.Lock()
 	c.reloadLocked(c.statKubeconfig())
@@ -113,9 +110,6 @@ func (c *Checker) Targets() []collector.Target {
 func (c *Checker) Check(ctx context.Context, logger *slog.Logger, target string) collector.Verdict {
 	if target != TargetName {
 		return collector.Verdict{Reason: collector.ReasonUnknown, Message: fmt.Sprintf("unknown target %q", target)}
-	}
-	if logger == nil {
-		logger = c.logger
 	}
 	cl, err := c.current()
 	if err != nil {

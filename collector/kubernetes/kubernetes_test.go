@@ -3,18 +3,12 @@ package kubernetes
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"io"
 	"log"
 	"log/slog"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -27,6 +21,7 @@ import (
 	"time"
 
 	"github.com/egress-proxies/provider_health_exporter/collector/internal/fakedns"
+	"github.com/egress-proxies/provider_health_exporter/internal/testcert"
 	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -365,24 +360,7 @@ func TestTLSErrors(t *testing.T) {
 // selfSignedPEM is a CA certificate that signed nothing the servers use.
 func selfSignedPEM(t *testing.T) []byte {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "some other CA"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	return testcert.New(t, "some other CA").CertPEM
 }
 
 // closedPort returns a loopback address nothing listens on.
@@ -529,7 +507,7 @@ func TestCredentialsUnavailable(t *testing.T) {
 func TestNotInCluster(t *testing.T) {
 	t.Setenv("KUBERNETES_SERVICE_HOST", "")
 	t.Setenv("KUBERNETES_SERVICE_PORT", "")
-	c, err := New(&config.Kubernetes{Name: "in-cluster", LabelSelector: testSelector}, nil)
+	c, err := New(&config.Kubernetes{Name: "in-cluster", LabelSelector: testSelector}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatalf("New failed: %v; an unusable configuration is the check's business", err)
 	}
@@ -584,7 +562,7 @@ func TestContextSelectsCluster(t *testing.T) {
 		kc.Clusters["real"] = &clientcmdapi.Cluster{Server: srv.URL, CertificateAuthorityData: srv.caPEM()}
 		kc.Contexts["real"] = &clientcmdapi.Context{Cluster: "real", AuthInfo: "exporter"}
 	})
-	c, err := New(&config.Kubernetes{Name: "ctx", Kubeconfig: path, Context: "real", LabelSelector: testSelector}, nil)
+	c, err := New(&config.Kubernetes{Name: "ctx", Kubeconfig: path, Context: "real", LabelSelector: testSelector}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -597,7 +575,7 @@ func TestUnknownTarget(t *testing.T) {
 	t.Parallel()
 	srv := newAPIServer(t, true, func(w http.ResponseWriter, _ *http.Request) { writePodList(w) })
 	c := newTestChecker(t, kubeconfig(t, srv.URL, srv.caPEM(), nil), nil)
-	if v := c.Check(context.Background(), nil, "compute"); v.Reason != collector.ReasonUnknown {
+	if v := c.Check(context.Background(), slog.New(slog.DiscardHandler), "compute"); v.Reason != collector.ReasonUnknown {
 		t.Errorf("reason = %s, want Unknown", v.Reason)
 	}
 	if n := srv.hits.Load(); n != 0 {

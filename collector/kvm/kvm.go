@@ -71,9 +71,6 @@ func New(cfg *config.KVM, logger *slog.Logger) (*Checker, error) {
 	if dials < 1 {
 		dials = config.DefaultMaxConcurrentDials
 	}
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
 	c := &Checker{
 		byName:    make(map[string]*host, len(cfg.Hosts)),
 		dialSem:   make(chan struct{}, dials),
@@ -152,9 +149,6 @@ func (c *Checker) Targets() []collector.Target {
 // Check checks one host: it reuses the kept connection or dials a new one,
 // then asks for the pool.
 func (c *Checker) Check(ctx context.Context, logger *slog.Logger, target string) collector.Verdict {
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
 	h := c.byName[target]
 	if h == nil {
 		return collector.Verdict{Reason: collector.ReasonUnknown, Message: fmt.Sprintf("unknown kvm host %q", target)}
