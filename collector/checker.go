@@ -88,3 +88,16 @@ type Result struct {
 	CheckedAt time.Time     // when the verdict was produced
 	Duration  time.Duration // wall time of the check
 }
+
+// Ended reports whether the check's context is over: the one test every
+// provider uses before it classifies an error, because when the budget is
+// spent the verdict is Timeout whatever the error says (README: "Timeouts").
+// The deadline counts even before its timer fires: I/O that took its
+// deadline from ctx can fail a moment before ctx.Err is set.
+func Ended(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	d, ok := ctx.Deadline()
+	return ok && !time.Now().Before(d)
+}

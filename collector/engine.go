@@ -449,7 +449,7 @@ func (e *Engine) start(ctx context.Context, p *provider, st *state, t Target) *c
 		begin := time.Now()
 		v := safeCheck(cctx, p.checker, t, logger)
 		end := time.Now()
-		if v.Reason != ReasonReady && v.Reason != ReasonTimeout && cctx.Err() != nil {
+		if v.Reason != ReasonReady && v.Reason != ReasonTimeout && Ended(cctx) {
 			v.Message = fmt.Sprintf("deadline reached (%s: %s)", v.Reason, v.Message)
 			v.Reason = ReasonTimeout
 		}

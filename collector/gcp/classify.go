@@ -37,7 +37,7 @@ func verdict(ctx context.Context, logger *slog.Logger, err error) collector.Verd
 // (README: "Timeouts"), and a token fetch that failed on the network is a credentials
 // problem, not an unreachable Compute.
 func classify(ctx context.Context, err error) (collector.Reason, string) {
-	if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) {
+	if collector.Ended(ctx) || errors.Is(err, context.DeadlineExceeded) {
 		return collector.ReasonTimeout, fmt.Sprintf("no answer from Compute before the deadline: %v", err)
 	}
 	var cerr *credentialsError

@@ -21,7 +21,7 @@ import (
 // goes by error type and by how far the request got (tr), never by text.
 func classify(ctx context.Context, err error, tr *trace) collector.Reason {
 	// When the budget is spent the error only says how the wait was cut.
-	if ctx.Err() != nil {
+	if collector.Ended(ctx) {
 		return collector.ReasonTimeout
 	}
 	if r, ok := statusReason(err); ok {

@@ -6,7 +6,6 @@ import (
 	"net"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/digitalocean/go-libvirt"
 	"golang.org/x/crypto/ssh"
@@ -22,7 +21,7 @@ const authFailure = "ssh: unable to authenticate"
 // classify derives the reason of a failed dial from its stage and cause
 // (README: "Reasons", "KVM"). The end of ctx wins over whatever the error says.
 func classify(ctx context.Context, err error) collector.Reason {
-	if ended(ctx) {
+	if collector.Ended(ctx) {
 		return collector.ReasonTimeout
 	}
 	var de *dialError
@@ -75,15 +74,4 @@ func classify(ctx context.Context, err error) collector.Reason {
 		return collector.ReasonUnreachable
 	}
 	return collector.ReasonUnknown
-}
-
-// ended reports whether ctx is over. Its deadline counts even before its
-// timer fires: I/O that took the deadline from ctx can fail a moment before
-// ctx.Err is set, and must still be a Timeout.
-func ended(ctx context.Context) bool {
-	if ctx.Err() != nil {
-		return true
-	}
-	d, ok := ctx.Deadline()
-	return ok && !time.Now().Before(d)
 }

@@ -154,7 +154,7 @@ func (c *Checker) Check(ctx context.Context, logger *slog.Logger, target string)
 		return collector.Verdict{Reason: collector.ReasonUnknown, Message: fmt.Sprintf("unknown kvm host %q", target)}
 	}
 	r := result{pool: h.pool}
-	if ended(ctx) {
+	if collector.Ended(ctx) {
 		// Binding a call to a context that is already over would close
 		// the kept connection for nothing.
 		r.reason, r.err = collector.ReasonTimeout, fmt.Errorf("no time left for the check: %w", context.Cause(ctx))
@@ -270,7 +270,7 @@ func (c *Checker) checkPool(ctx context.Context, logger *slog.Logger, h *host, s
 		return nil
 	})
 	if err != nil {
-		if ended(ctx) {
+		if collector.Ended(ctx) {
 			h.drop(s)
 			return collector.ReasonTimeout, "", info, err
 		}
