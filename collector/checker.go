@@ -21,11 +21,12 @@ type Target struct {
 
 // Checker checks the targets of one configured provider entry.
 //
-// Check must return when ctx ends (the framework reports Timeout for a check
-// that does not, but its goroutine then leaks until it returns). It must not
-// panic; a panic is recovered and reported as Unknown. Check may be called
-// concurrently for different targets, and for the same target by a forced
-// debug probe.
+// Check must return when ctx ends: the framework reports Timeout for a check
+// that does not, but it runs at most one check per target, so a target whose
+// check never returns is not checked again until it does. It must not
+// panic; a panic is recovered and reported as Unknown. Check is called
+// concurrently for different targets, never twice at once for one target
+// of one checker.
 type Checker interface {
 	// Targets lists the targets in configuration order. It does no I/O.
 	Targets() []Target
