@@ -33,7 +33,11 @@ lint:
 	$(GO) vet $(PKGS)
 	$(GO) vet -tags integration ./collector/kvm/ ./collector/kubernetes/
 	$(GO) vet -tags e2e ./testdata/e2e/
-	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	$(TOOLS) golangci-lint run ./...
+	$(TOOLS) golangci-lint run --build-tags integration ./collector/kvm/ ./collector/kubernetes/
+	@if ! command -v systemd-analyze >/dev/null; then \
+	  echo "systemd-analyze not found: skipping the check of deploy/systemd (Debian package systemd)"; exit 0; fi; \
+	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
 	  sed 's#/usr/local/bin/provider_health_exporter#/bin/true#' deploy/systemd/provider_health_exporter.service > $$tmp/provider_health_exporter.service && \
 	  systemd-analyze verify $$tmp/provider_health_exporter.service && echo "systemd unit OK"
 

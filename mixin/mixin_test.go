@@ -776,16 +776,16 @@ type mutant struct {
 	mutate func(r *rule) bool // reports whether it changed anything
 }
 
-func replaceIn(field *string, old, new string) bool {
+func replaceIn(field *string, old, repl string) bool {
 	if !strings.Contains(*field, old) {
 		return false
 	}
-	*field = strings.Replace(*field, old, new, 1)
+	*field = strings.Replace(*field, old, repl, 1)
 	return true
 }
 
-func exprReplace(old, new string) func(*rule) bool {
-	return func(r *rule) bool { return replaceIn(&r.Expr, old, new) }
+func exprReplace(old, repl string) func(*rule) bool {
+	return func(r *rule) bool { return replaceIn(&r.Expr, old, repl) }
 }
 
 func noFor(r *rule) bool {

@@ -123,7 +123,7 @@ func newTestExporterWith(t testing.TB, dir, body string, behaviours map[string]f
 	t.Helper()
 	path := writeConfig(t, dir, body)
 	x := newExporter(exporterOptions{
-		logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
+		logger:      slog.New(slog.DiscardHandler),
 		configFile:  path,
 		entries:     fakeEntries(behaviours),
 		offset:      500 * time.Millisecond,

@@ -26,8 +26,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/egress-proxies/provider_health_exporter/collector/internal/fakedns"
 	"go.uber.org/goleak"
+
+	"github.com/egress-proxies/provider_health_exporter/collector/internal/fakedns"
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
 	"github.com/egress-proxies/provider_health_exporter/config"
@@ -691,7 +692,7 @@ func TestApplicationDefaultCredentials(t *testing.T) {
 		{"no credentials, metadata server refuses", func(t *testing.T, _ *tokenServer) (string, string) {
 			return closedPort(t), ""
 		}, collector.ReasonCredentialsUnavailable},
-		{"no credentials, VM without service account", func(t *testing.T, _ *tokenServer) (string, string) {
+		{"no credentials, VM without service account", func(_ *testing.T, _ *tokenServer) (string, string) {
 			return strings.TrimPrefix(metadataNoAccount.URL, "http://"), ""
 		}, collector.ReasonCredentialsUnavailable},
 		{"GOOGLE_APPLICATION_CREDENTIALS names a missing file", func(t *testing.T, _ *tokenServer) (string, string) {
@@ -767,7 +768,7 @@ func BenchmarkCheck(b *testing.B) {
 	tokens.Server = httptest.NewServer(http.HandlerFunc(tokens.serve))
 	defer tokens.Close()
 	body := readTestdata(nil, "aggregated-instances.json")
-	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json; charset=UTF-8")
 		w.Write(body)
 	}))

@@ -20,8 +20,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/egress-proxies/provider_health_exporter/collector/internal/fakedns"
-	"github.com/egress-proxies/provider_health_exporter/internal/testcert"
 	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -30,6 +28,9 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/egress-proxies/provider_health_exporter/collector/internal/fakedns"
+	"github.com/egress-proxies/provider_health_exporter/internal/testcert"
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
 	"github.com/egress-proxies/provider_health_exporter/config"
