@@ -44,10 +44,10 @@ td.message { max-width: 40em; font-family: monospace; font-size: 90%; overflow-w
 <h1>Provider Health Exporter</h1>
 <p>Can each provider host egress proxies right now, and if not, why not.</p>
 <ul>
-<li><a href="{{.MetricsPath}}">Metrics</a> (every provider)</li>
-<li><a href="/api/v1/status">Status as JSON</a></li>
-<li><a href="/config">Configuration</a></li>
-<li>Probe one provider: <code>/probe?name=NAME[&amp;target=TARGET][&amp;debug=true]</code></li>
+<li><a href="{{.Prefix}}{{.MetricsPath}}">Metrics</a> (every provider)</li>
+<li><a href="{{.Prefix}}/api/v1/status">Status as JSON</a></li>
+<li><a href="{{.Prefix}}/config">Configuration</a></li>
+<li>Probe one provider: <code>{{.Prefix}}/probe?name=NAME[&amp;target=TARGET][&amp;debug=true]</code></li>
 </ul>
 <h2>Status</h2>
 {{if .Error}}<p>Error: {{.Error}}</p>{{end}}
@@ -62,7 +62,7 @@ td.message { max-width: 40em; font-family: monospace; font-size: 90%; overflow-w
 <td title="{{stamp $t.LastTransitionTime}}">{{ago $t.LastTransitionTime}}</td>
 <td title="{{stamp $t.LastCheckTime}}">{{ago $t.LastCheckTime}} ({{$t.Mode}})</td>
 <td>{{seconds $t.DurationSeconds}}s</td>
-<td><a href="/probe?name={{$p.Name}}&amp;target={{$t.Target}}&amp;debug=true">debug</a></td>
+<td><a href="{{$.Prefix}}/probe?name={{$p.Name}}&amp;target={{$t.Target}}&amp;debug=true">debug</a></td>
 </tr>
 {{end}}{{else}}<tr><td colspan="10">no providers configured</td></tr>{{end}}
 </table>
@@ -73,11 +73,12 @@ td.message { max-width: 40em; font-family: monospace; font-size: 90%; overflow-w
 
 func (x *exporter) serveLanding(w http.ResponseWriter, r *http.Request) {
 	data := struct {
+		Prefix      string
 		MetricsPath string
 		Providers   []statusProvider
 		Error       string
 		Version     string
-	}{MetricsPath: x.metricsPath, Version: "provider_health_exporter " + version.Info()}
+	}{Prefix: x.linkPrefix, MetricsPath: x.metricsPath, Version: "provider_health_exporter " + version.Info()}
 	st, err := x.status(r.Context(), "")
 	if err != nil {
 		data.Error = err.Error()
