@@ -10,6 +10,9 @@ GO       ?= go
 GOFMT    ?= gofmt
 BIN      := provider_health_exporter
 PKGS     := ./...
+# A module of its own (kustomize and the Prometheus Operator's API stay out
+# of the exporter's dependencies): checks of the manifests in deploy/kubernetes.
+VALIDATE := deploy/kubernetes/validate
 TOOLS    := $(GO) tool -modfile=tools/go.mod
 
 .PHONY: all
@@ -26,11 +29,13 @@ test: deps lint unit integration mixin-test
 .PHONY: unit
 unit:
 	$(GO) test -race -count=1 $(PKGS)
+	$(GO) -C $(VALIDATE) test -count=1 ./...
 
 .PHONY: lint
 lint:
 	@out="$$($(GOFMT) -l $$(git ls-files "*.go"))"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
+	$(GO) -C $(VALIDATE) vet ./...
 	$(GO) vet -tags integration ./collector/kvm/ ./collector/kubernetes/
 	$(GO) vet -tags e2e ./testdata/e2e/
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
@@ -93,10 +98,10 @@ MIXIN_SRCS    = $(shell find mixin -name '*.jsonnet' -o -name '*.libsonnet')
 OUT ?= .
 .PHONY: mixin-generate
 mixin-generate:
-	@mkdir -p $(OUT)/mixin/dashboards_out $(OUT)/deploy/prometheus
+	@mkdir -p $(OUT)/mixin/dashboards_out $(OUT)/deploy/kubernetes/components/prometheus-operator
 	$(JSONNET) -S mixin/alerts.jsonnet > $(OUT)/mixin/alerts.yaml
 	$(JSONNET) -m $(OUT)/mixin/dashboards_out mixin/dashboards.jsonnet > /dev/null
-	$(JSONNET) -S mixin/prometheusrule.jsonnet > $(OUT)/deploy/prometheus/prometheusrule.yaml
+	$(JSONNET) -S mixin/prometheusrule.jsonnet > $(OUT)/deploy/kubernetes/components/prometheus-operator/prometheusrule.yaml
 
 .PHONY: mixin mixin-lint mixin-test
 mixin:
@@ -108,7 +113,7 @@ mixin-lint:
 	@for f in $(MIXIN_SRCS); do echo "jsonnet-lint $$f"; $(JSONNETLINT) $$f || exit 1; done
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
 	  $(MAKE) --no-print-directory mixin-generate OUT=$$tmp && \
-	  for f in mixin/alerts.yaml deploy/prometheus/prometheusrule.yaml; do \
+	  for f in mixin/alerts.yaml deploy/kubernetes/components/prometheus-operator/prometheusrule.yaml; do \
 	    diff -u $$f $$tmp/$$f || { echo "$$f is stale: run make mixin"; exit 1; }; done && \
 	  diff -ru mixin/dashboards_out $$tmp/mixin/dashboards_out || { echo "mixin/dashboards_out is stale: run make mixin"; exit 1; }
 	$(PROMTOOL) check rules mixin/alerts.yaml

@@ -71,6 +71,7 @@
     // Labels put on the generated PrometheusRule, for a Prometheus Operator
     // whose ruleSelector picks rules by label.
     prometheusRuleName: 'provider-health-exporter',
+    prometheusRuleNamespace: 'provider-health',
     prometheusRuleLabels: {
       'app.kubernetes.io/name': 'provider-health-exporter',
       'app.kubernetes.io/component': 'alert-rules',
