@@ -143,7 +143,11 @@ func TestEndToEnd(t *testing.T) {
 	writeTemplate(t, promConfig, prometheusConfigTmpl, map[string]any{
 		"Rules": rules, "Alertmanager": amAddr, "Job": job, "Exporter": exporterAddr,
 	})
-	if promtool, err := exec.LookPath("promtool"); err == nil {
+	// The promtool of the same release: Prometheus 3's sits beside it
+	// (testdata/prometheus/build-prometheus.sh), Debian's on $PATH.
+	if promtool := filepath.Join(filepath.Dir(prometheusBin), "promtool"); fileExists(promtool) {
+		run(t, "", nil, promtool, "check", "config", promConfig)
+	} else if promtool, err := exec.LookPath("promtool"); err == nil {
 		run(t, "", nil, promtool, "check", "config", promConfig)
 	}
 	prometheus := startProcess(t, dir, "prometheus", []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home}, prometheusBin,
@@ -153,7 +157,13 @@ func TestEndToEnd(t *testing.T) {
 	)
 	prom := &promAPI{t: t, url: "http://" + promAddr, proc: prometheus}
 	waitHTTP(t, prometheus, prom.url+"/-/ready")
-	step("prometheus ready at %s", promAddr)
+	var build struct {
+		Data struct {
+			Version string `json:"version"`
+		} `json:"data"`
+	}
+	prom.get("/api/v1/status/buildinfo", nil, &build)
+	step("prometheus %s ready at %s", build.Data.Version, promAddr)
 
 	// 1. The target is up and the verdicts arrive in Prometheus.
 	waitFor(t, "the exporter target to be up in /api/v1/targets", prometheus, func() (bool, string) {
@@ -191,6 +201,10 @@ func TestEndToEnd(t *testing.T) {
 		{`provider_health_ready{provider="gcp",name="` + gcpName + `",target="compute"}`, "1"},
 		{`provider_health_reason{provider="gcp",name="` + gcpName + `",target="compute",reason="Ready"}`, "1"},
 		{`provider_health_exporter_config_last_reload_successful{job="` + job + `"}`, "1"},
+		// Prometheus sent its scrape timeout (1s) in
+		// X-Prometheus-Scrape-Timeout-Seconds; less --timeout-offset (0.5s)
+		// that is every check's budget.
+		{`provider_health_check_timeout_seconds{provider="gcp",name="` + gcpName + `"}`, "0.5"},
 	}
 	for _, w := range wantSeries {
 		waitFor(t, fmt.Sprintf("%s == %s in Prometheus", w.query, w.value), prometheus, func() (bool, string) {
@@ -1054,4 +1068,9 @@ func grepLines(s, substr string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
