@@ -28,7 +28,7 @@ test: deps lint unit integration mixin-test
 
 .PHONY: unit
 unit:
-	$(GO) test -race -count=1 $(PKGS)
+	PHE_PROMTOOL3="$$($(PROMETHEUS3) | sed -n 2p)" $(GO) test -race -count=1 $(PKGS)
 	$(GO) -C $(VALIDATE) test -count=1 ./...
 
 .PHONY: lint
@@ -82,13 +82,17 @@ integration-e2e:
 
 # --- mixin ----------------------------------------------------------------
 #
-# jsonnet tools come pinned from tools/go.mod; promtool and amtool from
-# Debian's prometheus and prometheus-alertmanager packages.
+# jsonnet tools and jsonnet-bundler come pinned from tools/go.mod; promtool
+# and amtool from Debian's prometheus and prometheus-alertmanager packages,
+# and Prometheus 3's promtool from its Go module (build-prometheus.sh).
 
 JSONNET      := $(TOOLS) jsonnet -J mixin
 JSONNETFMT   := $(TOOLS) jsonnetfmt -n 2 --max-blank-lines 2 --string-style s --comment-style s
 JSONNETLINT  := $(TOOLS) jsonnet-lint -J mixin
 PROMTOOL     ?= promtool
+# Prometheus 3, built once per machine into ~/.cache: prints the paths of
+# prometheus and promtool.
+PROMETHEUS3  := testdata/prometheus/build-prometheus.sh
 AMTOOL       ?= amtool
 MIXIN_SRCS    = $(shell find mixin -name '*.jsonnet' -o -name '*.libsonnet')
 
@@ -117,10 +121,17 @@ mixin-lint:
 	    diff -u $$f $$tmp/$$f || { echo "$$f is stale: run make mixin"; exit 1; }; done && \
 	  diff -ru mixin/dashboards_out $$tmp/mixin/dashboards_out || { echo "mixin/dashboards_out is stale: run make mixin"; exit 1; }
 	$(PROMTOOL) check rules mixin/alerts.yaml
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	  $(GO) build -modfile=tools/go.mod -o $$tmp/jb github.com/jsonnet-bundler/jsonnet-bundler/cmd/jb && \
+	  $(GO) build -modfile=tools/go.mod -o $$tmp/jsonnet github.com/google/go-jsonnet/cmd/jsonnet && \
+	  testdata/mixin/vendor-check.sh $$tmp/jb $$tmp/jsonnet
 	$(GO) test -count=1 -run 'TestMetricNames|TestMatcherProblems|TestExpressions|TestDashboard|TestAlerts' ./mixin/
 	$(PROMTOOL) check config deploy/prometheus/prometheus.yml deploy/prometheus/prometheus-probe.yml
 	$(AMTOOL) check-config deploy/prometheus/alertmanager.yml
 
+# The rule tests run with Debian's promtool (Prometheus 2.42) and with
+# Prometheus 3's.
 mixin-test: mixin-lint
 	$(PROMTOOL) test rules mixin/tests/*.yaml
+	"$$($(PROMETHEUS3) | sed -n 2p)" test rules mixin/tests/*.yaml
 	$(GO) test -count=1 -run 'TestRuleTestsCatchBrokenRules' ./mixin/
