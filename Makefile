@@ -125,7 +125,7 @@ mixin-lint:
 	  $(GO) build -modfile=tools/go.mod -o $$tmp/jb github.com/jsonnet-bundler/jsonnet-bundler/cmd/jb && \
 	  $(GO) build -modfile=tools/go.mod -o $$tmp/jsonnet github.com/google/go-jsonnet/cmd/jsonnet && \
 	  testdata/mixin/vendor-check.sh $$tmp/jb $$tmp/jsonnet
-	$(GO) test -count=1 -run 'TestMetricNames|TestMatcherProblems|TestExpressions|TestDashboard|TestAlerts' ./mixin/
+	$(GO) test -count=1 -run 'TestMetricNames|TestMatcherProblems|TestExpressions|TestDashboard|TestAlerts|TestGrafanaSchema' ./mixin/
 	$(PROMTOOL) check config deploy/prometheus/prometheus.yml deploy/prometheus/prometheus-probe.yml
 	$(AMTOOL) check-config deploy/prometheus/alertmanager.yml
 

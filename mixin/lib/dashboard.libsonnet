@@ -110,12 +110,15 @@ local panel(type, title, description, targets) = {
         justifyMode: 'auto',
         textMode: 'auto',
         orientation: 'auto',
+        wideLayout: true,
+        showPercentChange: false,
+        percentChangeColorMode: 'standard',
       },
     },
 
   table(title, description, targets)::
     panel('table', title, description, targets) {
-      options: { showHeader: true, cellHeight: 'sm' },
+      options: { frameIndex: 0, showHeader: true, cellHeight: 'sm' },
     },
 
   barGauge(title, description, targets)::
@@ -129,6 +132,9 @@ local panel(type, title, description, targets) = {
         minVizWidth: 0,
         namePlacement: 'auto',
         valueMode: 'color',
+        sizing: 'auto',
+        maxVizHeight: 300,
+        legend: { displayMode: 'list', placement: 'bottom', showLegend: false, calcs: [] },
       },
     },
 
