@@ -140,9 +140,12 @@ func TestEndToEnd(t *testing.T) {
 	// Prometheus, scraping every second and evaluating every second.
 	promAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
 	promConfig := filepath.Join(dir, "prometheus.yml")
-	writeTemplate(t, promConfig, prometheusConfigTmpl, map[string]any{
-		"Rules": rules, "Alertmanager": amAddr, "Job": job, "Exporter": exporterAddr,
-	})
+	// Prometheus starts without the rules and loads them once the target is
+	// up: before its first scrape, which may come many seconds after start
+	// on a loaded machine, absent(up) would rightly fire
+	// ProviderHealthExporterDown with the test's short `for`.
+	promData := map[string]any{"Rules": "", "Alertmanager": amAddr, "Job": job, "Exporter": exporterAddr}
+	writeTemplate(t, promConfig, prometheusConfigTmpl, promData)
 	// The promtool of the same release: Prometheus 3's sits beside it
 	// (testdata/prometheus/build-prometheus.sh), Debian's on $PATH.
 	if promtool := filepath.Join(filepath.Dir(prometheusBin), "promtool"); fileExists(promtool) {
@@ -187,6 +190,39 @@ func TestEndToEnd(t *testing.T) {
 		return false, strings.Join(seen, "; ")
 	})
 	step("target up")
+
+	// Now the rules: SIGHUP reloads the configuration, and every group must
+	// be loaded and evaluate without error.
+	promData["Rules"] = rules
+	writeTemplate(t, promConfig, prometheusConfigTmpl, promData)
+	must(t, prometheus.cmd.Process.Signal(syscall.SIGHUP))
+	waitFor(t, "the mixin's rules to be loaded and healthy in /api/v1/rules", prometheus, func() (bool, string) {
+		var r struct {
+			Data struct {
+				Groups []struct {
+					Name  string `json:"name"`
+					Rules []struct {
+						Name      string `json:"name"`
+						Health    string `json:"health"`
+						LastError string `json:"lastError"`
+					} `json:"rules"`
+				} `json:"groups"`
+			} `json:"data"`
+		}
+		prom.get("/api/v1/rules", nil, &r)
+		n := 0
+		var bad []string
+		for _, g := range r.Data.Groups {
+			for _, rule := range g.Rules {
+				n++
+				if rule.Health != "ok" {
+					bad = append(bad, fmt.Sprintf("%s/%s health=%q err=%q", g.Name, rule.Name, rule.Health, rule.LastError))
+				}
+			}
+		}
+		return n > 0 && len(bad) == 0, fmt.Sprintf("%d rules, not ok: %v", n, bad)
+	})
+	step("rules loaded and healthy")
 
 	wantSeries := []struct {
 		query string
@@ -443,9 +479,9 @@ const prometheusConfigTmpl = `global:
   scrape_interval: 1s
   scrape_timeout: 1s
   evaluation_interval: 1s
-rule_files:
+{{if .Rules}}rule_files:
   - {{.Rules}}
-alerting:
+{{end}}alerting:
   alertmanagers:
     - static_configs:
         - targets: ['{{.Alertmanager}}']

@@ -32,14 +32,16 @@
 #   - renders testdata/e2e/alerts.jsonnet (the mixin with `for` of seconds),
 #     starts Prometheus (scrape and evaluation every 1s) and Alertmanager
 #     (group_wait 1s, no cluster);
-#   - asserts the target is up, the verdicts in PromQL, ProviderNotReady and
+#   - asserts the target is up, then loads the rules (SIGHUP) and asserts
+#     every rule is healthy, the verdicts and the budget from the scrape
+#     timeout header in PromQL, ProviderNotReady and
 #     ProviderUnavailable firing for the kvm entry only (labels, description
 #     naming the reason) and delivered to the webhook; reloads the exporter
 #     without the kvm entry (200, alerts resolve); reloads a broken file (500,
 #     gauge 0, ProviderHealthConfigReloadFailed fires); stops the exporter
 #     (ProviderHealthExporterDown fires).
 # Every process is started by the test and stopped by its own PID. Every
-# wait is a bounded poll (60s at most). A run takes about 40 seconds.
+# wait is a bounded poll (60s at most). A run takes about 30-40 seconds per Prometheus.
 set -eu
 
 cd "$(dirname "$0")/../.."
