@@ -1,12 +1,28 @@
-# The image deploy/kubernetes runs. Build: docker build -t provider_health_exporter .
+# The image deploy/kubernetes runs. Build:
+#
+#   docker build -t provider_health_exporter:$(cat VERSION) \
+#     --build-arg REVISION=$(git rev-parse HEAD) \
+#     --build-arg BRANCH=$(git rev-parse --abbrev-ref HEAD) .
+#
 # (No Docker engine runs on the project's CI machines, so CI does not build it.)
+# The ldflags are those of .promu.yml, so provider_health_exporter_build_info
+# in the image carries the version, revision, branch and build date as a
+# `make build` binary does. .git is not sent to the builder (.dockerignore):
+# revision and branch come in as build arguments.
 FROM golang:1.26 AS build
+ARG REVISION=unknown
+ARG BRANCH=unknown
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=0 go build -trimpath \
-      -ldflags "-s -w -X github.com/prometheus/common/version.Version=$(cat VERSION)" \
+RUN CGO_ENABLED=0 go build -trimpath -tags netgo \
+      -ldflags "-s -w \
+        -X github.com/prometheus/common/version.Version=$(cat VERSION) \
+        -X github.com/prometheus/common/version.Revision=${REVISION} \
+        -X github.com/prometheus/common/version.Branch=${BRANCH} \
+        -X github.com/prometheus/common/version.BuildUser=docker \
+        -X github.com/prometheus/common/version.BuildDate=$(date -u +%Y%m%d-%H:%M:%S)" \
       -o /provider_health_exporter ./cmd/provider_health_exporter
 
 # Static binary, no shell, non-root: what the Deployment's securityContext expects.

@@ -10,6 +10,9 @@ GO       ?= go
 GOFMT    ?= gofmt
 BIN      := provider_health_exporter
 PKGS     := ./...
+# A module of its own (kustomize and the Prometheus Operator's API stay out
+# of the exporter's dependencies): checks of the manifests in deploy/kubernetes.
+VALIDATE := deploy/kubernetes/validate
 TOOLS    := $(GO) tool -modfile=tools/go.mod
 
 .PHONY: all
@@ -25,12 +28,14 @@ test: deps lint unit integration mixin-test
 
 .PHONY: unit
 unit:
-	$(GO) test -race -count=1 $(PKGS)
+	PHE_PROMTOOL3="$$($(PROMETHEUS3) | sed -n 2p)" $(GO) test -race -count=1 $(PKGS)
+	$(GO) -C $(VALIDATE) test -count=1 ./...
 
 .PHONY: lint
 lint:
 	@out="$$($(GOFMT) -l $$(git ls-files "*.go"))"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
+	$(GO) -C $(VALIDATE) vet ./...
 	$(GO) vet -tags integration ./collector/kvm/ ./collector/kubernetes/
 	$(GO) vet -tags e2e ./testdata/e2e/
 	$(TOOLS) golangci-lint run ./...
@@ -81,13 +86,17 @@ integration-e2e:
 
 # --- mixin ----------------------------------------------------------------
 #
-# jsonnet tools come pinned from tools/go.mod; promtool and amtool from
-# Debian's prometheus and prometheus-alertmanager packages.
+# jsonnet tools and jsonnet-bundler come pinned from tools/go.mod; promtool
+# and amtool from Debian's prometheus and prometheus-alertmanager packages,
+# and Prometheus 3's promtool from its Go module (build-prometheus.sh).
 
 JSONNET      := $(TOOLS) jsonnet -J mixin
 JSONNETFMT   := $(TOOLS) jsonnetfmt -n 2 --max-blank-lines 2 --string-style s --comment-style s
 JSONNETLINT  := $(TOOLS) jsonnet-lint -J mixin
 PROMTOOL     ?= promtool
+# Prometheus 3, built once per machine into ~/.cache: prints the paths of
+# prometheus and promtool.
+PROMETHEUS3  := testdata/prometheus/build-prometheus.sh
 AMTOOL       ?= amtool
 MIXIN_SRCS    = $(shell find mixin -name '*.jsonnet' -o -name '*.libsonnet')
 
@@ -97,10 +106,10 @@ MIXIN_SRCS    = $(shell find mixin -name '*.jsonnet' -o -name '*.libsonnet')
 OUT ?= .
 .PHONY: mixin-generate
 mixin-generate:
-	@mkdir -p $(OUT)/mixin/dashboards_out $(OUT)/deploy/prometheus
+	@mkdir -p $(OUT)/mixin/dashboards_out $(OUT)/deploy/kubernetes/components/prometheus-operator
 	$(JSONNET) -S mixin/alerts.jsonnet > $(OUT)/mixin/alerts.yaml
 	$(JSONNET) -m $(OUT)/mixin/dashboards_out mixin/dashboards.jsonnet > /dev/null
-	$(JSONNET) -S mixin/prometheusrule.jsonnet > $(OUT)/deploy/prometheus/prometheusrule.yaml
+	$(JSONNET) -S mixin/prometheusrule.jsonnet > $(OUT)/deploy/kubernetes/components/prometheus-operator/prometheusrule.yaml
 
 .PHONY: mixin mixin-lint mixin-test
 mixin:
@@ -112,14 +121,21 @@ mixin-lint:
 	@for f in $(MIXIN_SRCS); do echo "jsonnet-lint $$f"; $(JSONNETLINT) $$f || exit 1; done
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
 	  $(MAKE) --no-print-directory mixin-generate OUT=$$tmp && \
-	  for f in mixin/alerts.yaml deploy/prometheus/prometheusrule.yaml; do \
+	  for f in mixin/alerts.yaml deploy/kubernetes/components/prometheus-operator/prometheusrule.yaml; do \
 	    diff -u $$f $$tmp/$$f || { echo "$$f is stale: run make mixin"; exit 1; }; done && \
 	  diff -ru mixin/dashboards_out $$tmp/mixin/dashboards_out || { echo "mixin/dashboards_out is stale: run make mixin"; exit 1; }
 	$(PROMTOOL) check rules mixin/alerts.yaml
-	$(GO) test -count=1 -run 'TestMetricNames|TestMatcherProblems|TestExpressions|TestDashboard|TestAlerts' ./mixin/
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	  $(GO) build -modfile=tools/go.mod -o $$tmp/jb github.com/jsonnet-bundler/jsonnet-bundler/cmd/jb && \
+	  $(GO) build -modfile=tools/go.mod -o $$tmp/jsonnet github.com/google/go-jsonnet/cmd/jsonnet && \
+	  testdata/mixin/vendor-check.sh $$tmp/jb $$tmp/jsonnet
+	$(GO) test -count=1 -run 'TestMetricNames|TestMatcherProblems|TestExpressions|TestDashboard|TestAlerts|TestGrafanaSchema' ./mixin/
 	$(PROMTOOL) check config deploy/prometheus/prometheus.yml deploy/prometheus/prometheus-probe.yml
 	$(AMTOOL) check-config deploy/prometheus/alertmanager.yml
 
+# The rule tests run with Debian's promtool (Prometheus 2.42) and with
+# Prometheus 3's.
 mixin-test: mixin-lint
 	$(PROMTOOL) test rules mixin/tests/*.yaml
+	"$$($(PROMETHEUS3) | sed -n 2p)" test rules mixin/tests/*.yaml
 	$(GO) test -count=1 -run 'TestRuleTestsCatchBrokenRules' ./mixin/

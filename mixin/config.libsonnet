@@ -4,6 +4,11 @@
     // dashboards' default job are built from it.
     providerHealthSelector: 'job="provider-health"',
 
+    // The severity label of the alerts that page and of those that do not;
+    // set them to what your Alertmanager routes on.
+    criticalSeverity: 'critical',
+    warningSeverity: 'warning',
+
     // How long a condition must hold before its alert fires.
     exporterDownFor: '5m',
     providerNotReadyFor: '5m',
@@ -65,12 +70,19 @@
     dashboardTimeFrom: 'now-6h',
     // The Prometheus data source the datasource variable starts on.
     grafanaDatasource: 'prometheus',
-    // The job variable's default, matching providerHealthSelector.
+    // The job variable's default, matching providerHealthSelector; the job
+    // variable offers the jobs of the series providerHealthSelector selects.
     dashboardJob: 'provider-health',
+    // Several clusters' exporters in one data source (Thanos, Mimir): a
+    // cluster variable and a cluster filter on every dashboard query. Off,
+    // the variable is hidden and the queries do not name the label.
+    showMultiCluster: false,
+    clusterLabel: 'cluster',
 
     // Labels put on the generated PrometheusRule, for a Prometheus Operator
     // whose ruleSelector picks rules by label.
     prometheusRuleName: 'provider-health-exporter',
+    prometheusRuleNamespace: 'provider-health',
     prometheusRuleLabels: {
       'app.kubernetes.io/name': 'provider-health-exporter',
       'app.kubernetes.io/component': 'alert-rules',

@@ -1,5 +1,5 @@
-// Renders deploy/prometheus/prometheusrule.yaml: the same alerts wrapped in a
-// Prometheus Operator PrometheusRule.
+// Renders deploy/kubernetes/components/prometheus-operator/prometheusrule.yaml:
+// the same alerts wrapped in a Prometheus Operator PrometheusRule.
 local mixin = import 'mixin.libsonnet';
 local c = mixin._config;
 
@@ -9,6 +9,7 @@ local c = mixin._config;
   kind: 'PrometheusRule',
   metadata: {
     name: c.prometheusRuleName,
+    namespace: c.prometheusRuleNamespace,
     labels: c.prometheusRuleLabels,
   },
   spec: mixin.prometheusAlerts,

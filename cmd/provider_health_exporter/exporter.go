@@ -32,6 +32,8 @@ type exporterOptions struct {
 	offset      time.Duration
 	maxRequests int
 	metricsPath string
+	// linkPrefix starts every link the exporter writes (--web.external-url).
+	linkPrefix string
 }
 
 // exporter is the HTTP surface and the reload logic around one Engine.
@@ -99,7 +101,9 @@ func (x *exporter) config() *config.Config {
 
 func (x *exporter) handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle(x.metricsPath, x.limit(http.HandlerFunc(x.serveMetrics)))
+	// promhttp_metric_handler_* count the scrapes of /metrics, as in
+	// node_exporter; /probe is not counted, its scrapes are per provider.
+	mux.Handle(x.metricsPath, promhttp.InstrumentMetricHandler(x.self, x.limit(http.HandlerFunc(x.serveMetrics))))
 	mux.Handle("/probe", x.limit(http.HandlerFunc(x.serveProbe)))
 	mux.Handle("/api/v1/status", x.limit(http.HandlerFunc(x.serveStatusJSON)))
 	mux.HandleFunc("/config", x.serveConfig)
@@ -178,6 +182,9 @@ func (x *exporter) serveGatherer(w http.ResponseWriter, r *http.Request, g prome
 	promhttp.HandlerFor(g, promhttp.HandlerOpts{
 		ErrorLog:      slog.NewLogLogger(x.logger.Handler(), slog.LevelError),
 		ErrorHandling: promhttp.ContinueOnError,
+		// Prometheus 3 asks for OpenMetrics first; the text and protobuf
+		// formats are still served to whoever asks for them.
+		EnableOpenMetrics: true,
 	}).ServeHTTP(w, r)
 }
 

@@ -53,10 +53,10 @@ td.message { max-width: 40em; font-family: monospace; font-size: 90%; overflow-w
 <h1>Provider Health Exporter</h1>
 <p>Can each provider host egress proxies right now, and if not, why not.</p>
 <ul>
-<li><a href="{{.MetricsPath}}">Metrics</a> (every provider)</li>
-<li><a href="/api/v1/status">Status as JSON</a></li>
-<li><a href="/config">Configuration</a></li>
-<li>Probe one provider: <code>/probe?name=NAME[&amp;target=TARGET][&amp;debug=true]</code></li>
+<li><a href="{{.Prefix}}{{.MetricsPath}}">Metrics</a> (every provider)</li>
+<li><a href="{{.Prefix}}/api/v1/status">Status as JSON</a></li>
+<li><a href="{{.Prefix}}/config">Configuration</a></li>
+<li>Probe one provider: <code>{{.Prefix}}/probe?name=NAME[&amp;target=TARGET][&amp;debug=true]</code></li>
 </ul>
 <h2>Status</h2>
 <p>The last verdict of each target, from the scrapes; loading this page checks nothing.</p>
@@ -75,7 +75,7 @@ td.message { max-width: 40em; font-family: monospace; font-size: 90%; overflow-w
 <td>{{seconds $t.DurationSeconds}}s</td>
 {{else}}<td class="state" colspan="6">never checked</td>{{end}}
 <td class="transitions">{{range $tr := $t.Transitions}}<div title="{{$tr.Time.Format "2006-01-02T15:04:05Z07:00"}}">{{$tr.Time.Format "15:04:05"}} {{from $tr.From}} &rarr; {{$tr.To}}</div>{{end}}</td>
-<td><a href="/probe?name={{$p.Name}}&amp;target={{$t.Target}}&amp;debug=true">debug</a></td>
+<td><a href="{{$.Prefix}}/probe?name={{$p.Name}}&amp;target={{$t.Target}}&amp;debug=true">debug</a></td>
 </tr>
 {{end}}{{else}}<tr><td colspan="11">no providers configured</td></tr>{{end}}
 </table>
@@ -86,11 +86,12 @@ td.message { max-width: 40em; font-family: monospace; font-size: 90%; overflow-w
 
 func (x *exporter) serveLanding(w http.ResponseWriter, r *http.Request) {
 	data := struct {
+		Prefix      string
 		MetricsPath string
 		Providers   []statusProvider
 		Error       string
 		Version     string
-	}{MetricsPath: x.metricsPath, Version: "provider_health_exporter " + version.Info()}
+	}{Prefix: x.linkPrefix, MetricsPath: x.metricsPath, Version: "provider_health_exporter " + version.Info()}
 	st, err := x.status(r.Context(), "", r.URL.Query().Get("refresh") == "true")
 	if err != nil {
 		data.Error = err.Error()

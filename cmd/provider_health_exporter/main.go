@@ -36,6 +36,8 @@ func run(args []string, stdout, stderr *os.File) int {
 		configCheck  = app.Flag("config.check", "Validate the configuration file (and the files it references), then exit.").Default("false").Bool()
 		metricsPath  = app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").String()
 		maxRequests  = app.Flag("web.max-requests", "Maximum number of concurrent scrape requests; 0 disables the limit.").Default("40").Int()
+		externalURL  = app.Flag("web.external-url", "The URL under which the exporter is reachable, e.g. behind a reverse proxy. Its path prefixes every link the exporter writes and, unless --web.route-prefix is set, every route.").PlaceHolder("<url>").String()
+		routePrefix  = app.Flag("web.route-prefix", "Prefix for the internal routes of web endpoints. Defaults to the path of --web.external-url.").PlaceHolder("<path>").String()
 		timeoutOff   = app.Flag("timeout-offset", "Seconds to subtract from the scrape timeout of Prometheus to get the check budget.").Default("0.5").Float64()
 		toolkitFlags = kingpinflag.AddFlags(app, ":9877")
 		logConfig    = &promslog.Config{}
@@ -63,6 +65,12 @@ func run(args []string, stdout, stderr *os.File) int {
 		return 1
 	}
 
+	paths, err := resolveWebPaths(*externalURL, *routePrefix)
+	if err != nil {
+		logger.Error("invalid web flags", "err", err)
+		return 1
+	}
+
 	logger.Info("starting "+program, "version", version.Info(), "build_context", version.BuildContext())
 	x := newExporter(exporterOptions{
 		logger:      logger,
@@ -71,6 +79,7 @@ func run(args []string, stdout, stderr *os.File) int {
 		offset:      time.Duration(*timeoutOff * float64(time.Second)),
 		maxRequests: *maxRequests,
 		metricsPath: *metricsPath,
+		linkPrefix:  paths.linkPrefix,
 	})
 	if err := x.reload(); err != nil {
 		logger.Error("error loading config", "err", err)
@@ -96,7 +105,7 @@ func run(args []string, stdout, stderr *os.File) int {
 		}
 	}()
 
-	srv := &http.Server{Handler: x.handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: underPrefix(paths.routePrefix, x.handler()), ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- web.ListenAndServe(srv, toolkitFlags, logger) }()
 	select {

@@ -19,12 +19,18 @@ import (
 // it on a real API server; these checks are about its internal wiring.
 const deployBase = "../../deploy/kubernetes"
 
-func readManifest(t *testing.T, name string, into any) {
+func mustRead(t *testing.T, name string) []byte {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(deployBase, name))
 	if err != nil {
 		t.Fatal(err)
 	}
+	return data
+}
+
+func readManifest(t *testing.T, name string, into any) {
+	t.Helper()
+	data := mustRead(t, name)
 	if err := yaml.UnmarshalStrict(data, into); err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
@@ -39,6 +45,7 @@ func TestKustomizationListsEveryManifest(t *testing.T) {
 		Kind       string   `json:"kind"`
 		Resources  []string `json:"resources"`
 		Images     []any    `json:"images"`
+		Generators []any    `json:"configMapGenerator"`
 	}
 	readManifest(t, "kustomization.yaml", &k)
 	files, err := filepath.Glob(filepath.Join(deployBase, "*.yaml"))
@@ -57,13 +64,35 @@ func TestKustomizationListsEveryManifest(t *testing.T) {
 	}
 }
 
-// TestDeployedConfig: the ConfigMap's configuration loads with the strict
-// loader once the Secret's files are in place, the Deployment points
-// --config.file at it, and every file it references comes from the Secret.
+// TestDeployedConfig: the ConfigMap's configuration (from the
+// configMapGenerator) loads with the strict loader once the Secret's files
+// are in place, the Deployment points --config.file at it, and every file
+// it references comes from the Secret.
 func TestDeployedConfig(t *testing.T) {
 	t.Parallel()
-	var cm corev1.ConfigMap
-	readManifest(t, "configmap.yaml", &cm)
+	var k struct {
+		Generators []struct {
+			Name  string   `json:"name"`
+			Files []string `json:"files"`
+		} `json:"configMapGenerator"`
+	}
+	if err := yaml.Unmarshal(mustRead(t, "kustomization.yaml"), &k); err != nil {
+		t.Fatal(err)
+	}
+	if len(k.Generators) != 1 {
+		t.Fatalf("kustomization.yaml has %d configMapGenerators, want 1", len(k.Generators))
+	}
+	// What kustomize generates from it (less the name's content hash, which
+	// it also puts into the Deployment's reference).
+	cm := corev1.ConfigMap{Data: map[string]string{}}
+	cm.Name = k.Generators[0].Name
+	for _, f := range k.Generators[0].Files {
+		key, file, ok := strings.Cut(f, "=")
+		if !ok {
+			file = key
+		}
+		cm.Data[filepath.Base(key)] = string(mustRead(t, file))
+	}
 	var dep appsv1.Deployment
 	readManifest(t, "deployment.yaml", &dep)
 
@@ -122,11 +151,12 @@ func TestDeployedConfig(t *testing.T) {
 	if got := ctr.Ports; len(got) != 1 || got[0].ContainerPort != 9877 {
 		t.Errorf("ports = %v, want 9877", got)
 	}
-	if p := ctr.LivenessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/-/healthy" {
-		t.Errorf("liveness probe = %+v, want GET /-/healthy", p)
-	}
-	if p := ctr.ReadinessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/-/ready" {
-		t.Errorf("readiness probe = %+v, want GET /-/ready", p)
+	// TCP probes pass with basic auth on (cmd/provider_health_exporter's
+	// TestDeploymentProbesPassWithBasicAuth runs them against the binary).
+	for name, p := range map[string]*corev1.Probe{"liveness": ctr.LivenessProbe, "readiness": ctr.ReadinessProbe} {
+		if p == nil || p.TCPSocket == nil || p.TCPSocket.Port.String() != ctr.Ports[0].Name {
+			t.Errorf("%s probe = %+v, want a tcpSocket probe of port %q", name, p, ctr.Ports[0].Name)
+		}
 	}
 	if spec.ServiceAccountName != "provider-health-exporter" {
 		t.Errorf("serviceAccountName = %q, want the account clusterrolebinding.yaml binds", spec.ServiceAccountName)

@@ -32,7 +32,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	"sigs.k8s.io/yaml"
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
 	"github.com/egress-proxies/provider_health_exporter/config"
@@ -287,25 +286,38 @@ func serviceAccountToken(t *testing.T, admin *k8s.Clientset, ns, name string) st
 	return got.Status.Token
 }
 
-// kustomizeResources reads the resources list of kustomization.yaml.
-func kustomizeResources(t *testing.T) []string {
+// renderKustomization renders a kustomization directory, with components an
+// overlay of it adding them, with the kustomize Go API
+// (deploy/kubernetes/validate, a module of its own to keep kustomize out of
+// the exporter's dependencies), as `kubectl kustomize` would.
+func renderKustomization(t *testing.T, dir string, components ...string) []*unstructured.Unstructured {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(deployDir, "kustomization.yaml"))
+	args := []string{"run", "./kustomize-build"}
+	for _, d := range append([]string{dir}, components...) {
+		abs, err := filepath.Abs(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, abs)
+	}
+	cmd := exec.Command("go", args...)
+	cmd.Dir = filepath.Join(deployDir, "validate")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("render %s: %v\n%s", dir, err, stderr.String())
 	}
-	var k struct {
-		Resources []string `json:"resources"`
-	}
-	if err := yaml.Unmarshal(data, &k); err != nil {
-		t.Fatalf("kustomization.yaml: %v", err)
-	}
-	return k.Resources
+	return decodeManifestData(t, dir, out)
 }
 
-// applyDeployManifests creates every resource kustomization.yaml lists, in
-// its order, with strict server-side field validation: an unknown or
-// duplicate field fails the create, as does anything admission rejects.
+// applyDeployManifests renders deploy/kubernetes with and without its
+// Prometheus Operator component, server-side dry-runs every object of a
+// built-in kind of the rendering with the component (this API server has no
+// CRDs, so the ServiceMonitor and the PrometheusRule are only decoded, by
+// deploy/kubernetes/validate's tests), then creates the base's objects, all
+// with strict field validation: an unknown or duplicate field fails, as does
+// anything admission rejects.
 func applyDeployManifests(t *testing.T, cl *cluster, w *warnings) {
 	t.Helper()
 	ctx := context.Background()
@@ -328,40 +340,67 @@ func applyDeployManifests(t *testing.T, cl *cluster, w *warnings) {
 		t.Fatal(err)
 	}
 	mapper := restmapper.NewDiscoveryRESTMapper(groups)
-
-	resources := kustomizeResources(t)
-	if len(resources) == 0 {
-		t.Fatal("kustomization.yaml lists no resources")
-	}
-	for _, file := range resources {
-		objs := decodeManifests(t, filepath.Join(deployDir, file))
-		for _, obj := range objs {
-			gvk := obj.GroupVersionKind()
-			mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-			if err != nil {
-				t.Fatalf("%s: %s: %v", file, gvk, err)
-			}
-			var ri dynamic.ResourceInterface = dyn.Resource(mapping.Resource)
-			if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
-				if obj.GetNamespace() == "" {
-					t.Fatalf("%s: %s %s has no namespace", file, gvk.Kind, obj.GetName())
-				}
-				ri = dyn.Resource(mapping.Resource).Namespace(obj.GetNamespace())
-			}
-			if _, err := ri.Create(ctx, obj, metav1.CreateOptions{FieldValidation: metav1.FieldValidationStrict}); err != nil {
-				t.Fatalf("%s: create %s %s: %v", file, gvk.Kind, obj.GetName(), err)
-			}
-			t.Logf("created %s %s/%s from %s", gvk.Kind, obj.GetNamespace(), obj.GetName(), file)
+	apply := func(obj *unstructured.Unstructured, dryRun bool) error {
+		gvk := obj.GroupVersionKind()
+		mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			return fmt.Errorf("%s: %w", gvk, err)
 		}
+		var ri dynamic.ResourceInterface = dyn.Resource(mapping.Resource)
+		if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
+			if obj.GetNamespace() == "" {
+				return fmt.Errorf("%s %s has no namespace", gvk.Kind, obj.GetName())
+			}
+			ri = dyn.Resource(mapping.Resource).Namespace(obj.GetNamespace())
+		}
+		opts := metav1.CreateOptions{FieldValidation: metav1.FieldValidationStrict}
+		if dryRun {
+			opts.DryRun = []string{metav1.DryRunAll}
+		}
+		_, err = ri.Create(ctx, obj, opts)
+		return err
+	}
+
+	// The namespace must exist for the dry-run of the namespaced objects.
+	base := renderKustomization(t, deployDir)
+	for _, obj := range base {
+		if obj.GetKind() == "Namespace" {
+			if err := apply(obj, false); err != nil {
+				t.Fatalf("create Namespace %s: %v", obj.GetName(), err)
+			}
+		}
+	}
+	var operatorKinds []string
+	for _, obj := range renderKustomization(t, deployDir, filepath.Join(deployDir, "components", "prometheus-operator")) {
+		if obj.GroupVersionKind().Group == "monitoring.coreos.com" {
+			operatorKinds = append(operatorKinds, obj.GetKind())
+			continue
+		}
+		if obj.GetKind() == "Namespace" {
+			continue
+		}
+		if err := apply(obj, true); err != nil {
+			t.Fatalf("with components/prometheus-operator: dry-run %s %s: %v", obj.GetKind(), obj.GetName(), err)
+		}
+		t.Logf("dry-run created %s %s/%s", obj.GetKind(), obj.GetNamespace(), obj.GetName())
+	}
+	sort.Strings(operatorKinds)
+	if fmt.Sprint(operatorKinds) != "[PrometheusRule ServiceMonitor]" {
+		t.Errorf("components/prometheus-operator renders operator kinds %v, want PrometheusRule and ServiceMonitor", operatorKinds)
+	}
+	for _, obj := range base {
+		if obj.GetKind() == "Namespace" {
+			continue
+		}
+		if err := apply(obj, false); err != nil {
+			t.Fatalf("create %s %s: %v", obj.GetKind(), obj.GetName(), err)
+		}
+		t.Logf("created %s %s/%s", obj.GetKind(), obj.GetNamespace(), obj.GetName())
 	}
 }
 
-func decodeManifests(t *testing.T, path string) []*unstructured.Unstructured {
+func decodeManifestData(t *testing.T, what string, data []byte) []*unstructured.Unstructured {
 	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
 	var objs []*unstructured.Unstructured
 	for {
@@ -370,7 +409,7 @@ func decodeManifests(t *testing.T, path string) []*unstructured.Unstructured {
 			if errors.Is(err, io.EOF) {
 				break
 			}
-			t.Fatalf("%s: %v", path, err)
+			t.Fatalf("%s: %v", what, err)
 		}
 		if len(m) == 0 {
 			continue
@@ -378,7 +417,7 @@ func decodeManifests(t *testing.T, path string) []*unstructured.Unstructured {
 		objs = append(objs, &unstructured.Unstructured{Object: m})
 	}
 	if len(objs) == 0 {
-		t.Fatalf("%s: no objects", path)
+		t.Fatalf("%s: no objects", what)
 	}
 	return objs
 }

@@ -37,7 +37,7 @@ local currentReason =
               absent(up{%(providerHealthSelector)s})
             ||| % c,
             'for': c.exporterDownFor,
-            labels: { severity: 'critical' },
+            labels: { severity: c.criticalSeverity },
             annotations: {
               summary: 'The provider health exporter cannot be scraped.',
               description:
@@ -53,7 +53,7 @@ local currentReason =
               provider_health_exporter_config_last_reload_successful{%(providerHealthSelector)s} == 0
             ||| % c,
             'for': c.configReloadFailedFor,
-            labels: { severity: 'warning' },
+            labels: { severity: c.warningSeverity },
             annotations: {
               summary: 'The provider health exporter refused its new configuration.',
               description:
@@ -72,7 +72,7 @@ local currentReason =
               provider_health_ready{%(providerHealthSelector)s} == 0
             ||| % c,
             'for': c.providerNotReadyFor,
-            labels: { severity: 'warning' },
+            labels: { severity: c.warningSeverity },
             annotations: {
               summary: 'A provider target cannot host proxies.',
               description:
@@ -89,7 +89,7 @@ local currentReason =
               provider_health_reason{%(providerHealthSelector)s, reason=~"%(actionRequiredRegex)s"} == 1
             ||| % c,
             'for': c.providerActionRequiredFor,
-            labels: { severity: 'critical' },
+            labels: { severity: c.criticalSeverity },
             annotations: {
               summary: 'A provider target is not ready for a reason that waiting will not fix.',
               description:
@@ -110,7 +110,7 @@ local currentReason =
                 (provider_health_ready{%(providerHealthSelector)s} == 1)
             ||| % c,
             'for': c.providerUnavailableFor,
-            labels: { severity: 'critical' },
+            labels: { severity: c.criticalSeverity },
             annotations: {
               summary: 'No target of a provider can host proxies.',
               description:
@@ -134,7 +134,7 @@ local currentReason =
                 (provider_health_reason{%(providerHealthSelector)s, reason="Timeout"} == 1)
             ||| % c,
             'for': c.nearTimeoutFor,
-            labels: { severity: 'warning' },
+            labels: { severity: c.warningSeverity },
             annotations: {
               summary: 'A provider check is close to its timeout.',
               description:
@@ -157,7 +157,7 @@ local currentReason =
               ) < %(kvmPoolLowSpaceFraction)s
             ||| % c,
             'for': c.kvmPoolLowSpaceFor,
-            labels: { severity: 'warning' },
+            labels: { severity: c.warningSeverity },
             annotations: {
               summary: 'A KVM storage pool is running out of space.',
               description:
@@ -176,7 +176,7 @@ local currentReason =
               increase(provider_health_kvm_connects_total{%(providerHealthSelector)s}[1h]) > %(kvmReconnectsPerHour)s
             ||| % c,
             'for': c.kvmReconnectsFor,
-            labels: { severity: 'warning' },
+            labels: { severity: c.warningSeverity },
             annotations: {
               summary: 'The exporter keeps reconnecting to a KVM host.',
               description:

@@ -7,17 +7,20 @@ local g = import '../lib/dashboard.libsonnet';
     local c = $._config,
     // Provider metrics carry provider, name and target; the KVM-only metrics
     // carry no provider label, so they are filtered by job and name alone.
-    local sel = 'job=~"$job", provider=~"$provider", name=~"$name"',
-    local kvmSel = 'job=~"$job", name=~"$name"',
+    local cluster = if c.showMultiCluster then '%s=~"$cluster", ' % c.clusterLabel else '',
+    local sel = cluster + 'job=~"$job", provider=~"$provider", name=~"$name"',
+    local kvmSel = cluster + 'job=~"$job", name=~"$name"',
+    local jobSel = cluster + 'job=~"$job"',
     local byTarget = 'provider, name, target',
     local targetLegend = '{{provider}}/{{name}}/{{target}}',
     local hostLegend = '{{name}}/{{target}} {{pool}}',
 
     'provider-health-overview.json': g.dashboard(c, 'overview', 'Overview', [
       g.datasourceVariable(c.grafanaDatasource),
-      g.queryVariable('job', 'Job', 'provider_health_up', 'job', multi=false, current=c.dashboardJob),
-      g.queryVariable('provider', 'Provider', 'provider_health_up{job=~"$job"}', 'provider'),
-      g.queryVariable('name', 'Name', 'provider_health_up{job=~"$job", provider=~"$provider"}', 'name'),
+      g.queryVariable('cluster', 'Cluster', 'provider_health_up{%s}' % c.providerHealthSelector, c.clusterLabel, multi=false, hide=!c.showMultiCluster),
+      g.queryVariable('job', 'Job', 'provider_health_up{%s%s}' % [cluster, c.providerHealthSelector], 'job', multi=false, current=c.dashboardJob),
+      g.queryVariable('provider', 'Provider', 'provider_health_up{%s}' % jobSel, 'provider'),
+      g.queryVariable('name', 'Name', 'provider_health_up{%s, provider=~"$provider"}' % jobSel, 'name'),
     ], [
       g.stat('Targets ready', 'Targets that can host proxies now (seen ready by any exporter replica).', [
         g.target('count(max by (%s) (provider_health_ready{%s}) == 1) or vector(0)' % [byTarget, sel]),
@@ -28,12 +31,12 @@ local g = import '../lib/dashboard.libsonnet';
       ]) + g.size(6, 4) + g.thresholds([[null, 'green'], [1, 'red']]),
 
       g.stat('Exporters up', 'Exporter instances Prometheus scrapes successfully, of all it tries.', [
-        g.target('sum(up{job=~"$job"})', 'up'),
-        g.target('count(up{job=~"$job"})', 'scraped'),
+        g.target('sum(up{%s})' % jobSel, 'up'),
+        g.target('count(up{%s})' % jobSel, 'scraped'),
       ]) + g.size(6, 4) + g.thresholds([[null, 'blue']]),
 
       g.stat('Last config reload', 'Whether every exporter instance runs the configuration file it was last asked to load.', [
-        g.target('min(provider_health_exporter_config_last_reload_successful{job=~"$job"})'),
+        g.target('min(provider_health_exporter_config_last_reload_successful{%s})' % jobSel),
       ]) + g.size(6, 4)
       + g.valueMappings({ '0': ['Failed', 'red'], '1': ['OK', 'green'] }),
 

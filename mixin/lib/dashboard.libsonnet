@@ -96,7 +96,7 @@ local panel(type, title, description, targets) = {
         showValue: 'auto',
         alignValue: 'left',
         rowHeight: 0.9,
-        legend: { displayMode: 'list', placement: 'bottom', showLegend: false },
+        legend: { displayMode: 'list', placement: 'bottom', showLegend: false, calcs: [] },
         tooltip: { mode: 'single', sort: 'none' },
       },
     },
@@ -110,12 +110,15 @@ local panel(type, title, description, targets) = {
         justifyMode: 'auto',
         textMode: 'auto',
         orientation: 'auto',
+        wideLayout: true,
+        showPercentChange: false,
+        percentChangeColorMode: 'standard',
       },
     },
 
   table(title, description, targets)::
     panel('table', title, description, targets) {
-      options: { showHeader: true, cellHeight: 'sm', footer: { show: false } },
+      options: { frameIndex: 0, showHeader: true, cellHeight: 'sm' },
     },
 
   barGauge(title, description, targets)::
@@ -129,6 +132,9 @@ local panel(type, title, description, targets) = {
         minVizWidth: 0,
         namePlacement: 'auto',
         valueMode: 'color',
+        sizing: 'auto',
+        maxVizHeight: 300,
+        legend: { displayMode: 'list', placement: 'bottom', showLegend: false, calcs: [] },
       },
     },
 
@@ -159,24 +165,28 @@ local panel(type, title, description, targets) = {
   },
 
   // A variable filled from label_values(selector, label).
-  queryVariable(name, label, selector, labelName, multi=true, current=null):: {
-    local query = 'label_values(%s, %s)' % [selector, labelName],
-    name: name,
-    label: label,
-    type: 'query',
-    datasource: datasource,
-    definition: query,
-    query: { query: query, refId: 'PrometheusVariableQueryEditor-VariableQuery' },
-    refresh: 2,
-    sort: 1,
-    hide: 0,
-    regex: '',
-    multi: multi,
-    includeAll: multi,
-    allValue: if multi then '.*' else null,
-    current: if current != null then { selected: true, text: current, value: current } else {},
-    options: [],
-  },
+  queryVariable(name, label, selector, labelName, multi=true, current=null, hide=false)::
+    local query = 'label_values(%s, %s)' % [selector, labelName];
+    {
+      name: name,
+      label: label,
+      type: 'query',
+      datasource: datasource,
+      definition: query,
+      query: { query: query, refId: 'PrometheusVariableQueryEditor-VariableQuery' },
+      refresh: 2,
+      sort: 1,
+      // 2 hides the variable, as node-mixin hides its cluster variable.
+      hide: if hide then 2 else 0,
+      regex: '',
+      multi: multi,
+      includeAll: multi,
+      options: [],
+    }
+    // Grafana's schema has no null allValue nor an empty current: both are
+    // left out instead.
+    + (if multi then { allValue: '.*' } else {})
+    + (if current != null then { current: { selected: true, text: current, value: current } } else {}),
 
   // Lays panels out left to right on Grafana's 24-column grid, starting a
   // new row when the next panel does not fit, and numbers them from 1.

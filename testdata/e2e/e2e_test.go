@@ -140,10 +140,17 @@ func TestEndToEnd(t *testing.T) {
 	// Prometheus, scraping every second and evaluating every second.
 	promAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
 	promConfig := filepath.Join(dir, "prometheus.yml")
-	writeTemplate(t, promConfig, prometheusConfigTmpl, map[string]any{
-		"Rules": rules, "Alertmanager": amAddr, "Job": job, "Exporter": exporterAddr,
-	})
-	if promtool, err := exec.LookPath("promtool"); err == nil {
+	// Prometheus starts without the rules and loads them once the target is
+	// up: before its first scrape, which may come many seconds after start
+	// on a loaded machine, absent(up) would rightly fire
+	// ProviderHealthExporterDown with the test's short `for`.
+	promData := map[string]any{"Rules": "", "Alertmanager": amAddr, "Job": job, "Exporter": exporterAddr}
+	writeTemplate(t, promConfig, prometheusConfigTmpl, promData)
+	// The promtool of the same release: Prometheus 3's sits beside it
+	// (testdata/prometheus/build-prometheus.sh), Debian's on $PATH.
+	if promtool := filepath.Join(filepath.Dir(prometheusBin), "promtool"); fileExists(promtool) {
+		run(t, "", nil, promtool, "check", "config", promConfig)
+	} else if promtool, err := exec.LookPath("promtool"); err == nil {
 		run(t, "", nil, promtool, "check", "config", promConfig)
 	}
 	prometheus := startProcess(t, dir, "prometheus", []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home}, prometheusBin,
@@ -153,7 +160,13 @@ func TestEndToEnd(t *testing.T) {
 	)
 	prom := &promAPI{t: t, url: "http://" + promAddr, proc: prometheus}
 	waitHTTP(t, prometheus, prom.url+"/-/ready")
-	step("prometheus ready at %s", promAddr)
+	var build struct {
+		Data struct {
+			Version string `json:"version"`
+		} `json:"data"`
+	}
+	prom.get("/api/v1/status/buildinfo", nil, &build)
+	step("prometheus %s ready at %s", build.Data.Version, promAddr)
 
 	// 1. The target is up and the verdicts arrive in Prometheus.
 	waitFor(t, "the exporter target to be up in /api/v1/targets", prometheus, func() (bool, string) {
@@ -178,6 +191,39 @@ func TestEndToEnd(t *testing.T) {
 	})
 	step("target up")
 
+	// Now the rules: SIGHUP reloads the configuration, and every group must
+	// be loaded and evaluate without error.
+	promData["Rules"] = rules
+	writeTemplate(t, promConfig, prometheusConfigTmpl, promData)
+	must(t, prometheus.cmd.Process.Signal(syscall.SIGHUP))
+	waitFor(t, "the mixin's rules to be loaded and healthy in /api/v1/rules", prometheus, func() (bool, string) {
+		var r struct {
+			Data struct {
+				Groups []struct {
+					Name  string `json:"name"`
+					Rules []struct {
+						Name      string `json:"name"`
+						Health    string `json:"health"`
+						LastError string `json:"lastError"`
+					} `json:"rules"`
+				} `json:"groups"`
+			} `json:"data"`
+		}
+		prom.get("/api/v1/rules", nil, &r)
+		n := 0
+		var bad []string
+		for _, g := range r.Data.Groups {
+			for _, rule := range g.Rules {
+				n++
+				if rule.Health != "ok" {
+					bad = append(bad, fmt.Sprintf("%s/%s health=%q err=%q", g.Name, rule.Name, rule.Health, rule.LastError))
+				}
+			}
+		}
+		return n > 0 && len(bad) == 0, fmt.Sprintf("%d rules, not ok: %v", n, bad)
+	})
+	step("rules loaded and healthy")
+
 	wantSeries := []struct {
 		query string
 		value string
@@ -191,6 +237,10 @@ func TestEndToEnd(t *testing.T) {
 		{`provider_health_ready{provider="gcp",name="` + gcpName + `",target="compute"}`, "1"},
 		{`provider_health_reason{provider="gcp",name="` + gcpName + `",target="compute",reason="Ready"}`, "1"},
 		{`provider_health_exporter_config_last_reload_successful{job="` + job + `"}`, "1"},
+		// Prometheus sent its scrape timeout (1s) in
+		// X-Prometheus-Scrape-Timeout-Seconds; less --timeout-offset (0.5s)
+		// that is every check's budget.
+		{`provider_health_check_timeout_seconds{provider="gcp",name="` + gcpName + `"}`, "0.5"},
 	}
 	for _, w := range wantSeries {
 		waitFor(t, fmt.Sprintf("%s == %s in Prometheus", w.query, w.value), prometheus, func() (bool, string) {
@@ -429,9 +479,9 @@ const prometheusConfigTmpl = `global:
   scrape_interval: 1s
   scrape_timeout: 1s
   evaluation_interval: 1s
-rule_files:
+{{if .Rules}}rule_files:
   - {{.Rules}}
-alerting:
+{{end}}alerting:
   alertmanagers:
     - static_configs:
         - targets: ['{{.Alertmanager}}']
@@ -1054,4 +1104,9 @@ func grepLines(s, substr string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }

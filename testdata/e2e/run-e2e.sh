@@ -9,8 +9,11 @@
 #   go build -o /tmp/phe ./cmd/provider_health_exporter
 #   E2E_EXPORTER=/tmp/phe go test -tags e2e -count=1 -v -timeout 10m ./testdata/e2e/
 #
-# Extra arguments go to `go test` (e.g. -run TestEndToEnd). Environment:
-#   E2E_PROMETHEUS     Prometheus binary    (default: prometheus on $PATH)
+# The test runs twice: against Debian's Prometheus 2.42 (prometheus on $PATH)
+# and against Prometheus 3 built by testdata/prometheus/build-prometheus.sh
+# (cached after the first build). Extra arguments go to `go test` (e.g.
+# -run TestEndToEnd). Environment:
+#   E2E_PROMETHEUS     one Prometheus binary to run against instead of both
 #   E2E_ALERTMANAGER   Alertmanager binary  (default: prometheus-alertmanager,
 #                                            then alertmanager, on $PATH)
 #   E2E_KEEP=1         keep the work directory (configs, rules, logs of every
@@ -29,19 +32,26 @@
 #   - renders testdata/e2e/alerts.jsonnet (the mixin with `for` of seconds),
 #     starts Prometheus (scrape and evaluation every 1s) and Alertmanager
 #     (group_wait 1s, no cluster);
-#   - asserts the target is up, the verdicts in PromQL, ProviderNotReady and
+#   - asserts the target is up, then loads the rules (SIGHUP) and asserts
+#     every rule is healthy, the verdicts and the budget from the scrape
+#     timeout header in PromQL, ProviderNotReady and
 #     ProviderUnavailable firing for the kvm entry only (labels, description
 #     naming the reason) and delivered to the webhook; reloads the exporter
 #     without the kvm entry (200, alerts resolve); reloads a broken file (500,
 #     gauge 0, ProviderHealthConfigReloadFailed fires); stops the exporter
 #     (ProviderHealthExporterDown fires).
 # Every process is started by the test and stopped by its own PID. Every
-# wait is a bounded poll (60s at most). A run takes about 40 seconds.
+# wait is a bounded poll (60s at most). A run takes about 30-40 seconds per Prometheus.
 set -eu
 
 cd "$(dirname "$0")/../.."
 
-for bin in go ssh-keygen "${E2E_PROMETHEUS:-prometheus}"; do
+if [ -n "${E2E_PROMETHEUS:-}" ]; then
+	prometheuses="$E2E_PROMETHEUS"
+else
+	prometheuses="prometheus $(testdata/prometheus/build-prometheus.sh | sed -n 1p)"
+fi
+for bin in go ssh-keygen $prometheuses; do
 	command -v "$bin" >/dev/null 2>&1 || { echo "run-e2e.sh: $bin not found on \$PATH" >&2; exit 1; }
 done
 if [ -z "${E2E_ALERTMANAGER:-}" ] && ! command -v prometheus-alertmanager >/dev/null 2>&1 && ! command -v alertmanager >/dev/null 2>&1; then
@@ -56,5 +66,8 @@ trap 'exit 130' INT TERM
 echo "building the exporter"
 go build -o "$tmp/provider_health_exporter" ./cmd/provider_health_exporter
 
-E2E_EXPORTER="$tmp/provider_health_exporter" \
-	go test -tags e2e -count=1 -v -timeout 10m "$@" ./testdata/e2e/
+for prom in $prometheuses; do
+	echo "end-to-end test against $("$prom" --version 2>&1 | head -n 1)"
+	E2E_EXPORTER="$tmp/provider_health_exporter" E2E_PROMETHEUS="$prom" \
+		go test -tags e2e -count=1 -v -timeout 10m "$@" ./testdata/e2e/
+done
