@@ -11,6 +11,9 @@ GOFMT    ?= gofmt
 BIN      := provider_health_exporter
 PKGS     := ./...
 TOOLS    := $(GO) tool -modfile=tools/go.mod
+# Every go test has a timeout well below CI's 90 minutes, so a hang fails
+# fast with every goroutine's stack instead of eating the whole job.
+TEST_TIMEOUT ?= 20m
 
 .PHONY: all
 all: lint build test
@@ -25,7 +28,7 @@ test: deps lint unit integration mixin-test
 
 .PHONY: unit
 unit:
-	$(GO) test -race -count=1 $(PKGS)
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
 
 .PHONY: lint
 lint:
@@ -40,13 +43,30 @@ lint:
 # Go benchmark format: compare two runs with benchstat.
 .PHONY: bench
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -count 6 $(PKGS)
+	$(GO) test -run '^$$' -bench . -benchmem -count 6 -timeout 60m $(PKGS)
 
-# Ten seconds of fuzzing the config loader (longer: FUZZTIME=10m).
+# Fuzzing of every parser of untrusted input, one target after the other,
+# FUZZTIME each (make fuzz FUZZTIME=10m for a long run). A crasher is saved
+# under the package's testdata/fuzz and then replayed by every go test.
 FUZZTIME ?= 10s
+FUZZ_TIMEOUT ?= 30m
+FUZZ_TARGETS := \
+	./collector:FuzzScrapeTimeout \
+	./collector/kvm:FuzzFrameConn \
+	./collector/kvm:FuzzLibvirtReply \
+	./collector/kvm:FuzzSSHMaterial \
+	./collector/gcp:FuzzErrorBody \
+	./collector/gcp:FuzzCredentialsJSON \
+	./collector/kubernetes:FuzzKubeconfig \
+	./config:FuzzParse \
+	./config:FuzzLoad \
+	./cmd/provider_health_exporter:FuzzProbeQuery
 .PHONY: fuzz
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME) ./config
+	@set -e; for t in $(FUZZ_TARGETS); do \
+	  pkg=$${t%%:*}; name=$${t##*:}; echo "fuzz $$pkg $$name ($(FUZZTIME))"; \
+	  $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) -timeout $(FUZZ_TIMEOUT) $$pkg; \
+	done
 
 # Debian packages, libvirt's users and the pinned Go tools (root; a no-op
 # when all is there).
@@ -112,10 +132,10 @@ mixin-lint:
 	    diff -u $$f $$tmp/$$f || { echo "$$f is stale: run make mixin"; exit 1; }; done && \
 	  diff -ru mixin/dashboards_out $$tmp/mixin/dashboards_out || { echo "mixin/dashboards_out is stale: run make mixin"; exit 1; }
 	$(PROMTOOL) check rules mixin/alerts.yaml
-	$(GO) test -count=1 -run 'TestMetricNames|TestMatcherProblems|TestExpressions|TestDashboard|TestAlerts' ./mixin/
+	$(GO) test -count=1 -timeout 10m -run 'TestMetricNames|TestMatcherProblems|TestExpressions|TestDashboard|TestAlerts' ./mixin/
 	$(PROMTOOL) check config deploy/prometheus/prometheus.yml deploy/prometheus/prometheus-probe.yml
 	$(AMTOOL) check-config deploy/prometheus/alertmanager.yml
 
 mixin-test: mixin-lint
 	$(PROMTOOL) test rules mixin/tests/*.yaml
-	$(GO) test -count=1 -run 'TestRuleTestsCatchBrokenRules' ./mixin/
+	$(GO) test -count=1 -timeout 10m -run 'TestRuleTestsCatchBrokenRules' ./mixin/
