@@ -98,7 +98,7 @@ func TestHostileClientsCannotStarveScrapes(t *testing.T) {
 			send(h, "POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n")
 		case 1:
 			h.kind, h.bound = "slow body", 0
-			send(h, "POST /probe?name=lab HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\nab")
+			send(h, "POST /probe?name=lab HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tok3n-secret\r\nContent-Length: 100000\r\n\r\npassword=s3cret")
 		case 2:
 			h.kind, h.bound = "idle keep-alive", idleTimeout
 			send(h, "GET /-/healthy HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -141,8 +141,10 @@ func TestHostileClientsCannotStarveScrapes(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if strings.Contains(logs.String(), "panic") {
-		t.Errorf("the exporter logged a panic:\n%s", logs.String())
+	for _, bad := range []string{"panic", "tok3n-secret", "s3cret"} {
+		if strings.Contains(logs.String(), bad) {
+			t.Errorf("the exporter's log contains %q:\n%s", bad, logs.String())
+		}
 	}
 }
 

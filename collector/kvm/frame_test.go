@@ -6,11 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -376,4 +379,81 @@ func FuzzLibvirtReply(f *testing.F) {
 			t.Fatal("go-libvirt did not return")
 		}
 	})
+}
+
+// TestFrameErrorsLeakNoSecret: the verdicts and debug logs of checks that
+// meet a broken libvirt peer name the fault, never the key material or the
+// passphrase the connection was made with.
+func TestFrameErrorsLeakNoSecret(t *testing.T) {
+	e := newEnv(t)
+	fake := NewFakeLibvirtd(t)
+	srv := newSSHServer(t, nil, fake.Path())
+	signer := writeEncryptedKey(t, e.keyFile)
+	srv.authorize(signer.PublicKey())
+	passFile := filepath.Join(e.dir, "passphrase")
+	if err := os.WriteFile(passFile, []byte(testPassphrase+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.writeKnownHosts(knownHostsLine(srv.addr, srv.hostKey.PublicKey()))
+	cfg := *e.cfg
+	cfg.LibvirtSocket = fake.Path()
+	cfg.PassphraseFile = passFile
+	cfg.Hosts = []*config.KVMHost{{Address: srv.addr, Name: hostName, User: "proxyops", Pool: "default", PrivateKeyFile: e.keyFile}}
+	var logs syncBuffer
+	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	c, err := New(&cfg, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+
+	var messages []string
+	run := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), slowKDF)
+		defer cancel()
+		messages = append(messages, c.Check(ctx, logger, hostName).Message)
+	}
+	fake.SetFault(FaultZeroLength, procAuthList)
+	run()
+	fake.SetFault(FaultNone, 0)
+	run()
+	fake.SetFault(FaultGarbageXDR, procStoragePoolGetInfo)
+	run()
+	if !strings.Contains(messages[0], "malformed libvirt frame") || !strings.Contains(messages[2], "malformed libvirt frame") {
+		t.Fatalf("messages %q: the faults were not met", messages)
+	}
+	pem, err := os.ReadFile(e.keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secrets := []string{testPassphrase}
+	for _, line := range strings.Split(string(pem), "\n") {
+		if len(line) > 16 && !strings.HasPrefix(line, "-----") {
+			secrets = append(secrets, line)
+		}
+	}
+	out := logs.String() + strings.Join(messages, "\n")
+	for _, s := range secrets {
+		if strings.Contains(out, s) {
+			t.Errorf("%q appears in the logs or verdicts", s)
+		}
+	}
+}
+
+// syncBuffer collects log output written from several goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
