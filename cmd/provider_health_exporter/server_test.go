@@ -263,3 +263,17 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// TestTinyScrapeTimeoutIsRefused: a header that rounds below a millisecond
+// is a 400 on every check endpoint, never "no header".
+func TestTinyScrapeTimeoutIsRefused(t *testing.T) {
+	t.Parallel()
+	_, srv, _ := newTestExporter(t, "gcp:\n  - name: g\n    project: p\n", nil, 0)
+	for _, path := range []string{"/metrics", "/probe?name=g"} {
+		for _, v := range []string{"1e-9", "1e-10", "0x1p-40"} {
+			if code, body := get(t, srv.Client(), srv.URL+path, map[string]string{"X-Prometheus-Scrape-Timeout-Seconds": v}); code != http.StatusBadRequest || !strings.Contains(body, "below the minimum of 1ms") {
+				t.Errorf("%s with header %s: %d %s, want 400", path, v, code, body)
+			}
+		}
+	}
+}
