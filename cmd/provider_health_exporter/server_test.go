@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -275,5 +276,44 @@ func TestTinyScrapeTimeoutIsRefused(t *testing.T) {
 				t.Errorf("%s with header %s: %d %s, want 400", path, v, code, body)
 			}
 		}
+	}
+}
+
+// TestWriteDeadline: a client that never reads its response does not keep
+// the handler writing forever; it ends at the write deadline.
+func TestWriteDeadline(t *testing.T) {
+	t.Parallel()
+	done := make(chan error, 1)
+	srv := &http.Server{Handler: writeDeadline(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		chunk := bytes.Repeat([]byte("x"), 1<<20)
+		for {
+			if _, err := w.Write(chunk); err != nil {
+				done <- err
+				return
+			}
+		}
+	}), func() time.Duration { return 200 * time.Millisecond })}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { srv.Close() })
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		var ne net.Error
+		if !errors.As(err, &ne) || !ne.Timeout() {
+			t.Errorf("write failed with %v, want a timeout", err)
+		}
+	case <-time.After(slack):
+		t.Fatal("the handler is still writing to a client that does not read")
 	}
 }
