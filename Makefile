@@ -14,6 +14,9 @@ PKGS     := ./...
 # of the exporter's dependencies): checks of the manifests in deploy/kubernetes.
 VALIDATE := deploy/kubernetes/validate
 TOOLS    := $(GO) tool -modfile=tools/go.mod
+# Every go test has a timeout well below CI's 90 minutes, so a hang fails
+# fast with every goroutine's stack instead of eating the whole job.
+TEST_TIMEOUT ?= 20m
 
 .PHONY: all
 all: lint build test
@@ -28,8 +31,8 @@ test: deps lint unit integration mixin-test
 
 .PHONY: unit
 unit:
-	PHE_PROMTOOL3="$$($(PROMETHEUS3) | sed -n 2p)" $(GO) test -race -count=1 $(PKGS)
-	$(GO) -C $(VALIDATE) test -count=1 ./...
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
+	$(GO) -C $(VALIDATE) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 .PHONY: lint
 lint:
@@ -49,13 +52,30 @@ lint:
 # Go benchmark format: compare two runs with benchstat.
 .PHONY: bench
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -count 6 $(PKGS)
+	$(GO) test -run '^$$' -bench . -benchmem -count 6 -timeout 60m $(PKGS)
 
-# Ten seconds of fuzzing the config loader (longer: FUZZTIME=10m).
+# Fuzzing of every parser of untrusted input, one target after the other,
+# FUZZTIME each (make fuzz FUZZTIME=10m for a long run). A crasher is saved
+# under the package's testdata/fuzz and then replayed by every go test.
 FUZZTIME ?= 10s
+FUZZ_TIMEOUT ?= 30m
+FUZZ_TARGETS := \
+	./collector:FuzzScrapeTimeout \
+	./collector/kvm:FuzzFrameConn \
+	./collector/kvm:FuzzLibvirtReply \
+	./collector/kvm:FuzzSSHMaterial \
+	./collector/gcp:FuzzErrorBody \
+	./collector/gcp:FuzzCredentialsJSON \
+	./collector/kubernetes:FuzzKubeconfig \
+	./config:FuzzParse \
+	./config:FuzzLoad \
+	./cmd/provider_health_exporter:FuzzProbeQuery
 .PHONY: fuzz
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME) ./config
+	@set -e; for t in $(FUZZ_TARGETS); do \
+	  pkg=$${t%%:*}; name=$${t##*:}; echo "fuzz $$pkg $$name ($(FUZZTIME))"; \
+	  $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) -timeout $(FUZZ_TIMEOUT) $$pkg; \
+	done
 
 # Debian packages, libvirt's users and the pinned Go tools (root; a no-op
 # when all is there).
@@ -129,7 +149,7 @@ mixin-lint:
 	  $(GO) build -modfile=tools/go.mod -o $$tmp/jb github.com/jsonnet-bundler/jsonnet-bundler/cmd/jb && \
 	  $(GO) build -modfile=tools/go.mod -o $$tmp/jsonnet github.com/google/go-jsonnet/cmd/jsonnet && \
 	  testdata/mixin/vendor-check.sh $$tmp/jb $$tmp/jsonnet
-	$(GO) test -count=1 -run 'TestMetricNames|TestMatcherProblems|TestExpressions|TestDashboard|TestAlerts|TestGrafanaSchema' ./mixin/
+	$(GO) test -count=1 -timeout 10m -run 'TestMetricNames|TestMatcherProblems|TestExpressions|TestDashboard|TestAlerts|TestGrafanaSchema' ./mixin/
 	$(PROMTOOL) check config deploy/prometheus/prometheus.yml deploy/prometheus/prometheus-probe.yml
 	$(AMTOOL) check-config deploy/prometheus/alertmanager.yml
 
@@ -138,4 +158,4 @@ mixin-lint:
 mixin-test: mixin-lint
 	$(PROMTOOL) test rules mixin/tests/*.yaml
 	"$$($(PROMETHEUS3) | sed -n 2p)" test rules mixin/tests/*.yaml
-	$(GO) test -count=1 -run 'TestRuleTestsCatchBrokenRules' ./mixin/
+	$(GO) test -count=1 -timeout 10m -run 'TestRuleTestsCatchBrokenRules' ./mixin/

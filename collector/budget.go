@@ -23,8 +23,18 @@ func ParseScrapeTimeout(v string) (time.Duration, error) {
 	if !(secs > 0 && secs < 1e9) {
 		return 0, fmt.Errorf("parse %s %q: must be a positive number of seconds", ScrapeTimeoutHeader, v)
 	}
-	return time.Duration(secs * float64(time.Second)), nil
+	d := time.Duration(secs * float64(time.Second))
+	// A value that rounds to nothing must not turn into "no header" (0)
+	// or a budget no check can use; Prometheus's own minimum is 1ms.
+	if d < MinScrapeTimeout {
+		return 0, fmt.Errorf("parse %s %q: below the minimum of %s", ScrapeTimeoutHeader, v, MinScrapeTimeout)
+	}
+	return d, nil
 }
+
+// MinScrapeTimeout is the smallest scrape timeout header accepted (see the
+// README's Timeouts section): a smaller value is answered with 400.
+const MinScrapeTimeout = time.Millisecond
 
 // Budget is the time one check of a scrape may take (README: "Timeouts"): the provider's
 // timeout, lowered to the scrape timeout minus the offset, so that the
@@ -35,9 +45,9 @@ func Budget(providerTimeout, scrapeTimeout, offset time.Duration) time.Duration 
 	if scrapeTimeout <= 0 {
 		return providerTimeout
 	}
-	b := scrapeTimeout - offset
+	b := min(scrapeTimeout-offset, scrapeTimeout) // a negative offset cannot raise it
 	if half := scrapeTimeout / 2; b < half {
 		b = half
 	}
-	return min(providerTimeout, b)
+	return max(min(providerTimeout, b), 1) // never zero, even for a 1ns header
 }

@@ -55,3 +55,47 @@ func TestParseScrapeTimeout(t *testing.T) {
 		}
 	}
 }
+
+func TestParseScrapeTimeoutTiny(t *testing.T) {
+	t.Parallel()
+	for _, in := range []string{"1e-9", "1e-10", "0x1p-40", "0.0009999", "5e-324"} {
+		if got, err := ParseScrapeTimeout(in); err == nil {
+			t.Errorf("ParseScrapeTimeout(%q) = %v, want an error (below 1ms)", in, got)
+		}
+	}
+	if got, err := ParseScrapeTimeout("0.001"); err != nil || got != time.Millisecond {
+		t.Errorf("ParseScrapeTimeout(0.001) = %v, %v; want 1ms", got, err)
+	}
+}
+
+// FuzzScrapeTimeout: whatever the header says, it is refused or gives a
+// budget above zero and never above the header.
+func FuzzScrapeTimeout(f *testing.F) {
+	for _, s := range []string{"", "10", "1.5", "0.001", "1e-9", "1e-10", "0x1p-40", "0x1p+10", "1e9", "999999999.9",
+		"1_000", "+1", "-0", "0e0", ".5", "5.", "NaN", "inf", "1e308", "0.0005", " 1", "1\x00"} {
+		f.Add(s, int64(10*time.Second), int64(500*time.Millisecond))
+	}
+	f.Fuzz(func(t *testing.T, v string, provider, offset int64) {
+		st, err := ParseScrapeTimeout(v)
+		if err != nil {
+			return
+		}
+		if v == "" {
+			if st != 0 {
+				t.Fatalf("no header gave %v", st)
+			}
+			return
+		}
+		if st < MinScrapeTimeout {
+			t.Fatalf("ParseScrapeTimeout(%q) = %v, below the minimum", v, st)
+		}
+		p := time.Duration(provider)
+		if p <= 0 {
+			p = time.Second // config refuses a timeout that is not positive
+		}
+		b := Budget(p, st, time.Duration(offset))
+		if b <= 0 || b > st || b > p {
+			t.Fatalf("Budget(%v, %v, %v) = %v: want within (0, min(provider, header)]", p, st, time.Duration(offset), b)
+		}
+	})
+}

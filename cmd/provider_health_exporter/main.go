@@ -105,7 +105,7 @@ func run(args []string, stdout, stderr *os.File) int {
 		}
 	}()
 
-	srv := &http.Server{Handler: underPrefix(paths.routePrefix, x.handler()), ReadHeaderTimeout: 10 * time.Second}
+	srv := newServer(underPrefix(paths.routePrefix, x.handler()), x, *maxRequests)
 	errc := make(chan error, 1)
 	go func() { errc <- web.ListenAndServe(srv, toolkitFlags, logger) }()
 	select {

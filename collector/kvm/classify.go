@@ -59,6 +59,12 @@ func classify(ctx context.Context, err error) collector.Reason {
 		}
 		return collector.ReasonSSHHandshakeFailed
 	case stageLibvirt:
+		var fe *frameError
+		if errors.As(err, &fe) {
+			// The peer does not speak libvirt's protocol as libvirtd
+			// does; no reason of the set says more than that.
+			return collector.ReasonUnknown
+		}
 		var chanErr *ssh.OpenChannelError
 		if errors.As(err, &chanErr) {
 			// sshd could not connect to the socket (libvirtd not running,

@@ -146,6 +146,13 @@ func (c watchedConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// Close is called when the frame checker refuses a frame: the session is
+// then done.
+func (c watchedConn) Close() error {
+	c.s.markDead()
+	return c.Conn.Close()
+}
+
 func (c watchedConn) Write(p []byte) (int, error) {
 	n, err := c.Conn.Write(p)
 	if err != nil {

@@ -57,6 +57,11 @@ func (f *fakeLibvirt) callCounts() map[string]int {
 type fakeClient struct {
 	f    *fakeLibvirt
 	conn net.Conn
+	// rt serialises the round trips of concurrent checks sharing this
+	// connection, as go-libvirt's single reader does. Without it several
+	// goroutines read the SSH channel at once, and at EOF x/crypto/ssh
+	// wakes only one of them: the others would block forever.
+	rt sync.Mutex
 }
 
 var _ libvirtClient = (*fakeClient)(nil)
@@ -65,6 +70,8 @@ func (c *fakeClient) roundTrip(call string) error {
 	c.f.mu.Lock()
 	c.f.calls[call]++
 	c.f.mu.Unlock()
+	c.rt.Lock()
+	defer c.rt.Unlock()
 	if _, err := c.conn.Write([]byte{'?'}); err != nil {
 		return err
 	}

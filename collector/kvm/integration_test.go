@@ -4,10 +4,12 @@ package kvm_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -427,4 +429,68 @@ func factsOf(t *testing.T, v collector.Verdict) *kvm.Facts {
 		t.Fatalf("verdict %s has facts %T, want *kvm.Facts", v.Reason, v.Facts)
 	}
 	return f
+}
+
+// TestIntegrationMisbehavingLibvirtPeer: a host whose libvirt socket, reached
+// through the real sshd, answers with a broken frame gets a verdict naming
+// the problem and loses its connection; the test process (the exporter's
+// checks run in it) stays up and allocates nothing like what the frames
+// claim; the real libvirtd host checked alongside keeps its verdict and its
+// one connection.
+func TestIntegrationMisbehavingLibvirtPeer(t *testing.T) {
+	e := loadEnv(t)
+	fake := kvm.NewFakeLibvirtd(t)
+	healthy := e.checker(t, nil)
+	want(t, check(t, healthy), collector.ReasonReady)
+
+	faults := []kvm.Fault{kvm.FaultZeroLength, kvm.FaultHugeLength, kvm.FaultTruncated,
+		kvm.FaultWrongProgram, kvm.FaultWrongProcedure, kvm.FaultGarbageXDR}
+	for _, fault := range faults {
+		for _, proc := range []uint32{kvm.ProcAuthList, kvm.ProcStoragePoolLookupByName, kvm.ProcStoragePoolGetInfo} {
+			t.Run(fmt.Sprintf("%s/proc%d", kvm.FaultNames[fault], proc), func(t *testing.T) {
+				bad := e.checker(t, func(cfg *config.KVM) { cfg.LibvirtSocket = fake.Path() })
+				wantReason, wantMsg := collector.ReasonLibvirtConnectionLost, "malformed libvirt frame"
+				if proc == kvm.ProcAuthList {
+					wantReason = collector.ReasonUnknown
+				} else {
+					want(t, check(t, bad), collector.ReasonReady)
+				}
+				if fault == kvm.FaultTruncated {
+					wantMsg = "cut off"
+					if proc == kvm.ProcAuthList {
+						wantReason = collector.ReasonUnreachable
+					}
+				}
+				sent := fake.Faults()
+				fake.SetFault(fault, proc)
+				defer fake.SetFault(kvm.FaultNone, 0)
+
+				var before, after runtime.MemStats
+				runtime.ReadMemStats(&before)
+				v := check(t, bad)
+				runtime.ReadMemStats(&after)
+				if v.Reason != wantReason || !strings.Contains(v.Message, wantMsg) {
+					t.Errorf("reason %s (%s), want %s with %q", v.Reason, v.Message, wantReason, wantMsg)
+				}
+				if fake.Faults() != sent+1 {
+					t.Fatalf("the fake libvirt peer sent %d broken replies, want 1", fake.Faults()-sent)
+				}
+				if grew := after.TotalAlloc - before.TotalAlloc; grew > 64<<20 {
+					t.Errorf("the check allocated %d MiB", grew>>20)
+				}
+				deadline := time.Now().Add(30 * time.Second)
+				for fake.Conns() != 0 {
+					if time.Now().After(deadline) {
+						t.Fatal("the broken connection was not closed")
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+				if v := check(t, healthy); v.Reason != collector.ReasonReady || factsOf(t, v).Connects != 1 {
+					t.Errorf("real libvirtd host: %s (%s), connects %d; want Ready on its first connection", v.Reason, v.Message, factsOf(t, v).Connects)
+				}
+				fake.SetFault(kvm.FaultNone, 0)
+				want(t, check(t, bad), collector.ReasonReady)
+			})
+		}
+	}
 }

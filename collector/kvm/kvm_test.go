@@ -534,7 +534,10 @@ func TestConcurrentChecksDialOnce(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			// The budget only guards against a hang: on a loaded
+			// machine under -race a round trip over the in-process
+			// SSH server can take seconds.
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			reasons <- c.Check(ctx, testLogger(t), hostName).Reason
 		}()
@@ -552,8 +555,11 @@ func TestConcurrentChecksDialOnce(t *testing.T) {
 }
 
 // TestMaxConcurrentDials: with one dial slot and two hosts that never
-// answer, only one dial is made within the budget; the other check waits for
-// the slot and times out too.
+// answer, only one dial is made while that dial hangs; the other check waits
+// for the slot. Both checks share one context, as the checks of a scrape
+// do, and it is cancelled only after the first dial is seen: once it ends,
+// the waiting check finds its context over and makes no dial. Nothing here
+// depends on how fast the machine is.
 func TestMaxConcurrentDials(t *testing.T) {
 	e := newEnv(t)
 	e.srv.setMode(modeSilent)
@@ -564,18 +570,29 @@ func TestMaxConcurrentDials(t *testing.T) {
 		Address: other.addr, Name: "other", User: "proxyops", Pool: "default", PrivateKeyFile: e.keyFile,
 	})
 	c := e.checker()
+	dials := func() int64 { return e.srv.accepted.Load() + other.accepted.Load() }
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	var wg sync.WaitGroup
 	for _, target := range []string{hostName, "other"} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if v := check(t, c, target, 500*time.Millisecond); v.Reason != collector.ReasonTimeout {
+			if v := c.Check(ctx, testLogger(t), target); v.Reason != collector.ReasonTimeout {
 				t.Errorf("%s: reason %s (%s), want Timeout", target, v.Reason, v.Message)
 			}
 		}()
 	}
+	waitFor(t, "the first dial", func() bool { return dials() >= 1 })
+	// Give a broken limit the chance to make the second dial; a working
+	// one passes however long this takes.
+	deadline := time.Now().Add(time.Second)
+	for dials() < 2 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
 	wg.Wait()
-	if got := e.srv.accepted.Load() + other.accepted.Load(); got != 1 {
+	if got := dials(); got != 1 {
 		t.Errorf("dials = %d, want 1 (max_concurrent_dials: 1)", got)
 	}
 }

@@ -1,4 +1,4 @@
-// Package e2e is the end-to-end test of SPEC §12: the exporter binary scraped
+// Package e2e is the end-to-end test: the exporter binary scraped
 // by a real Prometheus that evaluates the mixin's alerts and sends them to a
 // real Alertmanager, whose webhook the test receives.
 //

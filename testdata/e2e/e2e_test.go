@@ -406,7 +406,7 @@ func TestEndToEnd(t *testing.T) {
 	})
 	step("ProviderHealthExporterDown firing in Prometheus and at the webhook")
 
-	// SPEC §3: no secret in the logs, at any level.
+	// README "Security": no secret in the logs, at any level.
 	logText, err := os.ReadFile(exporter.log)
 	must(t, err)
 	for _, line := range strings.Split(string(logText), "\n") {

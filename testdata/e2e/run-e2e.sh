@@ -1,5 +1,5 @@
 #!/bin/sh
-# End-to-end test of SPEC §12: the exporter scraped by a REAL Prometheus that
+# End-to-end test: the exporter scraped by a REAL Prometheus that
 # evaluates the mixin's alerts and sends them to a REAL Alertmanager.
 #
 # Without make, from the repository root:

@@ -50,6 +50,6 @@ export PHE_K8S_STATE="$state" PHE_K8S_CTL="$here/ctl.sh"
 
 cd "$repo"
 start_test=$SECONDS
-"$GO" test -tags integration -count=1 -v -run 'Integration' ./collector/kubernetes/... && rc=0 || rc=$?
+"$GO" test -tags integration -count=1 -timeout 20m -v -run 'Integration' ./collector/kubernetes/... && rc=0 || rc=$?
 echo "run-integration: tests took $((SECONDS - start_test))s, exit $rc" >&2
 exit "$rc"

@@ -1,0 +1,137 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/egress-proxies/provider_health_exporter/config"
+)
+
+// The bounds the HTTP server puts on clients (README, Security). They are
+// derived rather than flags: each follows from what the exporter serves.
+const (
+	// readHeaderTimeout closes a connection whose request line and
+	// headers have not arrived in time.
+	readHeaderTimeout = 10 * time.Second
+	// idleTimeout closes a keep-alive connection that sends no new
+	// request. Prometheus reconnects when it needs to.
+	idleTimeout = 30 * time.Second
+	// writeGrace is added to the longest provider timeout to get the
+	// write deadline of a response: the answer is written once the
+	// budget ends, whatever the providers do, so a client still not
+	// taking it after that is not reading.
+	writeGrace = 10 * time.Second
+	// minConns is the least number of open connections allowed.
+	minConns = 64
+	// unlimitedConns caps connections when --web.max-requests is 0.
+	unlimitedConns = 1024
+)
+
+// maxConnections is how many client connections may be open at once: four
+// per request slot (a scrape in flight, keep-alive connections of the
+// Prometheus servers, a browser), at least minConns.
+func maxConnections(maxRequests int) int {
+	if maxRequests <= 0 {
+		return unlimitedConns
+	}
+	return max(4*maxRequests, minConns)
+}
+
+// longestTimeout is the longest check timeout of cfg, the longest a check
+// of a request can run; the default timeout when nothing is configured.
+func longestTimeout(cfg *config.Config) time.Duration {
+	longest := time.Duration(config.DefaultTimeout)
+	if cfg == nil {
+		return longest
+	}
+	for _, k := range cfg.Kubernetes {
+		longest = max(longest, k.TimeoutDuration())
+	}
+	for _, g := range cfg.GCP {
+		longest = max(longest, g.TimeoutDuration())
+	}
+	for _, v := range cfg.KVM {
+		longest = max(longest, v.TimeoutDuration())
+	}
+	return longest
+}
+
+// newServer wraps h in the bounds on clients. net/http's own ReadTimeout is
+// left unset on purpose: when it expires while a handler runs, net/http
+// cancels the request's context, which would end a check early; no path
+// reads a request body, so there is no body to bound.
+func newServer(h http.Handler, x *exporter, maxRequests int) *http.Server {
+	conns := &connLimit{max: maxConnections(maxRequests)}
+	return &http.Server{
+		Handler:           refuseBody(writeDeadline(h, func() time.Duration { return longestTimeout(x.config()) + writeGrace })),
+		ReadHeaderTimeout: readHeaderTimeout,
+		IdleTimeout:       idleTimeout,
+		ConnState:         conns.track,
+	}
+}
+
+// writeDeadline gives every response a write deadline: the longest check the
+// current configuration can run plus writeGrace. It is set per request
+// because a reload can change the timeouts.
+func writeDeadline(next http.Handler, after func() time.Duration) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(after()))
+		next.ServeHTTP(w, r)
+	})
+}
+
+// refuseBody answers 413 to a request that announces a body and closes the
+// connection without reading it. No path takes a body; net/http would
+// otherwise read up to 256 KiB of it before writing the response, inside
+// the handler, which holds a --web.max-requests slot for as long as the
+// client takes to send it.
+func refuseBody(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength == 0 {
+			next.ServeHTTP(w, r)
+			return
+		}
+		const msg = "request bodies are not accepted\n"
+		// Hijacking hands the connection over before net/http reads any
+		// of the body; HTTP/2 cannot be hijacked, and does not need it:
+		// its bodies do not block the response.
+		conn, buf, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			w.Header().Set("Connection", "close")
+			http.Error(w, msg, http.StatusRequestEntityTooLarge)
+			return
+		}
+		defer conn.Close()
+		_ = conn.SetWriteDeadline(time.Now().Add(readHeaderTimeout))
+		fmt.Fprintf(buf, "HTTP/1.1 413 Request Entity Too Large\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\nContent-Length: %s\r\n\r\n%s",
+			strconv.Itoa(len(msg)), msg)
+		_ = buf.Flush()
+	})
+}
+
+// connLimit closes a new connection at once when maxConnections are already
+// open, so that idle or slow clients cannot use up the process's file
+// descriptors; each of them is closed by the timeouts above in the end.
+type connLimit struct {
+	max  int
+	mu   sync.Mutex
+	open int
+}
+
+func (l *connLimit) track(c net.Conn, s http.ConnState) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch s {
+	case http.StateNew:
+		l.open++
+		if l.open > l.max {
+			_ = c.Close()
+		}
+	case http.StateHijacked, http.StateClosed:
+		l.open--
+	}
+}

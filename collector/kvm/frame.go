@@ -1,0 +1,381 @@
+package kvm
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+)
+
+// Bounds of libvirt's RPC protocol (src/rpc/virnetprotocol.x). Every frame is
+// a 4-byte length that counts itself, a 24-byte header and an XDR payload.
+const (
+	frameLenSize    = 4  // VIR_NET_MESSAGE_LEN_MAX
+	frameHeaderSize = 24 // VIR_NET_MESSAGE_HEADER_MAX
+	minFrameLen     = frameLenSize + frameHeaderSize
+	protocolMaxLen  = 33554432 + frameLenSize // VIR_NET_MESSAGE_MAX, which does not count the length field
+	// maxReplyLen is libvirt's initial message buffer (VIR_NET_MESSAGE_INITIAL).
+	// Every reply to the calls a check makes is far smaller (an error's
+	// message is at most 1024 bytes), so a larger frame is refused before
+	// it is read: a hostile peer cannot make the exporter hold more than
+	// this per host.
+	maxReplyLen = 65536 + frameLenSize
+
+	remoteProgram         = 0x20008086 // REMOTE_PROGRAM
+	remoteProtocolVersion = 1          // REMOTE_PROTOCOL_VERSION
+
+	frameCall  = 0 // VIR_NET_CALL
+	frameReply = 1 // VIR_NET_REPLY
+
+	statusOK    = 0 // VIR_NET_OK
+	statusError = 1 // VIR_NET_ERROR
+
+	// remoteStringMax is REMOTE_STRING_MAX; authTypeListMax is
+	// REMOTE_AUTH_TYPE_LIST_MAX.
+	remoteStringMax = 4194304
+	authTypeListMax = 20
+)
+
+// The procedures a check calls (remote_protocol.x), and the only ones whose
+// replies are let through.
+const (
+	procConnectOpen             = 1
+	procConnectClose            = 2
+	procAuthList                = 66
+	procAuthPolkit              = 70
+	procStoragePoolLookupByName = 84
+	procStoragePoolGetInfo      = 87
+	procConnectGetLibVersion    = 157
+)
+
+// frameError is a frame from the libvirt peer that breaks libvirt's protocol
+// or is not a reply to a call in flight. The connection is closed when one
+// is seen: what follows it cannot be trusted to be framed right.
+type frameError struct {
+	msg string
+}
+
+func (e *frameError) Error() string {
+	return "malformed libvirt frame, connection closed: " + e.msg
+}
+
+func badFrame(format string, args ...any) error {
+	return &frameError{msg: fmt.Sprintf(format, args...)}
+}
+
+// frameConn sits between the libvirt socket opened over SSH and go-libvirt.
+// go-libvirt trusts the peer: a frame length below the header size panics
+// its reader goroutine, which no recover of ours can catch, and a huge one
+// makes it allocate that much; its XDR decoder allocates whatever a length
+// in the payload claims. frameConn hands go-libvirt only whole frames that
+// answer a call in flight, with a payload of the shape that call's reply
+// has, so every length go-libvirt then reads is one the peer actually sent.
+type frameConn struct {
+	net.Conn
+
+	// rmu guards the read side; go-libvirt has one reader.
+	rmu     sync.Mutex
+	pending []byte // the checked frame being handed out
+
+	// wmu guards the parser of our own calls; go-libvirt serialises its
+	// writes, but a frame may arrive in several writes.
+	wmu  sync.Mutex
+	whdr []byte // the part of an outgoing frame's length and header seen so far
+	wpay int    // payload bytes of the outgoing frame still to pass
+
+	mu    sync.Mutex
+	calls map[int32]uint32 // serial -> procedure of each call awaiting its reply
+	err   error            // the first violation; every later Read returns it
+}
+
+func newFrameConn(conn net.Conn) *frameConn {
+	return &frameConn{Conn: conn, calls: map[int32]uint32{}}
+}
+
+// violation returns the first protocol violation seen, or nil.
+func (c *frameConn) violation() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// fail records err as the violation and closes the connection.
+func (c *frameConn) fail(err error) error {
+	c.mu.Lock()
+	if c.err == nil {
+		c.err = err
+	}
+	err = c.err
+	c.mu.Unlock()
+	_ = c.Conn.Close()
+	return err
+}
+
+// Write notes the serial and procedure of every call go-libvirt sends, so a
+// reply can be matched to it, and passes the bytes on unchanged.
+func (c *frameConn) Write(p []byte) (int, error) {
+	c.wmu.Lock()
+	c.note(p)
+	c.wmu.Unlock()
+	return c.Conn.Write(p)
+}
+
+func (c *frameConn) note(p []byte) {
+	for len(p) > 0 {
+		if c.wpay > 0 {
+			n := min(c.wpay, len(p))
+			c.wpay -= n
+			p = p[n:]
+			continue
+		}
+		n := min(minFrameLen-len(c.whdr), len(p))
+		c.whdr = append(c.whdr, p[:n]...)
+		p = p[n:]
+		if len(c.whdr) < minFrameLen {
+			return
+		}
+		h := parseHeader(c.whdr)
+		c.whdr = c.whdr[:0]
+		c.wpay = max(int(h.length)-minFrameLen, 0)
+		if h.typ == frameCall && h.program == remoteProgram {
+			c.mu.Lock()
+			c.calls[h.serial] = h.procedure
+			c.mu.Unlock()
+		}
+	}
+}
+
+// Read hands out the bytes of checked frames. A frame is read and checked
+// whole before its first byte is handed out.
+func (c *frameConn) Read(p []byte) (int, error) {
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	if err := c.violation(); err != nil {
+		return 0, err
+	}
+	if len(c.pending) == 0 {
+		frame, started, err := c.readFrame()
+		if err != nil {
+			if started {
+				// Nothing after a bad or cut-off frame can be trusted to
+				// be framed right; the error is kept to say why every
+				// call in flight failed.
+				return 0, c.fail(err)
+			}
+			return 0, err
+		}
+		c.pending = frame
+	}
+	n := copy(p, c.pending)
+	c.pending = c.pending[n:]
+	return n, nil
+}
+
+type header struct {
+	length                      uint32
+	program, version, procedure uint32
+	typ                         uint32
+	serial                      int32
+	status                      uint32
+}
+
+// parseHeader decodes the length and header at the start of b, which holds
+// at least minFrameLen bytes.
+func parseHeader(b []byte) header {
+	be := binary.BigEndian
+	return header{
+		length:    be.Uint32(b[0:4]),
+		program:   be.Uint32(b[4:8]),
+		version:   be.Uint32(b[8:12]),
+		procedure: be.Uint32(b[12:16]),
+		typ:       be.Uint32(b[16:20]),
+		serial:    int32(be.Uint32(b[20:24])),
+		status:    be.Uint32(b[24:28]),
+	}
+}
+
+// readFrame reads one frame from the peer and checks it. started tells
+// whether the error came after the frame's first byte. Everything the peer
+// got wrong is a *frameError; a transport error is wrapped as it is.
+func (c *frameConn) readFrame() (frame []byte, started bool, err error) {
+	var hb [minFrameLen]byte
+	if _, err := io.ReadFull(c.Conn, hb[:frameLenSize]); err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			return nil, true, fmt.Errorf("libvirt frame cut off in its length: %w", err)
+		}
+		return nil, false, err // between frames: the connection ended
+	}
+	length := binary.BigEndian.Uint32(hb[:frameLenSize])
+	if err := checkLength(length); err != nil {
+		return nil, true, err
+	}
+	if _, err := io.ReadFull(c.Conn, hb[frameLenSize:]); err != nil {
+		return nil, true, fmt.Errorf("libvirt frame of %d bytes cut off in its header: %w", length, noEOF(err))
+	}
+	h := parseHeader(hb[:])
+	proc, err := c.match(h)
+	if err != nil {
+		return nil, true, err
+	}
+	frame = make([]byte, length)
+	copy(frame, hb[:])
+	if n, err := io.ReadFull(c.Conn, frame[minFrameLen:]); err != nil {
+		return nil, true, fmt.Errorf("libvirt frame of %d bytes cut off after %d: %w", length, minFrameLen+n, noEOF(err))
+	}
+	if err := checkReply(proc, h.status, frame[minFrameLen:]); err != nil {
+		return nil, true, err
+	}
+	return frame, true, nil
+}
+
+// noEOF turns a clean EOF inside a frame into io.ErrUnexpectedEOF.
+func noEOF(err error) error {
+	if errors.Is(err, io.EOF) {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+// checkLength checks a frame's length field against libvirt's bounds and the
+// size of the largest reply a check can get.
+func checkLength(length uint32) error {
+	switch {
+	case length < minFrameLen:
+		return badFrame("length %d is below the %d bytes of libvirt's length and header", length, minFrameLen)
+	case length > protocolMaxLen:
+		return badFrame("length %d is above libvirt's maximum message size of %d bytes", length, protocolMaxLen)
+	case length > maxReplyLen:
+		return badFrame("length %d is above the %d bytes of any reply to the calls this exporter makes", length, maxReplyLen)
+	}
+	return nil
+}
+
+// match checks the header of a reply and returns the procedure of the call
+// it answers, which is then no longer in flight.
+func (c *frameConn) match(h header) (uint32, error) {
+	switch {
+	case h.program != remoteProgram:
+		return 0, badFrame("program %#x, want libvirt's remote program %#x", h.program, remoteProgram)
+	case h.version != remoteProtocolVersion:
+		return 0, badFrame("protocol version %d, want %d", h.version, remoteProtocolVersion)
+	case h.typ != frameReply:
+		// Events, streams and keepalives are never asked for.
+		return 0, badFrame("message type %d, want a reply (%d)", h.typ, frameReply)
+	case h.status != statusOK && h.status != statusError:
+		return 0, badFrame("reply status %d, want ok (%d) or error (%d)", h.status, statusOK, statusError)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	proc, ok := c.calls[h.serial]
+	if !ok {
+		return 0, badFrame("reply with serial %d answers no call in flight", h.serial)
+	}
+	if proc != h.procedure {
+		return 0, badFrame("reply to call %d names procedure %d, the call was procedure %d", h.serial, h.procedure, proc)
+	}
+	delete(c.calls, h.serial)
+	return proc, nil
+}
+
+// checkReply checks that a reply's payload has the shape go-libvirt decodes
+// it into, so every length inside it fits in the bytes that were sent.
+func checkReply(proc, status uint32, payload []byte) error {
+	r := xdrReader{b: payload}
+	if status == statusError {
+		// What go-libvirt's decodeError reads of a remote_error: code,
+		// domain, the message's presence flag, the message, level. The
+		// fields after it are not read.
+		r.uint32s(3)
+		r.string("error message")
+		r.uint32s(1)
+		if r.err != nil {
+			return badFrame("error reply to procedure %d: %v", proc, r.err)
+		}
+		return nil
+	}
+	switch proc {
+	case procConnectOpen, procConnectClose:
+		// No return value.
+	case procAuthList:
+		n := r.uint32s(1)
+		if r.err == nil && n > authTypeListMax {
+			return badFrame("auth list reply has %d types, libvirt sends at most %d", n, authTypeListMax)
+		}
+		r.uint32s(int(n))
+	case procAuthPolkit:
+		r.uint32s(1) // complete
+	case procConnectGetLibVersion:
+		r.uint32s(2) // lib_ver, an unsigned hyper
+	case procStoragePoolLookupByName:
+		r.string("pool name")
+		r.opaque(16, "pool uuid")
+	case procStoragePoolGetInfo:
+		// state (an unsigned char takes 4 bytes in XDR), then capacity,
+		// allocation and available, each an unsigned hyper.
+		if state := r.uint32s(1); r.err == nil && state > 0xff {
+			return badFrame("pool info reply has state %d, which does not fit libvirt's unsigned char", state)
+		}
+		r.uint32s(6)
+	default:
+		return badFrame("reply to procedure %d, which this exporter never calls", proc)
+	}
+	if r.err != nil {
+		return badFrame("reply to procedure %d: %v", proc, r.err)
+	}
+	if len(r.b) != 0 {
+		return badFrame("reply to procedure %d has %d bytes after its value", proc, len(r.b))
+	}
+	return nil
+}
+
+// xdrReader walks XDR data, stopping at the first field that does not fit.
+type xdrReader struct {
+	b   []byte
+	err error
+}
+
+// uint32s reads n 4-byte words and returns the last.
+func (r *xdrReader) uint32s(n int) uint32 {
+	var v uint32
+	for range n {
+		if r.err != nil {
+			return 0
+		}
+		if len(r.b) < 4 {
+			r.err = fmt.Errorf("%d bytes left where a 4-byte word is due", len(r.b))
+			return 0
+		}
+		v = binary.BigEndian.Uint32(r.b)
+		r.b = r.b[4:]
+	}
+	return v
+}
+
+// string reads a variable-length string: its length, then the bytes padded
+// to a multiple of 4.
+func (r *xdrReader) string(what string) {
+	n := r.uint32s(1)
+	if r.err != nil {
+		return
+	}
+	if n > remoteStringMax {
+		r.err = fmt.Errorf("%s of %d bytes is above libvirt's limit of %d", what, n, remoteStringMax)
+		return
+	}
+	r.opaque(int(n), what)
+}
+
+// opaque skips n bytes padded to a multiple of 4.
+func (r *xdrReader) opaque(n int, what string) {
+	if r.err != nil {
+		return
+	}
+	padded := n + (4-n%4)%4
+	if padded > len(r.b) {
+		r.err = fmt.Errorf("%s of %d bytes with only %d bytes left", what, n, len(r.b))
+		return
+	}
+	r.b = r.b[padded:]
+}

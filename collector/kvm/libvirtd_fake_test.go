@@ -1,0 +1,291 @@
+package kvm
+
+import (
+	"encoding/binary"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+// Fault is how FakeLibvirtd breaks the reply to one procedure.
+type Fault int32
+
+const (
+	FaultNone           Fault = iota
+	FaultZeroLength           // a length field of 0
+	FaultHugeLength           // a length field of 0xfffffff0
+	FaultTruncated            // a frame cut off in its payload, then hang up
+	FaultWrongProgram         // another RPC program's number
+	FaultWrongProcedure       // a reply naming an event procedure, not the call's
+	FaultGarbageXDR           // a payload that does not decode as the reply
+)
+
+// FaultNames name the faults in subtests.
+var FaultNames = map[Fault]string{
+	FaultZeroLength: "zero length", FaultHugeLength: "huge length", FaultTruncated: "truncated frame",
+	FaultWrongProgram: "wrong program", FaultWrongProcedure: "wrong procedure", FaultGarbageXDR: "garbage XDR",
+}
+
+// Procedures a check calls, for tests outside the package.
+const (
+	ProcAuthList                = procAuthList
+	ProcStoragePoolLookupByName = procStoragePoolLookupByName
+	ProcStoragePoolGetInfo      = procStoragePoolGetInfo
+)
+
+// FakeLibvirtd is a libvirt peer on a unix socket that speaks libvirt's RPC
+// framing: it answers the calls a check makes as libvirtd does, and breaks
+// the reply to one procedure on demand. It plays the hostile or broken
+// host a real libvirtd cannot be made to be, behind the in-process SSH
+// server or a real sshd.
+type FakeLibvirtd struct {
+	path string
+	ln   net.Listener
+
+	fault     atomic.Int32
+	faultProc atomic.Uint32
+	faults    atomic.Int64 // broken replies sent
+
+	mu    sync.Mutex
+	conns map[net.Conn]struct{}
+	calls map[uint32]int
+	wg    sync.WaitGroup
+}
+
+// NewFakeLibvirtd listens on a socket in a new directory that every user can
+// reach, so sshd's forwarding, which runs as the login user, can connect.
+func NewFakeLibvirtd(t testing.TB) *FakeLibvirtd {
+	t.Helper()
+	// Unix socket paths are short (108 bytes); t.TempDir can be longer.
+	dir, err := os.MkdirTemp("", "fakelibvirtd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "libvirt-sock")
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	f := &FakeLibvirtd{path: path, ln: ln, conns: map[net.Conn]struct{}{}, calls: map[uint32]int{}}
+	f.wg.Add(1)
+	go f.serve()
+	t.Cleanup(f.Close)
+	return f
+}
+
+// Path is the socket's path: the libvirt_socket of a host.
+func (f *FakeLibvirtd) Path() string { return f.path }
+
+// SetFault breaks every reply to proc from now on (FaultNone: none).
+func (f *FakeLibvirtd) SetFault(fault Fault, proc uint32) {
+	f.faultProc.Store(proc)
+	f.fault.Store(int32(fault))
+}
+
+// Faults counts the broken replies sent.
+func (f *FakeLibvirtd) Faults() int64 { return f.faults.Load() }
+
+// Calls counts the calls of proc received.
+func (f *FakeLibvirtd) Calls(proc uint32) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls[proc]
+}
+
+// Conns is the number of connections open now.
+func (f *FakeLibvirtd) Conns() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.conns)
+}
+
+// Close stops listening and hangs up on every connection.
+func (f *FakeLibvirtd) Close() {
+	f.ln.Close()
+	f.mu.Lock()
+	for c := range f.conns {
+		c.Close()
+	}
+	f.conns = nil
+	f.mu.Unlock()
+	f.wg.Wait()
+}
+
+func (f *FakeLibvirtd) serve() {
+	defer f.wg.Done()
+	for {
+		c, err := f.ln.Accept()
+		if err != nil {
+			return
+		}
+		f.mu.Lock()
+		if f.conns == nil {
+			f.mu.Unlock()
+			c.Close()
+			return
+		}
+		f.conns[c] = struct{}{}
+		f.mu.Unlock()
+		f.wg.Add(1)
+		go func() {
+			defer f.wg.Done()
+			defer func() {
+				c.Close()
+				f.mu.Lock()
+				delete(f.conns, c)
+				f.mu.Unlock()
+			}()
+			f.handle(c)
+		}()
+	}
+}
+
+// handle answers calls until the client hangs up. After a broken reply it
+// reads on without answering, so it is the client that must end the
+// connection.
+func (f *FakeLibvirtd) handle(c net.Conn) {
+	for {
+		var hb [minFrameLen]byte
+		if _, err := io.ReadFull(c, hb[:]); err != nil {
+			return
+		}
+		h := parseHeader(hb[:])
+		if h.length < minFrameLen || h.length > maxReplyLen {
+			return
+		}
+		if _, err := io.CopyN(io.Discard, c, int64(h.length)-minFrameLen); err != nil {
+			return
+		}
+		f.mu.Lock()
+		f.calls[h.procedure]++
+		f.mu.Unlock()
+		fault := Fault(f.fault.Load())
+		if fault != FaultNone && f.faultProc.Load() == h.procedure {
+			f.faults.Add(1)
+			if _, err := c.Write(BrokenReply(fault, h.procedure, h.serial)); err != nil || fault == FaultTruncated {
+				return
+			}
+			_, _ = io.Copy(io.Discard, c)
+			return
+		}
+		status, payload := answer(h.procedure)
+		if _, err := c.Write(replyFrame(remoteProgram, h.procedure, h.serial, status, payload)); err != nil {
+			return
+		}
+	}
+}
+
+// answer is libvirtd's answer to proc on a healthy host with a running pool.
+func answer(proc uint32) (uint32, []byte) {
+	w := xdrWriter{}
+	switch proc {
+	case procAuthList:
+		w.u32(1, 0) // one type: none
+	case procConnectOpen, procConnectClose:
+	case procConnectGetLibVersion:
+		w.u64(9000000)
+	case procStoragePoolLookupByName:
+		w.str("default")
+		w.b = append(w.b, make([]byte, 16)...)
+	case procStoragePoolGetInfo:
+		w.u32(2) // running
+		w.u64(100<<30, 30<<30, 70<<30)
+	default:
+		return statusError, errorPayload(1, "this fake libvirtd does not know that procedure")
+	}
+	return statusOK, w.b
+}
+
+// errorPayload is a remote_error as libvirtd sends it.
+func errorPayload(code uint32, msg string) []byte {
+	w := xdrWriter{}
+	w.u32(code, 0, 1) // code, domain, message present
+	w.str(msg)
+	w.u32(2, 0, 0, 0, 0, 0, 0, 0) // level, no dom, no str1..3, int1, int2, no net
+	return w.b
+}
+
+// BrokenReply is the reply to a call of proc with serial, broken by fault.
+// Each is a frame go-libvirt would mishandle without the frame checker.
+func BrokenReply(fault Fault, proc uint32, serial int32) []byte {
+	switch fault {
+	case FaultZeroLength:
+		b := replyFrame(remoteProgram, proc, serial, statusOK, nil)
+		binary.BigEndian.PutUint32(b, 0)
+		return b
+	case FaultHugeLength:
+		b := replyFrame(remoteProgram, proc, serial, statusOK, make([]byte, 64))
+		binary.BigEndian.PutUint32(b, 0xfffffff0)
+		return b
+	case FaultTruncated:
+		_, payload := answer(proc)
+		b := replyFrame(remoteProgram, proc, serial, statusOK, append(payload, make([]byte, 32)...))
+		return b[:minFrameLen+8]
+	case FaultWrongProgram:
+		_, payload := answer(proc)
+		return replyFrame(0x20008087, proc, serial, statusOK, payload) // QEMU_PROGRAM
+	case FaultWrongProcedure:
+		// REMOTE_PROC_DOMAIN_EVENT_CALLBACK_LIFECYCLE: go-libvirt decodes
+		// a frame naming an event procedure as that event, in its reader.
+		w := xdrWriter{}
+		w.u32(1, 0x7ffffff0) // callbackID, then a domain name that claims 2 GiB
+		return replyFrame(remoteProgram, 318, serial, statusOK, w.b)
+	case FaultGarbageXDR:
+		w := xdrWriter{}
+		switch proc {
+		case procStoragePoolLookupByName:
+			w.u32(0x7ffffff0) // a pool name that claims 2 GiB
+		case procAuthList:
+			w.u32(0x40000000) // a billion auth types
+		default:
+			w.u32(0xdeadbeef, 0xffffffff, 7) // neither the shape nor the values
+		}
+		return replyFrame(remoteProgram, proc, serial, statusOK, w.b)
+	}
+	panic("unknown fault")
+}
+
+// replyFrame is a whole reply frame: length, header, payload.
+func replyFrame(program, proc uint32, serial int32, status uint32, payload []byte) []byte {
+	w := xdrWriter{}
+	w.u32(uint32(minFrameLen+len(payload)), program, remoteProtocolVersion, proc, frameReply, uint32(serial), status)
+	return append(w.b, payload...)
+}
+
+// callFrame is a call as go-libvirt sends it.
+func callFrame(proc uint32, serial int32, payload []byte) []byte {
+	w := xdrWriter{}
+	w.u32(uint32(minFrameLen+len(payload)), remoteProgram, remoteProtocolVersion, proc, frameCall, uint32(serial), statusOK)
+	return append(w.b, payload...)
+}
+
+type xdrWriter struct{ b []byte }
+
+func (w *xdrWriter) u32(vs ...uint32) {
+	for _, v := range vs {
+		w.b = binary.BigEndian.AppendUint32(w.b, v)
+	}
+}
+
+func (w *xdrWriter) u64(vs ...uint64) {
+	for _, v := range vs {
+		w.b = binary.BigEndian.AppendUint64(w.b, v)
+	}
+}
+
+func (w *xdrWriter) str(s string) {
+	w.u32(uint32(len(s)))
+	w.b = append(w.b, s...)
+	w.b = append(w.b, make([]byte, (4-len(s)%4)%4)...)
+}
