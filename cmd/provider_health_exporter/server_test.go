@@ -132,7 +132,7 @@ func TestHostileClientsCannotStarveScrapes(t *testing.T) {
 			defer wg.Done()
 			_ = h.conn.SetReadDeadline(h.last.Add(h.bound + slack))
 			b, err := io.ReadAll(h.conn)
-			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+			if ne := net.Error(nil); errors.As(err, &ne) && ne.Timeout() {
 				t.Errorf("%s: still open %s after its last write, bound %s", h.kind, time.Since(h.last).Round(time.Second), h.bound)
 				return
 			}

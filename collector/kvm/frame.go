@@ -109,7 +109,8 @@ func (c *frameConn) fail(err error) error {
 	}
 	err = c.err
 	c.mu.Unlock()
-	_ = c.Conn.Close()
+	// The embedded connection: frameConn has no Close of its own.
+	_ = c.Close()
 	return err
 }
 
