@@ -90,8 +90,19 @@ func newTestEngine(t *testing.T, entries ...Entry) *Engine {
 	return e
 }
 
+// testReasons is the reason set of every test entry, every reason there
+// is: the framework emits whatever set an entry declares; the providers'
+// own sets live in their packages.
+func testReasons() []Reason {
+	return HTTPReasons(ReasonAPIDisabled,
+		ReasonSSHMaterialInvalid, ReasonSSHAuthFailed, ReasonSSHHandshakeFailed,
+		ReasonHostKeyUnknown, ReasonHostKeyMismatch, ReasonLibvirtSocketUnavailable,
+		ReasonLibvirtConnectFailed, ReasonLibvirtConnectionLost, ReasonPoolMissing,
+		ReasonPoolInactive, ReasonPoolBuilding, ReasonPoolDegraded, ReasonPoolInaccessible)
+}
+
 func entry(kind, name string, c Checker) Entry {
-	return Entry{Kind: kind, Name: name, Reasons: Reasons(kind), Timeout: 5 * time.Second,
+	return Entry{Kind: kind, Name: name, Reasons: testReasons(), Timeout: 5 * time.Second,
 		Build: func() (Checker, error) { return c, nil }}
 }
 
@@ -199,8 +210,11 @@ func labelValue(m *dto.Metric, name string) string {
 
 func TestReasonOutsideSetBecomesUnknown(t *testing.T) {
 	t.Parallel()
-	// APIDisabled is a GCP reason; a kubernetes checker must not emit it.
-	e := newTestEngine(t, entry(ProviderKubernetes, "k", &testChecker{targets: one("apiserver"), behave: verdictOf(ReasonAPIDisabled)}))
+	// APIDisabled is a GCP reason; an entry whose set lacks it (as the
+	// kubernetes set does) must not emit it.
+	k := entry(ProviderKubernetes, "k", &testChecker{targets: one("apiserver"), behave: verdictOf(ReasonAPIDisabled)})
+	k.Reasons = HTTPReasons()
+	e := newTestEngine(t, k)
 	res, _ := e.Run(context.Background(), Request{})
 	if got := res[0].Targets[0].Reason; got != ReasonUnknown {
 		t.Fatalf("reason = %s, want Unknown", got)
@@ -584,7 +598,7 @@ func TestReloadIsOneTransaction(t *testing.T) {
 	newKVM := &testChecker{targets: one("beelink"), behave: verdictOf(ReasonReady)}
 	kv2 := entry(ProviderKVM, "lab", newKVM)
 	kv2.Fingerprint = "v2"
-	bad := Entry{Kind: ProviderGCP, Name: "bad", Reasons: Reasons(ProviderGCP), Build: func() (Checker, error) { return nil, errors.New("no project") }}
+	bad := Entry{Kind: ProviderGCP, Name: "bad", Reasons: testReasons(), Build: func() (Checker, error) { return nil, errors.New("no project") }}
 	if err := e.Load([]Entry{counted(kv2), g, bad}); err == nil || err.Error() != `gcp "bad": no project` {
 		t.Fatalf("failed reload: %v, want the entry's error", err)
 	}
@@ -680,7 +694,7 @@ func TestCollectGolden(t *testing.T) {
 	at := time.Unix(1_700_000_000, 0)
 	res := []ProviderResult{
 		{
-			Kind: ProviderGCP, Name: "crawl-prod", Reasons: Reasons(ProviderGCP), Budget: 2500 * time.Millisecond,
+			Kind: ProviderGCP, Name: "crawl-prod", Reasons: testReasons(), Budget: 2500 * time.Millisecond,
 			Checks: map[string]uint64{ModeLive: 3, ModeCached: 1},
 			Targets: []TargetResult{{
 				Result: Result{
@@ -716,8 +730,8 @@ provider_health_last_transition_timestamp_seconds{name="crawl-prod",provider="gc
 		"provider_health_exporter_checks_total", "provider_health_last_transition_timestamp_seconds"); err != nil {
 		t.Error(err)
 	}
-	if n := testutil.CollectAndCount(ResultCollector{Results: res}, "provider_health_reason"); n != len(Reasons(ProviderGCP)) {
-		t.Errorf("%d reason series, want %d", n, len(Reasons(ProviderGCP)))
+	if n := testutil.CollectAndCount(ResultCollector{Results: res}, "provider_health_reason"); n != len(testReasons()) {
+		t.Errorf("%d reason series, want %d", n, len(testReasons()))
 	}
 }
 

@@ -71,48 +71,17 @@ func (r Reason) Up() bool { return up[r] }
 // Ready reports whether the provider can host proxies when the verdict is r.
 func (r Reason) Ready() bool { return r == ReasonReady }
 
-var (
-	httpReasons = []Reason{
+// HTTPReasons is the reason set of a provider behind an HTTP API, with
+// the provider's own extra reasons (gcp: APIDisabled) before the HTTP
+// status reasons. Each provider package declares its set (README:
+// "Reasons"); the framework only emits what the entry says.
+func HTTPReasons(extra ...Reason) []Reason {
+	out := []Reason{
 		ReasonReady, ReasonTimeout, ReasonUnreachable, ReasonDNSFailed, ReasonTLSError,
 		ReasonCredentialsUnavailable, ReasonUnauthorized, ReasonForbidden,
 	}
-	httpTail = []Reason{
+	out = append(out, extra...)
+	return append(out,
 		ReasonNotFound, ReasonInvalidRequest, ReasonRateLimited, ReasonServerError,
-		ReasonBadResponse, ReasonUnknown,
-	}
-
-	reasonSets = map[string][]Reason{
-		ProviderKubernetes: concat(httpReasons, httpTail),
-		ProviderGCP:        concat(httpReasons, []Reason{ReasonAPIDisabled}, httpTail),
-		ProviderKVM: {
-			ReasonReady, ReasonTimeout, ReasonUnreachable, ReasonDNSFailed,
-			ReasonSSHMaterialInvalid, ReasonSSHAuthFailed, ReasonSSHHandshakeFailed,
-			ReasonHostKeyUnknown, ReasonHostKeyMismatch, ReasonLibvirtSocketUnavailable,
-			ReasonLibvirtConnectFailed, ReasonLibvirtConnectionLost, ReasonPoolMissing,
-			ReasonPoolInactive, ReasonPoolBuilding, ReasonPoolDegraded, ReasonPoolInaccessible,
-			ReasonUnknown,
-		},
-	}
-)
-
-func concat(parts ...[]Reason) []Reason {
-	var out []Reason
-	for _, p := range parts {
-		out = append(out, p...)
-	}
-	return out
-}
-
-// Reasons returns the closed reason set of a provider kind, in a stable
-// order. The caller must not modify it.
-func Reasons(provider string) []Reason { return reasonSets[provider] }
-
-// InSet reports whether r belongs to the reason set of provider.
-func InSet(provider string, r Reason) bool {
-	for _, x := range reasonSets[provider] {
-		if x == r {
-			return true
-		}
-	}
-	return false
+		ReasonBadResponse, ReasonUnknown)
 }

@@ -19,6 +19,8 @@ import (
 // Adding a provider is a row here and its package.
 type providerKind struct {
 	name string
+	// reasons is the kind's closed reason set, emitted as a state set.
+	reasons func() []collector.Reason
 	// entries are the kind's configured entries, each with how to build
 	// its checker.
 	entries func(cfg *config.Config, logger *slog.Logger) []collector.Entry
@@ -29,7 +31,8 @@ type providerKind struct {
 
 var kinds = []providerKind{
 	{
-		name: collector.ProviderKubernetes,
+		name:    collector.ProviderKubernetes,
+		reasons: kubernetes.Reasons,
 		entries: func(cfg *config.Config, logger *slog.Logger) []collector.Entry {
 			var out []collector.Entry
 			for _, k := range cfg.Kubernetes {
@@ -50,7 +53,8 @@ var kinds = []providerKind{
 		},
 	},
 	{
-		name: collector.ProviderGCP,
+		name:    collector.ProviderGCP,
+		reasons: gcp.Reasons,
 		entries: func(cfg *config.Config, logger *slog.Logger) []collector.Entry {
 			var out []collector.Entry
 			for _, g := range cfg.GCP {
@@ -71,7 +75,8 @@ var kinds = []providerKind{
 		},
 	},
 	{
-		name: collector.ProviderKVM,
+		name:    collector.ProviderKVM,
+		reasons: kvm.Reasons,
 		entries: func(cfg *config.Config, logger *slog.Logger) []collector.Entry {
 			var out []collector.Entry
 			for _, v := range cfg.KVM {
@@ -100,7 +105,10 @@ var kinds = []providerKind{
 func entries(cfg *config.Config, logger *slog.Logger) []collector.Entry {
 	var out []collector.Entry
 	for _, k := range kinds {
-		out = append(out, k.entries(cfg, logger)...)
+		for _, e := range k.entries(cfg, logger) {
+			e.Reasons = k.reasons()
+			out = append(out, e)
+		}
 	}
 	return out
 }
@@ -110,7 +118,7 @@ func entries(cfg *config.Config, logger *slog.Logger) []collector.Entry {
 // checker, its clients, tokens, connections and cached verdicts.
 func newEntry(kind, name string, check config.Check, settings any, logger *slog.Logger, build func(*slog.Logger) (collector.Checker, error)) collector.Entry {
 	return collector.Entry{
-		Kind: kind, Name: name, Reasons: collector.Reasons(kind),
+		Kind: kind, Name: name,
 		Timeout: check.TimeoutDuration(), MinInterval: check.MinIntervalDuration(),
 		Fingerprint: fingerprint(settings),
 		Build:       func() (collector.Checker, error) { return build(logger.With("provider", kind, "name", name)) },

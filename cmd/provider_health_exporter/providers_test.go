@@ -79,7 +79,7 @@ kvm:
 func TestKindsTable(t *testing.T) {
 	t.Parallel()
 	for _, k := range kinds {
-		if len(collector.Reasons(k.name)) == 0 {
+		if len(k.reasons()) == 0 {
 			t.Errorf("kind %s has no reason set", k.name)
 		}
 		if !validCollect(k.name) {

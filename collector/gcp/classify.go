@@ -19,6 +19,10 @@ import (
 	"github.com/egress-proxies/provider_health_exporter/collector"
 )
 
+// Reasons is the closed reason set of a GCP project (README: "Reasons"):
+// the HTTP API's, plus APIDisabled.
+func Reasons() []collector.Reason { return collector.HTTPReasons(collector.ReasonAPIDisabled) }
+
 // verdict turns the error of a check into its verdict and logs the error,
 // which carries more than the message does.
 func verdict(ctx context.Context, logger *slog.Logger, err error) collector.Verdict {

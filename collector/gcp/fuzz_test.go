@@ -10,8 +10,6 @@ import (
 
 	"cloud.google.com/go/auth/credentials"
 	"google.golang.org/api/googleapi"
-
-	"github.com/egress-proxies/provider_health_exporter/collector"
 )
 
 // FuzzErrorBody: whatever body and status Compute answers with, the error
@@ -31,7 +29,7 @@ func FuzzErrorBody(f *testing.F) {
 			f.Add(code, b)
 		}
 	}
-	reasons := collector.Reasons(collector.ProviderGCP)
+	reasons := Reasons()
 	f.Fuzz(func(t *testing.T, code int, body []byte) {
 		if code < 400 || code > 599 {
 			return

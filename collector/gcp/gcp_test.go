@@ -20,6 +20,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -744,7 +745,7 @@ func TestTargetsAndClose(t *testing.T) {
 	if v := check(t, c, 10*time.Second); v.Reason != collector.ReasonReady {
 		t.Fatalf("reason %s (%s)", v.Reason, v.Message)
 	}
-	if v := check(t, c, 10*time.Second); !collector.InSet(collector.ProviderGCP, v.Reason) {
+	if v := check(t, c, 10*time.Second); !slices.Contains(Reasons(), v.Reason) {
 		t.Errorf("reason %s not in the gcp set", v.Reason)
 	}
 	if err := c.Close(); err != nil {
@@ -820,9 +821,9 @@ func TestThroughEngine(t *testing.T) {
 	defer e.Close()
 	cached, slowChecker := newTestChecker(t, api.URL, tokens), newTestChecker(t, slow.URL, tokens)
 	if err := e.Load([]collector.Entry{
-		{Kind: collector.ProviderGCP, Name: "cached", Reasons: collector.Reasons(collector.ProviderGCP), Timeout: 10 * time.Second, MinInterval: time.Hour,
+		{Kind: collector.ProviderGCP, Name: "cached", Reasons: Reasons(), Timeout: 10 * time.Second, MinInterval: time.Hour,
 			Build: func() (collector.Checker, error) { return cached, nil }},
-		{Kind: collector.ProviderGCP, Name: "slow", Reasons: collector.Reasons(collector.ProviderGCP), Timeout: 10 * time.Second,
+		{Kind: collector.ProviderGCP, Name: "slow", Reasons: Reasons(), Timeout: 10 * time.Second,
 			Build: func() (collector.Checker, error) { return slowChecker, nil }},
 	}); err != nil {
 		t.Fatal(err)

@@ -14,6 +14,19 @@ import (
 	"github.com/egress-proxies/provider_health_exporter/collector"
 )
 
+// Reasons is the closed reason set of a KVM host (README: "Reasons"): every
+// one of them is exported on every scrape as a state set.
+func Reasons() []collector.Reason {
+	return []collector.Reason{
+		collector.ReasonReady, collector.ReasonTimeout, collector.ReasonUnreachable, collector.ReasonDNSFailed,
+		collector.ReasonSSHMaterialInvalid, collector.ReasonSSHAuthFailed, collector.ReasonSSHHandshakeFailed,
+		collector.ReasonHostKeyUnknown, collector.ReasonHostKeyMismatch, collector.ReasonLibvirtSocketUnavailable,
+		collector.ReasonLibvirtConnectFailed, collector.ReasonLibvirtConnectionLost, collector.ReasonPoolMissing,
+		collector.ReasonPoolInactive, collector.ReasonPoolBuilding, collector.ReasonPoolDegraded, collector.ReasonPoolInaccessible,
+		collector.ReasonUnknown,
+	}
+}
+
 // authFailure is how x/crypto/ssh says the server rejected every key we
 // offered; it exposes no error type for it (TestAuthFailureString pins it).
 const authFailure = "ssh: unable to authenticate"

@@ -221,7 +221,7 @@ func TestIntegration(t *testing.T) {
 		loads := 0
 		load := func(mod func(*config.KVM)) {
 			loads++ // every load is a changed entry, so the new checker adopts
-			err := engine.Load([]collector.Entry{{Kind: collector.ProviderKVM, Name: "lab", Reasons: collector.Reasons(collector.ProviderKVM),
+			err := engine.Load([]collector.Entry{{Kind: collector.ProviderKVM, Name: "lab", Reasons: kvm.Reasons(),
 				Timeout: 10 * time.Second, Fingerprint: strconv.Itoa(loads),
 				Build: func() (collector.Checker, error) { return kvm.New(e.config(mod), logger(t)) }}})
 			if err != nil {

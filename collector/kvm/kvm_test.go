@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -416,7 +417,7 @@ func TestReasons(t *testing.T) {
 			covered[s.want] = true
 		}
 	}
-	for _, r := range collector.Reasons(collector.ProviderKVM) {
+	for _, r := range Reasons() {
 		if !covered[r] {
 			t.Errorf("no case produces %s", r)
 		}
@@ -448,7 +449,7 @@ func TestReasons(t *testing.T) {
 				if v.Reason != s.want {
 					t.Fatalf("check %d: reason %s (%s), want %s", i+1, v.Reason, v.Message, s.want)
 				}
-				if !collector.InSet(collector.ProviderKVM, v.Reason) {
+				if !slices.Contains(Reasons(), v.Reason) {
 					t.Fatalf("check %d: reason %s is not in the kvm set", i+1, v.Reason)
 				}
 			}
