@@ -27,12 +27,20 @@ build:
 	$(TOOLS) promu build --prefix .
 
 .PHONY: test
-test: deps lint unit integration mixin-test
+test: deps lint unit exposition integration mixin-test
 
+# unit needs Go and nothing else: no root, no package from apt.
 .PHONY: unit
 unit:
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
 	$(GO) -C $(VALIDATE) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+# Tests that run promtool carry the promtool build tag: the exposition
+# formats checked by the promtool of Prometheus 2.42 (Debian) and 3 (built by
+# testdata/prometheus/build-prometheus.sh), and the mixin's tests (mixin-lint).
+.PHONY: exposition
+exposition:
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -tags promtool -run 'TestExpositionFormats' ./cmd/provider_health_exporter/
 
 .PHONY: lint
 lint:
@@ -41,8 +49,10 @@ lint:
 	$(GO) -C $(VALIDATE) vet ./...
 	$(GO) vet -tags integration ./collector/kvm/ ./collector/kubernetes/
 	$(GO) vet -tags e2e ./testdata/e2e/
+	$(GO) vet -tags promtool ./cmd/... ./mixin/
 	$(TOOLS) golangci-lint run ./...
 	$(TOOLS) golangci-lint run --build-tags integration ./collector/kvm/ ./collector/kubernetes/
+	$(TOOLS) golangci-lint run --build-tags promtool ./cmd/... ./mixin/
 	@if ! command -v systemd-analyze >/dev/null; then \
 	  echo "systemd-analyze not found: skipping the check of deploy/systemd (Debian package systemd)"; exit 0; fi; \
 	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
@@ -149,7 +159,7 @@ mixin-lint:
 	  $(GO) build -modfile=tools/go.mod -o $$tmp/jb github.com/jsonnet-bundler/jsonnet-bundler/cmd/jb && \
 	  $(GO) build -modfile=tools/go.mod -o $$tmp/jsonnet github.com/google/go-jsonnet/cmd/jsonnet && \
 	  testdata/mixin/vendor-check.sh $$tmp/jb $$tmp/jsonnet
-	$(GO) test -count=1 -timeout 10m -run 'TestMetricNames|TestMatcherProblems|TestExpressions|TestDashboard|TestAlerts|TestGrafanaSchema' ./mixin/
+	$(GO) test -count=1 -timeout 10m -tags promtool -run 'TestGoldenMetricsRead|TestMetricNames|TestMatcherProblems|TestExpressions|TestDashboard|TestAlerts|TestGrafanaSchema' ./mixin/
 	$(PROMTOOL) check config deploy/prometheus/prometheus.yml deploy/prometheus/prometheus-probe.yml
 	$(AMTOOL) check-config deploy/prometheus/alertmanager.yml
 
@@ -158,4 +168,4 @@ mixin-lint:
 mixin-test: mixin-lint
 	$(PROMTOOL) test rules mixin/tests/*.yaml
 	"$$($(PROMETHEUS3) | sed -n 2p)" test rules mixin/tests/*.yaml
-	$(GO) test -count=1 -timeout 10m -run 'TestRuleTestsCatchBrokenRules' ./mixin/
+	$(GO) test -count=1 -timeout 10m -tags promtool -run 'TestRuleTestsCatchBrokenRules' ./mixin/

@@ -1,3 +1,9 @@
+//go:build promtool
+
+// These tests run promtool (Debian's prometheus package): make mixin-lint
+// and make mixin-test run them with -tags promtool, so that make unit needs
+// no package from apt.
+
 // Package mixin_test checks the generated mixin files: every PromQL
 // expression of the alerts and dashboards parses (through promtool) and names
 // only metrics of the README's "Metrics" and their labels, every dashboard is well formed,

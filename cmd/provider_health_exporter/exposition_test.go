@@ -1,3 +1,9 @@
+//go:build promtool
+
+// TestExpositionFormats runs promtool of Prometheus 2.42 (Debian's) and 3
+// (testdata/prometheus/build-prometheus.sh): make test runs it with
+// -tags promtool, so that make unit needs neither.
+
 package main
 
 import (
