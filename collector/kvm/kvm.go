@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"time"
 
 	"github.com/digitalocean/go-libvirt"
 
@@ -30,6 +31,10 @@ type Checker struct {
 	// dialSem bounds the dials in flight (max_concurrent_dials); checks on
 	// kept connections do not take it.
 	dialSem chan struct{}
+	// dialTimeout bounds one dial (dial_timeout), whatever is left of the
+	// scrape's budget, so a host that hangs mid-dial gives its slot back
+	// early (README: "KVM").
+	dialTimeout time.Duration
 
 	// dialer and newClient are the network seams; tests point the
 	// resolver at loopback and put a fake libvirt behind the SSH channel.
@@ -71,13 +76,18 @@ func New(cfg *config.KVM, logger *slog.Logger) (*Checker, error) {
 	if dials < 1 {
 		dials = config.DefaultMaxConcurrentDials
 	}
+	dialTimeout := time.Duration(cfg.DialTimeout)
+	if dialTimeout <= 0 {
+		dialTimeout = time.Duration(config.DefaultDialTimeout)
+	}
 	c := &Checker{
-		byName:    make(map[string]*host, len(cfg.Hosts)),
-		dialSem:   make(chan struct{}, dials),
-		dialer:    &net.Dialer{},
-		newClient: newLibvirtClient,
-		keys:      &signerCache{},
-		logger:    logger,
+		byName:      make(map[string]*host, len(cfg.Hosts)),
+		dialSem:     make(chan struct{}, dials),
+		dialTimeout: dialTimeout,
+		dialer:      &net.Dialer{},
+		newClient:   newLibvirtClient,
+		keys:        &signerCache{},
+		logger:      logger,
 	}
 	for _, h := range cfg.Hosts {
 		if _, dup := c.byName[h.Name]; dup {

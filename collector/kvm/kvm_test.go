@@ -772,3 +772,70 @@ func TestCheckFiles(t *testing.T) {
 		t.Errorf("bad files: %v", errs)
 	}
 }
+
+// TestDialTimeoutFreesTheSlot: with one dial slot, a host that accepts TCP
+// and never speaks holds the slot only for dial_timeout, not for the whole
+// budget, so a healthy host of the same scrape still gets its dial. The
+// scrape's context never ends here: without dial_timeout both checks would
+// hang until the test's guard fails them.
+func TestDialTimeoutFreesTheSlot(t *testing.T) {
+	e := newEnv(t)
+	silent := newSSHServer(t, e.key.PublicKey(), e.stub.path)
+	silent.setMode(modeSilent)
+	e.cfg.MaxConcurrentDials = 1
+	// Long enough for a healthy dial under -race on a loaded machine.
+	e.cfg.DialTimeout = config.Duration(5 * time.Second)
+	e.cfg.Hosts = append(e.cfg.Hosts, &config.KVMHost{
+		Address: silent.addr, Name: "silent", User: "proxyops", Pool: "default", PrivateKeyFile: e.keyFile,
+	})
+	c := e.checker()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var wg sync.WaitGroup
+	verdicts := map[string]*collector.Verdict{hostName: {}, "silent": {}}
+	for target, v := range verdicts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			*v = c.Check(ctx, testLogger(t), target)
+		}()
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		t.Fatal("the scrape's context ended: the checks were not bounded by dial_timeout")
+	}
+	if v := verdicts["silent"]; v.Reason != collector.ReasonTimeout || !strings.Contains(v.Message, "dial_timeout (5s) reached") {
+		t.Errorf("silent host: reason %s (%s), want Timeout naming dial_timeout", v.Reason, v.Message)
+	}
+	if v := verdicts[hostName]; v.Reason != collector.ReasonReady {
+		t.Errorf("healthy host: reason %s (%s), want Ready", v.Reason, v.Message)
+	}
+	if got := silent.accepted.Load(); got != 1 {
+		t.Errorf("dials of the silent host = %d, want 1", got)
+	}
+}
+
+// TestDialTimeoutEveryStage: dial_timeout cuts a dial wherever it hangs, and
+// the verdict is Timeout naming it although the scrape still had time.
+func TestDialTimeoutEveryStage(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		setup func(e *env)
+	}{
+		{"ssh handshake", func(e *env) { e.srv.setMode(modeSilent) }},
+		{"libvirt connect", func(e *env) { e.stub.setMode(stubHang) }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			tt.setup(e)
+			e.cfg.DialTimeout = config.Duration(200 * time.Millisecond)
+			c := e.checker()
+			v := check(t, c, hostName, 2*time.Minute)
+			// On a loaded machine the bound may strike in an earlier
+			// stage; the verdict is the same.
+			if v.Reason != collector.ReasonTimeout || !strings.Contains(v.Message, "dial_timeout (200ms) reached") {
+				t.Errorf("reason %s (%s), want Timeout naming dial_timeout", v.Reason, v.Message)
+			}
+		})
+	}
+}
