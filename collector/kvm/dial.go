@@ -180,9 +180,9 @@ func (e *dialTimeoutError) Is(target error) bool {
 // (decrypting a key is CPU, not waiting on a host). The session it returns
 // is bound to neither: it lives until a check or Close ends it.
 func (c *Checker) dial(ctx context.Context, logger *slog.Logger, set settings) (*session, error) {
-	// Material is read on every dial so that rotated files are picked up
-	// without a reload.
-	cfg, err := clientConfig(set, c.keys)
+	// Material is looked up on every dial so that rotated files are
+	// picked up without a reload; it is parsed only when it changed.
+	cfg, err := clientConfig(set, c.material)
 	if err != nil {
 		return nil, &dialError{stageMaterial, err}
 	}
@@ -254,14 +254,14 @@ func (c *Checker) dialNetwork(ctx context.Context, logger *slog.Logger, set sett
 	return s, nil
 }
 
-// clientConfig reads the key, the optional passphrase and known_hosts.
+// clientConfig gets the key, the optional passphrase and known_hosts from m.
 // Errors name files, never their contents.
-func clientConfig(set settings, keys *signerCache) (*ssh.ClientConfig, error) {
-	signer, err := loadSigner(set, keys)
+func clientConfig(set settings, m *material) (*ssh.ClientConfig, error) {
+	signer, err := m.signer(set)
 	if err != nil {
 		return nil, err
 	}
-	hostKey, err := hostKeyCallback(set)
+	hostKey, err := m.hostKeyCallback(set)
 	if err != nil {
 		return nil, err
 	}

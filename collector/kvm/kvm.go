@@ -40,7 +40,8 @@ type Checker struct {
 	// resolver at loopback and put a fake libvirt behind the SSH channel.
 	dialer    *net.Dialer
 	newClient func(net.Conn) libvirtClient
-	keys      *signerCache
+	// material is the entry's parsed SSH material, shared by its hosts.
+	material *material
 
 	// logger is New's, for what happens outside a check (Close).
 	logger *slog.Logger
@@ -86,7 +87,7 @@ func New(cfg *config.KVM, logger *slog.Logger) (*Checker, error) {
 		dialTimeout: dialTimeout,
 		dialer:      &net.Dialer{},
 		newClient:   newLibvirtClient,
-		keys:        &signerCache{},
+		material:    newMaterial(),
 		logger:      logger,
 	}
 	for _, h := range cfg.Hosts {
