@@ -839,3 +839,61 @@ func TestDialTimeoutEveryStage(t *testing.T) {
 		})
 	}
 }
+
+func TestBackoffDelay(t *testing.T) {
+	for failed, want := range []time.Duration{0, 0, 10 * time.Second, 20 * time.Second, 40 * time.Second, 80 * time.Second, 2 * time.Minute, 2 * time.Minute} {
+		if got := backoffDelay(failed); got != want {
+			t.Errorf("backoffDelay(%d) = %s, want %s", failed, got, want)
+		}
+	}
+	if got := backoffDelay(1000); got != backoffMax {
+		t.Errorf("backoffDelay(1000) = %s, want %s", got, backoffMax)
+	}
+}
+
+// TestFailedDialsBackOff: the second failed dial in a row holds the host
+// back for backoffBase (the engine serves its last verdict meanwhile), a
+// broken key file does not (it takes no dial slot), and a dial that works
+// clears the backoff.
+func TestFailedDialsBackOff(t *testing.T) {
+	e := newEnv(t)
+	e.srv.setMode(modeEOF)
+	c := e.checker()
+	notBefore := func() time.Time { return c.NotBefore(hostName) }
+	if v := check(t, c, hostName, time.Minute); v.Reason != collector.ReasonSSHHandshakeFailed {
+		t.Fatalf("reason %s (%s), want SSHHandshakeFailed", v.Reason, v.Message)
+	}
+	if !notBefore().IsZero() {
+		t.Errorf("after one failed dial: not before %v, want no backoff", notBefore())
+	}
+	before := time.Now()
+	if v := check(t, c, hostName, time.Minute); v.Reason != collector.ReasonSSHHandshakeFailed {
+		t.Fatalf("reason %s (%s), want SSHHandshakeFailed", v.Reason, v.Message)
+	}
+	after := time.Now()
+	if nb := notBefore(); nb.Before(before.Add(backoffBase)) || nb.After(after.Add(backoffBase)) {
+		t.Errorf("after two failed dials: not before %v, want %s after the dial (between %v and %v)", nb, backoffBase, before.Add(backoffBase), after.Add(backoffBase))
+	}
+	e.srv.setMode(modeSSH)
+	if v := check(t, c, hostName, time.Minute); v.Reason != collector.ReasonReady {
+		t.Fatalf("reason %s (%s), want Ready", v.Reason, v.Message)
+	}
+	if !notBefore().IsZero() {
+		t.Errorf("after a dial that worked: not before %v, want no backoff", notBefore())
+	}
+
+	m := newEnv(t)
+	os.Remove(m.knownHosts)
+	cm := m.checker()
+	for range 3 {
+		if v := check(t, cm, hostName, time.Minute); v.Reason != collector.ReasonSSHMaterialInvalid {
+			t.Fatalf("reason %s (%s), want SSHMaterialInvalid", v.Reason, v.Message)
+		}
+	}
+	if nb := cm.NotBefore(hostName); !nb.IsZero() {
+		t.Errorf("after failures to read the material: not before %v, want no backoff", nb)
+	}
+	if nb := c.NotBefore("no such host"); !nb.IsZero() {
+		t.Errorf("unknown host: not before %v", nb)
+	}
+}
