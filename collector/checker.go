@@ -51,6 +51,15 @@ type Adopter interface {
 	Adopt(old Checker)
 }
 
+// Backoffer is implemented by checkers that hold back the live checks of a
+// target whose recent checks failed at a cost to the other targets (kvm: a
+// failing dial holds one of the few dial slots). Until NotBefore, the engine
+// serves the target's last verdict (mode="backoff") instead of checking;
+// a target that has no verdict yet is checked. NotBefore does no I/O.
+type Backoffer interface {
+	NotBefore(target string) time.Time
+}
+
 // Verdict is what one check says about one target.
 type Verdict struct {
 	Reason Reason

@@ -18,10 +18,13 @@ const (
 	ModeLive   = "live"   // the check ran for this caller
 	ModeShared = "shared" // joined a check another caller had started
 	ModeCached = "cached" // reused a verdict younger than min_interval
+	// ModeBackoff served the last verdict of a target the checker holds
+	// back after repeated failures (Backoffer).
+	ModeBackoff = "backoff"
 )
 
 // Modes lists the check modes in a stable order.
-var Modes = []string{ModeLive, ModeShared, ModeCached}
+var Modes = []string{ModeLive, ModeShared, ModeCached, ModeBackoff}
 
 // historySize is how many transitions the status page shows per target.
 const historySize = 10
@@ -57,7 +60,7 @@ type Engine struct {
 	counters map[string]*counters
 }
 
-type counters [3]atomic.Uint64 // indexed like Modes
+type counters [4]atomic.Uint64 // indexed like Modes
 
 type provider struct {
 	Entry
@@ -231,6 +234,9 @@ type TargetResult struct {
 	// for a verdict the engine made up.
 	Log         string
 	Transitions []Transition // oldest first; Status only
+	// BackoffUntil is when a target held back by its checker (Backoffer)
+	// will be checked again; zero when it is not held back. Status only.
+	BackoffUntil time.Time
 }
 
 // LookupError says that a Request names no configured provider or target.
@@ -335,6 +341,11 @@ func (e *Engine) Status(name string) ([]ProviderResult, error) {
 				tr.Target = t
 			}
 			st.mu.Unlock()
+			if b, ok := p.checker.(Backoffer); ok && tr.Checked {
+				if until := b.NotBefore(t.Name); time.Now().Before(until) {
+					tr.BackoffUntil = until
+				}
+			}
 			out[i].Targets = append(out[i].Targets, p.withFacts(tr))
 		}
 	}
@@ -369,6 +380,13 @@ func (e *Engine) checkTarget(ctx context.Context, p *provider, t Target) TargetR
 			st.mu.Unlock()
 			tr.Target = t
 			e.count(p, ModeCached)
+			return p.withFacts(tr)
+		}
+		if st.cached != nil && st.inflight == nil && backingOff(p.checker, t.Name) {
+			tr := TargetResult{Result: *st.cached, Checked: true, Mode: ModeBackoff, LastTransition: st.transition, Log: st.cachedLog}
+			st.mu.Unlock()
+			tr.Target = t
+			e.count(p, ModeBackoff)
 			return p.withFacts(tr)
 		}
 		c, mode := st.inflight, ModeShared
@@ -411,6 +429,12 @@ func (e *Engine) checkTarget(ctx context.Context, p *provider, t Target) TargetR
 		e.count(p, mode)
 		return p.withFacts(e.answer(st, res, mode, ""))
 	}
+}
+
+// backingOff tells whether c holds back the live checks of target now.
+func backingOff(c Checker, target string) bool {
+	b, ok := c.(Backoffer)
+	return ok && time.Now().Before(b.NotBefore(target))
 }
 
 func (e *Engine) answer(st *state, res Result, mode, log string) TargetResult {

@@ -716,8 +716,9 @@ provider_health_up{name="crawl-prod",provider="gcp",target="compute"} 1
 # HELP provider_health_check_timeout_seconds The budget this scrape gave the check.
 # TYPE provider_health_check_timeout_seconds gauge
 provider_health_check_timeout_seconds{name="crawl-prod",provider="gcp"} 2.5
-# HELP provider_health_exporter_checks_total Checks by mode: live (ran), shared (joined an in-flight check), cached (reused within min_interval).
+# HELP provider_health_exporter_checks_total Checks by mode: live (ran), shared (joined an in-flight check), cached (reused within min_interval), backoff (last verdict of a target whose recent dials failed, not redialed yet).
 # TYPE provider_health_exporter_checks_total counter
+provider_health_exporter_checks_total{mode="backoff",name="crawl-prod",provider="gcp"} 0
 provider_health_exporter_checks_total{mode="cached",name="crawl-prod",provider="gcp"} 1
 provider_health_exporter_checks_total{mode="live",name="crawl-prod",provider="gcp"} 3
 provider_health_exporter_checks_total{mode="shared",name="crawl-prod",provider="gcp"} 0
@@ -761,4 +762,85 @@ func BenchmarkRun(b *testing.B) {
 			}
 		})
 	}
+}
+
+// backoffChecker holds a target back for a minute after each failed check,
+// as kvm does after failed dials.
+type backoffChecker struct {
+	testChecker
+	mu        sync.Mutex
+	notBefore time.Time
+}
+
+func (c *backoffChecker) NotBefore(string) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.notBefore
+}
+
+var _ Backoffer = (*backoffChecker)(nil)
+
+func TestBackoffServesTheLastVerdict(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		var reason atomic.Value
+		reason.Store(ReasonUnreachable)
+		c := &backoffChecker{}
+		c.testChecker = testChecker{targets: one("beelink"), behave: func(context.Context, string) Verdict {
+			r := reason.Load().(Reason)
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if r.Ready() {
+				c.notBefore = time.Time{}
+			} else {
+				c.notBefore = time.Now().Add(time.Minute)
+			}
+			return Verdict{Reason: r, Message: "test says " + string(r)}
+		}}
+		e := newTestEngine(t, entry(ProviderKVM, "lab", c))
+		first := runOne(t, e, Request{})
+		if first.Mode != ModeLive || first.Reason != ReasonUnreachable {
+			t.Fatalf("first scrape: mode %s reason %s, want a live Unreachable", first.Mode, first.Reason)
+		}
+		time.Sleep(30 * time.Second)
+		reason.Store(ReasonReady) // the host is back, but not asked yet
+		got := runOne(t, e, Request{})
+		if got.Mode != ModeBackoff || got.Reason != ReasonUnreachable || !got.CheckedAt.Equal(first.CheckedAt) || got.Log != first.Log {
+			t.Errorf("backing off: mode %s reason %s checked at %v, want backoff serving the verdict of %v with its log", got.Mode, got.Reason, got.CheckedAt, first.CheckedAt)
+		}
+		if until := status(t, e).BackoffUntil; !until.Equal(first.CheckedAt.Add(time.Minute)) {
+			t.Errorf("status: backoff until %v, want %v", until, first.CheckedAt.Add(time.Minute))
+		}
+		time.Sleep(31 * time.Second)
+		res, err := e.Run(context.Background(), Request{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := res[0].Targets[0]; got.Mode != ModeLive || got.Reason != ReasonReady {
+			t.Errorf("after the backoff: mode %s reason %s, want a live Ready", got.Mode, got.Reason)
+		}
+		if until := status(t, e).BackoffUntil; !until.IsZero() {
+			t.Errorf("status after the backoff: backoff until %v, want none", until)
+		}
+		if n := c.calls.Load(); n != 2 {
+			t.Errorf("checker ran %d times, want 2", n)
+		}
+		if res[0].Checks[ModeLive] != 2 || res[0].Checks[ModeBackoff] != 1 {
+			t.Errorf("checks = %v, want live 2, backoff 1", res[0].Checks)
+		}
+	})
+}
+
+// TestBackoffNeedsAVerdict: a target held back before it has any verdict
+// (a reload made a new checker) is checked: there is nothing to serve.
+func TestBackoffNeedsAVerdict(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		c := &backoffChecker{notBefore: time.Now().Add(time.Hour)}
+		c.testChecker = testChecker{targets: one("beelink"), behave: verdictOf(ReasonReady)}
+		e := newTestEngine(t, entry(ProviderKVM, "lab", c))
+		if got := runOne(t, e, Request{}); got.Mode != ModeLive || got.Reason != ReasonReady {
+			t.Errorf("mode %s reason %s, want a live Ready", got.Mode, got.Reason)
+		}
+	})
 }

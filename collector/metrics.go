@@ -29,7 +29,7 @@ var (
 	targetInfoDesc = prometheus.NewDesc(namespace+"_target_info",
 		"Where the target is.", append(targetLabels, "address"), nil)
 	checksDesc = prometheus.NewDesc(namespace+"_exporter_checks_total",
-		"Checks by mode: live (ran), shared (joined an in-flight check), cached (reused within min_interval).",
+		"Checks by mode: live (ran), shared (joined an in-flight check), cached (reused within min_interval), backoff (last verdict of a target whose recent dials failed, not redialed yet).",
 		[]string{"provider", "name", "mode"}, nil)
 )
 

@@ -31,6 +31,7 @@ const (
 	DefaultLibvirtURI         = "qemu:///system"
 	DefaultPool               = "default"
 	DefaultMaxConcurrentDials = 16
+	DefaultDialTimeout        = Duration(3 * time.Second)
 	DefaultSSHPort            = "22"
 )
 
@@ -105,6 +106,7 @@ type KVM struct {
 	LibvirtURI            string     `yaml:"libvirt_uri,omitempty"`
 	Pool                  string     `yaml:"pool,omitempty"`
 	MaxConcurrentDials    int        `yaml:"max_concurrent_dials,omitempty"`
+	DialTimeout           Duration   `yaml:"dial_timeout,omitempty"`
 	Hosts                 []*KVMHost `yaml:"hosts"`
 	Check                 `yaml:",inline"`
 }
@@ -544,6 +546,7 @@ func (v *KVM) UnmarshalYAML(unmarshal func(any) error) error {
 		LibvirtURI:         DefaultLibvirtURI,
 		Pool:               DefaultPool,
 		MaxConcurrentDials: DefaultMaxConcurrentDials,
+		DialTimeout:        DefaultDialTimeout,
 	}
 	return unmarshal((*plainKVM)(v))
 }
@@ -557,6 +560,9 @@ func (v *KVM) validate(d Defaults, where string) error {
 	}
 	if v.MaxConcurrentDials < 1 {
 		return fmt.Errorf("%s: max_concurrent_dials: must be at least 1, got %d", where, v.MaxConcurrentDials)
+	}
+	if v.DialTimeout <= 0 {
+		return fmt.Errorf("%s: dial_timeout: must be positive, got %s", where, v.DialTimeout)
 	}
 	if v.LibvirtSocket == "" {
 		return fmt.Errorf("%s: libvirt_socket: must not be empty", where)

@@ -39,6 +39,7 @@ func TestLoadInvalid(t *testing.T) {
 		"invalid-zero-default-timeout.yml":       `defaults: timeout: must be positive, got 0s`,
 		"invalid-empty-pool.yml":                 `kvm[0] "lab": pool: must not be empty`,
 		"invalid-zero-timeout.yml":               `kubernetes[0] "prod": timeout: must be positive, got 0s`,
+		"invalid-zero-dial-timeout.yml":          `kvm[0] "lab": dial_timeout: must be positive, got 0s`,
 	} {
 		t.Run(file, func(t *testing.T) {
 			t.Parallel()
@@ -94,6 +95,9 @@ func TestLoadValidFull(t *testing.T) {
 	if want := filepath.Join("..", "testdata", "files", "placeholder"); k.Kubeconfig != want {
 		t.Errorf("relative kubeconfig resolved to %q, want %q", k.Kubeconfig, want)
 	}
+	if v.DialTimeout != Duration(2*time.Second) {
+		t.Errorf("kvm dial_timeout %s, want 2s", v.DialTimeout)
+	}
 	hosts := v.Hosts
 	for i, want := range []KVMHost{
 		{Address: "192.0.2.10:22", Name: "beelink", User: "other", Pool: "fast", PrivateKeyFile: v.PrivateKeyFile},
@@ -135,7 +139,7 @@ kvm:
 	if g.Filter != DefaultGCPFilter || g.MinIntervalDuration() != 0 {
 		t.Errorf("gcp defaults: filter %q, min_interval %v (explicit 0s must override the default)", g.Filter, g.MinIntervalDuration())
 	}
-	if v.LibvirtSocket != DefaultLibvirtSocket || v.LibvirtURI != DefaultLibvirtURI || v.Pool != DefaultPool || v.MaxConcurrentDials != DefaultMaxConcurrentDials {
+	if v.LibvirtSocket != DefaultLibvirtSocket || v.LibvirtURI != DefaultLibvirtURI || v.Pool != DefaultPool || v.MaxConcurrentDials != DefaultMaxConcurrentDials || v.DialTimeout != DefaultDialTimeout {
 		t.Errorf("kvm defaults: %+v", v)
 	}
 	if h := v.Hosts[0]; h.Address != "beelink.lab:22" || h.Name != "beelink.lab" {

@@ -253,8 +253,11 @@ func (x *exporter) serveProbe(w http.ResponseWriter, r *http.Request) {
 
 // describeMode says why a debug probe has no log to show.
 func describeMode(mode string) string {
-	if mode == collector.ModeCached {
+	switch mode {
+	case collector.ModeCached:
 		return "a cached verdict whose check left no log"
+	case collector.ModeBackoff:
+		return "the last verdict, served while the target's failing dials back off"
 	}
 	return "the check did not answer within the budget"
 }
@@ -274,6 +277,9 @@ type statusTarget struct {
 	DurationSeconds    float64            `json:"durationSeconds"`
 	Details            map[string]string  `json:"details,omitempty"`
 	Transitions        []statusTransition `json:"transitions"`
+	// BackoffUntil is set while a KVM host whose dials keep failing is
+	// not redialed; scrapes serve its last verdict until then.
+	BackoffUntil *time.Time `json:"backoffUntil,omitempty"`
 }
 
 // statusTransition is one change of a target's reason.
@@ -322,6 +328,7 @@ func (x *exporter) status(ctx context.Context, name string, refresh bool) ([]sta
 			if t.Checked {
 				st.LastTransitionTime, st.LastCheckTime = utc(t.LastTransition), utc(t.CheckedAt)
 				st.DurationSeconds = t.Duration.Seconds()
+				st.BackoffUntil = utc(t.BackoffUntil)
 			}
 			if t.Facts != nil {
 				st.Details = t.Facts.Details()

@@ -69,7 +69,7 @@ td.message { max-width: 40em; font-family: monospace; font-size: 90%; overflow-w
 <td>{{$p.Provider}}</td><td>{{$p.Name}}</td><td title="{{$t.Address}}">{{$t.Target}}</td>
 {{if $t.Checked}}<td class="state">{{if $t.Ready}}yes{{else}}no{{end}}</td>
 <td class="state">{{$t.Reason}}</td>
-<td class="message">{{$t.Message}}</td>
+<td class="message">{{$t.Message}}{{if $t.BackoffUntil}}<br><em>dials keep failing: not redialed before {{stamp $t.BackoffUntil}}</em>{{end}}</td>
 <td title="{{stamp $t.LastTransitionTime}}">{{ago $t.LastTransitionTime}}</td>
 <td title="{{stamp $t.LastCheckTime}}">{{ago $t.LastCheckTime}}</td>
 <td>{{seconds $t.DurationSeconds}}s</td>

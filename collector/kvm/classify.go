@@ -32,9 +32,10 @@ func Reasons() []collector.Reason {
 const authFailure = "ssh: unable to authenticate"
 
 // classify derives the reason of a failed dial from its stage and cause
-// (README: "Reasons", "KVM"). The end of ctx wins over whatever the error says.
+// (README: "Reasons", "KVM"). The end of ctx or of dial_timeout wins over
+// whatever the error says.
 func classify(ctx context.Context, err error) collector.Reason {
-	if collector.Ended(ctx) {
+	if collector.Ended(ctx) || errors.Is(err, &dialTimeoutError{}) {
 		return collector.ReasonTimeout
 	}
 	var de *dialError

@@ -161,15 +161,46 @@ func (c watchedConn) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// dial makes a new session in stages, every blocking step bound to ctx.
+// dialTimeoutError is the cause of a dial cut by dial_timeout while the
+// scrape still had time: the verdict is Timeout all the same.
+type dialTimeoutError struct{ d time.Duration }
+
+func (e *dialTimeoutError) Error() string {
+	return fmt.Sprintf("dial_timeout (%s) reached", e.d)
+}
+
+// Is makes every dialTimeoutError match, whatever its duration.
+func (e *dialTimeoutError) Is(target error) bool {
+	_, ok := target.(*dialTimeoutError)
+	return ok
+}
+
+// dial makes a new session in stages, every blocking step bound to ctx and
+// the network stages together to dial_timeout; reading the material is not
+// (decrypting a key is CPU, not waiting on a host). The session it returns
+// is bound to neither: it lives until a check or Close ends it.
 func (c *Checker) dial(ctx context.Context, logger *slog.Logger, set settings) (*session, error) {
-	// Material is read on every dial so that rotated files are picked up
-	// without a reload.
-	cfg, err := clientConfig(set, c.keys)
+	// Material is looked up on every dial so that rotated files are
+	// picked up without a reload; it is parsed only when it changed.
+	cfg, err := clientConfig(set, c.material)
 	if err != nil {
 		return nil, &dialError{stageMaterial, err}
 	}
+	cause := &dialTimeoutError{c.dialTimeout}
+	dctx, cancel := context.WithTimeoutCause(ctx, c.dialTimeout, cause)
+	defer cancel()
+	s, err := c.dialNetwork(dctx, logger, set, cfg)
+	var de *dialError
+	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(dctx), cause) && !errors.Is(err, cause) && errors.As(err, &de) {
+		// The TCP stage reports only "i/o timeout"; say which bound it was.
+		de.Err = fmt.Errorf("%w: %w", cause, de.Err)
+	}
+	return s, err
+}
 
+// dialNetwork makes the TCP connection, the SSH handshake and the libvirt
+// connection, every blocking step bound to ctx.
+func (c *Checker) dialNetwork(ctx context.Context, logger *slog.Logger, set settings, cfg *ssh.ClientConfig) (*session, error) {
 	logger.Debug("dialing", "stage", stageTCP, "address", set.address)
 	conn, err := c.dialer.DialContext(ctx, "tcp", set.address)
 	if err != nil {
@@ -223,14 +254,14 @@ func (c *Checker) dial(ctx context.Context, logger *slog.Logger, set settings) (
 	return s, nil
 }
 
-// clientConfig reads the key, the optional passphrase and known_hosts.
+// clientConfig gets the key, the optional passphrase and known_hosts from m.
 // Errors name files, never their contents.
-func clientConfig(set settings, keys *signerCache) (*ssh.ClientConfig, error) {
-	signer, err := loadSigner(set, keys)
+func clientConfig(set settings, m *material) (*ssh.ClientConfig, error) {
+	signer, err := m.signer(set)
 	if err != nil {
 		return nil, err
 	}
-	hostKey, err := hostKeyCallback(set)
+	hostKey, err := m.hostKeyCallback(set)
 	if err != nil {
 		return nil, err
 	}

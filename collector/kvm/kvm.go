@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"time"
 
 	"github.com/digitalocean/go-libvirt"
 
@@ -21,6 +22,7 @@ var (
 	_ collector.Closer     = (*Checker)(nil)
 	_ collector.Adopter    = (*Checker)(nil)
 	_ collector.FactKeeper = (*Checker)(nil)
+	_ collector.Backoffer  = (*Checker)(nil)
 )
 
 // Checker checks the hosts of one kvm entry.
@@ -30,12 +32,17 @@ type Checker struct {
 	// dialSem bounds the dials in flight (max_concurrent_dials); checks on
 	// kept connections do not take it.
 	dialSem chan struct{}
+	// dialTimeout bounds one dial (dial_timeout), whatever is left of the
+	// scrape's budget, so a host that hangs mid-dial gives its slot back
+	// early (README: "KVM").
+	dialTimeout time.Duration
 
 	// dialer and newClient are the network seams; tests point the
 	// resolver at loopback and put a fake libvirt behind the SSH channel.
 	dialer    *net.Dialer
 	newClient func(net.Conn) libvirtClient
-	keys      *signerCache
+	// material is the entry's parsed SSH material, shared by its hosts.
+	material *material
 
 	// logger is New's, for what happens outside a check (Close).
 	logger *slog.Logger
@@ -57,6 +64,47 @@ type host struct {
 	sess     *session
 	connects uint64
 	version  string // last known libvirt version, kept across redials
+	// failedDials counts the dials that failed in a row; notBefore is
+	// when the next one may start (see backoffDelay).
+	failedDials int
+	notBefore   time.Time
+}
+
+// Backoff of a host whose dials keep failing (README: "KVM"): one failed
+// dial is retried at the next scrape, since most failures are brief; from
+// the second in a row on, the host waits backoffBase, doubling up to
+// backoffMax. A host that hangs mid-dial would otherwise take a dial slot
+// for dial_timeout at every scrape, and a hundred of them every slot.
+const (
+	backoffBase = 10 * time.Second
+	backoffMax  = 2 * time.Minute
+)
+
+// backoffDelay is the wait after failed dials in a row.
+func backoffDelay(failed int) time.Duration {
+	if failed < 2 {
+		return 0
+	}
+	d := backoffBase
+	for range failed - 2 {
+		d *= 2
+		if d >= backoffMax {
+			return backoffMax
+		}
+	}
+	return d
+}
+
+// NotBefore is when the next check of target may dial (collector.Backoffer);
+// until then the engine serves its last verdict.
+func (c *Checker) NotBefore(target string) time.Time {
+	h := c.byName[target]
+	if h == nil {
+		return time.Time{}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.notBefore
 }
 
 // New makes a checker for cfg. It does no network I/O.
@@ -71,13 +119,18 @@ func New(cfg *config.KVM, logger *slog.Logger) (*Checker, error) {
 	if dials < 1 {
 		dials = config.DefaultMaxConcurrentDials
 	}
+	dialTimeout := time.Duration(cfg.DialTimeout)
+	if dialTimeout <= 0 {
+		dialTimeout = time.Duration(config.DefaultDialTimeout)
+	}
 	c := &Checker{
-		byName:    make(map[string]*host, len(cfg.Hosts)),
-		dialSem:   make(chan struct{}, dials),
-		dialer:    &net.Dialer{},
-		newClient: newLibvirtClient,
-		keys:      &signerCache{},
-		logger:    logger,
+		byName:      make(map[string]*host, len(cfg.Hosts)),
+		dialSem:     make(chan struct{}, dials),
+		dialTimeout: dialTimeout,
+		dialer:      &net.Dialer{},
+		newClient:   newLibvirtClient,
+		material:    newMaterial(),
+		logger:      logger,
 	}
 	for _, h := range cfg.Hosts {
 		if _, dup := c.byName[h.Name]; dup {
@@ -197,9 +250,22 @@ func (c *Checker) session(ctx context.Context, logger *slog.Logger, h *host) (s 
 	s, err = c.dial(ctx, logger, h.set)
 	<-c.dialSem
 	if err != nil {
+		var de *dialError
+		if errors.As(err, &de) && de.Stage != stageMaterial {
+			// Only a dial that went to the network took a slot; a
+			// broken key file is cheap to look at again.
+			h.mu.Lock()
+			h.failedDials++
+			if d := backoffDelay(h.failedDials); d > 0 {
+				h.notBefore = time.Now().Add(d)
+				logger.Debug("dials keep failing, backing off", "failedDials", h.failedDials, "retryIn", d)
+			}
+			h.mu.Unlock()
+		}
 		return nil, false, false, err
 	}
 	h.mu.Lock()
+	h.failedDials, h.notBefore = 0, time.Time{}
 	h.connects++
 	h.version = s.version
 	c.mu.Lock()

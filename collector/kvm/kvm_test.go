@@ -728,7 +728,7 @@ func TestNewDoesNoIO(t *testing.T) {
 func TestAuthFailureString(t *testing.T) {
 	e := newEnv(t)
 	e.srv.authorize(randomKey(t))
-	cfg, err := clientConfig(settings{keyFile: e.keyFile, knownHostsFile: e.knownHosts, user: "proxyops"}, &signerCache{})
+	cfg, err := clientConfig(settings{keyFile: e.keyFile, knownHostsFile: e.knownHosts, user: "proxyops"}, newMaterial())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -771,5 +771,130 @@ func TestCheckFiles(t *testing.T) {
 	if len(errs) != 2 || !strings.HasPrefix(errs[0].Error(), "private_key_file: ") || !strings.Contains(errs[0].Error(), "no passphrase_file") ||
 		!strings.HasPrefix(errs[1].Error(), "known_hosts_file: ") {
 		t.Errorf("bad files: %v", errs)
+	}
+}
+
+// TestDialTimeoutFreesTheSlot: with one dial slot, a host that accepts TCP
+// and never speaks holds the slot only for dial_timeout, not for the whole
+// budget, so a healthy host of the same scrape still gets its dial. The
+// scrape's context never ends here: without dial_timeout both checks would
+// hang until the test's guard fails them.
+func TestDialTimeoutFreesTheSlot(t *testing.T) {
+	e := newEnv(t)
+	silent := newSSHServer(t, e.key.PublicKey(), e.stub.path)
+	silent.setMode(modeSilent)
+	e.cfg.MaxConcurrentDials = 1
+	// Long enough for a healthy dial under -race on a loaded machine.
+	e.cfg.DialTimeout = config.Duration(5 * time.Second)
+	e.cfg.Hosts = append(e.cfg.Hosts, &config.KVMHost{
+		Address: silent.addr, Name: "silent", User: "proxyops", Pool: "default", PrivateKeyFile: e.keyFile,
+	})
+	c := e.checker()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var wg sync.WaitGroup
+	verdicts := map[string]*collector.Verdict{hostName: {}, "silent": {}}
+	for target, v := range verdicts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			*v = c.Check(ctx, testLogger(t), target)
+		}()
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		t.Fatal("the scrape's context ended: the checks were not bounded by dial_timeout")
+	}
+	if v := verdicts["silent"]; v.Reason != collector.ReasonTimeout || !strings.Contains(v.Message, "dial_timeout (5s) reached") {
+		t.Errorf("silent host: reason %s (%s), want Timeout naming dial_timeout", v.Reason, v.Message)
+	}
+	if v := verdicts[hostName]; v.Reason != collector.ReasonReady {
+		t.Errorf("healthy host: reason %s (%s), want Ready", v.Reason, v.Message)
+	}
+	if got := silent.accepted.Load(); got != 1 {
+		t.Errorf("dials of the silent host = %d, want 1", got)
+	}
+}
+
+// TestDialTimeoutEveryStage: dial_timeout cuts a dial wherever it hangs, and
+// the verdict is Timeout naming it although the scrape still had time.
+func TestDialTimeoutEveryStage(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		setup func(e *env)
+	}{
+		{"ssh handshake", func(e *env) { e.srv.setMode(modeSilent) }},
+		{"libvirt connect", func(e *env) { e.stub.setMode(stubHang) }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			tt.setup(e)
+			e.cfg.DialTimeout = config.Duration(200 * time.Millisecond)
+			c := e.checker()
+			v := check(t, c, hostName, 2*time.Minute)
+			// On a loaded machine the bound may strike in an earlier
+			// stage; the verdict is the same.
+			if v.Reason != collector.ReasonTimeout || !strings.Contains(v.Message, "dial_timeout (200ms) reached") {
+				t.Errorf("reason %s (%s), want Timeout naming dial_timeout", v.Reason, v.Message)
+			}
+		})
+	}
+}
+
+func TestBackoffDelay(t *testing.T) {
+	for failed, want := range []time.Duration{0, 0, 10 * time.Second, 20 * time.Second, 40 * time.Second, 80 * time.Second, 2 * time.Minute, 2 * time.Minute} {
+		if got := backoffDelay(failed); got != want {
+			t.Errorf("backoffDelay(%d) = %s, want %s", failed, got, want)
+		}
+	}
+	if got := backoffDelay(1000); got != backoffMax {
+		t.Errorf("backoffDelay(1000) = %s, want %s", got, backoffMax)
+	}
+}
+
+// TestFailedDialsBackOff: the second failed dial in a row holds the host
+// back for backoffBase (the engine serves its last verdict meanwhile), a
+// broken key file does not (it takes no dial slot), and a dial that works
+// clears the backoff.
+func TestFailedDialsBackOff(t *testing.T) {
+	e := newEnv(t)
+	e.srv.setMode(modeEOF)
+	c := e.checker()
+	notBefore := func() time.Time { return c.NotBefore(hostName) }
+	if v := check(t, c, hostName, time.Minute); v.Reason != collector.ReasonSSHHandshakeFailed {
+		t.Fatalf("reason %s (%s), want SSHHandshakeFailed", v.Reason, v.Message)
+	}
+	if !notBefore().IsZero() {
+		t.Errorf("after one failed dial: not before %v, want no backoff", notBefore())
+	}
+	before := time.Now()
+	if v := check(t, c, hostName, time.Minute); v.Reason != collector.ReasonSSHHandshakeFailed {
+		t.Fatalf("reason %s (%s), want SSHHandshakeFailed", v.Reason, v.Message)
+	}
+	after := time.Now()
+	if nb := notBefore(); nb.Before(before.Add(backoffBase)) || nb.After(after.Add(backoffBase)) {
+		t.Errorf("after two failed dials: not before %v, want %s after the dial (between %v and %v)", nb, backoffBase, before.Add(backoffBase), after.Add(backoffBase))
+	}
+	e.srv.setMode(modeSSH)
+	if v := check(t, c, hostName, time.Minute); v.Reason != collector.ReasonReady {
+		t.Fatalf("reason %s (%s), want Ready", v.Reason, v.Message)
+	}
+	if !notBefore().IsZero() {
+		t.Errorf("after a dial that worked: not before %v, want no backoff", notBefore())
+	}
+
+	m := newEnv(t)
+	os.Remove(m.knownHosts)
+	cm := m.checker()
+	for range 3 {
+		if v := check(t, cm, hostName, time.Minute); v.Reason != collector.ReasonSSHMaterialInvalid {
+			t.Fatalf("reason %s (%s), want SSHMaterialInvalid", v.Reason, v.Message)
+		}
+	}
+	if nb := cm.NotBefore(hostName); !nb.IsZero() {
+		t.Errorf("after failures to read the material: not before %v, want no backoff", nb)
+	}
+	if nb := c.NotBefore("no such host"); !nb.IsZero() {
+		t.Errorf("unknown host: not before %v", nb)
 	}
 }

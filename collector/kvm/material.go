@@ -1,0 +1,153 @@
+package kvm
+
+import (
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// material is the SSH material of one kvm entry, parsed once per file and
+// shared by every host of the entry: a parsed known_hosts is about as large
+// as the file, and keeping one per host made the heap grow with hosts ×
+// known_hosts lines. A file is parsed again when it changes (another inode,
+// size or modification time), so a rotated key or known_hosts is still
+// picked up without a reload (README: "KVM"). Looking a file up costs one
+// stat per dial, not a read.
+type material struct {
+	keys *signerCache
+
+	mu         sync.Mutex
+	knownHosts map[string]*stamped[ssh.HostKeyCallback]
+	signers    map[[2]string]*stamped[ssh.Signer] // key file, passphrase file
+
+	// knownHostsParses and keyLoads count the parses of known_hosts files
+	// and the reads of key files, so tests can see that the hosts of an
+	// entry share them.
+	knownHostsParses atomic.Int64
+	keyLoads         atomic.Int64
+}
+
+func newMaterial() *material {
+	return &material{
+		keys:       &signerCache{},
+		knownHosts: map[string]*stamped[ssh.HostKeyCallback]{},
+		signers:    map[[2]string]*stamped[ssh.Signer]{},
+	}
+}
+
+// hostKeyCallback is the shared callback of set's known_hosts file.
+func (m *material) hostKeyCallback(set settings) (ssh.HostKeyCallback, error) {
+	if set.insecure {
+		return ssh.InsecureIgnoreHostKey(), nil
+	}
+	m.mu.Lock()
+	e := m.knownHosts[set.knownHostsFile]
+	if e == nil {
+		e = &stamped[ssh.HostKeyCallback]{}
+		m.knownHosts[set.knownHostsFile] = e
+	}
+	m.mu.Unlock()
+	return e.get([]string{set.knownHostsFile}, func() (ssh.HostKeyCallback, error) {
+		m.knownHostsParses.Add(1)
+		return hostKeyCallback(set)
+	})
+}
+
+// signer is the shared signer of set's key and passphrase files.
+func (m *material) signer(set settings) (ssh.Signer, error) {
+	k := [2]string{set.keyFile, set.passphraseFile}
+	m.mu.Lock()
+	e := m.signers[k]
+	if e == nil {
+		e = &stamped[ssh.Signer]{}
+		m.signers[k] = e
+	}
+	m.mu.Unlock()
+	return e.get(k[:], func() (ssh.Signer, error) {
+		m.keyLoads.Add(1)
+		return loadSigner(set, m.keys)
+	})
+}
+
+// racyWindow is how long after its last modification a file's stamp is not
+// trusted; see stamped.get.
+const racyWindow = 2 * time.Second
+
+// stamped is a value derived from files, kept with what the files looked
+// like before it was derived.
+type stamped[T any] struct {
+	// mu is held while the value is derived, so hosts dialing at once
+	// (a cold start) parse a file once between them.
+	mu     sync.Mutex
+	stamps []os.FileInfo
+	val    T
+	ok     bool
+}
+
+// get returns the kept value while every file (an empty path is no file)
+// looks as it did when the value was derived, and derives it again
+// otherwise. The files are stat'ed before load reads them: a change during
+// the read makes the next get load again rather than keep stale content. A
+// failure is not kept, so a broken or missing file is read again on the next
+// dial and its repair is seen at once.
+//
+// A file modified less than racyWindow ago is not trusted: a file system
+// stamps modifications with a coarse clock, so an edit that keeps the size
+// and lands in the same tick as the read would otherwise go unseen. Such a
+// file is read on every dial until it has been left alone for that long.
+func (s *stamped[T]) get(paths []string, load func() (T, error)) (T, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	stamps := make([]os.FileInfo, len(paths))
+	keep := true
+	now := time.Now()
+	for i, p := range paths {
+		if p == "" {
+			continue
+		}
+		fi, err := os.Stat(p)
+		if err != nil {
+			// load reports the problem in its own words.
+			keep = false
+			break
+		}
+		if now.Sub(fi.ModTime()) < racyWindow {
+			keep = false
+		}
+		stamps[i] = fi
+	}
+	if keep && s.ok && sameFiles(s.stamps, stamps) {
+		return s.val, nil
+	}
+	v, err := load()
+	if err != nil || !keep {
+		var zero T
+		s.val, s.stamps, s.ok = zero, nil, false
+		return v, err
+	}
+	s.val, s.stamps, s.ok = v, stamps, true
+	return v, nil
+}
+
+// sameFiles tells whether two stats describe unchanged files: same inode
+// (a rotation by rename makes a new one), size and modification time (an
+// edit in place).
+func sameFiles(a, b []os.FileInfo) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		switch {
+		case a[i] == nil && b[i] == nil:
+			continue
+		case a[i] == nil || b[i] == nil:
+			return false
+		case !os.SameFile(a[i], b[i]) || a[i].Size() != b[i].Size() || !a[i].ModTime().Equal(b[i].ModTime()):
+			return false
+		}
+	}
+	return true
+}

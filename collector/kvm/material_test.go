@@ -1,0 +1,137 @@
+package kvm
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/config"
+)
+
+// age sets the modification time of path to ago in the past, out of the
+// window in which a stamp is not trusted.
+func age(t testing.TB, path string, ago time.Duration) {
+	t.Helper()
+	when := time.Now().Add(-ago)
+	if err := os.Chtimes(path, when, when); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestMaterialSharedByHosts: the hosts of an entry dialing at once (a cold
+// start) parse known_hosts and read the key once between them.
+func TestMaterialSharedByHosts(t *testing.T) {
+	e := newEnv(t)
+	age(t, e.knownHosts, time.Hour)
+	age(t, e.keyFile, time.Hour)
+	const n = 8
+	e.cfg.Hosts = nil
+	for i := range n {
+		e.cfg.Hosts = append(e.cfg.Hosts, &config.KVMHost{
+			Address: e.srv.addr, Name: fmt.Sprintf("h%d", i), User: "proxyops",
+			Pool: config.DefaultPool, PrivateKeyFile: e.keyFile,
+		})
+	}
+	c := e.checker()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, h := range e.cfg.Hosts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if v := c.Check(ctx, testLogger(t), h.Name); v.Reason != collector.ReasonReady {
+				t.Errorf("%s: reason %s (%s), want Ready", h.Name, v.Reason, v.Message)
+			}
+		}()
+	}
+	wg.Wait()
+	if got := e.srv.accepted.Load(); got != n {
+		t.Errorf("dials = %d, want %d", got, n)
+	}
+	if got := c.material.knownHostsParses.Load(); got != 1 {
+		t.Errorf("known_hosts parsed %d times for %d hosts, want 1", got, n)
+	}
+	if got := c.material.keyLoads.Load(); got != 1 {
+		t.Errorf("key file read %d times for %d hosts, want 1", got, n)
+	}
+}
+
+// TestKnownHostsRotation: a known_hosts changed in place or replaced by a
+// rename is parsed again on the next dial, without a reload, even when its
+// size and modification time stay the same; a file just modified is not
+// trusted to be unchanged.
+func TestKnownHostsRotation(t *testing.T) {
+	e := newEnv(t)
+	good := knownHostsLine(e.srv.addr, e.srv.hostKey.PublicKey())
+	wrongA := knownHostsLine(e.srv.addr, randomKey(t))
+	wrongB := knownHostsLine(e.srv.addr, randomKey(t))
+	if len(good) != len(wrongA) || len(good) != len(wrongB) {
+		t.Fatal("the known_hosts lines differ in size; the test needs them equal")
+	}
+	c := e.checker()
+	parses := func() int64 { return c.material.knownHostsParses.Load() }
+	expect := func(step string, want collector.Reason, wantParses int64) {
+		t.Helper()
+		if v := check(t, c, hostName, time.Minute); v.Reason != want {
+			t.Fatalf("%s: reason %s (%s), want %s", step, v.Reason, v.Message, want)
+		}
+		if got := parses(); got != wantParses {
+			t.Fatalf("%s: known_hosts parsed %d times in all, want %d", step, got, wantParses)
+		}
+	}
+
+	e.writeKnownHosts(wrongA)
+	age(t, e.knownHosts, time.Hour)
+	expect("first dial", collector.ReasonHostKeyMismatch, 1)
+	expect("unchanged file", collector.ReasonHostKeyMismatch, 1)
+
+	// Edited in place: same inode and size, another modification time.
+	e.writeKnownHosts(wrongB)
+	age(t, e.knownHosts, 30*time.Minute)
+	expect("edited in place", collector.ReasonHostKeyMismatch, 2)
+	expect("unchanged after the edit", collector.ReasonHostKeyMismatch, 2)
+
+	// Replaced by a rename: same size and modification time, another inode.
+	fi, err := os.Stat(e.knownHosts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := e.knownHosts + ".new"
+	if err := os.WriteFile(tmp, []byte(good), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(tmp, fi.ModTime(), fi.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, e.knownHosts); err != nil {
+		t.Fatal(err)
+	}
+	expect("replaced by a rename", collector.ReasonReady, 3)
+}
+
+// TestKnownHostsJustModified: a file modified within the racy window is
+// parsed on every dial, so an edit in the same clock tick as the last read
+// is not missed.
+func TestKnownHostsJustModified(t *testing.T) {
+	e := newEnv(t)
+	e.writeKnownHosts(knownHostsLine(e.srv.addr, randomKey(t)))
+	// Modified "now" for as long as the test runs, however slow it is.
+	future := time.Now().Add(time.Hour)
+	if err := os.Chtimes(e.knownHosts, future, future); err != nil {
+		t.Fatal(err)
+	}
+	c := e.checker()
+	for i := range 3 {
+		if v := check(t, c, hostName, time.Minute); v.Reason != collector.ReasonHostKeyMismatch {
+			t.Fatalf("check %d: reason %s (%s), want HostKeyMismatch", i, v.Reason, v.Message)
+		}
+	}
+	if got := c.material.knownHostsParses.Load(); got != 3 {
+		t.Errorf("known_hosts parsed %d times in 3 dials, want 3", got)
+	}
+}
