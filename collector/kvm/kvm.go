@@ -251,9 +251,12 @@ func (c *Checker) session(ctx context.Context, logger *slog.Logger, h *host) (s 
 	<-c.dialSem
 	if err != nil {
 		var de *dialError
-		if errors.As(err, &de) && de.Stage != stageMaterial {
+		if errors.As(err, &de) && de.Stage != stageMaterial && ctx.Err() == nil {
 			// Only a dial that went to the network took a slot; a
-			// broken key file is cheap to look at again.
+			// broken key file is cheap to look at again. A dial cut
+			// because the caller's budget ran out says nothing about
+			// the host (a cold start of a large fleet cuts healthy
+			// ones), only one that failed or hit dial_timeout does.
 			h.mu.Lock()
 			h.failedDials++
 			if d := backoffDelay(h.failedDials); d > 0 {

@@ -894,6 +894,20 @@ func TestFailedDialsBackOff(t *testing.T) {
 	if nb := cm.NotBefore(hostName); !nb.IsZero() {
 		t.Errorf("after failures to read the material: not before %v, want no backoff", nb)
 	}
+	// A host whose dials are cut by the caller's deadline (here a budget
+	// shorter than dial_timeout) is not backed off: the budget, not the
+	// host, ended them.
+	s := newEnv(t)
+	s.srv.setMode(modeSilent)
+	cs := s.checker()
+	for range 3 {
+		if v := check(t, cs, hostName, 200*time.Millisecond); v.Reason != collector.ReasonTimeout {
+			t.Fatalf("reason %s (%s), want Timeout", v.Reason, v.Message)
+		}
+	}
+	if nb := cs.NotBefore(hostName); !nb.IsZero() {
+		t.Errorf("after dials cut by the caller's deadline: not before %v, want no backoff", nb)
+	}
 	if nb := c.NotBefore("no such host"); !nb.IsZero() {
 		t.Errorf("unknown host: not before %v", nb)
 	}
