@@ -430,8 +430,7 @@ func TestTransportFailures(t *testing.T) {
 	})
 	t.Run("name does not resolve", func(t *testing.T) {
 		t.Parallel()
-		dialer := &net.Dialer{Resolver: fakedns.Resolver(t)}
-		c := newTestChecker(t, kubeconfig(t, "https://apiserver.invalid:6443", selfSignedPEM(t), nil), WithDialer(dialer))
+		c := newTestChecker(t, kubeconfig(t, "https://apiserver.invalid:6443", selfSignedPEM(t), nil), WithDialer(fakedns.Dialer(t)))
 		if v := check(c); v.Reason != collector.ReasonDNSFailed {
 			t.Errorf("reason = %s (%s), want DNSFailed", v.Reason, v.Message)
 		}

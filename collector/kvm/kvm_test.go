@@ -431,7 +431,7 @@ func TestReasons(t *testing.T) {
 			}
 			var opts []Option
 			if tt.name == "DNSFailed" {
-				opts = append(opts, WithDialer(&net.Dialer{Resolver: fakedns.Resolver(t)}))
+				opts = append(opts, WithDialer(fakedns.Dialer(t)))
 			}
 			c := e.checker(opts...)
 			var v collector.Verdict
