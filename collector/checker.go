@@ -2,6 +2,11 @@
 // contract, the closed reason sets, the scrape budget, concurrent fan-out with
 // shared in-flight checks and min_interval reuse, and the translation of
 // verdicts into metrics and status.
+//
+// Each provider package's New takes functional options (type Option
+// func(*Checker)); its WithDialer(*net.Dialer) sets the dialer of every
+// connection the checker opens, which is how tests keep name lookups and
+// traffic on loopback.
 package collector
 
 import (

@@ -55,6 +55,8 @@ type Checker struct {
 	credentialsFile string // empty: Application Default Credentials
 	logger          *slog.Logger
 
+	// dialer opens every connection base makes (WithDialer).
+	dialer *net.Dialer
 	// base carries every request this checker makes, to Compute and to the
 	// token endpoint; keep-alives are off so that no socket outlives the
 	// check that opened it (README: "Timeouts"). With min_interval in the minutes an
@@ -80,13 +82,15 @@ type Option func(*Checker)
 // discardLogger is what Google's libraries get instead of ours.
 var discardLogger = slog.New(slog.DiscardHandler)
 
-// WithResolver makes the checker resolve the Compute and token endpoints
-// with r instead of the machine's resolver: for private DNS, and for tests
-// that must keep every packet on loopback.
-func WithResolver(r *net.Resolver) Option {
+// WithDialer makes the checker open every connection, to Compute and to the
+// token endpoint, with d instead of the default dialer; d's Resolver
+// resolves their names. For private DNS, and for tests that must keep every
+// packet on loopback. A nil d keeps the default.
+func WithDialer(d *net.Dialer) Option {
 	return func(c *Checker) {
-		d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second, Resolver: r}
-		c.base.DialContext = d.DialContext
+		if d != nil {
+			c.dialer = d
+		}
 	}
 }
 
@@ -98,19 +102,20 @@ func New(cfg *config.GCP, logger *slog.Logger, opts ...Option) (*Checker, error)
 	if cfg == nil || cfg.Project == "" {
 		return nil, errors.New("project is required")
 	}
-	base := http.DefaultTransport.(*http.Transport).Clone()
-	base.DisableKeepAlives = true
 	c := &Checker{
 		project:         cfg.Project,
 		filter:          cfg.Filter,
 		endpoint:        strings.TrimRight(cfg.Endpoint, "/"),
 		credentialsFile: cfg.CredentialsFile,
 		logger:          logger,
-		base:            base,
+		dialer:          &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second},
 	}
 	for _, o := range opts {
 		o(c)
 	}
+	c.base = http.DefaultTransport.(*http.Transport).Clone()
+	c.base.DisableKeepAlives = true
+	c.base.DialContext = c.dialer.DialContext
 	c.deadlines = newDeadlineTransport()
 	return c, nil
 }

@@ -548,7 +548,7 @@ func TestTransportFailures(t *testing.T) {
 			return "https://" + strings.TrimPrefix(s.URL, "http://"), nil
 		}, collector.ReasonTLSError},
 		{"name does not resolve", func(t *testing.T, _ *tokenServer) (string, []Option) {
-			return "http://compute.nxdomain.test:8443", []Option{WithResolver(fakedns.Resolver(t))}
+			return "http://compute.nxdomain.test:8443", []Option{WithDialer(fakedns.Dialer(t))}
 		}, collector.ReasonDNSFailed},
 		{"token endpoint refuses the assertion", func(t *testing.T, tokens *tokenServer) (string, []Option) {
 			tokens.refuse = true

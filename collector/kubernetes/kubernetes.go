@@ -47,8 +47,7 @@ var _ collector.Checker = (*Checker)(nil)
 type Checker struct {
 	cfg    *config.Kubernetes
 	logger *slog.Logger
-	// dialer opens every connection to the API server. Tests replace its
-	// Resolver to provoke DNS failures against a loopback name server.
+	// dialer opens every connection to the API server (WithDialer).
 	dialer *net.Dialer
 
 	mu     sync.Mutex
@@ -70,18 +69,32 @@ type fileStamp struct {
 	size    int64
 }
 
+// Option adjusts a Checker.
+type Option func(*Checker)
+
+// WithDialer makes the checker open every connection to the API server with
+// d instead of the default dialer; d's Resolver resolves the server's name.
+// For private DNS, and for tests that must keep every packet on loopback.
+// A nil d keeps the default.
+func WithDialer(d *net.Dialer) Option {
+	return func(c *Checker) {
+		if d != nil {
+			c.dialer = d
+		}
+	}
+}
+
 // New builds the checker of one configured cluster. It does no network I/O.
 // A kubeconfig whose contents are unusable, or a missing in-cluster
 // configuration, is not an error here: the check reports it.
-func New(cfg *config.Kubernetes, logger *slog.Logger) (*Checker, error) {
-	return newChecker(cfg, logger, &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second})
-}
-
-func newChecker(cfg *config.Kubernetes, logger *slog.Logger, dialer *net.Dialer) (*Checker, error) {
+func New(cfg *config.Kubernetes, logger *slog.Logger, opts ...Option) (*Checker, error) {
 	if cfg == nil {
 		return nil, errors.New("kubernetes: nil configuration")
 	}
-	c := &Checker{cfg: cfg, logger: logger, dialer: dialer}
+	c := &Checker{cfg: cfg, logger: logger, dialer: &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}}
+	for _, o := range opts {
+		o(c)
+	}
 	c.mu.Lock()
 	c.reloadLocked(c.statKubeconfig())
 	c.mu.Unlock()

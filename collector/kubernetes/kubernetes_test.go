@@ -140,12 +140,9 @@ func kubeconfig(t *testing.T, server string, caPEM []byte, mutate func(*clientcm
 	return path
 }
 
-func newTestChecker(t *testing.T, path string, dialer *net.Dialer) *Checker {
+func newTestChecker(t *testing.T, path string, opts ...Option) *Checker {
 	t.Helper()
-	if dialer == nil {
-		dialer = &net.Dialer{}
-	}
-	c, err := newChecker(&config.Kubernetes{Name: "test", Kubeconfig: path, LabelSelector: testSelector}, slog.New(slog.DiscardHandler), dialer)
+	c, err := New(&config.Kubernetes{Name: "test", Kubeconfig: path, LabelSelector: testSelector}, slog.New(slog.DiscardHandler), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,7 +241,7 @@ func TestAPIAnswers(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			srv := newAPIServer(t, true, tc.handler)
-			c := newTestChecker(t, kubeconfig(t, srv.URL, srv.caPEM(), nil), nil)
+			c := newTestChecker(t, kubeconfig(t, srv.URL, srv.caPEM(), nil))
 			v := check(c)
 			if v.Reason != tc.want {
 				t.Errorf("reason = %s (%s), want %s", v.Reason, v.Message, tc.want)
@@ -264,7 +261,7 @@ func TestAPIAnswers(t *testing.T) {
 func TestRequestShape(t *testing.T) {
 	t.Parallel()
 	srv := newAPIServer(t, true, func(w http.ResponseWriter, _ *http.Request) { writePodList(w) })
-	c := newTestChecker(t, kubeconfig(t, srv.URL, srv.caPEM(), nil), nil)
+	c := newTestChecker(t, kubeconfig(t, srv.URL, srv.caPEM(), nil))
 	if v := check(c); v.Reason != collector.ReasonReady {
 		t.Fatalf("reason = %s (%s), want Ready", v.Reason, v.Message)
 	}
@@ -298,7 +295,7 @@ func TestRetryTrapIsReal(t *testing.T) {
 	srv := newAPIServer(t, true, func(w http.ResponseWriter, _ *http.Request) {
 		writeStatus(w, apierrors.NewTooManyRequests("slow down", 1), map[string]string{"Retry-After": "1"})
 	})
-	c := newTestChecker(t, kubeconfig(t, srv.URL, srv.caPEM(), nil), nil)
+	c := newTestChecker(t, kubeconfig(t, srv.URL, srv.caPEM(), nil))
 	cl, err := c.current()
 	if err != nil {
 		t.Fatal(err)
@@ -318,7 +315,7 @@ func TestRetryTrapIsReal(t *testing.T) {
 func TestNoClientSideThrottling(t *testing.T) {
 	t.Parallel()
 	srv := newAPIServer(t, true, func(w http.ResponseWriter, _ *http.Request) { writePodList(w) })
-	c := newTestChecker(t, kubeconfig(t, srv.URL, srv.caPEM(), nil), nil)
+	c := newTestChecker(t, kubeconfig(t, srv.URL, srv.caPEM(), nil))
 	cl, err := c.current()
 	if err != nil {
 		t.Fatal(err)
@@ -350,7 +347,7 @@ func TestTLSErrors(t *testing.T) {
 			t.Parallel()
 			srv := newAPIServer(t, tc.https, func(w http.ResponseWriter, _ *http.Request) { writePodList(w) })
 			server := strings.Replace(srv.URL, "http://", "https://", 1)
-			c := newTestChecker(t, kubeconfig(t, server, tc.ca(srv), tc.mutate), nil)
+			c := newTestChecker(t, kubeconfig(t, server, tc.ca(srv), tc.mutate))
 			if v := check(c); v.Reason != collector.ReasonTLSError {
 				t.Errorf("reason = %s (%s), want TLSError", v.Reason, v.Message)
 			}
@@ -417,14 +414,14 @@ func TestTransportFailures(t *testing.T) {
 	t.Parallel()
 	t.Run("refused", func(t *testing.T) {
 		t.Parallel()
-		c := newTestChecker(t, kubeconfig(t, "https://"+closedPort(t), selfSignedPEM(t), nil), nil)
+		c := newTestChecker(t, kubeconfig(t, "https://"+closedPort(t), selfSignedPEM(t), nil))
 		if v := check(c); v.Reason != collector.ReasonUnreachable {
 			t.Errorf("reason = %s (%s), want Unreachable", v.Reason, v.Message)
 		}
 	})
 	t.Run("deadline during the TLS handshake", func(t *testing.T) {
 		t.Parallel()
-		c := newTestChecker(t, kubeconfig(t, "https://"+silentListener(t), selfSignedPEM(t), nil), nil)
+		c := newTestChecker(t, kubeconfig(t, "https://"+silentListener(t), selfSignedPEM(t), nil))
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		defer cancel()
 		if v := c.Check(ctx, slog.New(slog.DiscardHandler), TargetName); v.Reason != collector.ReasonTimeout {
@@ -433,8 +430,7 @@ func TestTransportFailures(t *testing.T) {
 	})
 	t.Run("name does not resolve", func(t *testing.T) {
 		t.Parallel()
-		dialer := &net.Dialer{Resolver: fakedns.Resolver(t)}
-		c := newTestChecker(t, kubeconfig(t, "https://apiserver.invalid:6443", selfSignedPEM(t), nil), dialer)
+		c := newTestChecker(t, kubeconfig(t, "https://apiserver.invalid:6443", selfSignedPEM(t), nil), WithDialer(fakedns.Dialer(t)))
 		if v := check(c); v.Reason != collector.ReasonDNSFailed {
 			t.Errorf("reason = %s (%s), want DNSFailed", v.Reason, v.Message)
 		}
@@ -491,7 +487,7 @@ func TestCredentialsUnavailable(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			srv := newAPIServer(t, true, func(w http.ResponseWriter, _ *http.Request) { writePodList(w) })
-			c := newTestChecker(t, kubeconfig(t, srv.URL, srv.caPEM(), tc.mutate), nil)
+			c := newTestChecker(t, kubeconfig(t, srv.URL, srv.caPEM(), tc.mutate))
 			if v := check(c); v.Reason != collector.ReasonCredentialsUnavailable {
 				t.Errorf("reason = %s (%s), want CredentialsUnavailable", v.Reason, v.Message)
 			}
@@ -538,7 +534,7 @@ func TestKubeconfigRepaired(t *testing.T) {
 	if err := os.WriteFile(path, []byte("apiVersion: v1\nclusters: [this is not\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c := newTestChecker(t, path, nil)
+	c := newTestChecker(t, path)
 	if v := check(c); v.Reason != collector.ReasonCredentialsUnavailable {
 		t.Fatalf("broken kubeconfig: reason = %s (%s), want CredentialsUnavailable", v.Reason, v.Message)
 	}
@@ -575,7 +571,7 @@ func TestContextSelectsCluster(t *testing.T) {
 func TestUnknownTarget(t *testing.T) {
 	t.Parallel()
 	srv := newAPIServer(t, true, func(w http.ResponseWriter, _ *http.Request) { writePodList(w) })
-	c := newTestChecker(t, kubeconfig(t, srv.URL, srv.caPEM(), nil), nil)
+	c := newTestChecker(t, kubeconfig(t, srv.URL, srv.caPEM(), nil))
 	if v := c.Check(context.Background(), slog.New(slog.DiscardHandler), "compute"); v.Reason != collector.ReasonUnknown {
 		t.Errorf("reason = %s, want Unknown", v.Reason)
 	}
@@ -591,7 +587,7 @@ func TestDebugLogCarriesNoToken(t *testing.T) {
 	srv := newAPIServer(t, true, func(w http.ResponseWriter, _ *http.Request) {
 		writeStatus(w, apierrors.NewUnauthorized("Unauthorized"), nil)
 	})
-	c := newTestChecker(t, kubeconfig(t, srv.URL, srv.caPEM(), nil), nil)
+	c := newTestChecker(t, kubeconfig(t, srv.URL, srv.caPEM(), nil))
 	var buf bytes.Buffer
 	logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	if v := c.Check(context.Background(), logger, TargetName); v.Reason != collector.ReasonUnauthorized {

@@ -37,8 +37,8 @@ type Checker struct {
 	// early (README: "KVM").
 	dialTimeout time.Duration
 
-	// dialer and newClient are the network seams; tests point the
-	// resolver at loopback and put a fake libvirt behind the SSH channel.
+	// dialer opens every TCP connection to a host (WithDialer); newClient
+	// is the seam where tests put a fake libvirt behind the SSH channel.
 	dialer    *net.Dialer
 	newClient func(net.Conn) libvirtClient
 	// material is the entry's parsed SSH material, shared by its hosts.
@@ -107,8 +107,23 @@ func (c *Checker) NotBefore(target string) time.Time {
 	return h.notBefore
 }
 
+// Option adjusts a Checker.
+type Option func(*Checker)
+
+// WithDialer makes the checker open every TCP connection to a host with d
+// instead of the default dialer; d's Resolver resolves the host names. For
+// private DNS, and for tests that must keep every packet on loopback. A nil
+// d keeps the default.
+func WithDialer(d *net.Dialer) Option {
+	return func(c *Checker) {
+		if d != nil {
+			c.dialer = d
+		}
+	}
+}
+
 // New makes a checker for cfg. It does no network I/O.
-func New(cfg *config.KVM, logger *slog.Logger) (*Checker, error) {
+func New(cfg *config.KVM, logger *slog.Logger, opts ...Option) (*Checker, error) {
 	if cfg == nil {
 		return nil, errors.New("kvm: nil config")
 	}
@@ -131,6 +146,9 @@ func New(cfg *config.KVM, logger *slog.Logger) (*Checker, error) {
 		newClient:   newLibvirtClient,
 		material:    newMaterial(),
 		logger:      logger,
+	}
+	for _, o := range opts {
+		o(c)
 	}
 	for _, h := range cfg.Hosts {
 		if _, dup := c.byName[h.Name]; dup {

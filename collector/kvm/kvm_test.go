@@ -81,9 +81,9 @@ func (e *env) writeKnownHosts(content string) {
 	}
 }
 
-func (e *env) checker() *Checker {
+func (e *env) checker(opts ...Option) *Checker {
 	e.t.Helper()
-	c, err := New(e.cfg, testLogger(e.t))
+	c, err := New(e.cfg, testLogger(e.t), opts...)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -429,10 +429,11 @@ func TestReasons(t *testing.T) {
 			if tt.setup != nil {
 				tt.setup(e)
 			}
-			c := e.checker()
+			var opts []Option
 			if tt.name == "DNSFailed" {
-				c.dialer.Resolver = fakedns.Resolver(t)
+				opts = append(opts, WithDialer(fakedns.Dialer(t)))
 			}
+			c := e.checker(opts...)
 			var v collector.Verdict
 			for i, s := range tt.steps {
 				if s.before != nil {

@@ -5,6 +5,7 @@ package fakedns
 import (
 	"context"
 	"net"
+	"sync/atomic"
 	"testing"
 
 	"golang.org/x/net/dns/dnsmessage"
@@ -23,6 +24,27 @@ func Resolver(t testing.TB) *net.Resolver {
 			return d.DialContext(ctx, "udp", server)
 		},
 	}
+}
+
+// Dialer returns a dialer for a checker's WithDialer option whose name
+// lookups go to Resolver's server, and fails the test when the test ends
+// without a lookup: a checker that ignored the dialer would otherwise pass
+// on a machine whose own resolver fails too.
+func Dialer(t testing.TB) *net.Dialer {
+	t.Helper()
+	r := Resolver(t)
+	var asked atomic.Bool
+	dial := r.Dial
+	r.Dial = func(ctx context.Context, network, address string) (net.Conn, error) {
+		asked.Store(true)
+		return dial(ctx, network, address)
+	}
+	t.Cleanup(func() {
+		if !asked.Load() {
+			t.Error("no name was looked up through the dialer's resolver")
+		}
+	})
+	return &net.Dialer{Resolver: r}
 }
 
 func serve(t testing.TB) string {

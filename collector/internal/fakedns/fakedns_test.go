@@ -25,3 +25,14 @@ func TestNXDomainIgnoresGarbage(t *testing.T) {
 		t.Error("answered a query that does not parse")
 	}
 }
+
+func TestDialerResolvesThroughTheFake(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := Dialer(t).DialContext(ctx, "tcp", "apiserver.nxdomain.test:443")
+	var dnsErr *net.DNSError
+	if !errors.As(err, &dnsErr) || !dnsErr.IsNotFound {
+		t.Fatalf("err = %v, want a not-found *net.DNSError", err)
+	}
+}
