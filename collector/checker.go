@@ -18,7 +18,7 @@ import (
 )
 
 // Target is one thing a provider checks: the API server of a cluster, the
-// Compute API of a project, one KVM host.
+// Compute API of a project, one hypervisor host.
 type Target struct {
 	Name    string // the target label
 	Address string // where it is, for target_info and the status page
@@ -49,7 +49,7 @@ type Closer interface {
 
 // Adopter is implemented by checkers that can take over state from the
 // checker of the same provider and name that they replace on reload, so that
-// kept KVM connections of unchanged hosts survive it. Adopt is called before
+// the kept connections of unchanged targets survive it. Adopt is called before
 // the old checker is closed; whatever it takes over, the old checker must no
 // longer close.
 type Adopter interface {
@@ -57,7 +57,7 @@ type Adopter interface {
 }
 
 // Backoffer is implemented by checkers that hold back the live checks of a
-// target whose recent checks failed at a cost to the other targets (kvm: a
+// target whose recent checks failed at a cost to the other targets (a
 // failing dial holds one of the few dial slots). Until NotBefore, the engine
 // serves the target's last verdict (mode="backoff") instead of checking;
 // a target that has no verdict yet is checked. NotBefore does no I/O.
@@ -87,8 +87,8 @@ type Facts interface {
 	Details() map[string]string
 }
 
-// FactKeeper is implemented by checkers that keep facts across checks (kvm:
-// the SSH user, the libvirt version, the connect counter), so that a
+// FactKeeper is implemented by checkers that keep facts across checks (a
+// user name, a server version, a connect counter), so that a
 // verdict the framework had to make up (a check that never answered, a
 // panic, a target not checked yet) still carries them instead of resetting
 // a counter or dropping the user. Facts does no I/O; nil means none.
