@@ -25,6 +25,10 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(fleetEnv) != "" {
+		// BenchmarkFleet's fake fleet, in a process of its own.
+		os.Exit(serveFleet())
+	}
 	goleak.VerifyTestMain(m)
 }
 

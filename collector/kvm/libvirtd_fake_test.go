@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // Fault is how FakeLibvirtd breaks the reply to one procedure.
@@ -49,6 +50,8 @@ type FakeLibvirtd struct {
 	fault     atomic.Int32
 	faultProc atomic.Uint32
 	faults    atomic.Int64 // broken replies sent
+	// latency delays every reply, as a host across a WAN does.
+	latency atomic.Int64
 
 	mu    sync.Mutex
 	conns map[net.Conn]struct{}
@@ -92,6 +95,9 @@ func (f *FakeLibvirtd) SetFault(fault Fault, proc uint32) {
 	f.faultProc.Store(proc)
 	f.fault.Store(int32(fault))
 }
+
+// SetLatency delays every reply from now on by d.
+func (f *FakeLibvirtd) SetLatency(d time.Duration) { f.latency.Store(int64(d)) }
 
 // Faults counts the broken replies sent.
 func (f *FakeLibvirtd) Faults() int64 { return f.faults.Load() }
@@ -170,6 +176,9 @@ func (f *FakeLibvirtd) handle(c net.Conn) {
 		f.mu.Lock()
 		f.calls[h.procedure]++
 		f.mu.Unlock()
+		if d := time.Duration(f.latency.Load()); d > 0 {
+			time.Sleep(d)
+		}
 		fault := Fault(f.fault.Load())
 		if fault != FaultNone && f.faultProc.Load() == h.procedure {
 			f.faults.Add(1)
