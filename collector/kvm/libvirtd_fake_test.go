@@ -4,8 +4,6 @@ import (
 	"encoding/binary"
 	"io"
 	"net"
-	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -44,8 +42,7 @@ const (
 // host a real libvirtd cannot be made to be, behind the in-process SSH
 // server or a real sshd.
 type FakeLibvirtd struct {
-	path string
-	ln   net.Listener
+	srv *unixServer
 
 	fault     atomic.Int32
 	faultProc atomic.Uint32
@@ -54,41 +51,20 @@ type FakeLibvirtd struct {
 	latency atomic.Int64
 
 	mu    sync.Mutex
-	conns map[net.Conn]struct{}
 	calls map[uint32]int
-	wg    sync.WaitGroup
 }
 
 // NewFakeLibvirtd listens on a socket in a new directory that every user can
 // reach, so sshd's forwarding, which runs as the login user, can connect.
 func NewFakeLibvirtd(t testing.TB) *FakeLibvirtd {
 	t.Helper()
-	// Unix socket paths are short (108 bytes); t.TempDir can be longer.
-	dir, err := os.MkdirTemp("", "fakelibvirtd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, "libvirt-sock")
-	ln, err := net.Listen("unix", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(path, 0o777); err != nil {
-		t.Fatal(err)
-	}
-	f := &FakeLibvirtd{path: path, ln: ln, conns: map[net.Conn]struct{}{}, calls: map[uint32]int{}}
-	f.wg.Add(1)
-	go f.serve()
-	t.Cleanup(f.Close)
+	f := &FakeLibvirtd{calls: map[uint32]int{}}
+	f.srv = listenUnix(t, 0o777, f.handle)
 	return f
 }
 
 // Path is the socket's path: the libvirt_socket of a host.
-func (f *FakeLibvirtd) Path() string { return f.path }
+func (f *FakeLibvirtd) Path() string { return f.srv.path }
 
 // SetFault breaks every reply to proc from now on (FaultNone: none).
 func (f *FakeLibvirtd) SetFault(fault Fault, proc uint32) {
@@ -110,52 +86,10 @@ func (f *FakeLibvirtd) Calls(proc uint32) int {
 }
 
 // Conns is the number of connections open now.
-func (f *FakeLibvirtd) Conns() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return len(f.conns)
-}
+func (f *FakeLibvirtd) Conns() int { return f.srv.open() }
 
 // Close stops listening and hangs up on every connection.
-func (f *FakeLibvirtd) Close() {
-	f.ln.Close()
-	f.mu.Lock()
-	for c := range f.conns {
-		c.Close()
-	}
-	f.conns = nil
-	f.mu.Unlock()
-	f.wg.Wait()
-}
-
-func (f *FakeLibvirtd) serve() {
-	defer f.wg.Done()
-	for {
-		c, err := f.ln.Accept()
-		if err != nil {
-			return
-		}
-		f.mu.Lock()
-		if f.conns == nil {
-			f.mu.Unlock()
-			c.Close()
-			return
-		}
-		f.conns[c] = struct{}{}
-		f.mu.Unlock()
-		f.wg.Add(1)
-		go func() {
-			defer f.wg.Done()
-			defer func() {
-				c.Close()
-				f.mu.Lock()
-				delete(f.conns, c)
-				f.mu.Unlock()
-			}()
-			f.handle(c)
-		}()
-	}
-}
+func (f *FakeLibvirtd) Close() { f.srv.close() }
 
 // handle answers calls until the client hangs up. After a broken reply it
 // reads on without answering, so it is the client that must end the

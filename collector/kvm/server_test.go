@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -213,89 +212,36 @@ const (
 // one byte of round trip per call through it, so transport failures and
 // hangs are real I/O on the SSH channel.
 type socketStub struct {
-	ln   net.Listener
-	path string
+	*unixServer
 	mode atomic.Int32
-
-	mu    sync.Mutex
-	conns map[net.Conn]struct{}
-	wg    sync.WaitGroup
 }
 
 func newSocketStub(t testing.TB) *socketStub {
 	t.Helper()
-	// Unix socket paths are short (108 bytes); t.TempDir can be longer.
-	dir, err := os.MkdirTemp("", "kvmtest")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	path := filepath.Join(dir, "libvirt-sock")
-	ln, err := net.Listen("unix", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := &socketStub{ln: ln, path: path, conns: map[net.Conn]struct{}{}}
-	st.wg.Add(1)
-	go st.serve()
-	t.Cleanup(st.close)
+	st := &socketStub{}
+	st.unixServer = listenUnix(t, 0o700, st.handle)
 	return st
 }
 
 func (st *socketStub) setMode(m stubMode) { st.mode.Store(int32(m)) }
 
-func (st *socketStub) serve() {
-	defer st.wg.Done()
+// handle answers one byte per byte read, or not, as the mode says.
+func (st *socketStub) handle(c net.Conn) {
+	var b [1]byte
 	for {
-		c, err := st.ln.Accept()
-		if err != nil {
+		if _, err := c.Read(b[:]); err != nil {
 			return
 		}
-		st.mu.Lock()
-		if st.conns == nil {
-			st.mu.Unlock()
-			c.Close()
+		switch stubMode(st.mode.Load()) {
+		case stubHang:
+			continue
+		case stubDrop:
 			return
 		}
-		st.conns[c] = struct{}{}
-		st.mu.Unlock()
-		st.wg.Add(1)
-		go func() {
-			defer st.wg.Done()
-			defer func() {
-				c.Close()
-				st.mu.Lock()
-				delete(st.conns, c)
-				st.mu.Unlock()
-			}()
-			var b [1]byte
-			for {
-				if _, err := c.Read(b[:]); err != nil {
-					return
-				}
-				switch stubMode(st.mode.Load()) {
-				case stubHang:
-					continue
-				case stubDrop:
-					return
-				}
-				if _, err := c.Write(b[:]); err != nil {
-					return
-				}
-			}
-		}()
+		if _, err := c.Write(b[:]); err != nil {
+			return
+		}
 	}
-}
-
-func (st *socketStub) close() {
-	st.ln.Close()
-	st.mu.Lock()
-	for c := range st.conns {
-		c.Close()
-	}
-	st.conns = nil
-	st.mu.Unlock()
-	st.wg.Wait()
 }
 
 // encrypted is one passphrase-protected key shared by the tests that need
