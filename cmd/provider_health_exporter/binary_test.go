@@ -136,18 +136,7 @@ func TestWebConfigCoversEveryPathAndSIGHUPReloads(t *testing.T) {
 
 	addr := freeAddr(t)
 	var logs bytes.Buffer
-	cmd := exec.Command(binary(t), "--config.file="+cfgPath, "--web.listen-address="+addr, "--web.config.file="+webConfig)
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	cmd.Env = append(os.Environ(), "HOME="+dir, "GCE_METADATA_HOST=127.0.0.1:1")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-	})
+	cmd, exited := startExporter(t, dir, &logs, "--config.file="+cfgPath, "--web.listen-address="+addr, "--web.config.file="+webConfig)
 
 	client := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	base := "https://" + addr
@@ -227,6 +216,26 @@ func TestStartFailsOnBadConfig(t *testing.T) {
 	if !strings.Contains(out.String(), `project: missing (required)`) {
 		t.Errorf("log lacks the reason:\n%s", out.String())
 	}
+}
+
+// startExporter starts the binary with args, HOME in dir and Google's
+// metadata server on loopback, its output in out; it is killed at the end of
+// the test. exited receives Wait's result once.
+func startExporter(t *testing.T, dir string, out io.Writer, args ...string) (cmd *exec.Cmd, exited chan error) {
+	t.Helper()
+	cmd = exec.Command(binary(t), args...)
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.Env = append(os.Environ(), "HOME="+dir, "GCE_METADATA_HOST=127.0.0.1:1")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited = make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	})
+	return cmd, exited
 }
 
 func writeFile(t *testing.T, path, body string) {

@@ -8,8 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -46,18 +44,7 @@ func TestHostileClientsCannotStarveScrapes(t *testing.T) {
 	writeFile(t, cfgPath, "kvm:\n  - name: lab\n    user: proxyops\n    private_key_file: key\n    insecure_ignore_host_key: true\n    hosts:\n      - address: 127.0.0.1:1\n        name: h\n")
 	addr := freeAddr(t)
 	var logs syncBuffer
-	cmd := exec.Command(binary(t), "--config.file="+cfgPath, "--web.listen-address="+addr)
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	cmd.Env = append(os.Environ(), "HOME="+dir, "GCE_METADATA_HOST=127.0.0.1:1")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-	})
+	startExporter(t, dir, &logs, "--config.file="+cfgPath, "--web.listen-address="+addr)
 	client := &http.Client{Timeout: 60 * time.Second}
 	get := func(path string) (int, string) {
 		resp, err := client.Get("http://" + addr + path)

@@ -10,7 +10,6 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -33,18 +32,7 @@ func startBinary(t *testing.T, flags ...string) (addr string, logs *bytes.Buffer
 	writeFile(t, cfgPath, "kvm:\n  - name: lab\n    user: proxyops\n    private_key_file: key\n    insecure_ignore_host_key: true\n    hosts:\n      - address: 127.0.0.1:1\n        name: h\n")
 	addr = freeAddr(t)
 	logs = &bytes.Buffer{}
-	cmd := exec.Command(binary(t), append([]string{"--config.file=" + cfgPath, "--web.listen-address=" + addr}, flags...)...)
-	cmd.Stdout, cmd.Stderr = logs, logs
-	cmd.Env = append(os.Environ(), "HOME="+dir, "GCE_METADATA_HOST=127.0.0.1:1")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-	})
+	startExporter(t, dir, logs, append([]string{"--config.file=" + cfgPath, "--web.listen-address=" + addr}, flags...)...)
 	waitUntil(t, 30*time.Second, func() bool {
 		c, err := net.Dial("tcp", addr)
 		if err == nil {
