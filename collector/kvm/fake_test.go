@@ -23,6 +23,9 @@ type fakeLibvirt struct {
 	allocation uint64
 	available  uint64
 	calls      map[string]int
+	// gate, when set, holds every ConnectToURI until it is closed: a
+	// dial that takes longer than the check that started it.
+	gate chan struct{}
 }
 
 func newFakeLibvirt() *fakeLibvirt {
@@ -81,6 +84,12 @@ func (c *fakeClient) roundTrip(call string) error {
 }
 
 func (c *fakeClient) ConnectToURI(libvirt.ConnectURI) error {
+	c.f.mu.Lock()
+	gate := c.f.gate
+	c.f.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
 	if err := c.roundTrip("ConnectToURI"); err != nil {
 		return err
 	}

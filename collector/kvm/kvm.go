@@ -29,9 +29,9 @@ var (
 type Checker struct {
 	hosts  []*host
 	byName map[string]*host
-	// dialSem bounds the dials in flight (max_concurrent_dials); checks on
-	// kept connections do not take it.
-	dialSem chan struct{}
+	// dials runs the dials, at most max_concurrent_dials at once; checks
+	// on kept connections do not wait for it.
+	dials *dialQueue
 	// dialTimeout bounds one dial (dial_timeout), whatever is left of the
 	// scrape's budget, so a host that hangs mid-dial gives its slot back
 	// early (README: "KVM").
@@ -47,8 +47,10 @@ type Checker struct {
 	// logger is New's, for what happens outside a check (Close).
 	logger *slog.Logger
 
-	mu     sync.Mutex
-	closed bool
+	// ctx bounds the dials, which outlive the checks that queued them;
+	// Close cancels it.
+	ctx    context.Context
+	cancel context.CancelFunc
 }
 
 // host is one configured host and its kept connection.
@@ -56,12 +58,11 @@ type host struct {
 	name string
 	pool string
 	set  settings
-	// dialing is held while a dial for this host runs, so concurrent checks
-	// of one host never make two connections.
-	dialing chan struct{}
-
-	mu       sync.Mutex
-	sess     *session
+	mu   sync.Mutex
+	sess *session
+	// job is the dial of this host queued or running, so concurrent
+	// checks of one host never make two connections.
+	job      *dialJob
 	connects uint64
 	version  string // last known libvirt version, kept across redials
 	// failedDials counts the dials that failed in a row; notBefore is
@@ -140,7 +141,6 @@ func New(cfg *config.KVM, logger *slog.Logger, opts ...Option) (*Checker, error)
 	}
 	c := &Checker{
 		byName:      make(map[string]*host, len(cfg.Hosts)),
-		dialSem:     make(chan struct{}, dials),
 		dialTimeout: dialTimeout,
 		dialer:      &net.Dialer{},
 		newClient:   newLibvirtClient,
@@ -150,15 +150,16 @@ func New(cfg *config.KVM, logger *slog.Logger, opts ...Option) (*Checker, error)
 	for _, o := range opts {
 		o(c)
 	}
+	c.dials = newDialQueue(dials, c.runDial)
+	c.ctx, c.cancel = context.WithCancel(context.Background())
 	for _, h := range cfg.Hosts {
 		if _, dup := c.byName[h.Name]; dup {
 			return nil, fmt.Errorf("duplicate host name %q", h.Name)
 		}
 		hh := &host{
-			name:    h.Name,
-			pool:    h.Pool,
-			set:     hostSettings(cfg, h),
-			dialing: make(chan struct{}, 1),
+			name: h.Name,
+			pool: h.Pool,
+			set:  hostSettings(cfg, h),
 		}
 		c.hosts = append(c.hosts, hh)
 		c.byName[h.Name] = hh
@@ -243,63 +244,108 @@ func (c *Checker) Check(ctx context.Context, logger *slog.Logger, target string)
 	return h.verdict(logger, r)
 }
 
-// session returns the kept connection of h, or dials one. kept tells whether
-// the session existed before this check; transient that the checker was
-// closed while dialing, so the caller must close the session when done.
+// session returns the kept connection of h, or the one the host's dial
+// makes: it queues that dial, or joins the one queued or running. When ctx
+// ends first the dial goes on without this check, and the next check finds
+// its connection. kept tells whether the session existed before; transient
+// that the checker is closed, so the caller must close the session when
+// done.
 func (c *Checker) session(ctx context.Context, logger *slog.Logger, h *host) (s *session, kept, transient bool, err error) {
 	if s := h.current(logger); s != nil {
 		return s, true, false, nil
 	}
-	select {
-	case h.dialing <- struct{}{}:
-	case <-ctx.Done():
-		return nil, false, false, fmt.Errorf("waiting for a dial of this host in flight: %w", context.Cause(ctx))
-	}
-	defer func() { <-h.dialing }()
-	// Another check may have dialed while we waited.
-	if s := h.current(logger); s != nil {
-		return s, true, false, nil
-	}
-	select {
-	case c.dialSem <- struct{}{}:
-	case <-ctx.Done():
-		return nil, false, false, fmt.Errorf("waiting for a dial slot (max_concurrent_dials): %w", context.Cause(ctx))
-	}
-	s, err = c.dial(ctx, logger, h.set)
-	<-c.dialSem
-	if err != nil {
-		var de *dialError
-		if errors.As(err, &de) && de.Stage != stageMaterial && ctx.Err() == nil {
-			// Only a dial that went to the network took a slot; a
-			// broken key file is cheap to look at again. A dial cut
-			// because the caller's budget ran out says nothing about
-			// the host (a cold start of a large fleet cuts healthy
-			// ones), only one that failed or hit dial_timeout does.
-			h.mu.Lock()
-			h.failedDials++
-			if d := backoffDelay(h.failedDials); d > 0 {
-				h.notBefore = time.Now().Add(d)
-				logger.Debug("dials keep failing, backing off", "failedDials", h.failedDials, "retryIn", d)
+	j := c.queueDial(h, logger)
+	if j != nil {
+		select {
+		case <-j.done:
+		case <-ctx.Done():
+			if j.started.Load() {
+				return nil, false, false, fmt.Errorf("dialing; the dial goes on after this check, for at most dial_timeout (%s): %w", c.dialTimeout, context.Cause(ctx))
 			}
-			h.mu.Unlock()
+			return nil, false, false, fmt.Errorf("waiting for a dial slot (max_concurrent_dials); the dial stays queued: %w", context.Cause(ctx))
 		}
+		if !errors.Is(j.err, errClosed) {
+			if j.err == nil && j.logger != logger {
+				logger.Debug("connected by the dial of an earlier check", "libvirtVersion", j.sess.version)
+			}
+			return j.sess, false, false, j.err
+		}
+	}
+	// The checker was closed (reload, shutdown) before the dial could
+	// run: this check dials on its own, for itself only.
+	s, err = c.dial(ctx, logger, h.set)
+	if err != nil {
 		return nil, false, false, err
 	}
 	h.mu.Lock()
-	h.failedDials, h.notBefore = 0, time.Time{}
 	h.connects++
 	h.version = s.version
-	c.mu.Lock()
-	closed := c.closed
-	c.mu.Unlock()
-	if !closed {
+	h.mu.Unlock()
+	return s, false, true, nil
+}
+
+// queueDial returns the dial of h queued or running, queueing one if there
+// is none; nil when the checker is closed.
+func (c *Checker) queueDial(h *host, logger *slog.Logger) *dialJob {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.job != nil {
+		return h.job
+	}
+	j := &dialJob{h: h, failing: h.failedDials > 0, logger: logger, done: make(chan struct{})}
+	if !c.dials.push(j) {
+		return nil
+	}
+	h.job = j
+	return j
+}
+
+// runDial dials for j in a dial worker, bound to dial_timeout and the
+// checker's life but not to the check that queued it, keeps the session,
+// and keeps count of the host's failed dials for its backoff.
+func (c *Checker) runDial(j *dialJob) {
+	s, err := c.dial(c.ctx, j.logger, j.h.set)
+	h := j.h
+	h.mu.Lock()
+	switch {
+	case c.ctx.Err() != nil:
+		// Closed while dialing: says nothing about the host.
+		if s != nil {
+			defer s.close()
+		}
+		s, err = nil, errClosed
+	case err != nil:
+		var de *dialError
+		if errors.As(err, &de) && de.Stage != stageMaterial {
+			// Only a dial that went to the network took a slot; a
+			// broken key file is cheap to look at again.
+			h.failedDials++
+			if d := backoffDelay(h.failedDials); d > 0 {
+				h.notBefore = time.Now().Add(d)
+				j.logger.Debug("dials keep failing, backing off", "failedDials", h.failedDials, "retryIn", d)
+			}
+		}
+	default:
+		h.failedDials, h.notBefore = 0, time.Time{}
+		h.connects++
+		h.version = s.version
 		h.sess = s
+		j.logger.Debug("connected", "libvirtVersion", s.version)
 	}
 	h.mu.Unlock()
-	logger.Debug("connected", "libvirtVersion", s.version)
-	// When the checker was closed (reload, shutdown) while we dialed, the
-	// session serves this check only.
-	return s, false, closed, nil
+	c.endDial(j, s, err)
+}
+
+// endDial hands j's outcome to the checks waiting for it.
+func (c *Checker) endDial(j *dialJob, s *session, err error) {
+	h := j.h
+	h.mu.Lock()
+	if h.job == j {
+		h.job = nil
+	}
+	h.mu.Unlock()
+	j.sess, j.err = s, err
+	close(j.done)
 }
 
 // current returns the kept session of h, dropping it when its transport is
@@ -430,9 +476,10 @@ func (h *host) verdict(logger *slog.Logger, r result) collector.Verdict {
 // Close closes every kept connection. Checks still running finish on their
 // sessions, which they then close themselves.
 func (c *Checker) Close() error {
-	c.mu.Lock()
-	c.closed = true
-	c.mu.Unlock()
+	// The dials in flight stop, the queued ones end unstarted; only then
+	// are the sessions final.
+	c.cancel()
+	c.dials.close(func(j *dialJob, err error) { c.endDial(j, nil, err) })
 	var wg sync.WaitGroup
 	for _, h := range c.hosts {
 		h.mu.Lock()

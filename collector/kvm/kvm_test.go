@@ -380,13 +380,16 @@ func TestReasons(t *testing.T) {
 			wantDials: 0, wantConnects: 0,
 		},
 		{
+			// The dial the first check started goes on after its
+			// budget (for dial_timeout, 3s); the second check joins it
+			// instead of dialing again.
 			name:  "Timeout: server accepts TCP and never speaks",
 			setup: func(e *env) { e.srv.setMode(modeSilent) },
 			steps: []step{
 				{budget: 300 * time.Millisecond, want: collector.ReasonTimeout},
 				{budget: 300 * time.Millisecond, want: collector.ReasonTimeout},
 			},
-			wantDials: 2, wantConnects: 0,
+			wantDials: 1, wantConnects: 0,
 		},
 		{
 			name: "Timeout: libvirtd hangs on a kept connection, which is then dropped",
@@ -572,6 +575,9 @@ func TestMaxConcurrentDials(t *testing.T) {
 	other := newSSHServer(t, e.key.PublicKey(), e.stub.path)
 	other.setMode(modeSilent)
 	e.cfg.MaxConcurrentDials = 1
+	// The first dial outlives the checks; it must hold the slot until the
+	// test has counted, however slow the machine (Close ends it).
+	e.cfg.DialTimeout = config.Duration(10 * time.Minute)
 	e.cfg.Hosts = append(e.cfg.Hosts, &config.KVMHost{
 		Address: other.addr, Name: "other", User: "proxyops", Pool: "default", PrivateKeyFile: e.keyFile,
 	})
@@ -899,11 +905,12 @@ func TestFailedDialsBackOff(t *testing.T) {
 	if nb := cm.NotBefore(hostName); !nb.IsZero() {
 		t.Errorf("after failures to read the material: not before %v, want no backoff", nb)
 	}
-	// A host whose dials are cut by the caller's deadline (here a budget
-	// shorter than dial_timeout) is not backed off: the budget, not the
-	// host, ended them.
+	// A host whose checks end before its dial does (here budgets shorter
+	// than dial_timeout) is not backed off: its one dial has not failed
+	// yet, it goes on after the checks.
 	s := newEnv(t)
 	s.srv.setMode(modeSilent)
+	s.cfg.DialTimeout = config.Duration(10 * time.Minute)
 	cs := s.checker()
 	for range 3 {
 		if v := check(t, cs, hostName, 200*time.Millisecond); v.Reason != collector.ReasonTimeout {
@@ -911,9 +918,47 @@ func TestFailedDialsBackOff(t *testing.T) {
 		}
 	}
 	if nb := cs.NotBefore(hostName); !nb.IsZero() {
-		t.Errorf("after dials cut by the caller's deadline: not before %v, want no backoff", nb)
+		t.Errorf("after checks that ended before their dial: not before %v, want no backoff", nb)
+	}
+	if got := s.srv.accepted.Load(); got != 1 {
+		t.Errorf("dials = %d, want 1: the later checks join the dial the first one started", got)
 	}
 	if nb := c.NotBefore("no such host"); !nb.IsZero() {
 		t.Errorf("unknown host: not before %v", nb)
+	}
+}
+
+// TestDialOutlivesItsCheck: a dial that takes longer than the check that
+// started it goes on after that check gave up with Timeout, and the next
+// check finds its connection kept: one dial, not one per scrape.
+func TestDialOutlivesItsCheck(t *testing.T) {
+	e := newEnv(t)
+	gate := make(chan struct{})
+	e.fake.set(func(f *fakeLibvirt) { f.gate = gate })
+	e.cfg.DialTimeout = config.Duration(10 * time.Minute)
+	c := e.checker()
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			close(gate)
+		}
+	}
+	t.Cleanup(release) // before Close, which waits for the dial
+
+	v := check(t, c, hostName, 200*time.Millisecond)
+	if v.Reason != collector.ReasonTimeout || !strings.Contains(v.Message, "the dial goes on after this check") {
+		t.Fatalf("check while the dial is held: reason %s (%s), want Timeout saying the dial goes on", v.Reason, v.Message)
+	}
+	release()
+	v = check(t, c, hostName, 2*time.Minute)
+	if v.Reason != collector.ReasonReady {
+		t.Fatalf("next check: reason %s (%s), want Ready", v.Reason, v.Message)
+	}
+	if got, connects := e.srv.accepted.Load(), factsOf(t, v).Connects; got != 1 || connects != 1 {
+		t.Errorf("dials = %d, connects = %d; want 1 and 1: the second check uses the first one's dial", got, connects)
+	}
+	if n := e.fake.callCounts()["ConnectToURI"]; n != 1 {
+		t.Errorf("ConnectToURI called %d times, want 1", n)
 	}
 }
