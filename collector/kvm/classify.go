@@ -35,7 +35,8 @@ const authFailure = "ssh: unable to authenticate"
 // (README: "Reasons", "KVM"). The end of ctx or of dial_timeout wins over
 // whatever the error says.
 func classify(ctx context.Context, err error) collector.Reason {
-	if collector.Ended(ctx) || errors.Is(err, &dialTimeoutError{}) {
+	var silent *silentServerError
+	if collector.Ended(ctx) || errors.Is(err, &dialTimeoutError{}) || errors.As(err, &silent) {
 		return collector.ReasonTimeout
 	}
 	var de *dialError

@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -198,6 +199,68 @@ func (c *Checker) dial(ctx context.Context, logger *slog.Logger, set settings) (
 	return s, err
 }
 
+// identificationShare is the part of dial_timeout a server has to send its
+// first bytes after the TCP connection is up (README: "KVM"). An SSH server
+// sends its identification line as soon as it accepts, one round trip
+// after the connect; a host that accepts TCP and then says nothing (a
+// wedged sshd, a half-dead host) is known for what it is after a quarter
+// of dial_timeout instead of holding a dial slot for all of it.
+const identificationShare = 4
+
+// silentServerError is the cause of a dial to a server that accepted TCP
+// and sent nothing within its share of dial_timeout; the verdict is
+// Timeout.
+type silentServerError struct{ d, dialTimeout time.Duration }
+
+func (e *silentServerError) Error() string {
+	return fmt.Sprintf("the server accepted TCP but sent no SSH identification within %s (a quarter of dial_timeout, %s)", e.d, e.dialTimeout)
+}
+
+// awaitIdentification waits for the server's first bytes, at most a
+// quarter of dial_timeout, and returns a conn that hands them to the SSH
+// handshake before the rest. Only the raw TCP conn gets a read deadline,
+// and it is cleared before SSH uses it.
+func (c *Checker) awaitIdentification(conn net.Conn) (net.Conn, error) {
+	d := c.dialTimeout / identificationShare
+	if err := conn.SetReadDeadline(time.Now().Add(d)); err != nil {
+		return conn, fmt.Errorf("set read deadline: %w", err)
+	}
+	buf := make([]byte, 256)
+	n, err := conn.Read(buf)
+	if n == 0 {
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return conn, &silentServerError{d, c.dialTimeout}
+		}
+		if err == nil {
+			err = io.ErrNoProgress
+		}
+		return conn, fmt.Errorf("read the server's identification: %w", err)
+	}
+	if err := conn.SetReadDeadline(time.Time{}); err != nil {
+		return conn, fmt.Errorf("clear read deadline: %w", err)
+	}
+	return &replayConn{Conn: conn, first: buf[:n]}, nil
+}
+
+// replayConn gives back the bytes awaitIdentification read before reading
+// on.
+type replayConn struct {
+	net.Conn
+	first []byte
+}
+
+func (c *replayConn) Read(p []byte) (int, error) {
+	if len(c.first) > 0 {
+		n := copy(p, c.first)
+		c.first = c.first[n:]
+		if len(c.first) == 0 {
+			c.first = nil // let the buffer go
+		}
+		return n, nil
+	}
+	return c.Conn.Read(p)
+}
+
 // dialNetwork makes the TCP connection, the SSH handshake and the libvirt
 // connection, every blocking step bound to ctx.
 func (c *Checker) dialNetwork(ctx context.Context, logger *slog.Logger, set settings, cfg *ssh.ClientConfig) (*session, error) {
@@ -216,6 +279,15 @@ func (c *Checker) dialNetwork(ctx context.Context, logger *slog.Logger, set sett
 	// ssh.ClientConfig.Timeout bounds only the TCP connect: closing the
 	// conn is what makes a handshake with a silent server return.
 	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
+	conn, err = c.awaitIdentification(conn)
+	if err != nil {
+		stop()
+		_ = conn.Close()
+		if ctx.Err() != nil {
+			err = fmt.Errorf("%w: %w", context.Cause(ctx), err)
+		}
+		return nil, &dialError{stageHandshake, err}
+	}
 	sc, chans, reqs, err := ssh.NewClientConn(conn, set.address, cfg)
 	if !stop() {
 		if err == nil {

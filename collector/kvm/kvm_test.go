@@ -816,8 +816,8 @@ func TestDialTimeoutFreesTheSlot(t *testing.T) {
 	if ctx.Err() != nil {
 		t.Fatal("the scrape's context ended: the checks were not bounded by dial_timeout")
 	}
-	if v := verdicts["silent"]; v.Reason != collector.ReasonTimeout || !strings.Contains(v.Message, "dial_timeout (5s) reached") {
-		t.Errorf("silent host: reason %s (%s), want Timeout naming dial_timeout", v.Reason, v.Message)
+	if v := verdicts["silent"]; v.Reason != collector.ReasonTimeout || !strings.Contains(v.Message, "sent no SSH identification within 1.25s (a quarter of dial_timeout, 5s)") {
+		t.Errorf("silent host: reason %s (%s), want Timeout naming a quarter of dial_timeout", v.Reason, v.Message)
 	}
 	if v := verdicts[hostName]; v.Reason != collector.ReasonReady {
 		t.Errorf("healthy host: reason %s (%s), want Ready", v.Reason, v.Message)
@@ -828,14 +828,17 @@ func TestDialTimeoutFreesTheSlot(t *testing.T) {
 }
 
 // TestDialTimeoutEveryStage: dial_timeout cuts a dial wherever it hangs, and
-// the verdict is Timeout naming it although the scrape still had time.
+// the verdict is Timeout naming it although the scrape still had time. A
+// server that never sends its SSH identification is cut after a quarter of
+// dial_timeout.
 func TestDialTimeoutEveryStage(t *testing.T) {
 	for _, tt := range []struct {
 		name  string
 		setup func(e *env)
+		want  string
 	}{
-		{"ssh handshake", func(e *env) { e.srv.setMode(modeSilent) }},
-		{"libvirt connect", func(e *env) { e.stub.setMode(stubHang) }},
+		{"ssh identification", func(e *env) { e.srv.setMode(modeSilent) }, "sent no SSH identification within 50ms (a quarter of dial_timeout, 200ms)"},
+		{"libvirt connect", func(e *env) { e.stub.setMode(stubHang) }, "dial_timeout (200ms) reached"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t)
@@ -843,10 +846,10 @@ func TestDialTimeoutEveryStage(t *testing.T) {
 			e.cfg.DialTimeout = config.Duration(200 * time.Millisecond)
 			c := e.checker()
 			v := check(t, c, hostName, 2*time.Minute)
-			// On a loaded machine the bound may strike in an earlier
+			// On a loaded machine dial_timeout may strike in an earlier
 			// stage; the verdict is the same.
-			if v.Reason != collector.ReasonTimeout || !strings.Contains(v.Message, "dial_timeout (200ms) reached") {
-				t.Errorf("reason %s (%s), want Timeout naming dial_timeout", v.Reason, v.Message)
+			if v.Reason != collector.ReasonTimeout || !strings.Contains(v.Message, tt.want) && !strings.Contains(v.Message, "dial_timeout (200ms) reached") {
+				t.Errorf("reason %s (%s), want Timeout saying %q", v.Reason, v.Message, tt.want)
 			}
 		})
 	}
