@@ -53,28 +53,108 @@ type settings struct {
 	uri            string
 }
 
-// session is one SSH client and the libvirt connection over it.
+// session is one SSH connection and the libvirt connection over it.
 type session struct {
-	client  *ssh.Client
+	conn    ssh.Conn
 	lv      libvirtClient
 	version string
 
+	// socketReqs hands the libvirt channel's requests to serve.
+	socketReqs chan (<-chan *ssh.Request)
+
 	closeOnce sync.Once
 	// dead is closed once the transport is known to be gone: the SSH
-	// connection ended or the libvirt channel failed a read or write.
+	// connection ended, the libvirt channel closed or failed a read or
+	// write.
 	dead     chan struct{}
 	deadOnce sync.Once
 }
 
-func newSession(client *ssh.Client) *session {
-	s := &session{client: client, dead: make(chan struct{})}
-	// This goroutine lives exactly as long as the kept connection.
-	go func() {
-		_ = client.Wait()
-		s.markDead()
-	}()
+// newSession starts the one goroutine the exporter adds to a kept
+// connection (README: "Performance"): it answers what the server may send
+// besides the libvirt channel's data — global requests (keepalives), channel
+// opens, requests on the libvirt channel — all of which x/crypto/ssh hands
+// out on channels that must be drained, and it marks the session dead when
+// they close, which is when the connection or the libvirt channel ends.
+// ssh.NewClient and Client.Dial would spend four goroutines and an 8 KiB
+// copy buffer per host on the same.
+func newSession(conn ssh.Conn, chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request) *session {
+	s := &session{conn: conn, socketReqs: make(chan (<-chan *ssh.Request), 1), dead: make(chan struct{})}
+	go s.serve(chans, reqs)
 	return s
 }
+
+func (s *session) serve(chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request) {
+	defer s.markDead()
+	var socket <-chan *ssh.Request
+	handoff := s.socketReqs
+	for chans != nil || reqs != nil {
+		select {
+		case nc, ok := <-chans:
+			if !ok {
+				chans = nil
+				continue
+			}
+			_ = nc.Reject(ssh.Prohibited, "no channels are accepted")
+		case r, ok := <-reqs:
+			if !ok {
+				reqs = nil
+				continue
+			}
+			if r.WantReply {
+				_ = r.Reply(false, nil)
+			}
+		case socket = <-handoff:
+			handoff = nil
+		case r, ok := <-socket:
+			if !ok {
+				// The libvirt channel is gone; the next check redials.
+				s.markDead()
+				socket = nil
+				continue
+			}
+			if r.WantReply {
+				_ = r.Reply(false, nil)
+			}
+		}
+	}
+}
+
+// streamLocalOpen is the payload of a direct-streamlocal@openssh.com channel
+// open (OpenSSH's PROTOCOL, 2.4): the socket path and two reserved fields.
+type streamLocalOpen struct {
+	SocketPath string
+	Reserved0  string
+	Reserved1  uint32
+}
+
+// openSocket opens the unix socket at path on the host over SSH, as
+// `ssh -L` to a unix socket does.
+func (s *session) openSocket(path string) (net.Conn, error) {
+	ch, reqs, err := s.conn.OpenChannel("direct-streamlocal@openssh.com", ssh.Marshal(&streamLocalOpen{SocketPath: path}))
+	if err != nil {
+		return nil, err
+	}
+	s.socketReqs <- reqs
+	return channelConn{Channel: ch, local: s.conn.LocalAddr(), remote: s.conn.RemoteAddr()}, nil
+}
+
+// channelConn is an SSH channel as the net.Conn go-libvirt reads and
+// writes. Like x/crypto/ssh's own, it has no deadlines: the session is
+// closed when a call must end (session.bound).
+type channelConn struct {
+	ssh.Channel
+	local, remote net.Addr
+}
+
+func (c channelConn) LocalAddr() net.Addr  { return c.local }
+func (c channelConn) RemoteAddr() net.Addr { return c.remote }
+
+var errNoDeadline = errors.New("an SSH channel has no deadlines")
+
+func (channelConn) SetDeadline(time.Time) error      { return errNoDeadline }
+func (channelConn) SetReadDeadline(time.Time) error  { return errNoDeadline }
+func (channelConn) SetWriteDeadline(time.Time) error { return errNoDeadline }
 
 func (s *session) markDead() { s.deadOnce.Do(func() { close(s.dead) }) }
 
@@ -83,8 +163,8 @@ func (s *session) markDead() { s.deadOnce.Do(func() { close(s.dead) }) }
 // calls. It waits for the SSH connection to be gone so nothing outlives it.
 func (s *session) close() {
 	s.closeOnce.Do(func() {
-		_ = s.client.Close()
-		_ = s.client.Wait()
+		_ = s.conn.Close()
+		_ = s.conn.Wait()
 		s.markDead()
 	})
 }
@@ -299,11 +379,11 @@ func (c *Checker) dialNetwork(ctx context.Context, logger *slog.Logger, set sett
 	if err != nil {
 		return nil, &dialError{stageHandshake, err}
 	}
-	s := newSession(ssh.NewClient(sc, chans, reqs))
+	s := newSession(sc, chans, reqs)
 
 	logger.Debug("dialing", "stage", stageLibvirt, "socket", set.socket, "uri", set.uri)
 	err = s.bound(ctx, func() error {
-		ch, err := s.client.Dial("unix", set.socket)
+		ch, err := s.openSocket(set.socket)
 		if err != nil {
 			return fmt.Errorf("open %s over ssh: %w", set.socket, err)
 		}

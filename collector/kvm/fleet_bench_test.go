@@ -2,15 +2,18 @@ package kvm
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -18,6 +21,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
 	"golang.org/x/crypto/ssh"
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
@@ -30,7 +35,7 @@ import (
 // exporter's alone, not the fakes'.
 const (
 	fleetEnv        = "KVM_FLEET_HOSTS"   // number of hosts to serve
-	fleetSilentEnv  = "KVM_FLEET_SILENT"  // every k-th host accepts TCP and never speaks (0: none)
+	fleetHungEnv    = "KVM_FLEET_HUNG"    // percent of hosts that accept TCP and never speak
 	fleetKeyEnv     = "KVM_FLEET_KEY"     // authorized public key, authorized_keys format
 	fleetLatencyEnv = "KVM_FLEET_LATENCY" // delay of every libvirt reply
 )
@@ -66,7 +71,7 @@ func serveFleet() int {
 		fmt.Fprintf(os.Stderr, "%s: not a positive number: %q\n", fleetEnv, os.Getenv(fleetEnv))
 		return 2
 	}
-	silent, _ := strconv.Atoi(os.Getenv(fleetSilentEnv))
+	hung, _ := strconv.Atoi(os.Getenv(fleetHungEnv))
 	latency, err := time.ParseDuration(os.Getenv(fleetLatencyEnv))
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", fleetLatencyEnv, err)
@@ -90,7 +95,7 @@ func serveFleet() int {
 	for i := range n {
 		srv := newSSHServer(tb, key, fake.Path())
 		state := "ok"
-		if silent > 0 && i%silent == silent-1 {
+		if fleetRoleOf(i, hung, 0, 0) == roleHung {
 			srv.setMode(modeSilent)
 			state = "silent"
 		}
@@ -110,14 +115,40 @@ type fleetHost struct {
 	silent bool
 }
 
+// fleetRole is what a simulated host does.
+type fleetRole int
+
+const (
+	roleHealthy fleetRole = iota
+	roleHung              // accepts TCP, never speaks
+	roleMissing           // no pool of the configured name (PoolMissing)
+	roleDrop              // its libvirt connection drops in every check (LibvirtConnectionLost)
+)
+
+// fleetRoleOf spreads the roles over the hosts by percent: within every
+// hundred hosts, host i gets rank i*37 mod 100, a permutation, so each
+// role is scattered through the configuration order, not bunched.
+func fleetRoleOf(i, hung, missing, drop int) fleetRole {
+	r := i * 37 % 100
+	switch {
+	case r < hung:
+		return roleHung
+	case r < hung+missing:
+		return roleMissing
+	case r < hung+missing+drop:
+		return roleDrop
+	}
+	return roleHealthy
+}
+
 // startFleet runs the fleet's process and returns its libvirt socket and
 // hosts; the process ends when the benchmark does.
-func startFleet(b *testing.B, n, silent int, key ssh.PublicKey, knownHosts string) (string, []fleetHost) {
+func startFleet(b *testing.B, n, hung int, key ssh.PublicKey, knownHosts string, padLines int) (string, []fleetHost) {
 	b.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(),
 		fleetEnv+"="+strconv.Itoa(n),
-		fleetSilentEnv+"="+strconv.Itoa(silent),
+		fleetHungEnv+"="+strconv.Itoa(hung),
 		fleetKeyEnv+"="+strings.TrimSpace(string(ssh.MarshalAuthorizedKey(key))),
 		fleetLatencyEnv+"="+fleetLatency.String())
 	cmd.Stderr = os.Stderr
@@ -149,6 +180,11 @@ func startFleet(b *testing.B, n, silent int, key ssh.PublicKey, knownHosts strin
 			hosts = append(hosts, fleetHost{addr: f[2], silent: f[1] == "silent"})
 			lines.WriteString(f[3] + "\n")
 		case f[0] == "ready":
+			// Lines for hosts the exporter does not check: a known_hosts
+			// shared with other tools is larger than the fleet.
+			for range padLines {
+				lines.WriteString(knownHostsLine(fmt.Sprintf("192.0.2.%d:22", rand.IntN(250)+1), randomKey(b)))
+			}
 			if err := os.WriteFile(knownHosts, []byte(lines.String()), 0o600); err != nil {
 				b.Fatal(err)
 			}
@@ -162,25 +198,82 @@ func startFleet(b *testing.B, n, silent int, key ssh.PublicKey, knownHosts strin
 	return "", nil
 }
 
-// BenchmarkFleet scrapes a simulated fleet through collector.Engine and the
-// real kvm Checker with the real go-libvirt client, 20 ms per libvirt reply,
-// the scrape header at 5 s (budget 4.5 s). An op is one steady scrape of the
-// whole fleet after warm-up; the metrics are explained in the README
-// ("Performance"), summarised by testdata/bench/table.sh.
-func BenchmarkFleet(b *testing.B) {
-	for _, n := range []int{1, 100, 1000} {
-		b.Run(fmt.Sprintf("hosts=%d", n), func(b *testing.B) { benchFleet(b, n, 0) })
-	}
-	// Every tenth host accepts TCP and never speaks.
-	b.Run("hosts=1000/hung=10pct", func(b *testing.B) { benchFleet(b, 1000, 10) })
+// fleetScenario is one fleet BenchmarkFleet scrapes.
+type fleetScenario struct {
+	hosts               int
+	hung, missing, drop int // percent of the hosts
+	knownHostsPad       int // extra known_hosts lines, for hosts not checked
 }
 
-func benchFleet(b *testing.B, n, silent int) {
+func (sc fleetScenario) String() string {
+	name := fmt.Sprintf("hosts=%d", sc.hosts)
+	if sc.hung > 0 {
+		name += fmt.Sprintf("/hung=%dpct", sc.hung)
+	}
+	if sc.missing > 0 {
+		name += fmt.Sprintf("/nopool=%dpct", sc.missing)
+	}
+	if sc.drop > 0 {
+		name += fmt.Sprintf("/drop=%dpct", sc.drop)
+	}
+	if sc.knownHostsPad > 0 {
+		name += fmt.Sprintf("/known_hosts=%d", sc.hosts+sc.knownHostsPad)
+	}
+	return name
+}
+
+// Scrape settings of the fleet: Prometheus's header, the exporter's default
+// --timeout-offset, and the interval between the warm-up scrapes, which is
+// the shortest Prometheus allows with that timeout (scrape_timeout may not
+// exceed scrape_interval).
+const (
+	fleetHeader   = 5 * time.Second
+	fleetOffset   = 500 * time.Millisecond
+	fleetInterval = fleetHeader
+	// fleetLate is how far past the budget an answer may leave: the
+	// scrape's answer must be on the wire before the header runs out.
+	fleetLate = 100 * time.Millisecond
+)
+
+// BenchmarkFleet scrapes a simulated fleet through collector.Engine and the
+// real kvm Checker with the real go-libvirt client, 20 ms per libvirt reply,
+// the scrape header at 5 s (budget 4.5 s), and encodes every answer in the
+// text format as /metrics does. An op is one steady scrape of the whole
+// fleet after warm-up; the metrics are explained in the README
+// ("Performance"), summarised by testdata/bench/table.sh.
+func BenchmarkFleet(b *testing.B) {
+	for _, sc := range []fleetScenario{
+		{hosts: 1},
+		{hosts: 100},
+		{hosts: 1000},
+		{hosts: 1000, knownHostsPad: 4000},
+		{hosts: 1000, hung: 10},
+		{hosts: 1000, hung: 10, missing: 5, drop: 5},
+	} {
+		b.Run(sc.String(), func(b *testing.B) { benchFleet(b, sc) })
+	}
+}
+
+// fleetScrape is what one scrape of the fleet saw.
+type fleetScrape struct {
+	wall     time.Duration // the engine's run and the encoding of its answer
+	bytes    int           // of the text exposition
+	notReady int           // healthy hosts not Ready
+	wrong    int           // broken hosts whose reason is not the expected one
+}
+
+func benchFleet(b *testing.B, sc fleetScenario) {
+	if os.Getenv(fleetProfileEnv) != "" {
+		// Every allocation of 4 KiB sampled, not one per 512 KiB: the
+		// heap profile is then about each host, not a few of them.
+		runtime.MemProfileRate = 4096
+	}
+	n := sc.hosts
 	dir := b.TempDir()
 	keyFile := filepath.Join(dir, "id_ed25519")
 	knownHosts := filepath.Join(dir, "known_hosts")
 	key := writeKey(b, keyFile)
-	socket, hosts := startFleet(b, n, silent, key.PublicKey(), knownHosts)
+	socket, hosts := startFleet(b, n, sc.hung, key.PublicKey(), knownHosts, sc.knownHostsPad)
 	if len(hosts) != n {
 		b.Fatalf("fleet has %d hosts, want %d", len(hosts), n)
 	}
@@ -189,25 +282,42 @@ func benchFleet(b *testing.B, n, silent int) {
 		LibvirtSocket: socket, LibvirtURI: config.DefaultLibvirtURI, Pool: config.DefaultPool,
 		MaxConcurrentDials: config.DefaultMaxConcurrentDials, DialTimeout: config.DefaultDialTimeout,
 	}
-	healthy := map[string]bool{}
+	// want is the reason each host should have once warmed up.
+	want := map[string]collector.Reason{}
 	for i, h := range hosts {
 		name := fmt.Sprintf("h%04d", i)
+		pool := config.DefaultPool
+		role := fleetRoleOf(i, sc.hung, sc.missing, sc.drop)
+		switch role {
+		case roleHung:
+			want[name] = collector.ReasonTimeout
+		case roleMissing:
+			pool, want[name] = "missing", collector.ReasonPoolMissing
+		case roleDrop:
+			pool, want[name] = DropPool, collector.ReasonLibvirtConnectionLost
+		default:
+			want[name] = collector.ReasonReady
+		}
+		if (role == roleHung) != h.silent {
+			b.Fatalf("host %d: the fleet and the benchmark disagree on whether it hangs", i)
+		}
 		cfg.Hosts = append(cfg.Hosts, &config.KVMHost{Address: h.addr, Name: name, User: "proxyops",
-			Pool: config.DefaultPool, PrivateKeyFile: keyFile})
-		healthy[name] = !h.silent
+			Pool: pool, PrivateKeyFile: keyFile})
 	}
 
 	// The baseline: everything but the exporter's checker and engine.
 	runtime.GC()
 	var before runtime.MemStats
 	runtime.ReadMemStats(&before)
+	rssBefore := rss(b)
 	goroutinesBefore := runtime.NumGoroutine()
 
 	var dials atomic.Int64
 	logger := slog.New(slog.DiscardHandler)
 	engine := collector.NewEngine(logger)
 	b.Cleanup(engine.Close)
-	err := engine.Load([]collector.Entry{{
+	var checker *Checker
+	entry := collector.Entry{
 		Kind: "kvm", Name: cfg.Name, Reasons: Reasons(), Timeout: time.Duration(config.DefaultTimeout),
 		Fingerprint: "fleet",
 		Build: func() (collector.Checker, error) {
@@ -219,54 +329,108 @@ func benchFleet(b *testing.B, n, silent int) {
 				dials.Add(1)
 				return nil
 			}
+			checker = c
 			return c, nil
 		},
-	}})
-	if err != nil {
+	}
+	if err := engine.Load([]collector.Entry{entry}); err != nil {
 		b.Fatal(err)
 	}
-	req := collector.Request{ScrapeTimeout: 5 * time.Second, Offset: 500 * time.Millisecond}
+	req := collector.Request{ScrapeTimeout: fleetHeader, Offset: fleetOffset}
+	budget := collector.Budget(entry.Timeout, fleetHeader, fleetOffset)
 	// why counts the verdicts of healthy hosts that were not Ready, by
 	// reason and message, for the benchmark's log.
 	why := map[string]int{}
-	scrape := func() (notReady int, wall time.Duration) {
+	var (
+		late    int           // answers that left after budget + fleetLate
+		slowest time.Duration // the longest answer
+		scrapes int
+		answer  bytes.Buffer
+	)
+	scrape := func() fleetScrape {
 		start := time.Now()
 		res, err := engine.Run(context.Background(), req)
-		wall = time.Since(start)
 		if err != nil {
 			b.Fatal(err)
 		}
+		answer.Reset()
+		if err := encodeText(&answer, res); err != nil {
+			b.Fatal(err)
+		}
+		out := fleetScrape{wall: time.Since(start), bytes: answer.Len()}
+		scrapes++
+		slowest = max(slowest, out.wall)
+		if out.wall > budget+fleetLate {
+			late++
+		}
 		for _, tr := range res[0].Targets {
-			if healthy[tr.Target.Name] && tr.Reason != collector.ReasonReady {
-				notReady++
+			w := want[tr.Target.Name]
+			switch {
+			case w == collector.ReasonReady && tr.Reason != w:
+				out.notReady++
 				why[string(tr.Reason)+": "+fleetAddr.ReplaceAllString(tr.Message, "ADDR")]++
+			case w != collector.ReasonReady && tr.Reason != w:
+				out.wrong++
 			}
 		}
-		return notReady, wall
+		return out
 	}
 
-	// Warm-up: the cold scrape, then scrapes until every healthy host is
-	// Ready (at most ten) so the kept connections are established.
-	notReady1, cold := scrape()
-	notReady2, _ := scrape()
-	warmup := 2
-	for left := notReady2; left > 0 && warmup < 10; warmup++ {
-		left, _ = scrape()
+	// Warm-up: the cold scrape, then scrapes one interval apart until every
+	// healthy host is Ready (at most ten), so the kept connections are
+	// established.
+	first := scrape()
+	next := time.Now().Add(fleetInterval - first.wall)
+	wait := func() {
+		time.Sleep(time.Until(next))
+		next = time.Now().Add(fleetInterval)
+	}
+	wait()
+	second := scrape()
+	warmup, left := 2, second.notReady
+	for ; left > 0 && warmup < 10; warmup++ {
+		wait()
+		left = scrape().notReady
 	}
 	runtime.GC()
 	var after runtime.MemStats
 	runtime.ReadMemStats(&after)
 	heapPerHost := float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / float64(n)
+	rssPerHost := float64(rss(b)-rssBefore) / float64(n)
 	goroutinesPerHost := float64(runtime.NumGoroutine()-goroutinesBefore) / float64(n)
+
+	if dir := os.Getenv(fleetProfileEnv); dir != "" {
+		writeProfiles(b, filepath.Join(dir, strings.NewReplacer("/", "_", "=", "").Replace(b.Name())))
+	}
 
 	dialsBefore := dials.Load()
 	cpuBefore := cpuTime()
-	notReady := 0
+	var notReady, wrong, totalBytes int
 	for b.Loop() {
-		nr, _ := scrape()
-		notReady += nr
+		s := scrape()
+		notReady += s.notReady
+		wrong += s.wrong
+		totalBytes += s.bytes
 	}
-	b.StopTimer()
+	steadyCPU := cpuTime() - cpuBefore
+	steadyDials := dials.Load() - dialsBefore
+
+	// Fully cached: the same entry with min_interval 1h keeps the checker
+	// and serves every verdict from the cache; no check runs.
+	cachedEntry := entry
+	cachedEntry.MinInterval = time.Hour
+	if err := engine.Load([]collector.Entry{cachedEntry}); err != nil {
+		b.Fatal(err)
+	}
+	const cachedScrapes = 10
+	cpuBefore = cpuTime()
+	wallBefore := time.Now()
+	for range cachedScrapes {
+		scrape()
+	}
+	cachedCPU := cpuTime() - cpuBefore
+	cachedWall := time.Since(wallBefore)
+
 	logged := 0
 	for w, k := range why {
 		if logged++; logged > 10 {
@@ -275,19 +439,89 @@ func benchFleet(b *testing.B, n, silent int) {
 		}
 		b.Logf("%d× not Ready: %s", k, w)
 	}
+	if checker != nil {
+		b.Logf("dial queue: at most %d dials at once, %d of failing hosts", checker.dials.maxRunning, checker.dials.maxFailingAtOnce)
+	}
 	// Reported after the loop: b.Loop resets the timer, which drops the
 	// metrics reported before it.
-	b.ReportMetric(cold.Seconds(), "cold-s")
+	b.ReportMetric(first.wall.Seconds(), "cold-s")
 	b.ReportMetric(float64(warmup), "warmup-scrapes")
-	if silent > 0 {
-		b.ReportMetric(float64(notReady1), "notready-scrape1")
-		b.ReportMetric(float64(notReady2), "notready-scrape2")
-	}
+	b.ReportMetric(float64(first.notReady), "notready-scrape1")
+	b.ReportMetric(float64(second.notReady), "notready-scrape2")
 	b.ReportMetric(heapPerHost, "heap-B/host")
+	b.ReportMetric(rssPerHost, "rss-B/host")
 	b.ReportMetric(goroutinesPerHost, "goroutines/host")
-	b.ReportMetric(float64(dials.Load()-dialsBefore)/float64(b.N), "dials/scrape")
-	b.ReportMetric((cpuTime()-cpuBefore).Seconds()*1000/float64(b.N), "cpu-ms/scrape")
+	b.ReportMetric(float64(steadyDials)/float64(b.N), "dials/scrape")
+	b.ReportMetric(steadyCPU.Seconds()*1000/float64(b.N), "cpu-ms/scrape")
+	b.ReportMetric(cachedCPU.Seconds()*1000/cachedScrapes, "cached-cpu-ms/scrape")
+	b.ReportMetric(cachedWall.Seconds()*1000/cachedScrapes, "cached-ms/scrape")
+	b.ReportMetric(float64(totalBytes)/float64(b.N), "bytes/scrape")
 	b.ReportMetric(float64(notReady)/float64(b.N), "notready/scrape")
+	b.ReportMetric(float64(wrong)/float64(b.N), "wrong/scrape")
+	b.ReportMetric(slowest.Seconds(), "slowest-s")
+	b.ReportMetric(float64(late), "late-answers")
+	b.ReportMetric(float64(scrapes), "scrapes")
+}
+
+// encodeText writes the results in the text format, the way /metrics
+// does: through a registry, so the cost of gathering is counted.
+func encodeText(w io.Writer, res []collector.ProviderResult) error {
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(collector.ResultCollector{Results: res}); err != nil {
+		return fmt.Errorf("register: %w", err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		return fmt.Errorf("gather: %w", err)
+	}
+	enc := expfmt.NewEncoder(w, expfmt.NewFormat(expfmt.TypeTextPlain))
+	for _, mf := range mfs {
+		if err := enc.Encode(mf); err != nil {
+			return fmt.Errorf("encode: %w", err)
+		}
+	}
+	return nil
+}
+
+// fleetProfileEnv names a directory where the benchmark writes the heap
+// (in use) and goroutine profiles of each fleet once it is warmed up, for
+// `go tool pprof`: what each kept host holds.
+const fleetProfileEnv = "KVM_FLEET_PROFILE_DIR"
+
+func writeProfiles(b *testing.B, prefix string) {
+	b.Helper()
+	for _, name := range []string{"heap", "goroutine"} {
+		f, err := os.Create(prefix + "." + name + ".pprof")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := pprof.Lookup(name).WriteTo(f, 0); err != nil {
+			b.Fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// rss is the resident set size of this process in bytes.
+func rss(b *testing.B) int64 {
+	b.Helper()
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		b.Logf("no RSS: %v", err)
+		return 0
+	}
+	for line := range strings.SplitSeq(string(status), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err != nil {
+				b.Fatalf("VmRSS %q: %v", v, err)
+			}
+			return kb << 10
+		}
+	}
+	return 0
 }
 
 // cpuTime is the CPU time (user + system) of this process so far: the

@@ -104,7 +104,8 @@ func (f *FakeLibvirtd) handle(c net.Conn) {
 		if h.length < minFrameLen || h.length > maxReplyLen {
 			return
 		}
-		if _, err := io.CopyN(io.Discard, c, int64(h.length)-minFrameLen); err != nil {
+		body := make([]byte, int(h.length)-minFrameLen)
+		if _, err := io.ReadFull(c, body); err != nil {
 			return
 		}
 		f.mu.Lock()
@@ -122,11 +123,45 @@ func (f *FakeLibvirtd) handle(c net.Conn) {
 			_, _ = io.Copy(io.Discard, c)
 			return
 		}
+		pool := poolName(h.procedure, body)
+		if pool == DropPool && h.procedure == procStoragePoolGetInfo {
+			return // the connection drops in the middle of the check
+		}
 		status, payload := answer(h.procedure)
+		if h.procedure == procStoragePoolLookupByName && pool == DropPool {
+			w := xdrWriter{}
+			w.str(pool)
+			w.b = append(w.b, make([]byte, 16)...)
+			payload = w.b
+		}
+		if pool != "" && pool != "default" && pool != DropPool {
+			status, payload = statusError, errorPayload(errNoStoragePool, "Storage pool not found: no storage pool with matching name '"+pool+"'")
+		}
 		if _, err := c.Write(replyFrame(remoteProgram, h.procedure, h.serial, status, payload)); err != nil {
 			return
 		}
 	}
+}
+
+// DropPool is a pool the fake finds but hangs up on when asked for its
+// info: a host whose connection drops in the middle of every check. Any
+// pool but it and "default" does not exist (libvirt error 49).
+const DropPool = "drops-mid-check"
+
+// errNoStoragePool is libvirt's VIR_ERR_NO_STORAGE_POOL.
+const errNoStoragePool = 49
+
+// poolName is the pool a lookup or info call names: both payloads start
+// with it as an XDR string. "" for other calls or a payload too short.
+func poolName(proc uint32, body []byte) string {
+	if proc != procStoragePoolLookupByName && proc != procStoragePoolGetInfo || len(body) < 4 {
+		return ""
+	}
+	n := binary.BigEndian.Uint32(body)
+	if uint64(n) > uint64(len(body)-4) {
+		return ""
+	}
+	return string(body[4 : 4+n])
 }
 
 // answer is libvirtd's answer to proc on a healthy host with a running pool.

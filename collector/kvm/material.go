@@ -1,6 +1,9 @@
 package kvm
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -77,12 +80,14 @@ func (m *material) signer(set settings) (ssh.Signer, error) {
 const racyWindow = 2 * time.Second
 
 // stamped is a value derived from files, kept with what the files looked
-// like before it was derived.
+// like before it was derived and a digest of what they held.
 type stamped[T any] struct {
 	// mu is held while the value is derived, so hosts dialing at once
 	// (a cold start) parse a file once between them.
-	mu     sync.Mutex
+	mu sync.Mutex
+	// stamps are nil while the files are not trusted (racyWindow).
 	stamps []os.FileInfo
+	digest [sha256.Size]byte
 	val    T
 	ok     bool
 }
@@ -97,7 +102,10 @@ type stamped[T any] struct {
 // A file modified less than racyWindow ago is not trusted: a file system
 // stamps modifications with a coarse clock, so an edit that keeps the size
 // and lands in the same tick as the read would otherwise go unseen. Such a
-// file is read on every dial until it has been left alone for that long.
+// file is read on every dial until it has been left alone for that long,
+// but parsed again only when what it holds changed: every kept connection
+// holds the value it was dialed with, and a value per dial would make the
+// heap grow with hosts × known_hosts lines again.
 func (s *stamped[T]) get(paths []string, load func() (T, error)) (T, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -119,17 +127,49 @@ func (s *stamped[T]) get(paths []string, load func() (T, error)) (T, error) {
 		}
 		stamps[i] = fi
 	}
-	if keep && s.ok && sameFiles(s.stamps, stamps) {
+	if keep && s.ok && s.stamps != nil && sameFiles(s.stamps, stamps) {
+		return s.val, nil
+	}
+	digest, derr := digestFiles(paths)
+	if derr == nil && s.ok && digest == s.digest {
+		if keep {
+			s.stamps = stamps
+		}
 		return s.val, nil
 	}
 	v, err := load()
-	if err != nil || !keep {
+	if err != nil || derr != nil {
 		var zero T
 		s.val, s.stamps, s.ok = zero, nil, false
 		return v, err
 	}
-	s.val, s.stamps, s.ok = v, stamps, true
+	s.val, s.digest, s.ok = v, digest, true
+	s.stamps = nil
+	if keep {
+		s.stamps = stamps
+	}
 	return v, nil
+}
+
+// digestFiles hashes what the files hold, each with its length so that
+// contents cannot run into each other.
+func digestFiles(paths []string) ([sha256.Size]byte, error) {
+	h := sha256.New()
+	for _, p := range paths {
+		if p == "" {
+			h.Write([]byte{0})
+			continue
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return [sha256.Size]byte{}, fmt.Errorf("read %s: %w", p, err)
+		}
+		_ = binary.Write(h, binary.BigEndian, uint64(len(b)))
+		h.Write(b)
+	}
+	var sum [sha256.Size]byte
+	h.Sum(sum[:0])
+	return sum, nil
 }
 
 // sameFiles tells whether two stats describe unchanged files: same inode

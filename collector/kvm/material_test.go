@@ -115,23 +115,44 @@ func TestKnownHostsRotation(t *testing.T) {
 }
 
 // TestKnownHostsJustModified: a file modified within the racy window is
-// parsed on every dial, so an edit in the same clock tick as the last read
-// is not missed.
+// read on every dial, so an edit in the same clock tick as the last read
+// (same size, same modification time) is not missed; it is parsed again
+// only when what it holds changed, so the hosts dialing meanwhile share
+// one parse.
 func TestKnownHostsJustModified(t *testing.T) {
 	e := newEnv(t)
-	e.writeKnownHosts(knownHostsLine(e.srv.addr, randomKey(t)))
 	// Modified "now" for as long as the test runs, however slow it is.
 	future := time.Now().Add(time.Hour)
-	if err := os.Chtimes(e.knownHosts, future, future); err != nil {
-		t.Fatal(err)
+	write := func(line string) {
+		t.Helper()
+		e.writeKnownHosts(line)
+		if err := os.Chtimes(e.knownHosts, future, future); err != nil {
+			t.Fatal(err)
+		}
 	}
+	write(knownHostsLine(e.srv.addr, randomKey(t)))
 	c := e.checker()
 	for i := range 3 {
 		if v := check(t, c, hostName, time.Minute); v.Reason != collector.ReasonHostKeyMismatch {
 			t.Fatalf("check %d: reason %s (%s), want HostKeyMismatch", i, v.Reason, v.Message)
 		}
 	}
-	if got := c.material.knownHostsParses.Load(); got != 3 {
-		t.Errorf("known_hosts parsed %d times in 3 dials, want 3", got)
+	if got := c.material.knownHostsParses.Load(); got != 1 {
+		t.Errorf("known_hosts parsed %d times in 3 dials of an unchanged file, want 1", got)
+	}
+	right := knownHostsLine(e.srv.addr, e.srv.hostKey.PublicKey())
+	fi, err := os.Stat(e.knownHosts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if int64(len(right)) != fi.Size() {
+		t.Fatalf("the fixed line has %d bytes, the broken one %d: the edit must keep the size", len(right), fi.Size())
+	}
+	write(right)
+	if v := check(t, c, hostName, time.Minute); v.Reason != collector.ReasonReady {
+		t.Fatalf("after an edit of the same size and time: reason %s (%s), want Ready", v.Reason, v.Message)
+	}
+	if got := c.material.knownHostsParses.Load(); got != 2 {
+		t.Errorf("known_hosts parsed %d times, want 2: once more after the edit", got)
 	}
 }
