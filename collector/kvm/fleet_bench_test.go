@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"runtime/debug"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -306,7 +307,9 @@ func benchFleet(b *testing.B, sc fleetScenario) {
 	}
 
 	// The baseline: everything but the exporter's checker and engine.
-	runtime.GC()
+	// FreeOSMemory hands the pages of earlier fleets back, so that RSS
+	// grows from here with this fleet only.
+	debug.FreeOSMemory()
 	var before runtime.MemStats
 	runtime.ReadMemStats(&before)
 	rssBefore := rss(b)
@@ -392,7 +395,9 @@ func benchFleet(b *testing.B, sc fleetScenario) {
 		wait()
 		left = scrape().notReady
 	}
-	runtime.GC()
+	// The last answer's buffer is not the hosts' to carry.
+	answer = bytes.Buffer{}
+	debug.FreeOSMemory()
 	var after runtime.MemStats
 	runtime.ReadMemStats(&after)
 	heapPerHost := float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / float64(n)
@@ -400,7 +405,17 @@ func benchFleet(b *testing.B, sc fleetScenario) {
 	goroutinesPerHost := float64(runtime.NumGoroutine()-goroutinesBefore) / float64(n)
 
 	if dir := os.Getenv(fleetProfileEnv); dir != "" {
-		writeProfiles(b, filepath.Join(dir, strings.NewReplacer("/", "_", "=", "").Replace(b.Name())))
+		prefix := filepath.Join(dir, strings.NewReplacer("/", "_", "=", "").Replace(b.Name()))
+		writeProfiles(b, prefix)
+		f, err := os.Create(prefix + ".steady-cpu.pprof")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			b.Fatal(err)
+		}
+		defer f.Close()
+		defer pprof.StopCPUProfile()
 	}
 
 	dialsBefore := dials.Load()
@@ -483,9 +498,10 @@ func encodeText(w io.Writer, res []collector.ProviderResult) error {
 	return nil
 }
 
-// fleetProfileEnv names a directory where the benchmark writes the heap
-// (in use) and goroutine profiles of each fleet once it is warmed up, for
-// `go tool pprof`: what each kept host holds.
+// fleetProfileEnv names a directory where the benchmark writes, for `go
+// tool pprof`, the heap (in use) and goroutine profiles of each fleet once
+// it is warmed up (what each kept host holds), and a CPU profile of the
+// scrapes after that (steady and cached).
 const fleetProfileEnv = "KVM_FLEET_PROFILE_DIR"
 
 func writeProfiles(b *testing.B, prefix string) {
