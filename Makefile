@@ -63,16 +63,21 @@ lint:
 # table of the KVM fleet simulator (README: "Performance"). The fleet's
 # scrapes are long (a 1,000-host cold scrape takes seconds), so it runs a
 # fixed number of scrapes; the 1,000-host fleet keeps a few thousand sockets
-# open, hence the raised descriptor limit.
+# open, hence the raised descriptor limit. virsh.sh adds one host's steady
+# check against virsh through real sshd and libvirtd (as root, where
+# installed; it says so when it skips).
 BENCH_COUNT      ?= 3
 FLEET_COUNT      ?= 2
 FLEET_BENCHTIME  ?= 5x
+VIRSH_COUNT      ?= 3
+VIRSH_BENCHTIME  ?= 5s
 .PHONY: bench
 bench:
 	@ulimit -n 20000 2>/dev/null || ulimit -n "$$(ulimit -Hn)"; \
 	out=$$(mktemp) && trap 'rm -f "$$out"' EXIT && \
 	$(GO) test -run '^$$' -bench . -skip '^BenchmarkFleet$$' -benchmem -count $(BENCH_COUNT) -timeout 30m $(PKGS) | tee "$$out" && \
 	$(GO) test -run '^$$' -bench '^BenchmarkFleet$$' -benchmem -count $(FLEET_COUNT) -benchtime $(FLEET_BENCHTIME) -timeout 30m ./collector/kvm/ | tee -a "$$out" && \
+	GO="$(GO)" VIRSH_COUNT=$(VIRSH_COUNT) VIRSH_BENCHTIME=$(VIRSH_BENCHTIME) testdata/bench/virsh.sh "$$out" && \
 	if grep -q -e '^FAIL' -e '^panic:' "$$out"; then echo "make bench: a benchmark failed" >&2; exit 1; fi; \
 	sh testdata/bench/table.sh "$$out"
 

@@ -34,7 +34,7 @@ type itEnv struct {
 	virshURI, pool, poolDir                     string
 }
 
-func loadEnv(t *testing.T) itEnv {
+func loadEnv(t testing.TB) itEnv {
 	t.Helper()
 	get := func(k string) string {
 		v := os.Getenv(k)
@@ -186,7 +186,7 @@ func TestIntegration(t *testing.T) {
 	})
 
 	t.Run("ten checks in a row make one connection", func(t *testing.T) {
-		before := acceptedLogins(t, e)
+		before := acceptedLogins(t, e, e.user)
 		c := e.checker(t, nil)
 		var v collector.Verdict
 		for i := range 10 {
@@ -198,7 +198,7 @@ func TestIntegration(t *testing.T) {
 		if factsOf(t, v).Connects != 1 {
 			t.Errorf("Connects = %d after ten checks, want 1", factsOf(t, v).Connects)
 		}
-		if got := acceptedLogins(t, e) - before; got != 1 {
+		if got := acceptedLogins(t, e, e.user) - before; got != 1 {
 			t.Errorf("sshd logged %d accepted logins for ten checks, want 1", got)
 		}
 		// Closing says goodbye to libvirtd, which then has no vanished
@@ -215,7 +215,7 @@ func TestIntegration(t *testing.T) {
 	})
 
 	t.Run("ten scrapes through the engine, then reloads, keep connects_total at 1", func(t *testing.T) {
-		before := acceptedLogins(t, e)
+		before := acceptedLogins(t, e, e.user)
 		engine := collector.NewEngine(logger(t))
 		defer engine.Close()
 		loads := 0
@@ -264,7 +264,7 @@ func TestIntegration(t *testing.T) {
 		if r, n := scrape(); r != collector.ReasonPoolMissing || n != 1 {
 			t.Errorf("after a reload changing the pool: reason %s, connects_total %v; want PoolMissing and 1", r, n)
 		}
-		if got := acceptedLogins(t, e) - before; got != 1 {
+		if got := acceptedLogins(t, e, e.user) - before; got != 1 {
 			t.Errorf("sshd logged %d accepted logins, want 1", got)
 		}
 		// A changed connection setting (here the key file path) redials.
@@ -404,7 +404,6 @@ func libvirtdEOFs(t *testing.T, e itEnv) int {
 	return strings.Count(string(b), "End of file while reading data")
 }
 
-// acceptedLogins counts the logins sshd has accepted so far.
 func copyFile(from, to string) error {
 	b, err := os.ReadFile(from)
 	if err != nil {
@@ -413,16 +412,17 @@ func copyFile(from, to string) error {
 	return os.WriteFile(to, b, 0o600)
 }
 
-func acceptedLogins(t *testing.T, e itEnv) int {
+// acceptedLogins counts the logins of user sshd has accepted so far.
+func acceptedLogins(t testing.TB, e itEnv, user string) int {
 	t.Helper()
 	b, err := os.ReadFile(e.state + "/sshd.log")
 	if err != nil {
 		t.Fatal(err)
 	}
-	return strings.Count(string(b), "Accepted publickey for "+e.user)
+	return strings.Count(string(b), "Accepted publickey for "+user+" ")
 }
 
-func factsOf(t *testing.T, v collector.Verdict) *kvm.Facts {
+func factsOf(t testing.TB, v collector.Verdict) *kvm.Facts {
 	t.Helper()
 	f, ok := v.Facts.(*kvm.Facts)
 	if !ok {

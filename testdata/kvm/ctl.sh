@@ -17,6 +17,12 @@
 #               pause-libvirtd|resume-libvirtd <statedir>
 #
 # `start` writes <statedir>/env (KEY=value lines) describing the setup.
+#
+# KVM_CTL_ROOT_LOGIN=1 at the first `start` of a state directory also lets
+# root log in with the user key, restricted to commands from loopback:
+# virsh's qemu+ssh transport runs a remote command, which nobody's nologin
+# shell refuses (testdata/bench/virsh.sh). Off by default, so the tests and
+# the demo get a server that accepts nobody alone.
 set -euo pipefail
 
 cmd=${1:?usage: ctl.sh start|stop|start-sshd|stop-sshd|start-libvirtd|stop-libvirtd <statedir>}
@@ -101,6 +107,17 @@ setup_ssh() {
 	echo "[127.0.0.1]:$port $(cut -d' ' -f1,2 "$d/ssh_host_ed25519_key.pub")" >"$d/known_hosts"
 	echo "[127.0.0.1]:$port $(cut -d' ' -f1,2 "$d/other_host_key.pub")" >"$d/known_hosts_wrong"
 
+	local allow=$user root_block=
+	if [ "${KVM_CTL_ROOT_LOGIN:-0}" = 1 ]; then
+		allow="$user root"
+		# restrict: no forwarding, no pty, no ~/.ssh/rc; commands only.
+		echo "restrict,from=\"127.0.0.1\" $(cat "$d/id_ed25519.pub")" >"$state/authorized_keys_root"
+		chmod 0600 "$state/authorized_keys_root"
+		root_block="Match User root
+	PermitRootLogin prohibit-password
+	AuthorizedKeysFile $state/authorized_keys_root"
+	fi
+
 	cat >"$state/sshd_config" <<CONF
 # Throwaway sshd for provider_health_exporter tests: loopback, keys only.
 ListenAddress 127.0.0.1
@@ -108,7 +125,7 @@ Port $port
 HostKey $d/ssh_host_ed25519_key
 PidFile none
 AuthorizedKeysFile $state/authorized_keys
-AllowUsers $user
+AllowUsers $allow
 PubkeyAuthentication yes
 PasswordAuthentication no
 KbdInteractiveAuthentication no
@@ -121,6 +138,7 @@ AllowAgentForwarding no
 X11Forwarding no
 PermitTTY no
 LogLevel VERBOSE
+$root_block
 CONF
 }
 
