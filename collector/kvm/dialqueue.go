@@ -132,7 +132,8 @@ func (q *dialQueue) work(j *dialJob) {
 func (q *dialQueue) close(end func(*dialJob, error)) {
 	q.mu.Lock()
 	q.closed = true
-	waiting := append(q.fresh, q.failing...)
+	waiting := make([]*dialJob, 0, len(q.fresh)+len(q.failing))
+	waiting = append(append(waiting, q.fresh...), q.failing...)
 	q.fresh, q.failing = nil, nil
 	q.mu.Unlock()
 	for _, j := range waiting {

@@ -1,6 +1,7 @@
 package kvm
 
 import (
+	"errors"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -97,7 +98,7 @@ func TestDialQueue(t *testing.T) {
 		closed := make(chan struct{})
 		go func() {
 			q.close(func(j *dialJob, err error) {
-				if err != errClosed {
+				if !errors.Is(err, errClosed) {
 					t.Errorf("%s ended with %v, want errClosed", j.h.name, err)
 				}
 				ended = append(ended, j.h.name)

@@ -293,7 +293,7 @@ func benchFleet(b *testing.B, sc fleetScenario) {
 		case roleHung:
 			want[name] = collector.ReasonTimeout
 		case roleMissing:
-			pool, want[name] = "missing", collector.ReasonPoolMissing
+			pool, want[name] = MissingPool, collector.ReasonPoolMissing
 		case roleDrop:
 			pool, want[name] = DropPool, collector.ReasonLibvirtConnectionLost
 		default:

@@ -134,7 +134,7 @@ func (f *FakeLibvirtd) handle(c net.Conn) {
 			w.b = append(w.b, make([]byte, 16)...)
 			payload = w.b
 		}
-		if pool != "" && pool != "default" && pool != DropPool {
+		if pool == MissingPool {
 			status, payload = statusError, errorPayload(errNoStoragePool, "Storage pool not found: no storage pool with matching name '"+pool+"'")
 		}
 		if _, err := c.Write(replyFrame(remoteProgram, h.procedure, h.serial, status, payload)); err != nil {
@@ -144,9 +144,12 @@ func (f *FakeLibvirtd) handle(c net.Conn) {
 }
 
 // DropPool is a pool the fake finds but hangs up on when asked for its
-// info: a host whose connection drops in the middle of every check. Any
-// pool but it and "default" does not exist (libvirt error 49).
+// info: a host whose connection drops in the middle of every check.
 const DropPool = "drops-mid-check"
+
+// MissingPool is the one pool the fake does not have (libvirt error 49);
+// it finds every other name, so tests can name pools as they like.
+const MissingPool = "missing"
 
 // errNoStoragePool is libvirt's VIR_ERR_NO_STORAGE_POOL.
 const errNoStoragePool = 49
