@@ -736,31 +736,39 @@ provider_health_last_transition_timestamp_seconds{name="crawl-prod",provider="gc
 	}
 }
 
+// BenchmarkRun measures Engine.Run alone, without the metrics of the
+// answer, for checks that cost nothing: live (every target checked) and
+// cached (min_interval 1h, every verdict reused).
 func BenchmarkRun(b *testing.B) {
-	for _, n := range []int{1, 16, 256} {
-		b.Run(fmt.Sprintf("targets=%d", n), func(b *testing.B) {
-			targets := make([]Target, n)
-			for i := range targets {
-				targets[i] = Target{Name: fmt.Sprintf("host-%d", i)}
-			}
-			e := NewEngine(discard())
-			if err := e.Load([]Entry{entry(ProviderKVM, "lab", &testChecker{targets: targets, behave: verdictOf(ReasonReady)})}); err != nil {
-				b.Fatal(err)
-			}
-			defer e.Close()
-			b.ReportAllocs()
-			for b.Loop() {
-				res, err := e.Run(context.Background(), Request{})
-				if err != nil {
+	for _, n := range []int{1, 100, 1000} {
+		for _, cached := range []bool{true, false} {
+			mode := map[bool]string{true: "cached", false: "live"}[cached]
+			b.Run(fmt.Sprintf("targets=%d/%s", n, mode), func(b *testing.B) {
+				targets := make([]Target, n)
+				for i := range targets {
+					targets[i] = Target{Name: fmt.Sprintf("host-%d", i)}
+				}
+				en := entry(ProviderKVM, "lab", &testChecker{targets: targets, behave: verdictOf(ReasonReady)})
+				if cached {
+					en.MinInterval = time.Hour
+				}
+				e := NewEngine(discard())
+				if err := e.Load([]Entry{en}); err != nil {
 					b.Fatal(err)
 				}
-				reg := prometheus.NewRegistry()
-				reg.MustRegister(ResultCollector{Results: res})
-				if _, err := reg.Gather(); err != nil {
+				defer e.Close()
+				req := Request{ScrapeTimeout: 5 * time.Second, Offset: 500 * time.Millisecond}
+				if _, err := e.Run(context.Background(), req); err != nil {
 					b.Fatal(err)
 				}
-			}
-		})
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := e.Run(context.Background(), req); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
 	}
 }
 
