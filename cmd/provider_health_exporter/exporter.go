@@ -6,8 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"io"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strconv"
@@ -50,8 +50,8 @@ type exporter struct {
 	reloadTime prometheus.Gauge
 	// inflight bounds concurrent requests that run checks (--web.max-requests).
 	inflight chan struct{}
-	// gzip keeps the gzip writers of answers, as promhttp does: one is
-	// 800 KB of state.
+	// gzip keeps the gzip writers of answers for reuse, as promhttp
+	// does: each holds its compressor's large state.
 	gzip sync.Pool
 
 	reloadMu sync.Mutex // one reload at a time

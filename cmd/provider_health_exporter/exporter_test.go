@@ -1,6 +1,7 @@
 package main
 
 import (
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"flag"
@@ -12,11 +13,15 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	"go.uber.org/goleak"
 
@@ -618,4 +623,77 @@ func TestMetricsCollectFilter(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestServeResultsIsWhatPromhttpServes compares the answer of
+// serveResults with promhttp's for the same results, for the Accept and
+// Accept-Encoding headers scrapers send: same headers, same body.
+func TestServeResultsIsWhatPromhttpServes(t *testing.T) {
+	t.Parallel()
+	x, _, _ := newTestExporter(t, baseConfig, map[string]func(context.Context, *slog.Logger, string) collector.Verdict{
+		"crawl-prod": fixed(collector.ReasonRateLimited, "quota"),
+		"lab": func(context.Context, *slog.Logger, string) collector.Verdict {
+			return collector.Verdict{Reason: collector.ReasonReady, Facts: &kvm.Facts{
+				User: "proxyops", LibvirtVersion: "9.0.0", Pool: "default", PoolState: "running", Connects: 1}}
+		},
+	}, 0)
+	results, err := x.engine.Run(context.Background(), collector.Request{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The exporter's own metrics, less those that change between two
+	// gathers (go_, process_).
+	self := prometheus.NewRegistry()
+	self.MustRegister(x.reloadOK, versioncollector.NewCollector("provider_health_exporter"))
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collector.ResultCollector{Results: results})
+	ref := promhttp.HandlerFor(prometheus.Gatherers{self, reg}, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError, EnableOpenMetrics: true})
+	for _, h := range []struct{ accept, encoding, query string }{
+		{"", "", ""},
+		{"text/plain;version=0.0.4", "gzip", ""},
+		{"application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.6,*/*;q=0.1", "gzip, deflate", ""},
+		{"application/openmetrics-text;version=0.0.1", "identity;q=0.5, gzip;q=0.9", ""},
+		{"application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited;q=0.8,*/*;q=0.1", "gzip;q=0", ""},
+		{"application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=text", "*", ""},
+		{"text/plain", "br, *;q=0.1", "name[]=provider_health_up&name[]=provider_health_exporter_build_info"},
+	} {
+		serve := func(handler http.Handler) *httptest.ResponseRecorder {
+			r := httptest.NewRequest(http.MethodGet, "/metrics?"+h.query, nil)
+			if h.accept != "" {
+				r.Header.Set("Accept", h.accept)
+			}
+			if h.encoding != "" {
+				r.Header.Set("Accept-Encoding", h.encoding)
+			}
+			w := httptest.NewRecorder()
+			handler.ServeHTTP(w, r)
+			return w
+		}
+		want := serve(ref)
+		got := serve(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { x.serveResults(w, r, results, self) }))
+		for _, k := range []string{"Content-Type", "Content-Encoding", "Vary"} {
+			if g, w := got.Header().Values(k), want.Header().Values(k); !slices.Equal(g, w) {
+				t.Errorf("%+v: %s %q, promhttp %q", h, k, g, w)
+			}
+		}
+		if g, w := decoded(t, got), decoded(t, want); g != w {
+			t.Errorf("%+v: body differs from promhttp's:\n%s", h, diffLines(w, g))
+		}
+	}
+}
+
+func decoded(t *testing.T, w *httptest.ResponseRecorder) string {
+	t.Helper()
+	if w.Header().Get("Content-Encoding") != "gzip" {
+		return w.Body.String()
+	}
+	zr, err := gzip.NewReader(w.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
