@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"runtime/debug"
 	"slices"
 	"sync"
@@ -81,10 +82,14 @@ type state struct {
 	// cached is the last verdict a check of these settings produced, and
 	// cachedLog that check's log: what min_interval and debug serve.
 	cached     *Result
-	cachedLog  string
+	cachedLog  *CheckLog
 	transition time.Time // when ready last changed
 	history    []Transition
 	inflight   *call // the one live check of the target, if any
+	// logHandler is the engine's log handler with the target's
+	// attributes, made once: what a check logs goes there and to its
+	// CheckLog.
+	logHandler slog.Handler
 }
 
 // Transition is a change of a target's reason.
@@ -97,7 +102,7 @@ type call struct {
 	done     chan struct{}
 	deadline time.Time
 	res      Result
-	log      string
+	log      *CheckLog
 }
 
 // NewEngine returns an engine without providers.
@@ -230,9 +235,9 @@ type TargetResult struct {
 	Checked        bool // false until the target's first verdict
 	Mode           string
 	LastTransition time.Time
-	// Log is the debug log of the check that produced the verdict; empty
+	// Log is the debug log of the check that produced the verdict; nil
 	// for a verdict the engine made up.
-	Log         string
+	Log         *CheckLog
 	Transitions []Transition // oldest first; Status only
 	// BackoffUntil is when a target held back by its checker (Backoffer)
 	// will be checked again; zero when it is not held back. Status only.
@@ -427,7 +432,7 @@ func (e *Engine) checkTarget(ctx context.Context, p *provider, t Target) TargetR
 			record(st, res, true)
 		}
 		e.count(p, mode)
-		return p.withFacts(e.answer(st, res, mode, ""))
+		return p.withFacts(e.answer(st, res, mode, nil))
 	}
 }
 
@@ -437,7 +442,7 @@ func backingOff(c Checker, target string) bool {
 	return ok && time.Now().Before(b.NotBefore(target))
 }
 
-func (e *Engine) answer(st *state, res Result, mode, log string) TargetResult {
+func (e *Engine) answer(st *state, res Result, mode string, log *CheckLog) TargetResult {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	return TargetResult{Result: res, Checked: true, Mode: mode, LastTransition: st.transition, Log: log}
@@ -461,13 +466,16 @@ func checkDeadline(ctx context.Context, fallback time.Duration) time.Time {
 // callers that joined it must not see it cancelled because the first
 // caller went away. Its debug log is kept for /probe?debug=true.
 func (e *Engine) start(ctx context.Context, p *provider, st *state, t Target) *call {
-	c := &call{done: make(chan struct{}), deadline: checkDeadline(ctx, p.Timeout)}
+	c := &call{done: make(chan struct{}), deadline: checkDeadline(ctx, p.Timeout), log: &CheckLog{}}
+	if st.logHandler == nil {
+		st.logHandler = e.logger.Handler().WithAttrs([]slog.Attr{
+			slog.String("provider", p.Kind), slog.String("name", p.Name), slog.String("target", t.Name)})
+	}
+	main := st.logHandler
 	go func() {
 		defer close(c.done)
-		var buf bytes.Buffer
-		logger := slog.New(slog.NewMultiHandler(e.logger.Handler(),
-			slog.NewTextHandler(&lockedWriter{w: &buf}, &slog.HandlerOptions{Level: slog.LevelDebug}))).
-			With("provider", p.Kind, "name", p.Name, "target", t.Name)
+		h := c.log.handler(main, "provider", p.Kind, "name", p.Name, "target", t.Name)
+		logger := slog.New(h)
 		cctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), c.deadline)
 		defer cancel()
 		begin := time.Now()
@@ -491,8 +499,9 @@ func (e *Engine) start(ctx context.Context, p *provider, st *state, t Target) *c
 		if prev == nil || prev.Reason != v.Reason {
 			level = slog.LevelInfo
 		}
-		logger.Log(cctx, level, "check done", "reason", v.Reason, "message", v.Message, "duration_seconds", res.Duration.Seconds())
-		c.res, c.log = res, buf.String()
+		h.log(cctx, level, "check done", "reason", v.Reason, "message", v.Message, "duration_seconds", res.Duration.Seconds())
+		c.log.close()
+		c.res = res
 		st.mu.Lock()
 		if st.inflight == c {
 			st.inflight = nil
@@ -504,17 +513,147 @@ func (e *Engine) start(ctx context.Context, p *provider, st *state, t Target) *c
 	return c
 }
 
-// lockedWriter serialises the writes of a check's log handler: a checker
-// may log from several goroutines.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  *bytes.Buffer
+// CheckLog is the debug log of one check, what /probe?debug=true shows: the
+// lines a slog.TextHandler at debug level writes of what the check logged.
+// The records are kept as they were logged and formatted only when String
+// is called: most checks' logs are never read, and formatting every
+// check's lines cost more than the check itself on a kept connection.
+// Values are formatted when the log is read, so what a check logs must not
+// change after it logged it (strings, numbers, errors do not).
+type CheckLog struct {
+	mu     sync.Mutex
+	recs   []logRecord
+	closed bool // the check is done: later records are not its log
+	text   *string
 }
 
-func (l *lockedWriter) Write(b []byte) (int, error) {
+type logRecord struct {
+	h *captureHandler
+	r slog.Record
+}
+
+// String formats the log; "" for a nil CheckLog (a made-up verdict).
+func (l *CheckLog) String() string {
+	if l == nil {
+		return ""
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.w.Write(b)
+	if l.text != nil {
+		return *l.text
+	}
+	var buf bytes.Buffer
+	base := slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})
+	made := map[*captureHandler]slog.Handler{}
+	var handlerOf func(h *captureHandler) slog.Handler
+	handlerOf = func(h *captureHandler) slog.Handler {
+		if h == nil {
+			return base
+		}
+		if th, ok := made[h]; ok {
+			return th
+		}
+		th := handlerOf(h.parent)
+		if h.group != "" {
+			th = th.WithGroup(h.group)
+		} else {
+			th = th.WithAttrs(h.attrs)
+		}
+		made[h] = th
+		return th
+	}
+	for _, rec := range l.recs {
+		_ = handlerOf(rec.h).Handle(context.Background(), rec.r)
+	}
+	text := buf.String()
+	if l.closed {
+		l.text = &text
+	}
+	return text
+}
+
+func (l *CheckLog) add(h *captureHandler, r slog.Record) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.closed {
+		l.recs = append(l.recs, logRecord{h, r})
+	}
+}
+
+func (l *CheckLog) close() {
+	l.mu.Lock()
+	l.closed = true
+	l.mu.Unlock()
+}
+
+// handler returns the handler of a check's logger: records go to main
+// (the engine's logger) as main decides, and every record at debug level
+// or above to the log.
+func (l *CheckLog) handler(main slog.Handler, attrs ...any) *captureHandler {
+	root := &captureHandler{main: main, dst: l}
+	r := slog.NewRecord(time.Time{}, 0, "", 0)
+	r.Add(attrs...)
+	r.Attrs(func(a slog.Attr) bool {
+		root.attrs = append(root.attrs, a)
+		return true
+	})
+	return root
+}
+
+// captureHandler is one node of a check logger's With and WithGroup
+// chain: attrs or group, applied on top of parent's when the log is
+// formatted. main already has them.
+type captureHandler struct {
+	main   slog.Handler
+	dst    *CheckLog
+	parent *captureHandler
+	attrs  []slog.Attr
+	group  string
+}
+
+func (h *captureHandler) Enabled(ctx context.Context, level slog.Level) bool {
+	return level >= slog.LevelDebug || h.main.Enabled(ctx, level)
+}
+
+func (h *captureHandler) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level >= slog.LevelDebug {
+		h.dst.add(h, r.Clone())
+	}
+	if h.main.Enabled(ctx, r.Level) {
+		if err := h.main.Handle(ctx, r); err != nil {
+			return fmt.Errorf("engine log: %w", err)
+		}
+	}
+	return nil
+}
+
+func (h *captureHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	if len(attrs) == 0 {
+		return h
+	}
+	return &captureHandler{main: h.main.WithAttrs(attrs), dst: h.dst, parent: h, attrs: attrs}
+}
+
+func (h *captureHandler) WithGroup(name string) slog.Handler {
+	if name == "" {
+		return h
+	}
+	return &captureHandler{main: h.main.WithGroup(name), dst: h.dst, parent: h, group: name}
+}
+
+// log is slog.Logger.Log for the engine's own lines, without the cost of
+// finding the caller when only the check's log, which does not show it,
+// takes the record.
+func (h *captureHandler) log(ctx context.Context, level slog.Level, msg string, args ...any) {
+	var pc uintptr
+	if h.main.Enabled(ctx, level) {
+		var pcs [1]uintptr
+		runtime.Callers(2, pcs[:])
+		pc = pcs[0]
+	}
+	r := slog.NewRecord(time.Now(), level, msg, pc)
+	r.Add(args...)
+	_ = h.Handle(ctx, r)
 }
 
 func safeCheck(ctx context.Context, c Checker, t Target, logger *slog.Logger) (v Verdict) {

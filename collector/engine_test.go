@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -476,8 +477,8 @@ func TestMinIntervalServesCachedVerdictWithItsLog(t *testing.T) {
 		en.MinInterval = time.Minute
 		e := newTestEngine(t, en)
 		first := runOne(t, e, Request{})
-		if !strings.Contains(first.Log, "test check") || !strings.Contains(first.Log, "check done") {
-			t.Errorf("live check's log lacks its messages:\n%s", first.Log)
+		if !strings.Contains(first.Log.String(), "test check") || !strings.Contains(first.Log.String(), "check done") {
+			t.Errorf("live check's log lacks its messages:\n%s", first.Log.String())
 		}
 		time.Sleep(30 * time.Second)
 		got := runOne(t, e, Request{})
@@ -849,6 +850,40 @@ func TestBackoffNeedsAVerdict(t *testing.T) {
 		e := newTestEngine(t, entry(ProviderKVM, "lab", c))
 		if got := runOne(t, e, Request{}); got.Mode != ModeLive || got.Reason != ReasonReady {
 			t.Errorf("mode %s reason %s, want a live Ready", got.Mode, got.Reason)
+		}
+	})
+}
+
+// TestCheckLogIsWhatATextHandlerWrites pins the debug log of a check,
+// formatted when read, to what a slog.TextHandler at debug level writes
+// when the lines are logged; and the engine's own handler still gets
+// what its level lets through.
+func TestCheckLogIsWhatATextHandlerWrites(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) { // one clock reading for both
+		var want, main bytes.Buffer
+		ref := slog.New(slog.NewTextHandler(&want, &slog.HandlerOptions{Level: slog.LevelDebug})).
+			With("provider", "kvm", "name", "lab", "target", "h1")
+		l := &CheckLog{}
+		mainHandler := slog.NewTextHandler(&main, &slog.HandlerOptions{Level: slog.LevelInfo})
+		got := slog.New(l.handler(mainHandler, "provider", "kvm", "name", "lab", "target", "h1"))
+		for _, lg := range []*slog.Logger{ref, got} {
+			lg.Debug("dialing", "addr", "127.0.0.1:22", "n", 3)
+			lg.With("stage", "tcp").WithGroup("g").Info("failed", "err", errors.New("connection refused"), "after", time.Second)
+			lg.Log(context.Background(), slog.LevelDebug-4, "below debug: not in the log")
+			lg.WithGroup("").With().Warn("odd \"quoted\"\nmessage", slog.Group("pool", "name", "default", "state", 2))
+		}
+		l.close()
+		got.Error("after the check: not its log")
+		if l.String() != want.String() {
+			t.Errorf("check log:\n%s\nwant:\n%s", l.String(), want.String())
+		}
+		if !strings.Contains(main.String(), "msg=failed") || strings.Contains(main.String(), "dialing") ||
+			!strings.Contains(main.String(), "after the check") {
+			t.Errorf("engine log got:\n%s\nwant the info and error lines only", main.String())
+		}
+		if (*CheckLog)(nil).String() != "" {
+			t.Error("a nil CheckLog is not empty")
 		}
 	})
 }

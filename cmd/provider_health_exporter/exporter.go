@@ -293,11 +293,12 @@ func (x *exporter) serveProbe(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintln(w, "Logs for the check:")
 	for _, p := range results {
 		for _, t := range p.Targets {
-			if t.Log == "" {
+			log := t.Log.String()
+			if log == "" {
 				fmt.Fprintf(w, "(no log for %s/%s/%s: %s)\n", p.Kind, p.Name, t.Target.Name, describeMode(t.Mode))
 				continue
 			}
-			fmt.Fprint(w, t.Log)
+			fmt.Fprint(w, log)
 		}
 	}
 	fmt.Fprintln(w)
