@@ -194,6 +194,12 @@ func NewExposition(results []ProviderResult) (*Exposition, error) {
 		reasonF    = newFamily(namespace+"_reason", reasonHelp, dto.MetricType_GAUGE, "name", "provider", "reason", "target")
 		infoF      = newFamily(namespace+"_target_info", targetInfoHelp, dto.MetricType_GAUGE, "address", "name", "provider", "target")
 	)
+	reasons := 0
+	for i, p := range ps {
+		reasons += len(p.Reasons) * len(order[i])
+	}
+	reasonF.values, reasonF.nums = make([]string, 0, 4*reasons), make([]float64, 0, reasons)
+	infoF.values, infoF.nums = make([]string, 0, 4*n), make([]float64, 0, n)
 	modes := slices.Sorted(slices.Values(Modes))
 	for _, m := range modes {
 		for _, p := range ps {
@@ -267,6 +273,7 @@ func collectFacts(ps []*ProviderResult, order [][]*TargetResult, framework []*fa
 		byName[f.name] = f
 	}
 	var out []*family
+	var batch []dto.Metric // allocated a few hundred at a time
 	for m := range ch {
 		d := m.Desc()
 		f, ok := byDesc[d]
@@ -290,7 +297,11 @@ func collectFacts(ps []*ProviderResult, order [][]*TargetResult, framework []*fa
 			}
 			byDesc[d] = f
 		}
-		dm := &dto.Metric{}
+		if len(batch) == 0 {
+			batch = make([]dto.Metric, 256)
+		}
+		dm := &batch[0]
+		batch = batch[1:]
 		if err := m.Write(dm); err != nil {
 			errs = append(errs, fmt.Errorf("collected metric %s: %w", f.name, err))
 			continue
@@ -532,11 +543,14 @@ func appendLabel(b []byte, i int, name, value string) []byte {
 // appendEscaped escapes as expfmt does: backslash and newline, and the
 // double quote in label values and OpenMetrics help.
 func appendEscaped(b []byte, s string, quote bool) []byte {
-	special := "\\\n"
-	if quote {
-		special = "\\\n\""
+	clean := true
+	for i := range len(s) {
+		if c := s[i]; c == '\\' || c == '\n' || (c == '"' && quote) {
+			clean = false
+			break
+		}
 	}
-	if !strings.ContainsAny(s, special) {
+	if clean {
 		return append(b, s...)
 	}
 	for i := range len(s) {
