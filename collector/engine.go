@@ -217,6 +217,11 @@ type Request struct {
 	// safety margin subtracted from it (see Budget).
 	ScrapeTimeout time.Duration
 	Offset        time.Duration
+	// Reserve is the time the caller needs after Run returns to build
+	// and write its answer (a measured estimate): Run and the checks end
+	// that much before the budget does, at most a quarter of it earlier,
+	// and ProviderResult.Budget is what is left.
+	Reserve time.Duration
 }
 
 // ProviderResult is what Run or Status says of one provider entry.
@@ -297,8 +302,10 @@ func (p *provider) result(budget time.Duration) ProviderResult {
 
 // Run checks the selected targets concurrently and returns one result per
 // target, in configuration order. Each provider gets its Budget from its
-// timeout and the request's scrape timeout; Run returns when every target
-// has a verdict or its budget is spent, even if a checker never returns.
+// timeout and the request's scrape timeout, less the request's Reserve;
+// Run returns when every target has a verdict or that budget is spent,
+// even if a checker never returns. A verdict reused within min_interval
+// or during a backoff costs no goroutine.
 func (e *Engine) Run(ctx context.Context, req Request) ([]ProviderResult, error) {
 	ps, err := e.selectProviders(req)
 	if err != nil {
@@ -309,15 +316,24 @@ func (e *Engine) Run(ctx context.Context, req Request) ([]ProviderResult, error)
 	var wg sync.WaitGroup
 	for i, p := range ps {
 		budget := Budget(p.Timeout, req.ScrapeTimeout, req.Offset)
+		budget -= reserve(req.Reserve, budget)
 		out[i] = ProviderResult{Kind: p.Kind, Name: p.Name, Reasons: p.Reasons, Budget: budget}
 		targets := targetsOf(p, req.Target)
 		out[i].Targets = make([]TargetResult, len(targets))
+		// One deadline for all the provider's targets: a context per
+		// target costs a timer per target.
+		var pctx context.Context
 		for j, t := range targets {
-			wg.Go(func() {
-				tctx, cancel := context.WithDeadline(ctx, start.Add(budget))
+			if tr, ok := e.reuse(p, p.states[t.Name], t); ok {
+				out[i].Targets[j] = tr
+				continue
+			}
+			if pctx == nil {
+				var cancel context.CancelFunc
+				pctx, cancel = context.WithDeadline(ctx, start.Add(budget))
 				defer cancel()
-				out[i].Targets[j] = e.checkTarget(tctx, p, t)
-			})
+			}
+			wg.Go(func() { out[i].Targets[j] = e.checkTarget(pctx, p, t) })
 		}
 	}
 	wg.Wait()
@@ -325,6 +341,18 @@ func (e *Engine) Run(ctx context.Context, req Request) ([]ProviderResult, error)
 		out[i].Checks = p.result(0).Checks
 	}
 	return out, nil
+}
+
+// reserve is the part of budget a request keeps for building and writing
+// its answer after Run: at most a quarter of the budget, so that a slow
+// answer cannot starve the checks, rounded up to a millisecond so that
+// check_timeout_seconds stays readable.
+func reserve(want, budget time.Duration) time.Duration {
+	r := min(want, budget/4)
+	if r <= 0 {
+		return 0
+	}
+	return min((r + time.Millisecond - 1).Truncate(time.Millisecond), budget/4)
 }
 
 // Status returns the last verdict of every selected target without
@@ -379,21 +407,10 @@ func (e *Engine) count(p *provider, mode string) {
 func (e *Engine) checkTarget(ctx context.Context, p *provider, t Target) TargetResult {
 	st := p.states[t.Name]
 	for {
+		if tr, ok := e.reuse(p, st, t); ok {
+			return tr
+		}
 		st.mu.Lock()
-		if st.cached != nil && p.MinInterval > 0 && time.Since(st.cached.CheckedAt) < p.MinInterval {
-			tr := TargetResult{Result: *st.cached, Checked: true, Mode: ModeCached, LastTransition: st.transition, Log: st.cachedLog}
-			st.mu.Unlock()
-			tr.Target = t
-			e.count(p, ModeCached)
-			return p.withFacts(tr)
-		}
-		if st.cached != nil && st.inflight == nil && backingOff(p.checker, t.Name) {
-			tr := TargetResult{Result: *st.cached, Checked: true, Mode: ModeBackoff, LastTransition: st.transition, Log: st.cachedLog}
-			st.mu.Unlock()
-			tr.Target = t
-			e.count(p, ModeBackoff)
-			return p.withFacts(tr)
-		}
 		c, mode := st.inflight, ModeShared
 		if c == nil {
 			c, mode = e.start(ctx, p, st, t), ModeLive
@@ -434,6 +451,28 @@ func (e *Engine) checkTarget(ctx context.Context, p *provider, t Target) TargetR
 		e.count(p, mode)
 		return p.withFacts(e.answer(st, res, mode, nil))
 	}
+}
+
+// reuse returns the target's last verdict when it is to be served
+// without a check: younger than min_interval, or the target is held back
+// by its checker and no check of it is in flight.
+func (e *Engine) reuse(p *provider, st *state, t Target) (TargetResult, bool) {
+	st.mu.Lock()
+	mode := ""
+	switch {
+	case st.cached != nil && p.MinInterval > 0 && time.Since(st.cached.CheckedAt) < p.MinInterval:
+		mode = ModeCached
+	case st.cached != nil && st.inflight == nil && backingOff(p.checker, t.Name):
+		mode = ModeBackoff
+	default:
+		st.mu.Unlock()
+		return TargetResult{}, false
+	}
+	tr := TargetResult{Result: *st.cached, Checked: true, Mode: mode, LastTransition: st.transition, Log: st.cachedLog}
+	st.mu.Unlock()
+	tr.Target = t
+	e.count(p, mode)
+	return p.withFacts(tr), true
 }
 
 // backingOff tells whether c holds back the live checks of target now.

@@ -289,6 +289,40 @@ func TestHangingCheckerAnswersWithinBudget(t *testing.T) {
 	})
 }
 
+// TestReserveEndsTheChecksEarlier: a request that reserves time for its
+// answer has its checks end that much before the budget, at most a
+// quarter of it, and its results say the budget the checks had.
+func TestReserveEndsTheChecksEarlier(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ reserve, want time.Duration }{
+		{0, 4 * time.Second},
+		{300 * time.Millisecond, 3700 * time.Millisecond},
+		{1500 * time.Microsecond, 3998 * time.Millisecond}, // rounded up to a millisecond
+		{10 * time.Second, 3 * time.Second},                // a quarter at most
+	} {
+		synctest.Test(t, func(t *testing.T) {
+			release := make(chan struct{})
+			defer close(release)
+			hang := &testChecker{targets: one("a"), behave: func(context.Context, string) Verdict {
+				<-release // ignores ctx on purpose
+				return Verdict{Reason: ReasonReady}
+			}}
+			e := newTestEngine(t, entry(ProviderKVM, "lab", hang))
+			start := time.Now()
+			res, err := e.Run(context.Background(), Request{ScrapeTimeout: 5 * time.Second, Offset: time.Second, Reserve: tc.reserve})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if elapsed := time.Since(start); elapsed != tc.want || res[0].Budget != tc.want {
+				t.Errorf("reserve %v: Run took %v, budget %v, want %v", tc.reserve, elapsed, res[0].Budget, tc.want)
+			}
+			if got := res[0].Targets[0].Reason; got != ReasonTimeout {
+				t.Errorf("reserve %v: %s, want Timeout", tc.reserve, got)
+			}
+		})
+	}
+}
+
 func TestErrorAfterDeadlineIsTimeout(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
