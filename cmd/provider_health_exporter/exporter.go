@@ -50,6 +50,7 @@ type exporter struct {
 	reloadTime prometheus.Gauge
 	// inflight bounds concurrent requests that run checks (--web.max-requests).
 	inflight chan struct{}
+	answers  answerTimes
 	// gzip keeps the gzip writers of answers for reuse, as promhttp
 	// does: each holds its compressor's large state.
 	gzip sync.Pool
@@ -176,12 +177,61 @@ func (x *exporter) serveMetrics(w http.ResponseWriter, r *http.Request) {
 			req.Kinds[k] = true
 		}
 	}
+	shape := answerShape(r)
+	req.Reserve = x.answers.reserve(shape)
 	results, err := x.engine.Run(r.Context(), req)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	x.serveResults(w, r, results, x.self)
+	x.answer(w, r, results, x.self, shape)
+}
+
+// answer serves the results and remembers how long that took for the
+// next request of its shape.
+func (x *exporter) answer(w http.ResponseWriter, r *http.Request, results []collector.ProviderResult, self prometheus.Gatherer, shape string) {
+	begin := time.Now()
+	x.serveResults(w, r, results, self)
+	x.answers.observe(shape, time.Since(begin))
+}
+
+// answerTimes remembers, per request shape, how long the last answer took
+// to build and write after the checks: the next request of that shape
+// has its checks end that much earlier (twice that, for the jitter of a
+// loaded machine; the engine takes at most a quarter of the budget), so
+// that its answer, and not only its checks, is done within the budget
+// (README: "Timeouts").
+type answerTimes struct {
+	mu   sync.Mutex
+	last map[string]time.Duration
+}
+
+// maxAnswerShapes bounds what clients can make the exporter remember: a
+// query string is theirs to vary.
+const maxAnswerShapes = 1024
+
+// answerShape is what decides the cost of an answer: what is checked
+// (path and query) and how it is encoded (Accept, Accept-Encoding).
+func answerShape(r *http.Request) string {
+	return r.URL.Path + "?" + r.URL.RawQuery + "\n" + r.Header.Get("Accept") + "\n" + r.Header.Get("Accept-Encoding")
+}
+
+func (a *answerTimes) reserve(shape string) time.Duration {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return 2 * a.last[shape]
+}
+
+func (a *answerTimes) observe(shape string, d time.Duration) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if _, ok := a.last[shape]; !ok && len(a.last) >= maxAnswerShapes {
+		a.last = nil // forget them all: the shapes in use come back at their next request
+	}
+	if a.last == nil {
+		a.last = map[string]time.Duration{}
+	}
+	a.last[shape] = d
 }
 
 // serveResults writes the results, merged with the families of self when
@@ -276,6 +326,10 @@ func (x *exporter) serveProbe(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	debug := q.Get("debug") == "true"
+	shape := answerShape(r)
+	if !debug { // a person reads the debug answer, not a scraper with a deadline
+		req.Reserve = x.answers.reserve(shape)
+	}
 	// An unknown name or target is the only error Run returns. A debug
 	// probe is no live check of its own: it joins the target's check in
 	// flight or reuses one within min_interval like any scrape, and shows
@@ -286,7 +340,7 @@ func (x *exporter) serveProbe(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !debug {
-		x.serveResults(w, r, results, nil)
+		x.answer(w, r, results, nil, shape)
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -696,4 +697,93 @@ func decoded(t *testing.T, w *httptest.ResponseRecorder) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// slowWriter is a client whose connection takes delay for the first write
+// of an answer: a slow network, or a machine too loaded to encode fast.
+type slowWriter struct {
+	*httptest.ResponseRecorder
+	delay time.Duration
+	slept bool
+}
+
+func (w *slowWriter) Write(b []byte) (int, error) {
+	if !w.slept {
+		w.slept = true
+		time.Sleep(w.delay)
+	}
+	return w.ResponseRecorder.Write(b)
+}
+
+// TestAnswerLeavesWithinTheBudget: when writing the answer takes time, the
+// next scrape of that shape ends its checks that much earlier, so that
+// with a hung provider the whole answer, not only the checks, is done
+// within the budget; check_timeout_seconds says what the checks had. In
+// a synctest bubble: only the time the writer sleeps passes, however
+// slow the machine.
+func TestAnswerLeavesWithinTheBudget(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		x := newExporter(exporterOptions{
+			logger:     slog.New(slog.DiscardHandler),
+			configFile: writeConfig(t, t.TempDir(), baseConfig),
+			entries: fakeEntries(map[string]func(context.Context, *slog.Logger, string) collector.Verdict{
+				"crawl-prod": func(context.Context, *slog.Logger, string) collector.Verdict {
+					<-release // hangs, ignoring its context
+					return collector.Verdict{Reason: collector.ReasonReady}
+				},
+			}),
+			offset:      500 * time.Millisecond,
+			metricsPath: "/metrics",
+		})
+		if err := x.reload(); err != nil {
+			t.Fatal(err)
+		}
+		defer x.engine.Close()
+		defer close(release)
+		h := x.handler()
+		const budget = 4500 * time.Millisecond // header 5 s, offset 0.5 s
+		scrape := func() (time.Duration, string) {
+			r := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+			r.Header.Set(collector.ScrapeTimeoutHeader, "5")
+			w := &slowWriter{ResponseRecorder: httptest.NewRecorder(), delay: 300 * time.Millisecond}
+			begin := time.Now()
+			h.ServeHTTP(w, r)
+			return time.Since(begin), w.Body.String()
+		}
+		first, body := scrape()
+		if first != budget+300*time.Millisecond || !strings.Contains(body, `provider_health_check_timeout_seconds{name="crawl-prod",provider="gcp"} 4.5`) {
+			t.Errorf("first scrape took %v, want the budget and the write; body:\n%s", first, body)
+		}
+		second, body := scrape()
+		if second > budget {
+			t.Errorf("second scrape took %v, want it within the budget of %v", second, budget)
+		}
+		// It reserved twice what the first answer took.
+		for _, want := range []string{
+			`provider_health_check_timeout_seconds{name="crawl-prod",provider="gcp"} 3.9`,
+			`provider_health_reason{name="crawl-prod",provider="gcp",reason="Timeout",target="compute"} 1`,
+			`provider_health_ready{name="lab",provider="kvm",target="nuc"} 1`,
+		} {
+			if !strings.Contains(body, want) {
+				t.Errorf("second scrape lacks %s", want)
+			}
+		}
+	})
+}
+
+func TestAnswerTimesAreBounded(t *testing.T) {
+	t.Parallel()
+	var a answerTimes
+	a.observe("metrics", 10*time.Millisecond)
+	if got := a.reserve("metrics"); got != 20*time.Millisecond {
+		t.Errorf("reserve %v, want twice the last answer", got)
+	}
+	for i := range maxAnswerShapes {
+		a.observe(fmt.Sprint("shape", i), time.Millisecond)
+	}
+	if len(a.last) > maxAnswerShapes {
+		t.Errorf("%d shapes remembered, want at most %d", len(a.last), maxAnswerShapes)
+	}
 }
