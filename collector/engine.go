@@ -83,6 +83,7 @@ type state struct {
 	// cachedLog that check's log: what min_interval and debug serve.
 	cached     *Result
 	cachedLog  *CheckLog
+	cachedMemo *factsMemo
 	transition time.Time // when ready last changed
 	history    []Transition
 	inflight   *call // the one live check of the target, if any
@@ -103,6 +104,7 @@ type call struct {
 	deadline time.Time
 	res      Result
 	log      *CheckLog
+	memo     *factsMemo
 }
 
 // NewEngine returns an engine without providers.
@@ -244,6 +246,9 @@ type TargetResult struct {
 	// for a verdict the engine made up.
 	Log         *CheckLog
 	Transitions []Transition // oldest first; Status only
+	// memo is the collected metrics of the verdict's Facts, nil for a
+	// verdict without a check of its own.
+	memo *factsMemo
 	// BackoffUntil is when a target held back by its checker (Backoffer)
 	// will be checked again; zero when it is not held back. Status only.
 	BackoffUntil time.Time
@@ -390,7 +395,8 @@ func (e *Engine) Status(name string) ([]ProviderResult, error) {
 func (p *provider) withFacts(tr TargetResult) TargetResult {
 	if tr.Facts == nil {
 		if k, ok := p.checker.(FactKeeper); ok {
-			tr.Facts = k.Facts(tr.Target.Name)
+			// Kept facts change from scrape to scrape: not the verdict's.
+			tr.Facts, tr.memo = k.Facts(tr.Target.Name), nil
 		}
 	}
 	return tr
@@ -424,7 +430,7 @@ func (e *Engine) checkTarget(ctx context.Context, p *provider, t Target) TargetR
 				continue // its budget was shorter than ours
 			}
 			e.count(p, mode)
-			return p.withFacts(e.answer(st, c.res, mode, c.log))
+			return p.withFacts(e.answer(st, c.res, mode, c.log, c.memo))
 		case <-ctx.Done():
 		}
 		select {
@@ -432,7 +438,7 @@ func (e *Engine) checkTarget(ctx context.Context, p *provider, t Target) TargetR
 			// The check ended at the same moment: its verdict (already
 			// Timeout unless it was Ready) says more.
 			e.count(p, mode)
-			return p.withFacts(e.answer(st, c.res, mode, c.log))
+			return p.withFacts(e.answer(st, c.res, mode, c.log, c.memo))
 		default:
 		}
 		// The check did not answer in time; this caller answers anyway.
@@ -449,7 +455,7 @@ func (e *Engine) checkTarget(ctx context.Context, p *provider, t Target) TargetR
 			record(st, res, true)
 		}
 		e.count(p, mode)
-		return p.withFacts(e.answer(st, res, mode, nil))
+		return p.withFacts(e.answer(st, res, mode, nil, nil))
 	}
 }
 
@@ -468,7 +474,7 @@ func (e *Engine) reuse(p *provider, st *state, t Target) (TargetResult, bool) {
 		st.mu.Unlock()
 		return TargetResult{}, false
 	}
-	tr := TargetResult{Result: *st.cached, Checked: true, Mode: mode, LastTransition: st.transition, Log: st.cachedLog}
+	tr := TargetResult{Result: *st.cached, Checked: true, Mode: mode, LastTransition: st.transition, Log: st.cachedLog, memo: st.cachedMemo}
 	st.mu.Unlock()
 	tr.Target = t
 	e.count(p, mode)
@@ -481,10 +487,10 @@ func backingOff(c Checker, target string) bool {
 	return ok && time.Now().Before(b.NotBefore(target))
 }
 
-func (e *Engine) answer(st *state, res Result, mode string, log *CheckLog) TargetResult {
+func (e *Engine) answer(st *state, res Result, mode string, log *CheckLog, memo *factsMemo) TargetResult {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	return TargetResult{Result: res, Checked: true, Mode: mode, LastTransition: st.transition, Log: log}
+	return TargetResult{Result: res, Checked: true, Mode: mode, LastTransition: st.transition, Log: log, memo: memo}
 }
 
 // checkDeadline is the deadline a check started for a caller gets: a little
@@ -505,7 +511,7 @@ func checkDeadline(ctx context.Context, fallback time.Duration) time.Time {
 // callers that joined it must not see it cancelled because the first
 // caller went away. Its debug log is kept for /probe?debug=true.
 func (e *Engine) start(ctx context.Context, p *provider, st *state, t Target) *call {
-	c := &call{done: make(chan struct{}), deadline: checkDeadline(ctx, p.Timeout), log: &CheckLog{}}
+	c := &call{done: make(chan struct{}), deadline: checkDeadline(ctx, p.Timeout), log: &CheckLog{}, memo: &factsMemo{}}
 	if st.logHandler == nil {
 		st.logHandler = e.logger.Handler().WithAttrs([]slog.Attr{
 			slog.String("provider", p.Kind), slog.String("name", p.Name), slog.String("target", t.Name)})
@@ -545,7 +551,7 @@ func (e *Engine) start(ctx context.Context, p *provider, st *state, t Target) *c
 		if st.inflight == c {
 			st.inflight = nil
 		}
-		st.cached, st.cachedLog = &c.res, c.log
+		st.cached, st.cachedLog, st.cachedMemo = &c.res, c.log, c.memo
 		st.mu.Unlock()
 		record(st, res, false)
 	}()

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -131,10 +132,10 @@ type family struct {
 	labels     []string  // label names, sorted: the framework's families
 	values     []string  // len(labels) values per series, series after series
 	nums       []float64 // one value per series
-	// metrics are a provider's family. It has no unit (OpenMetrics'
+	// rows are a provider's family. It has no unit (OpenMetrics'
 	// # UNIT): prometheus.Gatherers, which merged the exporter's families
 	// before, drops it.
-	metrics []*dto.Metric
+	rows []*factMetric
 }
 
 func (f *family) add(v float64, lv ...string) {
@@ -143,8 +144,8 @@ func (f *family) add(v float64, lv ...string) {
 }
 
 func (f *family) len() int {
-	if f.metrics != nil {
-		return len(f.metrics)
+	if f.rows != nil {
+		return len(f.rows)
 	}
 	return len(f.nums)
 }
@@ -253,69 +254,119 @@ func NewExposition(results []ProviderResult) (*Exposition, error) {
 
 // collectFacts gathers the providers' own metrics of every target, as a
 // Registry does: grouped into families by name, each family sorted by its
-// label values, inconsistent and duplicate metrics left out.
+// label values, inconsistent and duplicate metrics left out. A verdict's
+// Facts are collected once (FactsMemo) and reused for as long as the
+// verdict is served.
 func collectFacts(ps []*ProviderResult, order [][]*TargetResult, framework []*family) ([]*family, error) {
-	ch := make(chan prometheus.Metric, 256)
-	go func() {
-		defer close(ch)
-		for i, p := range ps {
-			for _, t := range order[i] {
-				if t.Facts != nil {
-					t.Facts.Collect(ch, p.Name, t.Target.Name)
-				}
-			}
-		}
-	}()
+	type job struct {
+		name string
+		t    *TargetResult
+		ms   []*factMetric
+	}
+	var jobs []*job
+	rows := make([][]*factMetric, 0, len(ps))
 	var errs []error
+	for i, p := range ps {
+		for _, t := range order[i] {
+			if t.Facts == nil {
+				continue
+			}
+			if ms, ok, err := t.memo.load(p.Name, t.Target.Name); ok {
+				rows = append(rows, ms)
+				if err != nil {
+					errs = append(errs, err)
+				}
+				continue
+			}
+			jobs = append(jobs, &job{name: p.Name, t: t})
+		}
+	}
+	if len(jobs) > 0 {
+		// Collect sends on a channel: one goroutine collects every target
+		// whose metrics are not known yet, a nil marks each target's end.
+		ch := make(chan prometheus.Metric, 256)
+		go func() {
+			defer close(ch)
+			for _, j := range jobs {
+				j.t.Facts.Collect(ch, j.name, j.t.Target.Name)
+				ch <- nil
+			}
+		}()
+		var batch []factMetric // allocated a few hundred at a time
+		var dms []dto.Metric
+		k := 0
+		var jerrs []error
+		for m := range ch {
+			j := jobs[k]
+			if m == nil {
+				err := errors.Join(jerrs...)
+				j.t.memo.store(j.name, j.t.Target.Name, j.ms, err)
+				if err != nil {
+					errs = append(errs, err)
+				}
+				rows = append(rows, j.ms)
+				jerrs = nil
+				k++
+				continue
+			}
+			if len(batch) == 0 {
+				batch, dms = make([]factMetric, 256), make([]dto.Metric, 256)
+			}
+			fm, dm := &batch[0], &dms[0]
+			batch, dms = batch[1:], dms[1:]
+			if err := m.Write(dm); err != nil {
+				jerrs = append(jerrs, fmt.Errorf("collected metric %s: %w", m.Desc(), err))
+				continue
+			}
+			fm.m, fm.desc, fm.dm = m, m.Desc(), dm
+			fm.values = make([]string, len(dm.Label))
+			for i, lp := range dm.Label {
+				fm.values[i] = lp.GetValue()
+			}
+			j.ms = append(j.ms, fm)
+		}
+	}
+
 	byDesc := map[*prometheus.Desc]*family{}
 	byName := map[string]*family{}
 	for _, f := range framework {
 		byName[f.name] = f
 	}
 	var out []*family
-	var batch []dto.Metric // allocated a few hundred at a time
-	for m := range ch {
-		d := m.Desc()
-		f, ok := byDesc[d]
-		if !ok {
-			// A Desc's name and help are not exported: a Registry with
-			// this one metric says them, once per Desc and scrape.
-			mf, err := describe(m)
-			if err != nil {
-				errs = append(errs, err)
-				continue
+	for _, ms := range rows {
+		for _, fm := range ms {
+			f, ok := byDesc[fm.desc]
+			if !ok {
+				// A Desc's name and help are not exported: a Registry with
+				// this one metric says them, once per Desc and scrape.
+				mf, err := describe(fm.m)
+				if err != nil {
+					errs = append(errs, err)
+					continue
+				}
+				f = byName[mf.GetName()]
+				switch {
+				case f == nil:
+					f = &family{name: mf.GetName(), help: mf.GetHelp(), typ: mf.GetType(), rows: []*factMetric{}}
+					byName[f.name] = f
+					out = append(out, f)
+				case f.rows == nil || f.help != mf.GetHelp() || f.typ != mf.GetType():
+					errs = append(errs, fmt.Errorf("collected metric family %s is inconsistent with the family of that name already collected", mf.GetName()))
+					continue
+				}
+				byDesc[fm.desc] = f
 			}
-			f = byName[mf.GetName()]
-			switch {
-			case f == nil:
-				f = &family{name: mf.GetName(), help: mf.GetHelp(), typ: mf.GetType(), metrics: []*dto.Metric{}}
-				byName[f.name] = f
-				out = append(out, f)
-			case f.metrics == nil || f.help != mf.GetHelp() || f.typ != mf.GetType():
-				errs = append(errs, fmt.Errorf("collected metric family %s is inconsistent with the family of that name already collected", mf.GetName()))
-				continue
-			}
-			byDesc[d] = f
+			f.rows = append(f.rows, fm)
 		}
-		if len(batch) == 0 {
-			batch = make([]dto.Metric, 256)
-		}
-		dm := &batch[0]
-		batch = batch[1:]
-		if err := m.Write(dm); err != nil {
-			errs = append(errs, fmt.Errorf("collected metric %s: %w", f.name, err))
-			continue
-		}
-		f.metrics = append(f.metrics, dm)
 	}
 	for _, f := range out {
-		if !slices.IsSortedFunc(f.metrics, compareLabels) {
-			slices.SortFunc(f.metrics, compareLabels)
+		if !slices.IsSortedFunc(f.rows, compareValues) {
+			slices.SortFunc(f.rows, compareValues)
 		}
 		// Duplicates are neighbours once sorted.
-		f.metrics = slices.CompactFunc(f.metrics, func(a, b *dto.Metric) bool {
-			if compareLabels(a, b) == 0 {
-				errs = append(errs, fmt.Errorf("collected metric %s %v was collected before with the same name and label values", f.name, a.GetLabel()))
+		f.rows = slices.CompactFunc(f.rows, func(a, b *factMetric) bool {
+			if compareValues(a, b) == 0 {
+				errs = append(errs, fmt.Errorf("collected metric %s %v was collected before with the same name and label values", f.name, a.dm.GetLabel()))
 				return true
 			}
 			return false
@@ -324,16 +375,54 @@ func collectFacts(ps []*ProviderResult, order [][]*TargetResult, framework []*fa
 	return out, errors.Join(errs...)
 }
 
-// compareLabels orders metrics of one family as Gather does: by their
+// factMetric is one metric a Facts collected, written out once.
+type factMetric struct {
+	m      prometheus.Metric
+	desc   *prometheus.Desc
+	dm     *dto.Metric
+	values []string // the label values in label name order: the sort key
+}
+
+// compareValues orders the metrics of one family as Gather does: by their
 // label values in label name order.
-func compareLabels(a, b *dto.Metric) int {
-	la, lb := a.GetLabel(), b.GetLabel()
-	for i := range min(len(la), len(lb)) {
-		if c := strings.Compare(la[i].GetValue(), lb[i].GetValue()); c != 0 {
-			return c
-		}
+func compareValues(a, b *factMetric) int {
+	return slices.Compare(a.values, b.values)
+}
+
+// factsMemo keeps the metrics of one verdict's Facts, collected the first
+// time the verdict is exported: a verdict reused within min_interval or
+// during a backoff has the same Facts at every scrape (checker.go: Facts),
+// and collecting them again would cost the provider's Collect and its
+// allocations at every scrape.
+type factsMemo struct {
+	mu           sync.Mutex
+	done         bool
+	name, target string
+	ms           []*factMetric
+	err          error
+}
+
+func (m *factsMemo) load(name, target string) ([]*factMetric, bool, error) {
+	if m == nil {
+		return nil, false, nil
 	}
-	return cmp.Compare(len(la), len(lb))
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.done || m.name != name || m.target != target {
+		return nil, false, nil
+	}
+	return m.ms, true, m.err
+}
+
+func (m *factsMemo) store(name, target string, ms []*factMetric, err error) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.done {
+		m.done, m.name, m.target, m.ms, m.err = true, name, target, ms, err
+	}
 }
 
 // oneMetric is a collector of a single metric, to have a Registry check it
@@ -431,7 +520,7 @@ func (f *family) legacyNames() bool {
 	if !model.LegacyValidation.IsValidMetricName(f.name) {
 		return false
 	}
-	if f.metrics == nil {
+	if f.rows == nil {
 		return true // the framework's label names
 	}
 	switch f.typ {
@@ -439,7 +528,8 @@ func (f *family) legacyNames() bool {
 	default:
 		return false
 	}
-	for _, m := range f.metrics {
+	for _, r := range f.rows {
+		m := r.dm
 		if m.TimestampMs != nil || (m.Counter != nil && m.Counter.Exemplar != nil) {
 			return false
 		}
@@ -492,8 +582,8 @@ func (f *family) write(w *bufio.Writer, openMetrics bool) error {
 		b = w.AvailableBuffer()
 		b = append(b, sample...)
 		var v float64
-		if f.metrics != nil {
-			m := f.metrics[i]
+		if f.rows != nil {
+			m := f.rows[i].dm
 			for k, lp := range m.Label {
 				b = appendLabel(b, k, lp.GetName(), lp.GetValue())
 			}
@@ -594,8 +684,11 @@ func appendFloat(b []byte, f float64, openMetrics bool) []byte {
 // writes.
 func (f *family) dto() *dto.MetricFamily {
 	mf := &dto.MetricFamily{Name: &f.name, Help: &f.help, Type: &f.typ}
-	if f.metrics != nil {
-		mf.Metric = f.metrics
+	if f.rows != nil {
+		mf.Metric = make([]*dto.Metric, len(f.rows))
+		for i, r := range f.rows {
+			mf.Metric[i] = r.dm
+		}
 		return mf
 	}
 	n, k := len(f.nums), len(f.labels)

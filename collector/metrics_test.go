@@ -2,9 +2,13 @@ package collector
 
 import (
 	"bytes"
+	"context"
 	"math"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -171,4 +175,54 @@ func TestExpositionKeepsSelectedFamilies(t *testing.T) {
 			t.Errorf("unselected line %q", line)
 		}
 	}
+}
+
+// countingFacts counts its Collect calls.
+type countingFacts struct {
+	richFacts
+	calls *atomic.Int64
+}
+
+func (f countingFacts) Collect(ch chan<- prometheus.Metric, name, target string) {
+	f.calls.Add(1)
+	f.richFacts.Collect(ch, name, target)
+}
+
+// TestReusedVerdictsCollectFactsOnce: a verdict served again (min_interval)
+// has its Facts collected at its first export only, and exports the same.
+func TestReusedVerdictsCollectFactsOnce(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		var calls atomic.Int64
+		c := &testChecker{targets: []Target{{Name: "b"}, {Name: "a"}}, behave: func(context.Context, string) Verdict {
+			return Verdict{Reason: ReasonReady, Facts: countingFacts{richFacts{2}, &calls}}
+		}}
+		en := entry(ProviderKVM, "lab", c)
+		en.MinInterval = time.Hour
+		e := newTestEngine(t, en)
+		var outs []string
+		for range 3 {
+			res, err := e.Run(context.Background(), Request{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			x, err := NewExposition(res)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var b bytes.Buffer
+			if err := x.Write(&b, expfmt.FmtText, nil, nil); err != nil {
+				t.Fatal(err)
+			}
+			outs = append(outs, strings.ReplaceAll(b.String(), `mode="cached"`, ""))
+		}
+		if n := calls.Load(); n != 2 {
+			t.Errorf("Collect called %d times for 2 verdicts exported 3 times, want 2", n)
+		}
+		for _, o := range outs[1:] {
+			if !strings.Contains(o, `provider_health_test_events_total{name="lab",target="a"} 2`) {
+				t.Errorf("reused verdict lacks its facts:\n%s", o)
+			}
+		}
+	})
 }
