@@ -79,6 +79,11 @@ type Verdict struct {
 // Facts are a provider's own facts about one target. The provider declares
 // and emits its own metric families from them, as node_exporter's
 // collectors own their descriptors; the framework names no provider.
+//
+// The Facts of a verdict must not change once Check returned them: the
+// framework collects a verdict's metrics once and serves them again for as
+// long as it serves the verdict (min_interval, backoff). Facts a
+// FactKeeper returns are collected every time.
 type Facts interface {
 	// Collect sends the provider's own metrics of the target; name is the
 	// configured entry's name.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"runtime/debug"
 	"slices"
 	"sync"
@@ -81,10 +82,15 @@ type state struct {
 	// cached is the last verdict a check of these settings produced, and
 	// cachedLog that check's log: what min_interval and debug serve.
 	cached     *Result
-	cachedLog  string
+	cachedLog  *CheckLog
+	cachedMemo *factsMemo
 	transition time.Time // when ready last changed
 	history    []Transition
 	inflight   *call // the one live check of the target, if any
+	// logHandler is the engine's log handler with the target's
+	// attributes, made once: what a check logs goes there and to its
+	// CheckLog.
+	logHandler slog.Handler
 }
 
 // Transition is a change of a target's reason.
@@ -97,7 +103,8 @@ type call struct {
 	done     chan struct{}
 	deadline time.Time
 	res      Result
-	log      string
+	log      *CheckLog
+	memo     *factsMemo
 }
 
 // NewEngine returns an engine without providers.
@@ -212,6 +219,11 @@ type Request struct {
 	// safety margin subtracted from it (see Budget).
 	ScrapeTimeout time.Duration
 	Offset        time.Duration
+	// Reserve is the time the caller needs after Run returns to build
+	// and write its answer (a measured estimate): Run and the checks end
+	// that much before the budget does, at most a quarter of it earlier,
+	// and ProviderResult.Budget is what is left.
+	Reserve time.Duration
 }
 
 // ProviderResult is what Run or Status says of one provider entry.
@@ -230,10 +242,13 @@ type TargetResult struct {
 	Checked        bool // false until the target's first verdict
 	Mode           string
 	LastTransition time.Time
-	// Log is the debug log of the check that produced the verdict; empty
+	// Log is the debug log of the check that produced the verdict; nil
 	// for a verdict the engine made up.
-	Log         string
+	Log         *CheckLog
 	Transitions []Transition // oldest first; Status only
+	// memo is the collected metrics of the verdict's Facts, nil for a
+	// verdict without a check of its own.
+	memo *factsMemo
 	// BackoffUntil is when a target held back by its checker (Backoffer)
 	// will be checked again; zero when it is not held back. Status only.
 	BackoffUntil time.Time
@@ -292,8 +307,10 @@ func (p *provider) result(budget time.Duration) ProviderResult {
 
 // Run checks the selected targets concurrently and returns one result per
 // target, in configuration order. Each provider gets its Budget from its
-// timeout and the request's scrape timeout; Run returns when every target
-// has a verdict or its budget is spent, even if a checker never returns.
+// timeout and the request's scrape timeout, less the request's Reserve;
+// Run returns when every target has a verdict or that budget is spent,
+// even if a checker never returns. A verdict reused within min_interval
+// or during a backoff costs no goroutine.
 func (e *Engine) Run(ctx context.Context, req Request) ([]ProviderResult, error) {
 	ps, err := e.selectProviders(req)
 	if err != nil {
@@ -304,15 +321,24 @@ func (e *Engine) Run(ctx context.Context, req Request) ([]ProviderResult, error)
 	var wg sync.WaitGroup
 	for i, p := range ps {
 		budget := Budget(p.Timeout, req.ScrapeTimeout, req.Offset)
+		budget -= reserve(req.Reserve, budget)
 		out[i] = ProviderResult{Kind: p.Kind, Name: p.Name, Reasons: p.Reasons, Budget: budget}
 		targets := targetsOf(p, req.Target)
 		out[i].Targets = make([]TargetResult, len(targets))
+		// One deadline for all the provider's targets: a context per
+		// target costs a timer per target.
+		var pctx context.Context
 		for j, t := range targets {
-			wg.Go(func() {
-				tctx, cancel := context.WithDeadline(ctx, start.Add(budget))
+			if tr, ok := e.reuse(p, p.states[t.Name], t); ok {
+				out[i].Targets[j] = tr
+				continue
+			}
+			if pctx == nil {
+				var cancel context.CancelFunc
+				pctx, cancel = context.WithDeadline(ctx, start.Add(budget))
 				defer cancel()
-				out[i].Targets[j] = e.checkTarget(tctx, p, t)
-			})
+			}
+			wg.Go(func() { out[i].Targets[j] = e.checkTarget(pctx, p, t) })
 		}
 	}
 	wg.Wait()
@@ -320,6 +346,18 @@ func (e *Engine) Run(ctx context.Context, req Request) ([]ProviderResult, error)
 		out[i].Checks = p.result(0).Checks
 	}
 	return out, nil
+}
+
+// reserve is the part of budget a request keeps for building and writing
+// its answer after Run: at most a quarter of the budget, so that a slow
+// answer cannot starve the checks, rounded up to a millisecond so that
+// check_timeout_seconds stays readable.
+func reserve(want, budget time.Duration) time.Duration {
+	r := min(want, budget/4)
+	if r <= 0 {
+		return 0
+	}
+	return min((r + time.Millisecond - 1).Truncate(time.Millisecond), budget/4)
 }
 
 // Status returns the last verdict of every selected target without
@@ -357,7 +395,8 @@ func (e *Engine) Status(name string) ([]ProviderResult, error) {
 func (p *provider) withFacts(tr TargetResult) TargetResult {
 	if tr.Facts == nil {
 		if k, ok := p.checker.(FactKeeper); ok {
-			tr.Facts = k.Facts(tr.Target.Name)
+			// Kept facts change from scrape to scrape: not the verdict's.
+			tr.Facts, tr.memo = k.Facts(tr.Target.Name), nil
 		}
 	}
 	return tr
@@ -374,21 +413,10 @@ func (e *Engine) count(p *provider, mode string) {
 func (e *Engine) checkTarget(ctx context.Context, p *provider, t Target) TargetResult {
 	st := p.states[t.Name]
 	for {
+		if tr, ok := e.reuse(p, st, t); ok {
+			return tr
+		}
 		st.mu.Lock()
-		if st.cached != nil && p.MinInterval > 0 && time.Since(st.cached.CheckedAt) < p.MinInterval {
-			tr := TargetResult{Result: *st.cached, Checked: true, Mode: ModeCached, LastTransition: st.transition, Log: st.cachedLog}
-			st.mu.Unlock()
-			tr.Target = t
-			e.count(p, ModeCached)
-			return p.withFacts(tr)
-		}
-		if st.cached != nil && st.inflight == nil && backingOff(p.checker, t.Name) {
-			tr := TargetResult{Result: *st.cached, Checked: true, Mode: ModeBackoff, LastTransition: st.transition, Log: st.cachedLog}
-			st.mu.Unlock()
-			tr.Target = t
-			e.count(p, ModeBackoff)
-			return p.withFacts(tr)
-		}
 		c, mode := st.inflight, ModeShared
 		if c == nil {
 			c, mode = e.start(ctx, p, st, t), ModeLive
@@ -402,7 +430,7 @@ func (e *Engine) checkTarget(ctx context.Context, p *provider, t Target) TargetR
 				continue // its budget was shorter than ours
 			}
 			e.count(p, mode)
-			return p.withFacts(e.answer(st, c.res, mode, c.log))
+			return p.withFacts(e.answer(st, c.res, mode, c.log, c.memo))
 		case <-ctx.Done():
 		}
 		select {
@@ -410,7 +438,7 @@ func (e *Engine) checkTarget(ctx context.Context, p *provider, t Target) TargetR
 			// The check ended at the same moment: its verdict (already
 			// Timeout unless it was Ready) says more.
 			e.count(p, mode)
-			return p.withFacts(e.answer(st, c.res, mode, c.log))
+			return p.withFacts(e.answer(st, c.res, mode, c.log, c.memo))
 		default:
 		}
 		// The check did not answer in time; this caller answers anyway.
@@ -427,8 +455,30 @@ func (e *Engine) checkTarget(ctx context.Context, p *provider, t Target) TargetR
 			record(st, res, true)
 		}
 		e.count(p, mode)
-		return p.withFacts(e.answer(st, res, mode, ""))
+		return p.withFacts(e.answer(st, res, mode, nil, nil))
 	}
+}
+
+// reuse returns the target's last verdict when it is to be served
+// without a check: younger than min_interval, or the target is held back
+// by its checker and no check of it is in flight.
+func (e *Engine) reuse(p *provider, st *state, t Target) (TargetResult, bool) {
+	st.mu.Lock()
+	mode := ""
+	switch {
+	case st.cached != nil && p.MinInterval > 0 && time.Since(st.cached.CheckedAt) < p.MinInterval:
+		mode = ModeCached
+	case st.cached != nil && st.inflight == nil && backingOff(p.checker, t.Name):
+		mode = ModeBackoff
+	default:
+		st.mu.Unlock()
+		return TargetResult{}, false
+	}
+	tr := TargetResult{Result: *st.cached, Checked: true, Mode: mode, LastTransition: st.transition, Log: st.cachedLog, memo: st.cachedMemo}
+	st.mu.Unlock()
+	tr.Target = t
+	e.count(p, mode)
+	return p.withFacts(tr), true
 }
 
 // backingOff tells whether c holds back the live checks of target now.
@@ -437,10 +487,10 @@ func backingOff(c Checker, target string) bool {
 	return ok && time.Now().Before(b.NotBefore(target))
 }
 
-func (e *Engine) answer(st *state, res Result, mode, log string) TargetResult {
+func (e *Engine) answer(st *state, res Result, mode string, log *CheckLog, memo *factsMemo) TargetResult {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	return TargetResult{Result: res, Checked: true, Mode: mode, LastTransition: st.transition, Log: log}
+	return TargetResult{Result: res, Checked: true, Mode: mode, LastTransition: st.transition, Log: log, memo: memo}
 }
 
 // checkDeadline is the deadline a check started for a caller gets: a little
@@ -461,13 +511,16 @@ func checkDeadline(ctx context.Context, fallback time.Duration) time.Time {
 // callers that joined it must not see it cancelled because the first
 // caller went away. Its debug log is kept for /probe?debug=true.
 func (e *Engine) start(ctx context.Context, p *provider, st *state, t Target) *call {
-	c := &call{done: make(chan struct{}), deadline: checkDeadline(ctx, p.Timeout)}
+	c := &call{done: make(chan struct{}), deadline: checkDeadline(ctx, p.Timeout), log: &CheckLog{}, memo: &factsMemo{}}
+	if st.logHandler == nil {
+		st.logHandler = e.logger.Handler().WithAttrs([]slog.Attr{
+			slog.String("provider", p.Kind), slog.String("name", p.Name), slog.String("target", t.Name)})
+	}
+	main := st.logHandler
 	go func() {
 		defer close(c.done)
-		var buf bytes.Buffer
-		logger := slog.New(slog.NewMultiHandler(e.logger.Handler(),
-			slog.NewTextHandler(&lockedWriter{w: &buf}, &slog.HandlerOptions{Level: slog.LevelDebug}))).
-			With("provider", p.Kind, "name", p.Name, "target", t.Name)
+		h := c.log.handler(main, "provider", p.Kind, "name", p.Name, "target", t.Name)
+		logger := slog.New(h)
 		cctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), c.deadline)
 		defer cancel()
 		begin := time.Now()
@@ -491,30 +544,161 @@ func (e *Engine) start(ctx context.Context, p *provider, st *state, t Target) *c
 		if prev == nil || prev.Reason != v.Reason {
 			level = slog.LevelInfo
 		}
-		logger.Log(cctx, level, "check done", "reason", v.Reason, "message", v.Message, "duration_seconds", res.Duration.Seconds())
-		c.res, c.log = res, buf.String()
+		h.log(cctx, level, "check done", "reason", v.Reason, "message", v.Message, "duration_seconds", res.Duration.Seconds())
+		c.log.close()
+		c.res = res
 		st.mu.Lock()
 		if st.inflight == c {
 			st.inflight = nil
 		}
-		st.cached, st.cachedLog = &c.res, c.log
+		st.cached, st.cachedLog, st.cachedMemo = &c.res, c.log, c.memo
 		st.mu.Unlock()
 		record(st, res, false)
 	}()
 	return c
 }
 
-// lockedWriter serialises the writes of a check's log handler: a checker
-// may log from several goroutines.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  *bytes.Buffer
+// CheckLog is the debug log of one check, what /probe?debug=true shows: the
+// lines a slog.TextHandler at debug level writes of what the check logged.
+// The records are kept as they were logged and formatted only when String
+// is called: most checks' logs are never read, and formatting every
+// check's lines cost more than the check itself on a kept connection.
+// Values are formatted when the log is read, so what a check logs must not
+// change after it logged it (strings, numbers, errors do not).
+type CheckLog struct {
+	mu     sync.Mutex
+	recs   []logRecord
+	closed bool // the check is done: later records are not its log
+	text   *string
 }
 
-func (l *lockedWriter) Write(b []byte) (int, error) {
+type logRecord struct {
+	h *captureHandler
+	r slog.Record
+}
+
+// String formats the log; "" for a nil CheckLog (a made-up verdict).
+func (l *CheckLog) String() string {
+	if l == nil {
+		return ""
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.w.Write(b)
+	if l.text != nil {
+		return *l.text
+	}
+	var buf bytes.Buffer
+	base := slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})
+	made := map[*captureHandler]slog.Handler{}
+	var handlerOf func(h *captureHandler) slog.Handler
+	handlerOf = func(h *captureHandler) slog.Handler {
+		if h == nil {
+			return base
+		}
+		if th, ok := made[h]; ok {
+			return th
+		}
+		th := handlerOf(h.parent)
+		if h.group != "" {
+			th = th.WithGroup(h.group)
+		} else {
+			th = th.WithAttrs(h.attrs)
+		}
+		made[h] = th
+		return th
+	}
+	for _, rec := range l.recs {
+		_ = handlerOf(rec.h).Handle(context.Background(), rec.r)
+	}
+	text := buf.String()
+	if l.closed {
+		l.text = &text
+	}
+	return text
+}
+
+func (l *CheckLog) add(h *captureHandler, r slog.Record) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.closed {
+		l.recs = append(l.recs, logRecord{h, r})
+	}
+}
+
+func (l *CheckLog) close() {
+	l.mu.Lock()
+	l.closed = true
+	l.mu.Unlock()
+}
+
+// handler returns the handler of a check's logger: records go to main
+// (the engine's logger) as main decides, and every record at debug level
+// or above to the log.
+func (l *CheckLog) handler(main slog.Handler, attrs ...any) *captureHandler {
+	root := &captureHandler{main: main, dst: l}
+	r := slog.NewRecord(time.Time{}, 0, "", 0)
+	r.Add(attrs...)
+	r.Attrs(func(a slog.Attr) bool {
+		root.attrs = append(root.attrs, a)
+		return true
+	})
+	return root
+}
+
+// captureHandler is one node of a check logger's With and WithGroup
+// chain: attrs or group, applied on top of parent's when the log is
+// formatted. main already has them.
+type captureHandler struct {
+	main   slog.Handler
+	dst    *CheckLog
+	parent *captureHandler
+	attrs  []slog.Attr
+	group  string
+}
+
+func (h *captureHandler) Enabled(ctx context.Context, level slog.Level) bool {
+	return level >= slog.LevelDebug || h.main.Enabled(ctx, level)
+}
+
+func (h *captureHandler) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level >= slog.LevelDebug {
+		h.dst.add(h, r.Clone())
+	}
+	if h.main.Enabled(ctx, r.Level) {
+		if err := h.main.Handle(ctx, r); err != nil {
+			return fmt.Errorf("engine log: %w", err)
+		}
+	}
+	return nil
+}
+
+func (h *captureHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	if len(attrs) == 0 {
+		return h
+	}
+	return &captureHandler{main: h.main.WithAttrs(attrs), dst: h.dst, parent: h, attrs: attrs}
+}
+
+func (h *captureHandler) WithGroup(name string) slog.Handler {
+	if name == "" {
+		return h
+	}
+	return &captureHandler{main: h.main.WithGroup(name), dst: h.dst, parent: h, group: name}
+}
+
+// log is slog.Logger.Log for the engine's own lines, without the cost of
+// finding the caller when only the check's log, which does not show it,
+// takes the record.
+func (h *captureHandler) log(ctx context.Context, level slog.Level, msg string, args ...any) {
+	var pc uintptr
+	if h.main.Enabled(ctx, level) {
+		var pcs [1]uintptr
+		runtime.Callers(2, pcs[:])
+		pc = pcs[0]
+	}
+	r := slog.NewRecord(time.Now(), level, msg, pc)
+	r.Add(args...)
+	_ = h.Handle(ctx, r)
 }
 
 func safeCheck(ctx context.Context, c Checker, t Target, logger *slog.Logger) (v Verdict) {

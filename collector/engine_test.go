@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -288,6 +289,40 @@ func TestHangingCheckerAnswersWithinBudget(t *testing.T) {
 	})
 }
 
+// TestReserveEndsTheChecksEarlier: a request that reserves time for its
+// answer has its checks end that much before the budget, at most a
+// quarter of it, and its results say the budget the checks had.
+func TestReserveEndsTheChecksEarlier(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ reserve, want time.Duration }{
+		{0, 4 * time.Second},
+		{300 * time.Millisecond, 3700 * time.Millisecond},
+		{1500 * time.Microsecond, 3998 * time.Millisecond}, // rounded up to a millisecond
+		{10 * time.Second, 3 * time.Second},                // a quarter at most
+	} {
+		synctest.Test(t, func(t *testing.T) {
+			release := make(chan struct{})
+			defer close(release)
+			hang := &testChecker{targets: one("a"), behave: func(context.Context, string) Verdict {
+				<-release // ignores ctx on purpose
+				return Verdict{Reason: ReasonReady}
+			}}
+			e := newTestEngine(t, entry(ProviderKVM, "lab", hang))
+			start := time.Now()
+			res, err := e.Run(context.Background(), Request{ScrapeTimeout: 5 * time.Second, Offset: time.Second, Reserve: tc.reserve})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if elapsed := time.Since(start); elapsed != tc.want || res[0].Budget != tc.want {
+				t.Errorf("reserve %v: Run took %v, budget %v, want %v", tc.reserve, elapsed, res[0].Budget, tc.want)
+			}
+			if got := res[0].Targets[0].Reason; got != ReasonTimeout {
+				t.Errorf("reserve %v: %s, want Timeout", tc.reserve, got)
+			}
+		})
+	}
+}
+
 func TestErrorAfterDeadlineIsTimeout(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
@@ -476,8 +511,8 @@ func TestMinIntervalServesCachedVerdictWithItsLog(t *testing.T) {
 		en.MinInterval = time.Minute
 		e := newTestEngine(t, en)
 		first := runOne(t, e, Request{})
-		if !strings.Contains(first.Log, "test check") || !strings.Contains(first.Log, "check done") {
-			t.Errorf("live check's log lacks its messages:\n%s", first.Log)
+		if !strings.Contains(first.Log.String(), "test check") || !strings.Contains(first.Log.String(), "check done") {
+			t.Errorf("live check's log lacks its messages:\n%s", first.Log.String())
 		}
 		time.Sleep(30 * time.Second)
 		got := runOne(t, e, Request{})
@@ -736,31 +771,39 @@ provider_health_last_transition_timestamp_seconds{name="crawl-prod",provider="gc
 	}
 }
 
+// BenchmarkRun measures Engine.Run alone, without the metrics of the
+// answer, for checks that cost nothing: live (every target checked) and
+// cached (min_interval 1h, every verdict reused).
 func BenchmarkRun(b *testing.B) {
-	for _, n := range []int{1, 16, 256} {
-		b.Run(fmt.Sprintf("targets=%d", n), func(b *testing.B) {
-			targets := make([]Target, n)
-			for i := range targets {
-				targets[i] = Target{Name: fmt.Sprintf("host-%d", i)}
-			}
-			e := NewEngine(discard())
-			if err := e.Load([]Entry{entry(ProviderKVM, "lab", &testChecker{targets: targets, behave: verdictOf(ReasonReady)})}); err != nil {
-				b.Fatal(err)
-			}
-			defer e.Close()
-			b.ReportAllocs()
-			for b.Loop() {
-				res, err := e.Run(context.Background(), Request{})
-				if err != nil {
+	for _, n := range []int{1, 100, 1000} {
+		for _, cached := range []bool{true, false} {
+			mode := map[bool]string{true: "cached", false: "live"}[cached]
+			b.Run(fmt.Sprintf("targets=%d/%s", n, mode), func(b *testing.B) {
+				targets := make([]Target, n)
+				for i := range targets {
+					targets[i] = Target{Name: fmt.Sprintf("host-%d", i)}
+				}
+				en := entry(ProviderKVM, "lab", &testChecker{targets: targets, behave: verdictOf(ReasonReady)})
+				if cached {
+					en.MinInterval = time.Hour
+				}
+				e := NewEngine(discard())
+				if err := e.Load([]Entry{en}); err != nil {
 					b.Fatal(err)
 				}
-				reg := prometheus.NewRegistry()
-				reg.MustRegister(ResultCollector{Results: res})
-				if _, err := reg.Gather(); err != nil {
+				defer e.Close()
+				req := Request{ScrapeTimeout: 5 * time.Second, Offset: 500 * time.Millisecond}
+				if _, err := e.Run(context.Background(), req); err != nil {
 					b.Fatal(err)
 				}
-			}
-		})
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := e.Run(context.Background(), req); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
 	}
 }
 
@@ -841,6 +884,40 @@ func TestBackoffNeedsAVerdict(t *testing.T) {
 		e := newTestEngine(t, entry(ProviderKVM, "lab", c))
 		if got := runOne(t, e, Request{}); got.Mode != ModeLive || got.Reason != ReasonReady {
 			t.Errorf("mode %s reason %s, want a live Ready", got.Mode, got.Reason)
+		}
+	})
+}
+
+// TestCheckLogIsWhatATextHandlerWrites pins the debug log of a check,
+// formatted when read, to what a slog.TextHandler at debug level writes
+// when the lines are logged; and the engine's own handler still gets
+// what its level lets through.
+func TestCheckLogIsWhatATextHandlerWrites(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) { // one clock reading for both
+		var want, main bytes.Buffer
+		ref := slog.New(slog.NewTextHandler(&want, &slog.HandlerOptions{Level: slog.LevelDebug})).
+			With("provider", "kvm", "name", "lab", "target", "h1")
+		l := &CheckLog{}
+		mainHandler := slog.NewTextHandler(&main, &slog.HandlerOptions{Level: slog.LevelInfo})
+		got := slog.New(l.handler(mainHandler, "provider", "kvm", "name", "lab", "target", "h1"))
+		for _, lg := range []*slog.Logger{ref, got} {
+			lg.Debug("dialing", "addr", "127.0.0.1:22", "n", 3)
+			lg.With("stage", "tcp").WithGroup("g").Info("failed", "err", errors.New("connection refused"), "after", time.Second)
+			lg.Log(context.Background(), slog.LevelDebug-4, "below debug: not in the log")
+			lg.WithGroup("").With().Warn("odd \"quoted\"\nmessage", slog.Group("pool", "name", "default", "state", 2))
+		}
+		l.close()
+		got.Error("after the check: not its log")
+		if l.String() != want.String() {
+			t.Errorf("check log:\n%s\nwant:\n%s", l.String(), want.String())
+		}
+		if !strings.Contains(main.String(), "msg=failed") || strings.Contains(main.String(), "dialing") ||
+			!strings.Contains(main.String(), "after the check") {
+			t.Errorf("engine log got:\n%s\nwant the info and error lines only", main.String())
+		}
+		if (*CheckLog)(nil).String() != "" {
+			t.Error("a nil CheckLog is not empty")
 		}
 	})
 }

@@ -1,18 +1,23 @@
 package main
 
 import (
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"go.yaml.in/yaml/v3"
 
@@ -45,6 +50,10 @@ type exporter struct {
 	reloadTime prometheus.Gauge
 	// inflight bounds concurrent requests that run checks (--web.max-requests).
 	inflight chan struct{}
+	answers  answerTimes
+	// gzip keeps the gzip writers of answers for reuse, as promhttp
+	// does: each holds its compressor's large state.
+	gzip sync.Pool
 
 	reloadMu sync.Mutex // one reload at a time
 	cfgMu    sync.RWMutex
@@ -168,24 +177,138 @@ func (x *exporter) serveMetrics(w http.ResponseWriter, r *http.Request) {
 			req.Kinds[k] = true
 		}
 	}
+	shape := answerShape(r)
+	req.Reserve = x.answers.reserve(shape)
 	results, err := x.engine.Run(r.Context(), req)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collector.ResultCollector{Results: results})
-	x.serveGatherer(w, r, prometheus.Gatherers{x.self, reg})
+	x.answer(w, r, results, x.self, shape)
 }
 
-func (x *exporter) serveGatherer(w http.ResponseWriter, r *http.Request, g prometheus.Gatherer) {
-	promhttp.HandlerFor(g, promhttp.HandlerOpts{
-		ErrorLog:      slog.NewLogLogger(x.logger.Handler(), slog.LevelError),
-		ErrorHandling: promhttp.ContinueOnError,
-		// Prometheus 3 asks for OpenMetrics first; the text and protobuf
-		// formats are still served to whoever asks for them.
-		EnableOpenMetrics: true,
-	}).ServeHTTP(w, r)
+// answer serves the results and remembers how long that took for the
+// next request of its shape.
+func (x *exporter) answer(w http.ResponseWriter, r *http.Request, results []collector.ProviderResult, self prometheus.Gatherer, shape string) {
+	begin := time.Now()
+	x.serveResults(w, r, results, self)
+	x.answers.observe(shape, time.Since(begin))
+}
+
+// answerTimes remembers, per request shape, how long the last answer took
+// to build and write after the checks: the next request of that shape
+// has its checks end that much earlier (twice that, for the jitter of a
+// loaded machine; the engine takes at most a quarter of the budget), so
+// that its answer, and not only its checks, is done within the budget
+// (README: "Timeouts").
+type answerTimes struct {
+	mu   sync.Mutex
+	last map[string]time.Duration
+}
+
+// maxAnswerShapes bounds what clients can make the exporter remember: a
+// query string is theirs to vary.
+const maxAnswerShapes = 1024
+
+// answerShape is what decides the cost of an answer: what is checked
+// (path and query) and how it is encoded (Accept, Accept-Encoding).
+func answerShape(r *http.Request) string {
+	return r.URL.Path + "?" + r.URL.RawQuery + "\n" + r.Header.Get("Accept") + "\n" + r.Header.Get("Accept-Encoding")
+}
+
+func (a *answerTimes) reserve(shape string) time.Duration {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return 2 * a.last[shape]
+}
+
+func (a *answerTimes) observe(shape string, d time.Duration) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if _, ok := a.last[shape]; !ok && len(a.last) >= maxAnswerShapes {
+		a.last = nil // forget them all: the shapes in use come back at their next request
+	}
+	if a.last == nil {
+		a.last = map[string]time.Duration{}
+	}
+	a.last[shape] = d
+}
+
+// serveResults writes the results, merged with the families of self when
+// it is not nil, in the format and encoding the request negotiates: what
+// promhttp.HandlerFor a Gatherer of both (ContinueOnError, OpenMetrics
+// enabled) writes, without a Registry in between (collector.Exposition).
+func (x *exporter) serveResults(w http.ResponseWriter, r *http.Request, results []collector.ProviderResult, self prometheus.Gatherer) {
+	exp, err := collector.NewExposition(results)
+	if err != nil {
+		x.logger.Error("error gathering metrics", "err", err)
+	}
+	var others []*dto.MetricFamily
+	if self != nil {
+		if others, err = self.Gather(); err != nil {
+			x.logger.Error("error gathering metrics", "err", err)
+		}
+	}
+	// Prometheus 3 asks for OpenMetrics first; the text and protobuf
+	// formats are still served to whoever asks for them.
+	format := expfmt.NegotiateAccept(r.Header, expfmt.DefaultOpenMetricsAcceptedFormats()...)
+	h := w.Header()
+	h.Add("Vary", "Accept")
+	h.Add("Vary", "Accept-Encoding")
+	h.Set("Content-Type", string(format))
+	var out io.Writer = w
+	if acceptsGzip(r.Header) {
+		h.Set("Content-Encoding", "gzip")
+		gz, _ := x.gzip.Get().(*gzip.Writer)
+		if gz == nil {
+			gz = gzip.NewWriter(w)
+		} else {
+			gz.Reset(w)
+		}
+		defer func() {
+			if err := gz.Close(); err != nil {
+				x.logger.Debug("writing metrics", "err", err)
+			}
+			x.gzip.Put(gz)
+		}()
+		out = gz
+	}
+	// name[] selects families, as promhttp's handler does.
+	var keep func(string) bool
+	if names := r.URL.Query()["name[]"]; len(names) > 0 {
+		keep = func(n string) bool { return slices.Contains(names, n) }
+	}
+	if err := exp.Write(out, format, others, keep); err != nil {
+		x.logger.Error("error encoding and sending metric family", "err", err)
+	}
+}
+
+// acceptsGzip tells whether the answer is gzipped: the choice promhttp
+// makes between identity and gzip, the first of them with the highest q
+// in Accept-Encoding, identity when none is acceptable.
+func acceptsGzip(h http.Header) bool {
+	best, bestQ := "", -1.0
+	for _, offer := range []string{"identity", "gzip"} {
+		for _, v := range h.Values("Accept-Encoding") {
+			for spec := range strings.SplitSeq(v, ",") {
+				value, params, _ := strings.Cut(spec, ";")
+				value = strings.TrimSpace(value)
+				q := 1.0
+				if params = strings.TrimSpace(params); params != "" {
+					qs, ok := strings.CutPrefix(params, "q=")
+					f, err := strconv.ParseFloat(strings.TrimSpace(qs), 64)
+					if !ok || err != nil || f < 0 || f > 1 {
+						continue
+					}
+					q = f
+				}
+				if value != "" && q > bestQ && (value == "*" || value == offer) {
+					best, bestQ = offer, q
+				}
+			}
+		}
+	}
+	return best == "gzip" && bestQ > 0
 }
 
 // serveProbe checks one provider entry, or one target of it: the
@@ -203,6 +326,10 @@ func (x *exporter) serveProbe(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	debug := q.Get("debug") == "true"
+	shape := answerShape(r)
+	if !debug { // a person reads the debug answer, not a scraper with a deadline
+		req.Reserve = x.answers.reserve(shape)
+	}
 	// An unknown name or target is the only error Run returns. A debug
 	// probe is no live check of its own: it joins the target's check in
 	// flight or reuses one within min_interval like any scrape, and shows
@@ -212,21 +339,20 @@ func (x *exporter) serveProbe(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collector.ResultCollector{Results: results})
 	if !debug {
-		x.serveGatherer(w, r, reg)
+		x.answer(w, r, results, nil, shape)
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	fmt.Fprintln(w, "Logs for the check:")
 	for _, p := range results {
 		for _, t := range p.Targets {
-			if t.Log == "" {
+			log := t.Log.String()
+			if log == "" {
 				fmt.Fprintf(w, "(no log for %s/%s/%s: %s)\n", p.Kind, p.Name, t.Target.Name, describeMode(t.Mode))
 				continue
 			}
-			fmt.Fprint(w, t.Log)
+			fmt.Fprint(w, log)
 		}
 	}
 	fmt.Fprintln(w)
@@ -237,17 +363,12 @@ func (x *exporter) serveProbe(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	fmt.Fprintln(w, "\nMetrics that would have been returned:")
-	mfs, err := reg.Gather()
+	exp, err := collector.NewExposition(results)
 	if err != nil {
 		fmt.Fprintf(w, "error gathering metrics: %v\n", err)
-		return
 	}
-	enc := expfmt.NewEncoder(w, expfmt.NewFormat(expfmt.TypeTextPlain))
-	for _, mf := range mfs {
-		if err := enc.Encode(mf); err != nil {
-			fmt.Fprintf(w, "error encoding metrics: %v\n", err)
-			return
-		}
+	if err := exp.Write(w, expfmt.NewFormat(expfmt.TypeTextPlain), nil, nil); err != nil {
+		fmt.Fprintf(w, "error encoding metrics: %v\n", err)
 	}
 }
 

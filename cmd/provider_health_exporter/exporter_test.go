@@ -1,6 +1,7 @@
 package main
 
 import (
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"flag"
@@ -12,11 +13,16 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	"go.uber.org/goleak"
 
@@ -617,5 +623,167 @@ func TestMetricsCollectFilter(t *testing.T) {
 				t.Errorf("%s: has %q", tc.query, s)
 			}
 		}
+	}
+}
+
+// TestServeResultsIsWhatPromhttpServes compares the answer of
+// serveResults with promhttp's for the same results, for the Accept and
+// Accept-Encoding headers scrapers send: same headers, same body.
+func TestServeResultsIsWhatPromhttpServes(t *testing.T) {
+	t.Parallel()
+	x, _, _ := newTestExporter(t, baseConfig, map[string]func(context.Context, *slog.Logger, string) collector.Verdict{
+		"crawl-prod": fixed(collector.ReasonRateLimited, "quota"),
+		"lab": func(context.Context, *slog.Logger, string) collector.Verdict {
+			return collector.Verdict{Reason: collector.ReasonReady, Facts: &kvm.Facts{
+				User: "proxyops", LibvirtVersion: "9.0.0", Pool: "default", PoolState: "running", Connects: 1}}
+		},
+	}, 0)
+	results, err := x.engine.Run(context.Background(), collector.Request{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The exporter's own metrics, less those that change between two
+	// gathers (go_, process_).
+	self := prometheus.NewRegistry()
+	self.MustRegister(x.reloadOK, versioncollector.NewCollector("provider_health_exporter"))
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collector.ResultCollector{Results: results})
+	ref := promhttp.HandlerFor(prometheus.Gatherers{self, reg}, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError, EnableOpenMetrics: true})
+	for _, h := range []struct{ accept, encoding, query string }{
+		{"", "", ""},
+		{"text/plain;version=0.0.4", "gzip", ""},
+		{"application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.6,*/*;q=0.1", "gzip, deflate", ""},
+		{"application/openmetrics-text;version=0.0.1", "identity;q=0.5, gzip;q=0.9", ""},
+		{"application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited;q=0.8,*/*;q=0.1", "gzip;q=0", ""},
+		{"application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=text", "*", ""},
+		{"text/plain", "br, *;q=0.1", "name[]=provider_health_up&name[]=provider_health_exporter_build_info"},
+	} {
+		serve := func(handler http.Handler) *httptest.ResponseRecorder {
+			r := httptest.NewRequest(http.MethodGet, "/metrics?"+h.query, nil)
+			if h.accept != "" {
+				r.Header.Set("Accept", h.accept)
+			}
+			if h.encoding != "" {
+				r.Header.Set("Accept-Encoding", h.encoding)
+			}
+			w := httptest.NewRecorder()
+			handler.ServeHTTP(w, r)
+			return w
+		}
+		want := serve(ref)
+		got := serve(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { x.serveResults(w, r, results, self) }))
+		for _, k := range []string{"Content-Type", "Content-Encoding", "Vary"} {
+			if g, w := got.Header().Values(k), want.Header().Values(k); !slices.Equal(g, w) {
+				t.Errorf("%+v: %s %q, promhttp %q", h, k, g, w)
+			}
+		}
+		if g, w := decoded(t, got), decoded(t, want); g != w {
+			t.Errorf("%+v: body differs from promhttp's:\n%s", h, diffLines(w, g))
+		}
+	}
+}
+
+func decoded(t *testing.T, w *httptest.ResponseRecorder) string {
+	t.Helper()
+	if w.Header().Get("Content-Encoding") != "gzip" {
+		return w.Body.String()
+	}
+	zr, err := gzip.NewReader(w.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// slowWriter is a client whose connection takes delay for the first write
+// of an answer: a slow network, or a machine too loaded to encode fast.
+type slowWriter struct {
+	*httptest.ResponseRecorder
+	delay time.Duration
+	slept bool
+}
+
+func (w *slowWriter) Write(b []byte) (int, error) {
+	if !w.slept {
+		w.slept = true
+		time.Sleep(w.delay)
+	}
+	return w.ResponseRecorder.Write(b)
+}
+
+// TestAnswerLeavesWithinTheBudget: when writing the answer takes time, the
+// next scrape of that shape ends its checks that much earlier, so that
+// with a hung provider the whole answer, not only the checks, is done
+// within the budget; check_timeout_seconds says what the checks had. In
+// a synctest bubble: only the time the writer sleeps passes, however
+// slow the machine.
+func TestAnswerLeavesWithinTheBudget(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		x := newExporter(exporterOptions{
+			logger:     slog.New(slog.DiscardHandler),
+			configFile: writeConfig(t, t.TempDir(), baseConfig),
+			entries: fakeEntries(map[string]func(context.Context, *slog.Logger, string) collector.Verdict{
+				"crawl-prod": func(context.Context, *slog.Logger, string) collector.Verdict {
+					<-release // hangs, ignoring its context
+					return collector.Verdict{Reason: collector.ReasonReady}
+				},
+			}),
+			offset:      500 * time.Millisecond,
+			metricsPath: "/metrics",
+		})
+		if err := x.reload(); err != nil {
+			t.Fatal(err)
+		}
+		defer x.engine.Close()
+		defer close(release)
+		h := x.handler()
+		const budget = 4500 * time.Millisecond // header 5 s, offset 0.5 s
+		scrape := func() (time.Duration, string) {
+			r := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+			r.Header.Set(collector.ScrapeTimeoutHeader, "5")
+			w := &slowWriter{ResponseRecorder: httptest.NewRecorder(), delay: 300 * time.Millisecond}
+			begin := time.Now()
+			h.ServeHTTP(w, r)
+			return time.Since(begin), w.Body.String()
+		}
+		first, body := scrape()
+		if first != budget+300*time.Millisecond || !strings.Contains(body, `provider_health_check_timeout_seconds{name="crawl-prod",provider="gcp"} 4.5`) {
+			t.Errorf("first scrape took %v, want the budget and the write; body:\n%s", first, body)
+		}
+		second, body := scrape()
+		if second > budget {
+			t.Errorf("second scrape took %v, want it within the budget of %v", second, budget)
+		}
+		// It reserved twice what the first answer took.
+		for _, want := range []string{
+			`provider_health_check_timeout_seconds{name="crawl-prod",provider="gcp"} 3.9`,
+			`provider_health_reason{name="crawl-prod",provider="gcp",reason="Timeout",target="compute"} 1`,
+			`provider_health_ready{name="lab",provider="kvm",target="nuc"} 1`,
+		} {
+			if !strings.Contains(body, want) {
+				t.Errorf("second scrape lacks %s", want)
+			}
+		}
+	})
+}
+
+func TestAnswerTimesAreBounded(t *testing.T) {
+	t.Parallel()
+	var a answerTimes
+	a.observe("metrics", 10*time.Millisecond)
+	if got := a.reserve("metrics"); got != 20*time.Millisecond {
+		t.Errorf("reserve %v, want twice the last answer", got)
+	}
+	for i := range maxAnswerShapes {
+		a.observe(fmt.Sprint("shape", i), time.Millisecond)
+	}
+	if len(a.last) > maxAnswerShapes {
+		t.Errorf("%d shapes remembered, want at most %d", len(a.last), maxAnswerShapes)
 	}
 }
