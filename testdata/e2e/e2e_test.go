@@ -287,7 +287,8 @@ func TestEndToEnd(t *testing.T) {
 	// 4. A reload that drops the kvm entry is in force at once; the kvm
 	// alerts resolve.
 	before := exporterMetric(t, exporterURL, "provider_health_exporter_config_last_reload_success_timestamp_seconds")
-	writeTemplate(t, exporterConfig, exporterConfigTmpl[:strings.Index(exporterConfigTmpl, "kvm:")], cfgData)
+	withoutKVM, _, _ := strings.Cut(exporterConfigTmpl, "kvm:")
+	writeTemplate(t, exporterConfig, withoutKVM, cfgData)
 	if code, body := post(t, exporterURL+"/-/reload"); code != http.StatusOK {
 		t.Fatalf("POST /-/reload with a good config: %d %s", code, body)
 	}
