@@ -177,7 +177,7 @@ mixin-lint:
 	  $(GO) build -modfile=tools/go.mod -o $$tmp/jsonnet github.com/google/go-jsonnet/cmd/jsonnet && \
 	  testdata/mixin/vendor-check.sh $$tmp/jb $$tmp/jsonnet
 	$(GO) test -count=1 -timeout 10m -tags promtool -run 'TestGoldenMetricsRead|TestMetricNames|TestMatcherProblems|TestExpressions|TestDashboard|TestAlerts|TestGrafanaSchema' ./mixin/
-	$(PROMTOOL) check config deploy/prometheus/prometheus.yml deploy/prometheus/prometheus-probe.yml
+	$(PROMTOOL) check config deploy/prometheus/prometheus.yml deploy/prometheus/prometheus-probe.yml deploy/prometheus/prometheus-sharded.yml
 	$(AMTOOL) check-config deploy/prometheus/alertmanager.yml
 
 # The rule tests run with Debian's promtool (Prometheus 2.42) and with

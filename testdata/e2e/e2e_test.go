@@ -103,22 +103,8 @@ func TestEndToEnd(t *testing.T) {
 	}
 	writeTemplate(t, exporterConfig, exporterConfigTmpl, cfgData)
 
-	// The exporter. Its environment holds nothing of the machine's but
-	// PATH: HOME is empty and the GCE metadata server is a closed loopback
-	// port, so no credential lookup can leave 127.0.0.1.
-	exporterAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+	exporter, exporterAddr := startExporter(t, dir, "exporter", exporterBin, exporterConfig, home)
 	exporterURL := "http://" + exporterAddr
-	exporter := startProcess(t, dir, "exporter", []string{
-		"PATH=" + os.Getenv("PATH"),
-		"HOME=" + home,
-		"GCE_METADATA_HOST=127.0.0.1:1",
-		"GOOGLE_APPLICATION_CREDENTIALS=",
-	}, exporterBin,
-		"--config.file="+exporterConfig,
-		"--web.listen-address="+exporterAddr,
-		"--log.level=debug",
-	)
-	waitHTTP(t, exporter, exporterURL+"/-/ready")
 	step("exporter ready at %s", exporterURL)
 
 	// Alertmanager, with a webhook receiver that is the test.
@@ -138,7 +124,6 @@ func TestEndToEnd(t *testing.T) {
 	step("alertmanager ready at %s", amAddr)
 
 	// Prometheus, scraping every second and evaluating every second.
-	promAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
 	promConfig := filepath.Join(dir, "prometheus.yml")
 	// Prometheus starts without the rules and loads them once the target is
 	// up: before its first scrape, which may come many seconds after start
@@ -146,27 +131,9 @@ func TestEndToEnd(t *testing.T) {
 	// ProviderHealthExporterDown with the test's short `for`.
 	promData := map[string]any{"Rules": "", "Alertmanager": amAddr, "Job": job, "Exporter": exporterAddr}
 	writeTemplate(t, promConfig, prometheusConfigTmpl, promData)
-	// The promtool of the same release: Prometheus 3's sits beside it
-	// (testdata/prometheus/build-prometheus.sh), Debian's on $PATH.
-	if promtool := filepath.Join(filepath.Dir(prometheusBin), "promtool"); fileExists(promtool) {
-		run(t, "", nil, promtool, "check", "config", promConfig)
-	} else if promtool, err := exec.LookPath("promtool"); err == nil {
-		run(t, "", nil, promtool, "check", "config", promConfig)
-	}
-	prometheus := startProcess(t, dir, "prometheus", []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home}, prometheusBin,
-		"--config.file="+promConfig,
-		"--storage.tsdb.path="+filepath.Join(dir, "prometheus-data"),
-		"--web.listen-address="+promAddr,
-	)
-	prom := &promAPI{t: t, url: "http://" + promAddr, proc: prometheus}
-	waitHTTP(t, prometheus, prom.url+"/-/ready")
-	var build struct {
-		Data struct {
-			Version string `json:"version"`
-		} `json:"data"`
-	}
-	prom.get("/api/v1/status/buildinfo", nil, &build)
-	step("prometheus %s ready at %s", build.Data.Version, promAddr)
+	prom := startPrometheus(t, dir, prometheusBin, promConfig, home)
+	prometheus := prom.proc
+	step("prometheus %s ready at %s", prom.version(), prom.url)
 
 	// 1. The target is up and the verdicts arrive in Prometheus.
 	waitFor(t, "the exporter target to be up in /api/v1/targets", prometheus, func() (bool, string) {
@@ -320,7 +287,8 @@ func TestEndToEnd(t *testing.T) {
 	// 4. A reload that drops the kvm entry is in force at once; the kvm
 	// alerts resolve.
 	before := exporterMetric(t, exporterURL, "provider_health_exporter_config_last_reload_success_timestamp_seconds")
-	writeTemplate(t, exporterConfig, exporterConfigTmpl[:strings.Index(exporterConfigTmpl, "kvm:")], cfgData)
+	withoutKVM, _, _ := strings.Cut(exporterConfigTmpl, "kvm:")
+	writeTemplate(t, exporterConfig, withoutKVM, cfgData)
 	if code, body := post(t, exporterURL+"/-/reload"); code != http.StatusOK {
 		t.Fatalf("POST /-/reload with a good config: %d %s", code, body)
 	}
@@ -618,6 +586,18 @@ func (p *promAPI) query(q string) []sample {
 	return out
 }
 
+// version is the Prometheus release, from its build info.
+func (p *promAPI) version() string {
+	p.t.Helper()
+	var build struct {
+		Data struct {
+			Version string `json:"version"`
+		} `json:"data"`
+	}
+	p.get("/api/v1/status/buildinfo", nil, &build)
+	return build.Data.Version
+}
+
 // alerts returns the pending and firing alerts.
 func (p *promAPI) alerts() []alert {
 	p.t.Helper()
@@ -904,11 +884,7 @@ func (p *process) dumpLog(t *testing.T) {
 		t.Logf("%s log: %v", p.name, err)
 		return
 	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > 60 {
-		lines = lines[len(lines)-60:]
-	}
-	t.Logf("--- last lines of the %s log (%s) ---\n%s", p.name, p.log, strings.Join(lines, "\n"))
+	t.Logf("--- last lines of the %s log (%s) ---\n%s", p.name, p.log, lastLines(string(b), 60))
 }
 
 // waitFor polls cond until it holds, for at most waitLimit. It fails at once
@@ -944,6 +920,51 @@ func waitHTTP(t *testing.T, proc *process, url string) {
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK, resp.Status
 	})
+}
+
+// startExporter starts the exporter binary with config on a free loopback
+// port and waits until it is ready. Its environment holds nothing of the
+// machine's but PATH: HOME is the empty directory home and the GCE metadata
+// server is a closed loopback port, so no credential lookup can leave
+// 127.0.0.1.
+func startExporter(t *testing.T, dir, name, bin, config, home string) (proc *process, addr string) {
+	t.Helper()
+	addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+	proc = startProcess(t, dir, name, []string{
+		"PATH=" + os.Getenv("PATH"),
+		"HOME=" + home,
+		"GCE_METADATA_HOST=127.0.0.1:1",
+		"GOOGLE_APPLICATION_CREDENTIALS=",
+	}, bin,
+		"--config.file="+config,
+		"--web.listen-address="+addr,
+		"--log.level=debug",
+	)
+	waitHTTP(t, proc, "http://"+addr+"/-/ready")
+	return proc, addr
+}
+
+// startPrometheus checks config with the promtool of the same release, when
+// there is one, starts Prometheus with it on a free loopback port and waits
+// until it is ready.
+func startPrometheus(t *testing.T, dir, bin, config, home string) *promAPI {
+	t.Helper()
+	// Prometheus 3's promtool sits beside it
+	// (testdata/prometheus/build-prometheus.sh), Debian's on $PATH.
+	if promtool := filepath.Join(filepath.Dir(bin), "promtool"); fileExists(promtool) {
+		run(t, "", nil, promtool, "check", "config", config)
+	} else if promtool, err := exec.LookPath("promtool"); err == nil {
+		run(t, "", nil, promtool, "check", "config", config)
+	}
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+	proc := startProcess(t, dir, "prometheus", []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home}, bin,
+		"--config.file="+config,
+		"--storage.tsdb.path="+filepath.Join(dir, "prometheus-data"),
+		"--web.listen-address="+addr,
+	)
+	prom := &promAPI{t: t, url: "http://" + addr, proc: proc}
+	waitHTTP(t, proc, prom.url+"/-/ready")
+	return prom
 }
 
 // --- helpers -----------------------------------------------------------------
@@ -1104,6 +1125,12 @@ func grepLines(s, substr string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// lastLines is the last n lines of s.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 func fileExists(path string) bool {

@@ -1,15 +1,17 @@
 #!/bin/sh
-# End-to-end test: the exporter scraped by a REAL Prometheus that
-# evaluates the mixin's alerts and sends them to a REAL Alertmanager.
+# End-to-end tests: the exporter scraped by a REAL Prometheus that
+# evaluates the mixin's alerts and sends them to a REAL Alertmanager, and
+# two exporter replicas sharding REAL KVM hosts (sshd + libvirtd).
 #
 # Without make, from the repository root:
 #
-#   apt-get install prometheus prometheus-alertmanager openssh-client   # once
+#   apt-get install prometheus prometheus-alertmanager openssh-client \
+#     openssh-server libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients   # once
 #   testdata/e2e/run-e2e.sh                 # or, by hand:
 #   go build -o /tmp/phe ./cmd/provider_health_exporter
 #   E2E_EXPORTER=/tmp/phe go test -tags e2e -count=1 -v -timeout 10m ./testdata/e2e/
 #
-# The test runs twice: against Debian's Prometheus 2.42 (prometheus on $PATH)
+# The tests run twice: against Debian's Prometheus 2.42 (prometheus on $PATH)
 # and against Prometheus 3 built by testdata/prometheus/build-prometheus.sh
 # (cached after the first build). Extra arguments go to `go test` (e.g.
 # -run TestEndToEnd). Environment:
@@ -19,7 +21,7 @@
 #   E2E_KEEP=1         keep the work directory (configs, rules, logs of every
 #                      component) and print its path
 #
-# What the test (testdata/e2e/e2e_test.go, build tag e2e) does, all on
+# What TestEndToEnd (testdata/e2e/e2e_test.go, build tag e2e) does, all on
 # 127.0.0.1 and in a temporary directory:
 #   - starts loopback stand-ins: a Kubernetes API (HTTPS) answering the Pod
 #     list, a Compute API answering aggregatedList with
@@ -40,8 +42,21 @@
 #     without the kvm entry (200, alerts resolve); reloads a broken file (500,
 #     gauge 0, ProviderHealthConfigReloadFailed fires); stops the exporter
 #     (ProviderHealthExporterDown fires).
+# TestShardedKVM (testdata/e2e/shard_test.go; needs root, skipped without)
+# runs deploy/prometheus/prometheus-sharded.yml:
+#   - starts real KVM hosts with testdata/kvm/ctl.sh: one sshd listening on
+#     127.0.0.1 to 127.0.0.6 (six hosts) and an unprivileged libvirtd with a
+#     running dir pool;
+#   - starts two exporter replicas with the same file of six hosts, and
+#     Prometheus with the committed file, only the replica addresses, hosts
+#     and intervals (1s, the kvm job 2s) replaced;
+#   - asserts every host Ready, scraped from the one replica its hash names,
+#     both replicas with hosts, sum(provider_health_kvm_connects_total) = 6
+#     after more scrapes, each replica's /api/v1/status showing only its own
+#     hosts checked, and sshd's log one session per host address.
 # Every process is started by the test and stopped by its own PID. Every
-# wait is a bounded poll (60s at most). A run takes about 30-40 seconds per Prometheus.
+# wait is a bounded poll (60s at most). A run takes about 30-40 seconds per
+# Prometheus, and 20 more for TestShardedKVM.
 set -eu
 
 cd "$(dirname "$0")/../.."

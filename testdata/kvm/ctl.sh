@@ -4,7 +4,10 @@
 #
 #   - OpenSSH sshd on 127.0.0.1:<free high port>, its own sshd_config,
 #     throwaway host keys, a throwaway user key (and a second key the server
-#     does not accept); login user `nobody`, public keys only.
+#     does not accept); login user `nobody`, public keys only. With
+#     KVM_CTL_SSH_ADDRESSES=127.0.0.1,127.0.0.2,... it listens on each of
+#     those loopback addresses (same port, same host key), so that each is a
+#     distinct host to the exporter (the sharding end-to-end test).
 #   - libvirtd as an unprivileged ("session") daemon running as `nobody`
 #     with HOME/XDG dirs and its socket under the state directory, so the
 #     machine's own libvirt (/etc/libvirt, /run/libvirt) is never touched,
@@ -36,6 +39,8 @@ sock_dir=$state/libvirt/sock
 sock=$sock_dir/libvirt-sock
 uri=qemu:///session
 virsh_uri="qemu:///session?socket=$sock"
+# All of 127.0.0.0/8 is on lo: listening on any of it needs no setup.
+IFS=, read -r -a ssh_addrs <<<"${KVM_CTL_SSH_ADDRESSES:-127.0.0.1}"
 
 log() { echo "kvm-ctl: $*" >&2; }
 die() { log "$*"; exit 1; }
@@ -83,7 +88,23 @@ stop_pid() {
 	rm -f "$pidfile"
 }
 
-port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+# port_free <port>: nothing listens on it at any of the addresses.
+port_free() {
+	local a
+	for a in "${ssh_addrs[@]}"; do
+		if (exec 3<>"/dev/tcp/$a/$1") 2>/dev/null; then
+			return 1
+		fi
+	done
+}
+
+# ssh_up <port>: sshd accepts on every address.
+ssh_up() {
+	local a
+	for a in "${ssh_addrs[@]}"; do
+		(exec 3<>"/dev/tcp/$a/$1") 2>/dev/null || return 1
+	done
+}
 
 setup_ssh() {
 	local d=$state/ssh
@@ -96,7 +117,10 @@ setup_ssh() {
 	# sshd reads authorized_keys as the login user.
 	install -m 0644 "$d/id_ed25519.pub" "$state/authorized_keys"
 
-	local port
+	local a port
+	for a in "${ssh_addrs[@]}"; do
+		[[ $a == 127.* ]] || die "KVM_CTL_SSH_ADDRESSES: $a is not a loopback address"
+	done
 	for ((i = 0; i < 50; i++)); do
 		port=$((20000 + RANDOM % 40000))
 		if port_free "$port"; then
@@ -104,8 +128,12 @@ setup_ssh() {
 		fi
 	done
 	echo "$port" >"$state/ssh_port"
-	echo "[127.0.0.1]:$port $(cut -d' ' -f1,2 "$d/ssh_host_ed25519_key.pub")" >"$d/known_hosts"
-	echo "[127.0.0.1]:$port $(cut -d' ' -f1,2 "$d/other_host_key.pub")" >"$d/known_hosts_wrong"
+	: >"$d/known_hosts"
+	: >"$d/known_hosts_wrong"
+	for a in "${ssh_addrs[@]}"; do
+		echo "[$a]:$port $(cut -d' ' -f1,2 "$d/ssh_host_ed25519_key.pub")" >>"$d/known_hosts"
+		echo "[$a]:$port $(cut -d' ' -f1,2 "$d/other_host_key.pub")" >>"$d/known_hosts_wrong"
+	done
 
 	local allow=$user root_block=
 	if [ "${KVM_CTL_ROOT_LOGIN:-0}" = 1 ]; then
@@ -120,8 +148,8 @@ setup_ssh() {
 
 	cat >"$state/sshd_config" <<CONF
 # Throwaway sshd for provider_health_exporter tests: loopback, keys only.
-ListenAddress 127.0.0.1
 Port $port
+$(printf 'ListenAddress %s\n' "${ssh_addrs[@]}")
 HostKey $d/ssh_host_ed25519_key
 PidFile none
 AuthorizedKeysFile $state/authorized_keys
@@ -155,8 +183,8 @@ start_sshd() {
 	/usr/sbin/sshd -t -f "$state/sshd_config" || die "sshd_config invalid"
 	/usr/sbin/sshd -D -f "$state/sshd_config" -E "$state/sshd.log" </dev/null >>"$state/sshd.log" 2>&1 &
 	echo $! >"$state/sshd.pid"
-	wait_for 10 "sshd on 127.0.0.1:$port" bash -c "exec 3<>/dev/tcp/127.0.0.1/$port"
-	log "sshd $(cat "$state/sshd.pid") on 127.0.0.1:$port"
+	wait_for 10 "sshd on ${ssh_addrs[*]} port $port" ssh_up "$port"
+	log "sshd $(cat "$state/sshd.pid") on ${ssh_addrs[*]} port $port"
 }
 
 setup_libvirt() {
@@ -207,7 +235,8 @@ write_env() {
 	cat >"$state/env" <<ENV
 KVM_IT_STATE=$state
 KVM_IT_CTL=$(cd "$(dirname "$0")" && pwd)/ctl.sh
-KVM_IT_ADDRESS=127.0.0.1:$(cat "$state/ssh_port")
+KVM_IT_ADDRESS=${ssh_addrs[0]}:$(cat "$state/ssh_port")
+KVM_IT_ADDRESSES=$(printf "%s:$(cat "$state/ssh_port")," "${ssh_addrs[@]}" | sed 's/,$//')
 KVM_IT_USER=$user
 KVM_IT_KEY=$state/ssh/id_ed25519
 KVM_IT_REJECTED_KEY=$state/ssh/rejected_ed25519
