@@ -528,16 +528,24 @@ func (f *family) legacyNames() bool {
 	default:
 		return false
 	}
+	// The metrics of one Desc share its label names: those are checked
+	// once per Desc, not once per metric (a family has one Desc per
+	// provider, and a metric per target).
+	var checked *prometheus.Desc
 	for _, r := range f.rows {
 		m := r.dm
 		if m.TimestampMs != nil || (m.Counter != nil && m.Counter.Exemplar != nil) {
 			return false
+		}
+		if r.desc == checked {
+			continue
 		}
 		for _, lp := range m.Label {
 			if !model.LegacyValidation.IsValidLabelName(lp.GetName()) {
 				return false
 			}
 		}
+		checked = r.desc
 	}
 	return true
 }
