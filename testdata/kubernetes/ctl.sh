@@ -15,11 +15,16 @@ set -euo pipefail
 
 die() { echo "ctl.sh: $*" >&2; exit 1; }
 
-# free_port prints a loopback TCP port nothing listens on right now.
+# free_port prints a loopback TCP port nothing listens on right now, taken
+# below the kernel's ephemeral range: a port the kernel gave an outgoing
+# connection cannot be bound while that connection lives, and a busy
+# machine has thousands of them.
 free_port() {
-  local p
+  local p lo
+  lo=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+  [[ $lo -gt 12000 ]] || lo=32768
   for _ in $(seq 1 200); do
-    p=$((20000 + RANDOM % 40000))
+    p=$((10000 + RANDOM % (lo - 10000)))
     if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
       echo "$p"
       return 0

@@ -121,8 +121,14 @@ setup_ssh() {
 	for a in "${ssh_addrs[@]}"; do
 		[[ $a == 127.* ]] || die "KVM_CTL_SSH_ADDRESSES: $a is not a loopback address"
 	done
+	# Below the kernel's ephemeral range: a port the kernel gave an
+	# outgoing connection cannot be bound while that connection lives, and
+	# a fleet benchmark just before leaves thousands of them.
+	local lo
+	lo=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+	[[ $lo -gt 12000 ]] || lo=32768
 	for ((i = 0; i < 50; i++)); do
-		port=$((20000 + RANDOM % 40000))
+		port=$((10000 + RANDOM % (lo - 10000)))
 		if port_free "$port"; then
 			break
 		fi
