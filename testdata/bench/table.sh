@@ -18,7 +18,7 @@ END {
 	if (n == 0) { print "table.sh: no BenchmarkFleet results in the input" > "/dev/stderr"; exit 1 }
 	printf "%-40s %4s %9s %7s %7s %8s %9s %8s %6s %7s %9s %7s %7s %5s %9s %9s %8s\n", \
 		"fleet", "runs", "steady-ms", "cold-s", "warmups", "dials/sc", "heapKiB/h", "rssKiB/h", "gor/h", \
-		"cpu-ms", "cached-ms", "KB/scr", "slowest", "late", "notready1", "notready2", "notready"
+		"cpu-ms", "cachedcpu", "KB/scr", "slowest", "late", "notready1", "notready2", "notready"
 	for (k = 1; k <= n; k++) {
 		m = order[k]
 		printf "%-40s %4d %9.1f %7.2f %7.1f %8.2f %9.1f %8.1f %6.1f %7.1f %9.1f %7.0f %7.2f %5.1f %9.0f %9.0f %8.1f\n", m, runs[m], \
@@ -30,7 +30,7 @@ END {
 	}
 	print ""
 	print "steady-ms: wall of a steady scrape (engine + text encoding); cold-s: the first scrape;"
-	print "cpu-ms / cached-ms: exporter CPU per steady / fully cached (min_interval 1h) scrape;"
+	print "cpu-ms / cachedcpu: exporter CPU, in ms, per steady / fully cached (min_interval 1h) scrape;"
 	print "slowest: the longest answer of any scrape, in s (budget 4.5 s); late: answers after budget + 100 ms;"
 	print "notready1 / notready2: healthy hosts not Ready at the first / second scrape (5 s apart);"
 	print "notready: healthy hosts not Ready per steady scrape."
