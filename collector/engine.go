@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"runtime"
 	"runtime/debug"
 	"slices"
@@ -551,11 +552,24 @@ func (e *Engine) start(ctx context.Context, p *provider, st *state, t Target) *c
 		if st.inflight == c {
 			st.inflight = nil
 		}
+		// A check that found what the last one found returns the same
+		// Facts (checker.go: Facts): their metrics are not collected again.
+		if st.cached != nil && sameFacts(st.cached.Facts, v.Facts) {
+			c.memo = st.cachedMemo
+		}
 		st.cached, st.cachedLog, st.cachedMemo = &c.res, c.log, c.memo
 		st.mu.Unlock()
 		record(st, res, false)
 	}()
 	return c
+}
+
+// sameFacts tells whether b are the Facts a, which a checker says by
+// returning the same pointer again. Values are not compared: comparing
+// interfaces can panic, and an equal value says nothing a pointer
+// would not.
+func sameFacts(a, b Facts) bool {
+	return a != nil && reflect.TypeOf(a).Kind() == reflect.Pointer && a == b
 }
 
 // CheckLog is the debug log of one check, what /probe?debug=true shows: the

@@ -226,3 +226,51 @@ func TestReusedVerdictsCollectFactsOnce(t *testing.T) {
 		}
 	})
 }
+
+// TestSameFactsAcrossChecksCollectedOnce: live checks that return the same
+// Facts pointer as the check before have them collected once; checks that
+// return new Facts have them collected again, however equal their values.
+func TestSameFactsAcrossChecksCollectedOnce(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		var sameCalls, newCalls atomic.Int64
+		same := &countingFacts{richFacts{2}, &sameCalls}
+		v := 0.0
+		c := &testChecker{targets: []Target{{Name: "same"}, {Name: "new"}}, behave: func(_ context.Context, target string) Verdict {
+			if target == "same" {
+				return Verdict{Reason: ReasonReady, Facts: same}
+			}
+			return Verdict{Reason: ReasonReady, Facts: &countingFacts{richFacts{v}, &newCalls}}
+		}}
+		e := newTestEngine(t, entry(ProviderKVM, "lab", c))
+		for i := range 3 {
+			v = float64(i)
+			res, err := e.Run(context.Background(), Request{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			x, err := NewExposition(res)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var b bytes.Buffer
+			if err := x.Write(&b, expfmt.FmtText, nil, nil); err != nil {
+				t.Fatal(err)
+			}
+			for _, want := range []string{
+				`provider_health_test_events_total{name="lab",target="same"} 2`,
+				`provider_health_test_events_total{name="lab",target="new"} ` + strconv.Itoa(i),
+			} {
+				if !strings.Contains(b.String(), want+"\n") {
+					t.Errorf("scrape %d lacks %s:\n%s", i, want, b.String())
+				}
+			}
+		}
+		if n := sameCalls.Load(); n != 1 {
+			t.Errorf("the same Facts of 3 checks collected %d times, want 1", n)
+		}
+		if n := newCalls.Load(); n != 3 {
+			t.Errorf("new Facts of 3 checks collected %d times, want 3", n)
+		}
+	})
+}

@@ -69,6 +69,10 @@ type host struct {
 	// when the next one may start (see backoffDelay).
 	failedDials int
 	notBefore   time.Time
+	// facts are those of the last verdict, handed out again while a check
+	// finds nothing new, so that their metrics are not collected again
+	// (collector.Facts).
+	facts *Facts
 }
 
 // Backoff of a host whose dials keep failing (README: "KVM"): one failed
@@ -446,20 +450,19 @@ type result struct {
 }
 
 func (h *host) verdict(logger *slog.Logger, r result) collector.Verdict {
-	h.mu.Lock()
-	facts := &Facts{
-		User:           h.set.user,
-		LibvirtVersion: h.version,
-		Pool:           r.pool,
-		PoolState:      r.state,
-		Connects:       h.connects,
-	}
-	h.mu.Unlock()
+	facts := &Facts{Pool: r.pool, PoolState: r.state}
 	if r.state != "" {
 		facts.CapacityBytes = r.info.capacity
 		facts.AllocationBytes = r.info.allocation
 		facts.AvailableBytes = r.info.available
 	}
+	h.mu.Lock()
+	facts.User, facts.LibvirtVersion, facts.Connects = h.set.user, h.version, h.connects
+	if h.facts != nil && *h.facts == *facts {
+		facts = h.facts
+	}
+	h.facts = facts
+	h.mu.Unlock()
 	v := collector.Verdict{Reason: r.reason, Facts: facts}
 	switch {
 	case r.err != nil:

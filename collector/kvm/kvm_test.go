@@ -514,6 +514,33 @@ func TestReadyFacts(t *testing.T) {
 	}
 }
 
+// TestUnchangedFactsAreHandedOutAgain: a check that finds what the check
+// before found returns the same Facts, so the framework does not collect
+// their metrics again; one that finds a change returns new Facts.
+func TestUnchangedFactsAreHandedOutAgain(t *testing.T) {
+	e := newEnv(t)
+	c := e.checker()
+	first := check(t, c, hostName, 5*time.Second)
+	second := check(t, c, hostName, 5*time.Second)
+	if first.Reason != collector.ReasonReady || second.Reason != collector.ReasonReady {
+		t.Fatalf("reasons %s, %s (%s), want Ready", first.Reason, second.Reason, second.Message)
+	}
+	if factsOf(t, first) != factsOf(t, second) {
+		t.Errorf("unchanged facts %+v handed out as new Facts", *factsOf(t, second))
+	}
+	e.fake.set(func(f *fakeLibvirt) { f.allocation, f.available = 31<<30, 69<<30 })
+	third := check(t, c, hostName, 5*time.Second)
+	if factsOf(t, third) == factsOf(t, second) {
+		t.Fatalf("changed pool sizes handed out in the Facts of the check before")
+	}
+	if got := factsOf(t, third).AllocationBytes; got != 31<<30 {
+		t.Errorf("allocation %d, want %d", got, uint64(31<<30))
+	}
+	if got := factsOf(t, second).AllocationBytes; got != 30<<30 {
+		t.Errorf("the Facts of the check before changed: allocation %d, want %d", got, uint64(30<<30))
+	}
+}
+
 // TestFailureKeepsLastKnownVersion: after the connection is lost, the host
 // info still shows the version libvirtd had, and no pool state.
 func TestFailureKeepsLastKnownVersion(t *testing.T) {
