@@ -322,6 +322,10 @@ func collectFacts(ps []*ProviderResult, order [][]*TargetResult, framework []*fa
 			fm.values = make([]string, len(dm.Label))
 			for i, lp := range dm.Label {
 				fm.values[i] = lp.GetValue()
+				fm.labels = appendLabel(fm.labels, i, lp.GetName(), lp.GetValue())
+			}
+			if len(dm.Label) > 0 {
+				fm.labels = append(fm.labels, '}')
 			}
 			j.ms = append(j.ms, fm)
 		}
@@ -381,6 +385,10 @@ type factMetric struct {
 	desc   *prometheus.Desc
 	dm     *dto.Metric
 	values []string // the label values in label name order: the sort key
+	// labels is the metric's label set as the text formats write it
+	// ({a="1",b="2"}, or nothing), written once when it is collected:
+	// the metric is written again at every scrape that serves its verdict.
+	labels []byte
 }
 
 // compareValues orders the metrics of one family as Gather does: by their
@@ -592,12 +600,7 @@ func (f *family) write(w *bufio.Writer, openMetrics bool) error {
 		var v float64
 		if f.rows != nil {
 			m := f.rows[i].dm
-			for k, lp := range m.Label {
-				b = appendLabel(b, k, lp.GetName(), lp.GetValue())
-			}
-			if len(m.Label) > 0 {
-				b = append(b, '}')
-			}
+			b = append(b, f.rows[i].labels...)
 			switch {
 			case m.Gauge != nil:
 				v = m.Gauge.GetValue()
