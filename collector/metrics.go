@@ -116,9 +116,9 @@ func unixSeconds(t time.Time) float64 {
 // order and values) and writes the text and OpenMetrics formats itself,
 // byte for byte as expfmt does: at a thousand targets the registry's
 // per-series allocation, validation and sorting and expfmt's per-series
-// checks cost ten times the writing itself (README: "Framework cost per
-// scrape"). Protobuf and every format it does not write itself go through
-// expfmt from the same families.
+// checks cost ten times the writing itself (README: "Performance").
+// Protobuf and every format it does not write itself go through expfmt
+// from the same families.
 type Exposition struct {
 	fams []*family // sorted by name
 }
