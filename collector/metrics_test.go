@@ -177,6 +177,25 @@ func TestExpositionKeepsSelectedFamilies(t *testing.T) {
 	}
 }
 
+// scrapeText runs every check of e and returns the answer in the text
+// format, as /metrics writes it without the exporter's own families.
+func scrapeText(t *testing.T, e *Engine) string {
+	t.Helper()
+	res, err := e.Run(context.Background(), Request{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := NewExposition(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := x.Write(&b, expfmt.FmtText, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
 // countingFacts counts its Collect calls.
 type countingFacts struct {
 	richFacts
@@ -202,19 +221,7 @@ func TestReusedVerdictsCollectFactsOnce(t *testing.T) {
 		e := newTestEngine(t, en)
 		var outs []string
 		for range 3 {
-			res, err := e.Run(context.Background(), Request{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			x, err := NewExposition(res)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var b bytes.Buffer
-			if err := x.Write(&b, expfmt.FmtText, nil, nil); err != nil {
-				t.Fatal(err)
-			}
-			outs = append(outs, strings.ReplaceAll(b.String(), `mode="cached"`, ""))
+			outs = append(outs, strings.ReplaceAll(scrapeText(t, e), `mode="cached"`, ""))
 		}
 		if n := calls.Load(); n != 2 {
 			t.Errorf("Collect called %d times for 2 verdicts exported 3 times, want 2", n)
@@ -245,24 +252,13 @@ func TestSameFactsAcrossChecksCollectedOnce(t *testing.T) {
 		e := newTestEngine(t, entry(ProviderKVM, "lab", c))
 		for i := range 3 {
 			v = float64(i)
-			res, err := e.Run(context.Background(), Request{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			x, err := NewExposition(res)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var b bytes.Buffer
-			if err := x.Write(&b, expfmt.FmtText, nil, nil); err != nil {
-				t.Fatal(err)
-			}
+			text := scrapeText(t, e)
 			for _, want := range []string{
 				`provider_health_test_events_total{name="lab",target="same"} 2`,
 				`provider_health_test_events_total{name="lab",target="new"} ` + strconv.Itoa(i),
 			} {
-				if !strings.Contains(b.String(), want+"\n") {
-					t.Errorf("scrape %d lacks %s:\n%s", i, want, b.String())
+				if !strings.Contains(text, want+"\n") {
+					t.Errorf("scrape %d lacks %s:\n%s", i, want, text)
 				}
 			}
 		}
