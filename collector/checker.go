@@ -27,13 +27,16 @@ type Target struct {
 // Checker checks the targets of one configured provider entry.
 //
 // Check must return when ctx ends: the framework reports Timeout for a check
-// that does not, but it runs at most one check per target, so a target whose
-// check never returns is not checked again until it does. It must not
-// panic; a panic is recovered and reported as Unknown. Check is called
-// concurrently for different targets, never twice at once for one target
-// of one checker.
+// that does not, and abandons it at its deadline plus AbandonGrace; the
+// target's next scrape then starts a fresh check while the abandoned one
+// may still run (at most MaxAbandoned of them). It must not panic; a panic
+// is recovered and reported as Unknown. Check is called concurrently for
+// different targets; for one target of one checker, twice at once only
+// when an earlier check was abandoned.
 type Checker interface {
 	// Targets lists the targets in configuration order. It does no I/O.
+	// The engine calls it once, when the entry is loaded: a scrape, the
+	// status page and a reload never call into a checker but to check.
 	Targets() []Target
 	// Check checks one target (a name from Targets) and returns its verdict.
 	// The logger carries the provider, name and target; messages logged to
@@ -71,6 +74,11 @@ type Verdict struct {
 	// Message is free text for logs, the status page and debug output; it
 	// never becomes a label and must not contain secrets.
 	Message string
+	// Address, when not empty, is where the check found the target, for
+	// a target whose address is not in the configuration but in a file
+	// the check reads (a kubeconfig's server). The engine shows it from
+	// then on instead of the address Targets gave at load.
+	Address string
 	// Facts are what only the provider knows of the target; nil when it
 	// has nothing to add to the shared metrics.
 	Facts Facts

@@ -31,6 +31,18 @@ var Modes = []string{ModeLive, ModeShared, ModeCached, ModeBackoff}
 // historySize is how many transitions the status page shows per target.
 const historySize = 10
 
+// A check that has not returned by its deadline plus AbandonGrace is
+// abandoned (README: "Timeouts"): the engine stops waiting for it, the
+// target's next scrape starts a fresh check, and the abandoned one is left
+// to end with its context. At most MaxAbandoned abandoned checks of one
+// target may still be running; while that many are, the target reports
+// Timeout instead of starting another, so a callee that never returns
+// cannot pile up goroutines.
+const (
+	AbandonGrace = 2 * time.Second
+	MaxAbandoned = 2
+)
+
 // Entry describes one configured provider entry for Engine.Load.
 type Entry struct {
 	Kind    string
@@ -62,7 +74,10 @@ type Engine struct {
 	counters map[string]*counters
 }
 
-type counters [4]atomic.Uint64 // indexed like Modes
+type counters struct {
+	modes     [4]atomic.Uint64 // indexed like Modes
+	abandoned atomic.Uint64
+}
 
 type provider struct {
 	Entry
@@ -88,6 +103,12 @@ type state struct {
 	transition time.Time // when ready last changed
 	history    []Transition
 	inflight   *call // the one live check of the target, if any
+	// address is where the last check that said so found the target
+	// (Verdict.Address); "" keeps the configured one.
+	address string
+	// abandoned counts the abandoned checks of the target that are still
+	// running (at most MaxAbandoned).
+	abandoned int
 	// logHandler is the engine's log handler with the target's
 	// attributes, made once: what a check logs goes there and to its
 	// CheckLog.
@@ -106,6 +127,9 @@ type call struct {
 	res      Result
 	log      *CheckLog
 	memo     *factsMemo
+	// abandoned is set, under the target's lock, when the engine gave up
+	// waiting for the check; its verdict is then dropped.
+	abandoned bool
 }
 
 // NewEngine returns an engine without providers.
@@ -180,27 +204,54 @@ func (e *Engine) Load(entries []Entry) error {
 	e.list, e.byName = next, byName
 	e.mu.Unlock()
 
+	var gone []*provider
 	for _, p := range old {
 		if np := byName[p.Name]; np == nil || np.checker != p.checker {
-			e.closeChecker(p)
+			gone = append(gone, p)
 		}
 	}
+	closeBounded(e.logger, gone)
 	return nil
 }
 
+// CloseBound is how long closing the checkers that a reload replaced, or
+// all of them at shutdown, may take (README: "Timeouts"). A checker whose
+// Close has not returned by then (a dial stuck in a callee that ignores
+// its context) is left to finish on its own, so that neither a reload nor
+// SIGTERM waits on it.
+const CloseBound = 3 * time.Second
+
 func closeAll(cs []Checker) {
+	var ps []*provider
 	for _, c := range cs {
-		if cl, ok := c.(Closer); ok {
-			_ = cl.Close()
-		}
+		ps = append(ps, &provider{checker: c})
 	}
+	closeBounded(slog.New(slog.DiscardHandler), ps)
 }
 
-func (e *Engine) closeChecker(p *provider) {
-	if c, ok := p.checker.(Closer); ok {
-		if err := c.Close(); err != nil {
-			e.logger.Warn("closing replaced provider", "provider", p.Kind, "name", p.Name, "err", err)
+// closeBounded closes the checkers of ps concurrently and returns when
+// they all have, or after CloseBound.
+func closeBounded(logger *slog.Logger, ps []*provider) {
+	var wg sync.WaitGroup
+	for _, p := range ps {
+		c, ok := p.checker.(Closer)
+		if !ok {
+			continue
 		}
+		wg.Go(func() {
+			if err := c.Close(); err != nil {
+				logger.Warn("closing replaced provider", "provider", p.Kind, "name", p.Name, "err", err)
+			}
+		})
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	t := time.NewTimer(CloseBound)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		logger.Warn("closing providers did not finish in time; left to end on their own", "bound", CloseBound)
 	}
 }
 
@@ -235,6 +286,8 @@ type ProviderResult struct {
 	Targets    []TargetResult
 	// Checks are the cumulative check counts by mode.
 	Checks map[string]uint64
+	// Abandoned is the cumulative count of abandoned checks.
+	Abandoned uint64
 }
 
 // TargetResult is a target's verdict as seen by one caller.
@@ -285,15 +338,24 @@ func (e *Engine) selectProviders(req Request) ([]*provider, error) {
 	return []*provider{p}, nil
 }
 
-// targetsOf lists the selected targets of p. Names are fixed per checker,
-// but an address may change without a reload (a rotated kubeconfig
-// pointing elsewhere), so the checker is asked each time.
+// targetsOf lists the selected targets of p: those of the loaded
+// configuration, never a call into the checker, so that neither a scrape
+// nor the status page waits on a provider's lock (README: "Timeouts"). A
+// target's address is the configured one until a check reports where it
+// found the target (Verdict.Address: a kubeconfig's server).
 func targetsOf(p *provider, only string) []Target {
 	var out []Target
-	for _, t := range p.checker.Targets() {
-		if p.states[t.Name] != nil && (only == "" || t.Name == only) {
-			out = append(out, t)
+	for _, t := range p.targets {
+		if only != "" && t.Name != only {
+			continue
 		}
+		st := p.states[t.Name]
+		st.mu.Lock()
+		if st.address != "" {
+			t.Address = st.address
+		}
+		st.mu.Unlock()
+		out = append(out, t)
 	}
 	return out
 }
@@ -301,8 +363,9 @@ func targetsOf(p *provider, only string) []Target {
 func (p *provider) result(budget time.Duration) ProviderResult {
 	pr := ProviderResult{Kind: p.Kind, Name: p.Name, Reasons: p.Reasons, Budget: budget, Checks: map[string]uint64{}}
 	for i, m := range Modes {
-		pr.Checks[m] = p.checks[i].Load()
+		pr.Checks[m] = p.checks.modes[i].Load()
 	}
+	pr.Abandoned = p.checks.abandoned.Load()
 	return pr
 }
 
@@ -344,7 +407,8 @@ func (e *Engine) Run(ctx context.Context, req Request) ([]ProviderResult, error)
 	}
 	wg.Wait()
 	for i, p := range ps {
-		out[i].Checks = p.result(0).Checks
+		r := p.result(0)
+		out[i].Checks, out[i].Abandoned = r.Checks, r.Abandoned
 	}
 	return out, nil
 }
@@ -404,7 +468,7 @@ func (p *provider) withFacts(tr TargetResult) TargetResult {
 }
 
 func (e *Engine) count(p *provider, mode string) {
-	p.checks[slices.Index(Modes, mode)].Add(1)
+	p.checks.modes[slices.Index(Modes, mode)].Add(1)
 }
 
 // checkTarget gets a verdict for one caller: the cached one within
@@ -419,7 +483,16 @@ func (e *Engine) checkTarget(ctx context.Context, p *provider, t Target) TargetR
 		}
 		st.mu.Lock()
 		c, mode := st.inflight, ModeShared
+		if c != nil && overdue(c, time.Now()) {
+			e.abandonLocked(p, st, c)
+			c = nil
+		}
 		if c == nil {
+			if st.abandoned >= MaxAbandoned {
+				n := st.abandoned
+				st.mu.Unlock()
+				return e.stuck(p, st, t, n)
+			}
 			c, mode = e.start(ctx, p, st, t), ModeLive
 			st.inflight = c
 		}
@@ -444,8 +517,12 @@ func (e *Engine) checkTarget(ctx context.Context, p *provider, t Target) TargetR
 		}
 		// The check did not answer in time; this caller answers anyway.
 		now := time.Now()
+		msg := fmt.Sprintf("no verdict within the budget: %v", context.Cause(ctx))
+		if !now.Before(c.deadline) {
+			msg = fmt.Sprintf("the check did not return by its deadline (%v); it is abandoned %v after it", context.Cause(ctx), AbandonGrace)
+		}
 		res := Result{
-			Verdict:   Verdict{Reason: ReasonTimeout, Message: fmt.Sprintf("no verdict within the budget: %v", context.Cause(ctx))},
+			Verdict:   Verdict{Reason: ReasonTimeout, Message: msg},
 			Target:    t,
 			CheckedAt: now,
 		}
@@ -458,6 +535,39 @@ func (e *Engine) checkTarget(ctx context.Context, p *provider, t Target) TargetR
 		e.count(p, mode)
 		return p.withFacts(e.answer(st, res, mode, nil, nil))
 	}
+}
+
+// overdue tells whether check c, still running, is past its deadline
+// plus AbandonGrace.
+func overdue(c *call, now time.Time) bool {
+	return !now.Before(c.deadline.Add(AbandonGrace))
+}
+
+// abandonLocked gives up on the target's in-flight check c, which is
+// overdue: the next caller starts a fresh check. It is counted and
+// logged once, here. The caller holds st.mu.
+func (e *Engine) abandonLocked(p *provider, st *state, c *call) {
+	st.inflight = nil
+	c.abandoned = true
+	st.abandoned++
+	p.checks.abandoned.Add(1)
+	e.logger.Warn("check abandoned: it did not return by its deadline plus the grace",
+		"provider", p.Kind, "name", p.Name, "deadline", c.deadline, "grace", AbandonGrace,
+		"still_running", st.abandoned)
+}
+
+// stuck is the verdict of a target whose abandoned checks, n of them,
+// have not returned: no new check starts until one does.
+func (e *Engine) stuck(p *provider, st *state, t Target, n int) TargetResult {
+	res := Result{
+		Verdict: Verdict{Reason: ReasonTimeout, Message: fmt.Sprintf(
+			"%d abandoned checks of this target have not returned; no new check starts until one does", n)},
+		Target:    t,
+		CheckedAt: time.Now(),
+	}
+	// No check ran: checks_total is not counted.
+	record(st, res, true)
+	return p.withFacts(e.answer(st, res, ModeLive, nil, nil))
 }
 
 // reuse returns the target's last verdict when it is to be served
@@ -535,6 +645,12 @@ func (e *Engine) start(ctx context.Context, p *provider, st *state, t Target) *c
 			logger.Error("checker returned a reason outside its set", "reason", v.Reason, "message", v.Message)
 			v = Verdict{Reason: ReasonUnknown, Message: fmt.Sprintf("invalid reason %q: %s", v.Reason, v.Message)}
 		}
+		if v.Address != "" {
+			t.Address = v.Address
+			st.mu.Lock()
+			st.address = v.Address
+			st.mu.Unlock()
+		}
 		res := Result{Verdict: v, Target: t, CheckedAt: end, Duration: end.Sub(begin)}
 		st.mu.Lock()
 		prev := st.cached
@@ -549,6 +665,14 @@ func (e *Engine) start(ctx context.Context, p *provider, st *state, t Target) *c
 		c.log.close()
 		c.res = res
 		st.mu.Lock()
+		if c.abandoned {
+			// A fresh check may have run since: this late verdict is not
+			// the target's.
+			st.abandoned--
+			st.mu.Unlock()
+			logger.Info("abandoned check returned", "reason", v.Reason)
+			return
+		}
 		if st.inflight == c {
 			st.inflight = nil
 		}

@@ -921,3 +921,100 @@ func TestCheckLogIsWhatATextHandlerWrites(t *testing.T) {
 		}
 	})
 }
+
+// TestStuckCheckIsAbandoned: a check that ignores its context is abandoned
+// once it is past its deadline plus the grace, the next scrape starts a
+// fresh one, and at MaxAbandoned still running the target reports Timeout
+// without starting another, until they return.
+func TestStuckCheckIsAbandoned(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		free := sync.OnceFunc(func() { close(release) })
+		defer free()
+		hang := &testChecker{targets: one("a"), behave: func(context.Context, string) Verdict {
+			<-release // ignores ctx on purpose
+			return Verdict{Reason: ReasonReady}
+		}}
+		e := newTestEngine(t, entry(ProviderKVM, "lab", hang))
+		req := Request{ScrapeTimeout: time.Second, Offset: 500 * time.Millisecond}
+		scrape := func() (TargetResult, uint64) {
+			t.Helper()
+			res, err := e.Run(context.Background(), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return res[0].Targets[0], res[0].Abandoned
+		}
+
+		tr, n := scrape()
+		if tr.Reason != ReasonTimeout || !strings.Contains(tr.Message, "did not return") || n != 0 {
+			t.Fatalf("first scrape: %s %q, abandoned %d; want Timeout saying the check did not return, 0", tr.Reason, tr.Message, n)
+		}
+		// Within the grace, a scrape still joins the stuck check.
+		if tr, n = scrape(); tr.Mode != ModeShared || n != 0 {
+			t.Fatalf("scrape within the grace: mode %s, abandoned %d; want shared, 0", tr.Mode, n)
+		}
+		for i := 1; i < MaxAbandoned; i++ {
+			time.Sleep(AbandonGrace + time.Second)
+			tr, n = scrape()
+			if tr.Mode != ModeLive || tr.Reason != ReasonTimeout || n != uint64(i) {
+				t.Fatalf("scrape after the grace #%d: %s %s, abandoned %d; want a live Timeout, %d", i, tr.Mode, tr.Reason, n, i)
+			}
+		}
+		if got := hang.calls.Load(); got != MaxAbandoned {
+			t.Fatalf("checker called %d times, want %d (one per scrape that abandoned the one before)", got, MaxAbandoned)
+		}
+		// The last one is overdue too: abandoning it reaches the bound,
+		// and the target says so and starts nothing, then and after.
+		for range 2 {
+			time.Sleep(AbandonGrace + time.Second)
+			tr, n = scrape()
+			if tr.Reason != ReasonTimeout || !strings.Contains(tr.Message, "abandoned checks of this target have not returned") {
+				t.Fatalf("at the bound: %s %q, want Timeout naming the abandoned checks", tr.Reason, tr.Message)
+			}
+			if got := hang.calls.Load(); got != MaxAbandoned || n != MaxAbandoned {
+				t.Fatalf("at the bound: checker called %d times, abandoned %d; want %d and %d", got, n, MaxAbandoned, MaxAbandoned)
+			}
+		}
+		// The callee returns: the late verdicts are dropped, and the next
+		// scrape checks afresh.
+		free()
+		synctest.Wait()
+		time.Sleep(AbandonGrace + time.Second)
+		if tr, _ = scrape(); tr.Reason != ReasonReady || tr.Mode != ModeLive {
+			t.Fatalf("after the callee returned: %s %s, want a live Ready", tr.Mode, tr.Reason)
+		}
+	})
+}
+
+// stuckCloser is a checker whose Close never returns until released.
+type stuckCloser struct {
+	testChecker
+	release chan struct{}
+}
+
+func (c *stuckCloser) Close() error { <-c.release; return nil }
+
+// TestCloseIsBounded: a checker whose Close hangs holds neither a reload
+// nor shutdown longer than CloseBound, and other checkers are closed.
+func TestCloseIsBounded(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		stuck := &stuckCloser{testChecker: testChecker{targets: one("a"), behave: verdictOf(ReasonReady)}, release: make(chan struct{})}
+		defer close(stuck.release)
+		other := &testChecker{targets: one("b"), behave: verdictOf(ReasonReady)}
+		e := NewEngine(discard())
+		if err := e.Load([]Entry{entry(ProviderKVM, "lab", stuck), entry(ProviderGCP, "g", other)}); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		e.Close()
+		if took := time.Since(start); took != CloseBound {
+			t.Errorf("Close took %v, want the bound %v", took, CloseBound)
+		}
+		if !other.closed.Load() {
+			t.Error("the other checker was not closed")
+		}
+	})
+}

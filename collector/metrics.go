@@ -34,6 +34,7 @@ const (
 	lastCheckHelp      = "When the verdict was produced (older than the scrape when reused within min_interval)."
 	lastTransitionHelp = "When ready last changed; the first verdict counts."
 	targetInfoHelp     = "Where the target is."
+	abandonedHelp      = "Checks still running at their deadline plus the grace, left to end with their context; the target got Timeout."
 	checksHelp         = "Checks by mode: live (ran), shared (joined an in-flight check), cached (reused within min_interval), backoff (last verdict of a target whose recent dials failed, not redialed yet)."
 )
 
@@ -49,6 +50,7 @@ var (
 	lastTransitionDesc = prometheus.NewDesc(namespace+"_last_transition_timestamp_seconds", lastTransitionHelp, targetLabels, nil)
 	targetInfoDesc     = prometheus.NewDesc(namespace+"_target_info", targetInfoHelp, append(targetLabels, "address"), nil)
 	checksDesc         = prometheus.NewDesc(namespace+"_exporter_checks_total", checksHelp, []string{"provider", "name", "mode"}, nil)
+	abandonedDesc      = prometheus.NewDesc(namespace+"_exporter_checks_abandoned_total", abandonedHelp, []string{"provider", "name"}, nil)
 )
 
 // ResultCollector exports the results of one Run. It is built per scrape:
@@ -68,6 +70,7 @@ func (c ResultCollector) Collect(ch chan<- prometheus.Metric) {
 		for _, m := range Modes {
 			ch <- prometheus.MustNewConstMetric(checksDesc, prometheus.CounterValue, float64(p.Checks[m]), p.Kind, p.Name, m)
 		}
+		ch <- prometheus.MustNewConstMetric(abandonedDesc, prometheus.CounterValue, float64(p.Abandoned), p.Kind, p.Name)
 		for _, t := range p.Targets {
 			collectTarget(ch, p, t)
 		}
@@ -187,6 +190,7 @@ func NewExposition(results []ProviderResult) (*Exposition, error) {
 	var (
 		timeout    = newFamily(namespace+"_check_timeout_seconds", timeoutHelp, dto.MetricType_GAUGE, "name", "provider")
 		checks     = newFamily(namespace+"_exporter_checks_total", checksHelp, dto.MetricType_COUNTER, "mode", "name", "provider")
+		abandoned  = newFamily(namespace+"_exporter_checks_abandoned_total", abandonedHelp, dto.MetricType_COUNTER, "name", "provider")
 		upF        = perTarget(namespace+"_up", upHelp)
 		readyF     = perTarget(namespace+"_ready", readyHelp)
 		durationF  = perTarget(namespace+"_check_duration_seconds", durationHelp)
@@ -214,6 +218,7 @@ func NewExposition(results []ProviderResult) (*Exposition, error) {
 	infos := make([]info, 0, n)
 	for i, p := range ps {
 		timeout.add(p.Budget.Seconds(), p.Name, p.Kind)
+		abandoned.add(float64(p.Abandoned), p.Name, p.Kind)
 		for _, t := range order[i] {
 			upF.add(boolFloat(t.Reason.Up()), p.Name, p.Kind, t.Target.Name)
 			readyF.add(boolFloat(t.Reason.Ready()), p.Name, p.Kind, t.Target.Name)
@@ -241,7 +246,7 @@ func NewExposition(results []ProviderResult) (*Exposition, error) {
 	}
 
 	x := &Exposition{}
-	for _, f := range []*family{timeout, checks, upF, readyF, durationF, lastCheckF, lastTransF, reasonF, infoF} {
+	for _, f := range []*family{timeout, checks, abandoned, upF, readyF, durationF, lastCheckF, lastTransF, reasonF, infoF} {
 		if f.len() > 0 {
 			x.fams = append(x.fams, f)
 		}

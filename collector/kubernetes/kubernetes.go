@@ -129,6 +129,13 @@ func (c *Checker) Check(ctx context.Context, logger *slog.Logger, target string)
 		logger.Debug("client configuration unusable", "err", err)
 		return collector.Verdict{Reason: collector.ReasonCredentialsUnavailable, Message: err.Error()}
 	}
+	v := c.list(ctx, logger, cl)
+	v.Address = cl.host // the kubeconfig's server: target_info's address
+	return v
+}
+
+// list makes the check's one request with the client cl.
+func (c *Checker) list(ctx context.Context, logger *slog.Logger, cl *client) collector.Verdict {
 	// No socket outlives its scrape (README: "Timeouts"): the next check dials afresh.
 	defer utilnet.CloseIdleConnectionsFor(cl.http.Transport)
 
