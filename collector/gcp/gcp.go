@@ -13,7 +13,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,6 +32,7 @@ import (
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
 	"github.com/egress-proxies/provider_health_exporter/config"
+	"github.com/egress-proxies/provider_health_exporter/internal/boundedfile"
 )
 
 // TargetName is the only target of a gcp entry (README: "What a check does").
@@ -209,7 +209,7 @@ func (c *Checker) acquire(ctx context.Context, logger *slog.Logger) (*compute.In
 	var data []byte
 	if c.credentialsFile != "" {
 		var err error
-		data, err = os.ReadFile(c.credentialsFile)
+		data, err = boundedfile.Read(c.credentialsFile, boundedfile.Credentials)
 		if err != nil {
 			return nil, nil, &credentialsError{err: fmt.Errorf("read credentials_file: %w", err)}
 		}
@@ -310,7 +310,7 @@ func CheckFiles(cfg *config.GCP) error {
 	if cfg.CredentialsFile == "" {
 		return nil
 	}
-	b, err := os.ReadFile(cfg.CredentialsFile)
+	b, err := boundedfile.Read(cfg.CredentialsFile, boundedfile.Credentials)
 	if err != nil {
 		return err
 	}

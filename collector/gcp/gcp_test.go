@@ -24,6 +24,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -631,12 +632,26 @@ func TestCredentialsFileContents(t *testing.T) {
 		{"unknown type", withField("type", "api_key")},
 		{"private key garbage", withField("private_key", "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n")},
 		{"file removed", nil},
+		// Files that would block or exhaust a plain read: refused, and
+		// the check returns (docs/security.md).
+		{"named pipe", []byte("fifo")},
+		{"symlink to /dev/zero", []byte("zero")},
+		{"over the cap", bytes.Repeat([]byte(" "), 1<<20+1)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if tc.content == nil {
-				if err := os.Remove(c.credentialsFile); err != nil {
+			_ = os.Remove(c.credentialsFile)
+			switch string(tc.content) {
+			case "fifo":
+				if err := syscall.Mkfifo(c.credentialsFile, 0o600); err != nil {
 					t.Fatal(err)
 				}
+			case "zero":
+				if err := os.Symlink("/dev/zero", c.credentialsFile); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tc.content == nil || string(tc.content) == "fifo" || string(tc.content) == "zero" {
+				// the file is as the case wants it
 			} else if err := os.WriteFile(c.credentialsFile, tc.content, 0o600); err != nil {
 				t.Fatal(err)
 			}
@@ -656,6 +671,7 @@ func TestCredentialsFileContents(t *testing.T) {
 
 	// Fixed again, under another identity: picked up without a reload, with
 	// a new token for the new key.
+	_ = os.Remove(c.credentialsFile)
 	if err := os.WriteFile(c.credentialsFile, withField("client_email", "rotated@crawl-prod-123.iam.gserviceaccount.com"), 0o600); err != nil {
 		t.Fatal(err)
 	}
