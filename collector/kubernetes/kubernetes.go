@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,8 +21,6 @@ import (
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/klog/v2"
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
@@ -39,34 +36,27 @@ var _ collector.Checker = (*Checker)(nil)
 
 // Checker checks one configured cluster.
 //
-// The client is built once, in New, and rebuilt only when the kubeconfig file
-// changes or the last build failed: the file's contents are the check's
-// business (README: "Configuration"), so a rotated or repaired kubeconfig is picked up without
-// a reload, and a broken one gives CredentialsUnavailable instead of stopping
-// the exporter.
+// The client configuration is read at check time, and read again only when
+// a file it came from changes (the kubeconfig, and the token and
+// certificate files it names) or the last read failed: the files' contents
+// are the check's business (docs/configuration.md), so a rotated or
+// repaired kubeconfig is picked up without a reload, and a broken one gives
+// CredentialsUnavailable instead of stopping the exporter. Every file is
+// read through boundedfile, so none can block or exhaust the exporter.
 type Checker struct {
 	cfg    *config.Kubernetes
 	logger *slog.Logger
 	// dialer opens every connection to the API server (WithDialer).
 	dialer *net.Dialer
+	// inCluster are the files of the in-cluster configuration.
+	inCluster inClusterFiles
 
-	mu     sync.Mutex
-	client *client // nil when the last build failed
-	err    error   // why the last build failed
-	stamp  fileStamp
-}
-
-// client is what one build of the configuration yields.
-type client struct {
-	host string
-	rest *rest.RESTClient
-	http *http.Client
-}
-
-// fileStamp identifies a version of the kubeconfig file without reading it.
-type fileStamp struct {
-	modTime time.Time
-	size    int64
+	// mu guards the client state below; only checks take it.
+	mu    sync.Mutex
+	state *clientState // nil until the first check
+	// host is the API server of the last configuration read, for Targets
+	// without a lock.
+	host atomic.Pointer[string]
 }
 
 // Option adjusts a Checker.
@@ -84,34 +74,26 @@ func WithDialer(d *net.Dialer) Option {
 	}
 }
 
-// New builds the checker of one configured cluster. It does no network I/O.
-// A kubeconfig whose contents are unusable, or a missing in-cluster
-// configuration, is not an error here: the check reports it.
+// New builds the checker of one configured cluster. It does no I/O: the
+// configuration is read by the first check, under its deadline.
 func New(cfg *config.Kubernetes, logger *slog.Logger, opts ...Option) (*Checker, error) {
 	if cfg == nil {
 		return nil, errors.New("kubernetes: nil configuration")
 	}
-	c := &Checker{cfg: cfg, logger: logger, dialer: &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}}
+	c := &Checker{cfg: cfg, logger: logger, dialer: &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second},
+		inCluster: defaultInCluster}
 	for _, o := range opts {
 		o(c)
-	}
-	c.mu.Lock()
-	c.reloadLocked(c.statKubeconfig())
-	c.mu.Unlock()
-	if c.err != nil {
-		logger.Warn("kubernetes client configuration unusable; the check reports CredentialsUnavailable until it is fixed", "err", c.err)
 	}
 	return c, nil
 }
 
-// Targets returns the API server, with the host of the current client
-// configuration (empty while it cannot be built).
+// Targets returns the API server, with the host of the last configuration
+// read (empty before the first check).
 func (c *Checker) Targets() []collector.Target {
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	addr := ""
-	if c.client != nil {
-		addr = c.client.host
+	if h := c.host.Load(); h != nil {
+		addr = *h
 	}
 	return []collector.Target{{Name: TargetName, Address: addr}}
 }
@@ -124,13 +106,18 @@ func (c *Checker) Check(ctx context.Context, logger *slog.Logger, target string)
 	if target != TargetName {
 		return collector.Verdict{Reason: collector.ReasonUnknown, Message: fmt.Sprintf("unknown target %q", target)}
 	}
-	cl, err := c.current()
+	cl, err := c.current(ctx, logger)
 	if err != nil {
 		logger.Debug("client configuration unusable", "err", err)
 		return collector.Verdict{Reason: collector.ReasonCredentialsUnavailable, Message: err.Error()}
 	}
 	v := c.list(ctx, logger, cl)
 	v.Address = cl.host // the kubeconfig's server: target_info's address
+	if v.Reason == collector.ReasonUnauthorized {
+		// An exec plugin's credential without an expiry is reused until
+		// the server refuses it, as kubectl does.
+		c.forgetCredential()
+	}
 	return v
 }
 
@@ -186,112 +173,6 @@ func podList(res rest.Result) (*corev1.PodList, error) {
 		return nil, &badResponseError{err: fmt.Errorf("got %T, want a PodList", obj)}
 	}
 	return pods, nil
-}
-
-// current returns the client for the current kubeconfig, rebuilding it when
-// the file changed or the last build failed (both cheap and local).
-func (c *Checker) current() (*client, error) {
-	stamp := c.statKubeconfig()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.client == nil || stamp != c.stamp {
-		c.reloadLocked(stamp)
-	}
-	return c.client, c.err
-}
-
-// statKubeconfig identifies the kubeconfig file's current version; the zero
-// stamp stands for in-cluster configuration or a file that cannot be
-// stat'ed (the build then reports why).
-func (c *Checker) statKubeconfig() fileStamp {
-	if c.cfg.Kubeconfig == "" {
-		return fileStamp{}
-	}
-	st, err := os.Stat(c.cfg.Kubeconfig)
-	if err != nil {
-		return fileStamp{}
-	}
-	return fileStamp{modTime: st.ModTime(), size: st.Size()}
-}
-
-func (c *Checker) reloadLocked(stamp fileStamp) {
-	c.stamp = stamp
-	cl, err := c.build()
-	if err != nil {
-		c.client, c.err = nil, fmt.Errorf("kubernetes client configuration: %w", err)
-		return
-	}
-	c.client, c.err = cl, nil
-}
-
-// build loads the configuration and constructs the client. It reads local
-// files only.
-func (c *Checker) build() (*client, error) {
-	cfg, err := restConfig(c.cfg)
-	if err != nil {
-		return nil, err
-	}
-	cfg = rest.CopyConfig(cfg)
-	// The check is the only caller and makes one request per scrape: a
-	// client-side limiter could only make it wait.
-	cfg.RateLimiter = flowcontrol.NewFakeAlwaysRateLimiter()
-	cfg.UserAgent = userAgent
-	// Deprecation warnings would go to klog's global logger.
-	cfg.WarningHandler = rest.NoWarnings{}
-	cfg.Dial = c.dialer.DialContext
-	// The innermost wrapper, below client-go's authentication wrappers, so
-	// that reaching it means credentials were obtained.
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &tracingTransport{base: rt} })
-	cfg.GroupVersion = &corev1.SchemeGroupVersion
-	cfg.APIPath = "/api"
-	cfg.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
-
-	httpClient, err := rest.HTTPClientFor(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("http client: %w", err)
-	}
-	rc, err := rest.RESTClientForConfigAndClient(cfg, httpClient)
-	if err != nil {
-		return nil, fmt.Errorf("rest client: %w", err)
-	}
-	return &client{host: cfg.Host, rest: rc, http: httpClient}, nil
-}
-
-// restConfig reads the kubeconfig (only that file: neither $KUBECONFIG nor
-// an in-cluster fallback may change which cluster is checked), or the
-// in-cluster configuration when no kubeconfig is configured.
-func restConfig(kc *config.Kubernetes) (*rest.Config, error) {
-	if kc.Kubeconfig == "" {
-		cfg, err := rest.InClusterConfig()
-		if err != nil {
-			return nil, fmt.Errorf("in-cluster configuration: %w", err)
-		}
-		return cfg, nil
-	}
-	raw, err := clientcmd.LoadFromFile(kc.Kubeconfig)
-	if err != nil {
-		return nil, fmt.Errorf("kubeconfig: %w", err)
-	}
-	// Relative certificate and token paths are relative to the file.
-	if err := clientcmd.ResolveLocalPaths(raw); err != nil {
-		return nil, fmt.Errorf("kubeconfig %s: %w", kc.Kubeconfig, err)
-	}
-	cfg, err := clientcmd.NewNonInteractiveClientConfig(*raw, kc.Context, &clientcmd.ConfigOverrides{}, nil).ClientConfig()
-	if err != nil {
-		return nil, fmt.Errorf("kubeconfig %s: %w", kc.Kubeconfig, err)
-	}
-	return cfg, nil
-}
-
-// CheckFiles reads the kubeconfig the way a check does, without any request:
-// what --config.check warns about. The in-cluster configuration is not
-// looked at, since it exists only inside the cluster.
-func CheckFiles(cfg *config.Kubernetes) error {
-	if cfg.Kubeconfig == "" {
-		return nil
-	}
-	_, err := restConfig(cfg)
-	return err
 }
 
 // trace records how far one check's request got, so that a failure can be

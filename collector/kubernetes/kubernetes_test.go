@@ -296,7 +296,7 @@ func TestRetryTrapIsReal(t *testing.T) {
 		writeStatus(w, apierrors.NewTooManyRequests("slow down", 1), map[string]string{"Retry-After": "1"})
 	})
 	c := newTestChecker(t, kubeconfig(t, srv.URL, srv.caPEM(), nil))
-	cl, err := c.current()
+	cl, err := c.current(context.Background(), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -316,7 +316,7 @@ func TestNoClientSideThrottling(t *testing.T) {
 	t.Parallel()
 	srv := newAPIServer(t, true, func(w http.ResponseWriter, _ *http.Request) { writePodList(w) })
 	c := newTestChecker(t, kubeconfig(t, srv.URL, srv.caPEM(), nil))
-	cl, err := c.current()
+	cl, err := c.current(context.Background(), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -511,7 +511,7 @@ func TestNotInCluster(t *testing.T) {
 	if v := check(c); v.Reason != collector.ReasonCredentialsUnavailable {
 		t.Errorf("reason = %s (%s), want CredentialsUnavailable", v.Reason, v.Message)
 	}
-	if _, err := c.current(); !errors.Is(err, rest.ErrNotInCluster) {
+	if _, err := c.current(context.Background(), slog.New(slog.DiscardHandler)); !errors.Is(err, rest.ErrNotInCluster) {
 		t.Errorf("err = %v, want rest.ErrNotInCluster", err)
 	}
 	if got := c.Targets(); len(got) != 1 || got[0].Name != TargetName {

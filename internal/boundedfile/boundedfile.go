@@ -56,15 +56,8 @@ func Read(path string, k Kind) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
+	if err := usable(f, path, k); err != nil {
 		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("%w (%s): a %s must be a regular file", ErrNotRegular, describe(st.Mode()), k.Name)}
-	}
-	if st.Size() > k.Limit {
-		return nil, tooLarge(path, k)
 	}
 	// The file may grow between Stat and the read: read one byte more
 	// than the cap to tell.
@@ -108,4 +101,31 @@ func size(n int64) string {
 	default:
 		return fmt.Sprintf("%d bytes", n)
 	}
+}
+
+// Check tells whether the file at path could be read by Read, without
+// reading it: what the configuration loader verifies of every file it
+// is pointed at.
+func Check(path string, k Kind) error {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return usable(f, path, k)
+}
+
+// usable tells whether the open file f is a regular file within k's cap.
+func usable(f *os.File, path string, k Kind) error {
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !st.Mode().IsRegular() {
+		return &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("%w (%s): a %s must be a regular file", ErrNotRegular, describe(st.Mode()), k.Name)}
+	}
+	if st.Size() > k.Limit {
+		return tooLarge(path, k)
+	}
+	return nil
 }

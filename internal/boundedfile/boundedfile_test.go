@@ -71,6 +71,9 @@ func TestRead(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			b, err := Read(tc.path, small)
+			if cerr := Check(tc.path, small); (cerr == nil) != (err == nil) {
+				t.Errorf("Check = %v but Read = %v", cerr, err)
+			}
 			if tc.is != nil {
 				if !errors.Is(err, tc.is) {
 					t.Fatalf("Read = %q, %v; want an error wrapping %v", b, err, tc.is)
