@@ -17,6 +17,8 @@ import (
 	"github.com/digitalocean/go-libvirt"
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
+
+	"github.com/egress-proxies/provider_health_exporter/internal/boundedfile"
 )
 
 // stage names the step of a dial that failed (README: "KVM"); the reason is
@@ -427,13 +429,13 @@ func clientConfig(set settings, m *material) (*ssh.ClientConfig, error) {
 // loadSigner reads and parses the private key, decrypting it with the
 // passphrase file when there is one.
 func loadSigner(set settings, keys *signerCache) (ssh.Signer, error) {
-	pem, err := os.ReadFile(set.keyFile)
+	pem, err := boundedfile.Read(set.keyFile, boundedfile.PrivateKey)
 	if err != nil {
 		return nil, fmt.Errorf("read private key: %w", err)
 	}
 	var pass []byte
 	if set.passphraseFile != "" {
-		if pass, err = os.ReadFile(set.passphraseFile); err != nil {
+		if pass, err = boundedfile.Read(set.passphraseFile, boundedfile.Passphrase); err != nil {
 			return nil, fmt.Errorf("read passphrase: %w", err)
 		}
 		pass = bytes.TrimRight(pass, "\r\n")
@@ -458,6 +460,11 @@ func loadSigner(set settings, keys *signerCache) (ssh.Signer, error) {
 func hostKeyCallback(set settings) (ssh.HostKeyCallback, error) {
 	if set.insecure {
 		return ssh.InsecureIgnoreHostKey(), nil
+	}
+	// knownhosts reads the file by name: it is checked first, so that a
+	// named pipe or an oversized file is refused instead of read.
+	if err := boundedfile.Check(set.knownHostsFile, boundedfile.KnownHosts); err != nil {
+		return nil, fmt.Errorf("read known_hosts: %w", err)
 	}
 	cb, err := knownhosts.New(set.knownHostsFile)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -304,6 +305,44 @@ func TestReasons(t *testing.T) {
 			steps:     []step{{want: collector.ReasonSSHMaterialInvalid}, {want: collector.ReasonSSHMaterialInvalid}},
 			wantDials: 0, wantConnects: 0,
 			budget: slowKDF,
+		},
+		{
+			name: "SSHMaterialInvalid: key file is a named pipe",
+			setup: func(e *env) {
+				os.Remove(e.keyFile)
+				if err := syscall.Mkfifo(e.keyFile, 0o600); err != nil {
+					e.t.Fatal(err)
+				}
+			},
+			steps:     []step{{want: collector.ReasonSSHMaterialInvalid}, {want: collector.ReasonSSHMaterialInvalid}},
+			wantDials: 0, wantConnects: 0,
+		},
+		{
+			name: "SSHMaterialInvalid: passphrase file of 1 GiB",
+			setup: func(e *env) {
+				e.cfg.PassphraseFile = filepath.Join(e.dir, "passphrase")
+				f, err := os.Create(e.cfg.PassphraseFile)
+				if err != nil {
+					e.t.Fatal(err)
+				}
+				defer f.Close()
+				if err := f.Truncate(1 << 30); err != nil {
+					e.t.Fatal(err)
+				}
+			},
+			steps:     []step{{want: collector.ReasonSSHMaterialInvalid}, {want: collector.ReasonSSHMaterialInvalid}},
+			wantDials: 0, wantConnects: 0,
+		},
+		{
+			name: "SSHMaterialInvalid: known_hosts is /dev/zero",
+			setup: func(e *env) {
+				os.Remove(e.knownHosts)
+				if err := os.Symlink("/dev/zero", e.knownHosts); err != nil {
+					e.t.Fatal(err)
+				}
+			},
+			steps:     []step{{want: collector.ReasonSSHMaterialInvalid}, {want: collector.ReasonSSHMaterialInvalid}},
+			wantDials: 0, wantConnects: 0,
 		},
 		{
 			name:      "SSHMaterialInvalid: known_hosts missing",

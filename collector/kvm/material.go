@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/egress-proxies/provider_health_exporter/internal/boundedfile"
 )
 
 // material is the SSH material of one kvm entry, parsed once per file and
@@ -160,7 +162,9 @@ func digestFiles(paths []string) ([sha256.Size]byte, error) {
 			h.Write([]byte{0})
 			continue
 		}
-		b, err := os.ReadFile(p)
+		// The largest cap of the files hashed here: each is read again,
+		// with its own cap, by the load it guards.
+		b, err := boundedfile.Read(p, boundedfile.KnownHosts)
 		if err != nil {
 			return [sha256.Size]byte{}, fmt.Errorf("read %s: %w", p, err)
 		}
