@@ -20,6 +20,8 @@ import (
 
 	"github.com/prometheus/common/model"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/egress-proxies/provider_health_exporter/internal/boundedfile"
 )
 
 // Defaults of the README's "Configuration".
@@ -124,7 +126,7 @@ type KVMHost struct {
 
 // Load reads, parses and validates the file at path.
 func Load(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
+	data, err := boundedfile.Read(path, boundedfile.Config)
 	if err != nil {
 		return nil, fmt.Errorf("config file %s: %w", path, err)
 	}
@@ -474,16 +476,28 @@ func readable(where, field, path string) error {
 	if !st.Mode().IsRegular() {
 		return fmt.Errorf("%s: %s: %s is not a regular file", where, field, path)
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		return fmt.Errorf("%s: %s: %w", where, field, err)
-	}
-	defer f.Close()
-	var b [1]byte
-	if _, err := f.Read(b[:]); err != nil && !errors.Is(err, io.EOF) {
+	// Opened without blocking, and within the cap of its kind of file
+	// (docs/security.md), as the check will read it.
+	if err := boundedfile.Check(path, fileKind(field)); err != nil {
 		return fmt.Errorf("%s: %s: %w", where, field, err)
 	}
 	return nil
+}
+
+// fileKind is the kind of the file a configuration field names.
+func fileKind(field string) boundedfile.Kind {
+	switch field {
+	case "kubeconfig":
+		return boundedfile.Kubeconfig
+	case "credentials_file":
+		return boundedfile.Credentials
+	case "passphrase_file":
+		return boundedfile.Passphrase
+	case "known_hosts_file":
+		return boundedfile.KnownHosts
+	default:
+		return boundedfile.PrivateKey
+	}
 }
 
 type plainKubernetes Kubernetes

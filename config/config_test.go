@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -164,5 +165,64 @@ func TestNotARegularFile(t *testing.T) {
 	_, err := Parse([]byte("kubernetes:\n  - name: k\n    kubeconfig: /dev/null\n"))
 	if err == nil || !strings.Contains(err.Error(), "is not a regular file") {
 		t.Errorf("error = %v, want a refusal of /dev/null", err)
+	}
+}
+
+// TestFilesThatWouldHang: the configuration file, or a file it names,
+// that is a named pipe, a device or over its cap is a config error naming
+// the file, the entry and the field, and never blocks the load.
+func TestFilesThatWouldHang(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	zero := filepath.Join(dir, "zero")
+	if err := os.Symlink("/dev/zero", zero); err != nil {
+		t.Fatal(err)
+	}
+	big := filepath.Join(dir, "big")
+	f, err := os.Create(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(1 << 30); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	key := filepath.Join(dir, "key")
+	if err := os.WriteFile(key, []byte("key"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	kvm := func(field, path string) string {
+		return "kvm:\n  - name: lab\n    user: u\n    private_key_file: " + key + "\n    insecure_ignore_host_key: true\n    " +
+			field + ": " + path + "\n    hosts: [{address: 127.0.0.1}]\n"
+	}
+	for _, tc := range []struct{ name, path, want string }{
+		{"config file is a named pipe", fifo, "config file " + fifo + ": read " + fifo + ": not a regular file (a named pipe)"},
+		{"config file is /dev/zero", zero, "not a regular file (a character device)"},
+		{"config file of 1 GiB", big, "a configuration file may be at most 16 MiB"},
+		{"kubeconfig is a named pipe", write("k.yml", "kubernetes: [{name: k, kubeconfig: "+fifo+"}]\n"),
+			`kubernetes[0] "k": kubeconfig: ` + fifo + " is not a regular file"},
+		{"credentials of 1 GiB", write("g.yml", "gcp: [{name: g, project: p, credentials_file: "+big+"}]\n"),
+			`gcp[0] "g": credentials_file: read ` + big + ": file too large: a credentials file may be at most 1 MiB"},
+		{"passphrase of 1 GiB", write("p.yml", kvm("passphrase_file", big)),
+			`kvm[0] "lab": passphrase_file: read ` + big + ": file too large: a passphrase file may be at most 4 KiB"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := Load(tc.path)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Load = %v, want an error containing %q", err, tc.want)
+			}
+		})
 	}
 }
