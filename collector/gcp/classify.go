@@ -2,16 +2,11 @@ package gcp
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"net"
 	"net/http"
-	"syscall"
 
 	"google.golang.org/api/googleapi"
 	"google.golang.org/protobuf/proto"
@@ -56,45 +51,26 @@ func classify(ctx context.Context, err error) (collector.Reason, string) {
 	if errors.Is(err, proto.Error) {
 		return collector.ReasonBadResponse, fmt.Sprintf("Compute answered 200 with a body that is not an instance list: %v", err)
 	}
-	if isTLSError(err) {
-		return collector.ReasonTLSError, fmt.Sprintf("TLS with the Compute endpoint failed: %v", err)
-	}
-	var dnsErr *net.DNSError
-	if errors.As(err, &dnsErr) {
-		return collector.ReasonDNSFailed, fmt.Sprintf("the Compute endpoint's name did not resolve: %v", err)
-	}
-	if isConnectionError(err) {
-		return collector.ReasonUnreachable, fmt.Sprintf("Compute endpoint unreachable: %v", err)
+	if r, ok := collector.ClassifyTransport(ctx, err); ok {
+		return r, transportMessage(r, err)
 	}
 	return collector.ReasonUnknown, err.Error()
 }
 
-// isTLSError reports certificate and handshake failures, including a plain
-// HTTP answer to a TLS client hello.
-func isTLSError(err error) bool {
-	var (
-		unknownAuthority x509.UnknownAuthorityError
-		invalidCert      x509.CertificateInvalidError
-		hostname         x509.HostnameError
-		verification     *tls.CertificateVerificationError
-		recordHeader     tls.RecordHeaderError
-		alert            tls.AlertError
-	)
-	// net/http turns the TLS record error of a plain HTTP answer into
-	// ErrSchemeMismatch.
-	return errors.Is(err, http.ErrSchemeMismatch) || errors.As(err, &unknownAuthority) || errors.As(err, &invalidCert) ||
-		errors.As(err, &hostname) || errors.As(err, &verification) ||
-		errors.As(err, &recordHeader) || errors.As(err, &alert)
-}
-
-// isConnectionError reports a connection that could not be made or that
-// broke before an answer.
-func isConnectionError(err error) bool {
-	var opErr *net.OpError
-	return errors.As(err, &opErr) ||
-		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
-		errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH) ||
-		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+// transportMessage says what a transport reason means for Compute.
+func transportMessage(r collector.Reason, err error) string {
+	switch r {
+	case collector.ReasonTimeout:
+		return fmt.Sprintf("no answer from Compute before the deadline: %v", err)
+	case collector.ReasonBadResponse:
+		return fmt.Sprintf("Compute's answer was refused: %v", err)
+	case collector.ReasonTLSError:
+		return fmt.Sprintf("TLS with the Compute endpoint failed: %v", err)
+	case collector.ReasonDNSFailed:
+		return fmt.Sprintf("the Compute endpoint's name did not resolve: %v", err)
+	default:
+		return fmt.Sprintf("Compute endpoint unreachable: %v", err)
+	}
 }
 
 // Markers Compute puts in its error envelope: errors[].reason in the old

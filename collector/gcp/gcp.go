@@ -262,7 +262,7 @@ func (c *Checker) newClient(ctx context.Context, credsJSON []byte) (*compute.Ins
 		&auth.CachedTokenProviderOptions{DisableAsyncRefresh: true})
 	authed, err := httptransport.NewClient(&httptransport.Options{
 		Credentials:      creds,
-		BaseRoundTripper: c.base,
+		BaseRoundTripper: collector.BoundedTransport(c.base),
 		DisableTelemetry: true,
 		// The auth library logs whole token exchanges (signed assertions,
 		// access tokens) at debug level: it never gets our logger. Its
@@ -327,7 +327,7 @@ func (c *Checker) credentials(ctx context.Context, credsJSON []byte) (*auth.Cred
 	opts := &credentials.DetectOptions{
 		Scopes:              compute.DefaultAuthScopes(),
 		DisableAsyncRefresh: true,
-		Client:              &http.Client{Transport: c.base},
+		Client:              &http.Client{Transport: collector.BoundedTransport(c.base)},
 		Logger:              discardLogger, // see newClient: it logs secrets
 
 	}

@@ -2,14 +2,7 @@ package kubernetes
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
-	"io"
-	"net"
-	"net/http"
-	"net/url"
-	"syscall"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
@@ -40,29 +33,20 @@ func classify(ctx context.Context, err error, tr *trace) collector.Reason {
 		// failed (exec plugin, token file).
 		return collector.ReasonCredentialsUnavailable
 	}
-	var urlErr *url.Error
-	if !errors.As(err, &urlErr) {
-		if tr.answered.Load() {
+	if r, ok := collector.ClassifyTransport(ctx, err); ok {
+		if r == collector.ReasonUnreachable && tr.answered.Load() {
 			// Headers arrived but the body could not be read.
 			return collector.ReasonBadResponse
 		}
-		return collector.ReasonUnknown
+		return r
 	}
-	var dnsErr *net.DNSError
-	if errors.As(err, &dnsErr) {
-		return collector.ReasonDNSFailed
-	}
-	if isTLS(err) {
-		return collector.ReasonTLSError
-	}
-	// The TLS handshake timeout of net/http and the dialer's own timeout are
-	// not context errors but still mean the deadline of a step was reached.
-	var netErr net.Error
-	if errors.As(err, &netErr) && netErr.Timeout() {
-		return collector.ReasonTimeout
-	}
-	if isUnreachable(err) {
+	// The HTTP/2 transport reports a lost connection with an untyped error;
+	// apimachinery's matcher is the one client-go's own retry logic uses.
+	if utilnet.IsHTTP2ConnectionLost(err) && !tr.answered.Load() {
 		return collector.ReasonUnreachable
+	}
+	if tr.answered.Load() {
+		return collector.ReasonBadResponse
 	}
 	return collector.ReasonUnknown
 }
@@ -90,49 +74,4 @@ func statusReason(err error) (collector.Reason, bool) {
 		return collector.ReasonServerError, true
 	}
 	return collector.ReasonUnknown, true
-}
-
-func isTLS(err error) bool {
-	if errors.Is(err, http.ErrSchemeMismatch) {
-		return true
-	}
-	var (
-		unknownAuthority x509.UnknownAuthorityError
-		hostname         x509.HostnameError
-		invalid          x509.CertificateInvalidError
-		verification     *tls.CertificateVerificationError
-		recordHeader     tls.RecordHeaderError
-		alert            tls.AlertError
-	)
-	if errors.As(err, &unknownAuthority) || errors.As(err, &hostname) || errors.As(err, &invalid) ||
-		errors.As(err, &verification) || errors.As(err, &recordHeader) || errors.As(err, &alert) {
-		return true
-	}
-	// An alert the server sent (it rejected our certificate, no common
-	// cipher) comes as an OpError whose Op names it.
-	var opErr *net.OpError
-	return errors.As(err, &opErr) && opErr.Op == "remote error"
-}
-
-// isUnreachable reports a connection that failed or dropped before any
-// answer: refused, reset, no route, or closed before the response headers.
-func isUnreachable(err error) bool {
-	for _, errno := range []syscall.Errno{
-		syscall.ECONNREFUSED, syscall.ECONNRESET, syscall.ECONNABORTED,
-		syscall.EHOSTUNREACH, syscall.ENETUNREACH, syscall.EPIPE,
-	} {
-		if errors.Is(err, errno) {
-			return true
-		}
-	}
-	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return true
-	}
-	// The HTTP/2 transport reports a lost connection with an untyped error;
-	// apimachinery's matcher is the one client-go's own retry logic uses.
-	if utilnet.IsHTTP2ConnectionLost(err) {
-		return true
-	}
-	var opErr *net.OpError
-	return errors.As(err, &opErr) && opErr.Op == "dial"
 }

@@ -17,6 +17,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/client-go/util/flowcontrol"
 
+	"github.com/egress-proxies/provider_health_exporter/collector"
 	"github.com/egress-proxies/provider_health_exporter/config"
 	"github.com/egress-proxies/provider_health_exporter/internal/boundedfile"
 )
@@ -163,7 +164,11 @@ func (c *Checker) build(base *rest.Config, cred *execCredential) (*client, error
 	cfg.Dial = c.dialer.DialContext
 	// The innermost wrapper, below client-go's authentication wrappers, so
 	// that reaching it means credentials were obtained.
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &tracingTransport{base: rt} })
+	// Below it, the bounds every provider's HTTP client has: capped
+	// bodies, no redirects (collector.BoundedTransport).
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return &tracingTransport{base: collector.BoundedTransport(rt)}
+	})
 	cfg.GroupVersion = &corev1.SchemeGroupVersion
 	cfg.APIPath = "/api"
 	cfg.NegotiatedSerializer = scheme.Codecs.WithoutConversion()

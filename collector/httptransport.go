@@ -1,0 +1,172 @@
+package collector
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"syscall"
+)
+
+// MaxBodyBytes is the most the exporter reads of one response body from a
+// provider's HTTP API or a token endpoint (docs/security.md). A check needs
+// a few KB (one page of one item); the largest object a limit=1 list can
+// hold is a Pod near etcd's 1.5 MiB request limit, with its envelope.
+const MaxBodyBytes = 4 << 20
+
+// BodyTooLargeError ends the read of a response body over MaxBodyBytes.
+type BodyTooLargeError struct{ Limit int64 }
+
+func (e *BodyTooLargeError) Error() string {
+	return fmt.Sprintf("the response body is larger than the exporter's limit of %d MiB; the read was stopped", e.Limit>>20)
+}
+
+// RedirectError is a 3xx answer, which a provider's HTTP client never
+// follows: credentials go only to the configured host and port.
+type RedirectError struct {
+	Status   string
+	Location string
+}
+
+func (e *RedirectError) Error() string {
+	return fmt.Sprintf("the server answered %s with Location %q; redirects are not followed, so that credentials only go to the configured server", e.Status, e.Location)
+}
+
+// BoundedTransport is the transport every provider HTTP client sends its
+// requests through, below its authentication: a body is read up to
+// MaxBodyBytes and no further, and a 3xx answer is an error
+// (*RedirectError) instead of a response, so that no client, whatever its
+// redirect policy, asks another server, let alone with the credentials its
+// authentication layer adds to every request.
+func BoundedTransport(next http.RoundTripper) http.RoundTripper {
+	return &boundedTransport{next: next}
+}
+
+type boundedTransport struct{ next http.RoundTripper }
+
+func (t *boundedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode >= 300 && resp.StatusCode <= 399 && resp.StatusCode != http.StatusNotModified {
+		_ = resp.Body.Close()
+		return nil, &RedirectError{Status: resp.Status, Location: resp.Header.Get("Location")}
+	}
+	resp.Body = &limitedBody{rc: resp.Body, left: MaxBodyBytes}
+	return resp, nil
+}
+
+// WrappedRoundTripper lets helpers that close idle connections reach the
+// transport below (client-go's utilnet).
+func (t *boundedTransport) WrappedRoundTripper() http.RoundTripper { return t.next }
+
+// CloseIdleConnections closes the idle connections of the transport below.
+func (t *boundedTransport) CloseIdleConnections() {
+	if c, ok := t.next.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
+// limitedBody reads at most left more bytes; one byte more is an error.
+type limitedBody struct {
+	rc   io.ReadCloser
+	left int64
+}
+
+func (b *limitedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		// At the limit: the body is over it if one more byte comes.
+		var one [1]byte
+		n, err := b.rc.Read(one[:])
+		if n > 0 {
+			return 0, &BodyTooLargeError{Limit: MaxBodyBytes}
+		}
+		return 0, err
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.rc.Read(p)
+	b.left -= int64(n)
+	return n, err
+}
+
+func (b *limitedBody) Close() error { return b.rc.Close() }
+
+// ClassifyTransport classifies what went wrong below the HTTP status of an
+// API call: the shared part of every HTTP provider's classification
+// (docs/development.md), with one answer per case. ok is false for an
+// error it does not recognise, which the provider classifies further.
+//
+//   - the context ended, or a step's own timeout (TLS handshake, dial)
+//     fired: Timeout, whatever the error says
+//   - a 3xx answer or a body over MaxBodyBytes: BadResponse
+//   - the name did not resolve: DNSFailed
+//   - certificate, handshake or alert problems, and an HTTP answer to
+//     HTTPS (a TLS record header error): TLSError
+//   - refused, reset, unreachable, or closed before an answer (EOF), and
+//     any other network operation that failed: Unreachable
+func ClassifyTransport(ctx context.Context, err error) (r Reason, ok bool) {
+	var (
+		redirect *RedirectError
+		tooLarge *BodyTooLargeError
+		dnsErr   *net.DNSError
+		netErr   net.Error
+	)
+	switch {
+	case Ended(ctx) || errors.Is(err, context.DeadlineExceeded):
+		return ReasonTimeout, true
+	case errors.As(err, &redirect), errors.As(err, &tooLarge):
+		return ReasonBadResponse, true
+	case errors.As(err, &dnsErr):
+		return ReasonDNSFailed, true
+	case isTLSError(err):
+		return ReasonTLSError, true
+	case errors.As(err, &netErr) && netErr.Timeout():
+		return ReasonTimeout, true
+	case isConnectionError(err):
+		return ReasonUnreachable, true
+	}
+	return "", false
+}
+
+// isTLSError reports certificate and handshake failures, alerts, and a
+// plain HTTP answer to a TLS client hello.
+func isTLSError(err error) bool {
+	var (
+		unknownAuthority x509.UnknownAuthorityError
+		invalidCert      x509.CertificateInvalidError
+		hostname         x509.HostnameError
+		verification     *tls.CertificateVerificationError
+		recordHeader     tls.RecordHeaderError
+		alert            tls.AlertError
+		opErr            *net.OpError
+	)
+	// net/http turns the TLS record error of a plain HTTP answer into
+	// ErrSchemeMismatch; an alert the server sent (it rejected our
+	// certificate, no common cipher) comes as an OpError named after it.
+	return errors.Is(err, http.ErrSchemeMismatch) || errors.As(err, &unknownAuthority) ||
+		errors.As(err, &invalidCert) || errors.As(err, &hostname) || errors.As(err, &verification) ||
+		errors.As(err, &recordHeader) || errors.As(err, &alert) ||
+		(errors.As(err, &opErr) && opErr.Op == "remote error")
+}
+
+// isConnectionError reports a connection that could not be made or that
+// broke before an answer.
+func isConnectionError(err error) bool {
+	for _, errno := range []syscall.Errno{
+		syscall.ECONNREFUSED, syscall.ECONNRESET, syscall.ECONNABORTED,
+		syscall.EHOSTUNREACH, syscall.ENETUNREACH, syscall.EPIPE,
+	} {
+		if errors.Is(err, errno) {
+			return true
+		}
+	}
+	var opErr *net.OpError
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &opErr)
+}

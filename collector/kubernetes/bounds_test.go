@@ -1,0 +1,55 @@
+package kubernetes
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/egress-proxies/provider_health_exporter/collector"
+)
+
+// TestRedirectIsNotFollowed: an API server that redirects is BadResponse
+// with the status and Location, never Ready on another server's word, and
+// the other server receives nothing.
+func TestRedirectIsNotFollowed(t *testing.T) {
+	t.Parallel()
+	var elsewhere atomic.Int64
+	other := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		elsewhere.Add(1)
+		writePodList(w)
+	}))
+	t.Cleanup(other.Close)
+	srv := newAPIServer(t, true, func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL+r.URL.RequestURI(), http.StatusFound)
+	})
+	v := check(newTestChecker(t, kubeconfig(t, srv.URL, srv.caPEM(), nil)))
+	if v.Reason != collector.ReasonBadResponse || !strings.Contains(v.Message, "302") || !strings.Contains(v.Message, other.URL) {
+		t.Errorf("verdict %s (%s), want BadResponse with the status and Location", v.Reason, v.Message)
+	}
+	if n := elsewhere.Load(); n != 0 {
+		t.Errorf("the redirect target got %d requests", n)
+	}
+}
+
+// TestHugeListIsCut: a server that ignores limit=1 and sends an endless
+// list is BadResponse naming the limit.
+func TestHugeListIsCut(t *testing.T) {
+	t.Parallel()
+	pod := `{"metadata":{"name":"proxy","namespace":"egress","labels":{"app.kubernetes.io/managed-by":"egress-proxies-operator"}}},`
+	srv := newAPIServer(t, true, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"kind":"PodList","apiVersion":"v1","metadata":{},"items":[`))
+		chunk := []byte(strings.Repeat(pod, 1000))
+		for r.Context().Err() == nil {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+	})
+	v := check(newTestChecker(t, kubeconfig(t, srv.URL, srv.caPEM(), nil)))
+	if v.Reason != collector.ReasonBadResponse || !strings.Contains(v.Message, "limit of 4 MiB") {
+		t.Errorf("verdict %s (%s), want BadResponse naming the limit", v.Reason, v.Message)
+	}
+}
