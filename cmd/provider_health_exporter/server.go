@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/http"
@@ -65,12 +66,18 @@ func longestTimeout(cfg *config.Config) time.Duration {
 // cancels the request's context, which would end a check early; no path
 // reads a request body, so there is no body to bound.
 func newServer(h http.Handler, x *exporter, maxRequests int) *http.Server {
+	return boundedServer(h, maxRequests, func() time.Duration { return longestTimeout(x.config()) + writeGrace })
+}
+
+// boundedServer is newServer with the write deadline given by writeAfter.
+func boundedServer(h http.Handler, maxRequests int, writeAfter func() time.Duration) *http.Server {
 	conns := &connLimit{max: maxConnections(maxRequests)}
 	return &http.Server{
-		Handler:           refuseBody(writeDeadline(h, func() time.Duration { return longestTimeout(x.config()) + writeGrace })),
+		Handler:           conns.markServed(refuseBody(writeDeadline(h, writeAfter))),
 		ReadHeaderTimeout: readHeaderTimeout,
 		IdleTimeout:       idleTimeout,
 		ConnState:         conns.track,
+		ConnContext:       withConn,
 	}
 }
 
@@ -113,25 +120,98 @@ func refuseBody(next http.Handler) http.Handler {
 	})
 }
 
-// connLimit closes a new connection at once when maxConnections are already
-// open, so that idle or slow clients cannot use up the process's file
-// descriptors; each of them is closed by the timeouts above in the end.
+// connLimit bounds the open client connections so that idle or slow
+// clients cannot use up the process's file descriptors (README: "Security").
+// A connection still sending its request header (pending: accepted, or
+// back from keep-alive, and no handler started yet) is the cheapest for a
+// client to hold, so those are the ones given up: when maxConnections are
+// open, or more than half of them are pending, the oldest pending
+// connection is closed to make room for a new one. A client holding
+// connections open with half a header therefore cannot lock Prometheus
+// out; it only loses its oldest ones. A new connection is refused only
+// when every open one is being served or idle between requests, and the
+// timeouts above close all of them in the end.
 type connLimit struct {
-	max  int
-	mu   sync.Mutex
-	open int
+	max     int
+	mu      sync.Mutex
+	open    int
+	pending map[net.Conn]time.Time // since when each pending connection waits
+	// evicted are closed connections whose StateClosed has not come yet:
+	// they no longer count as open.
+	evicted map[net.Conn]bool
+	// accepted counts every connection ever seen, for tests.
+	accepted int
 }
 
 func (l *connLimit) track(c net.Conn, s http.ConnState) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.pending == nil {
+		l.pending, l.evicted = map[net.Conn]time.Time{}, map[net.Conn]bool{}
+	}
 	switch s {
 	case http.StateNew:
+		l.accepted++
 		l.open++
-		if l.open > l.max {
-			_ = c.Close()
+		l.pending[c] = time.Now()
+		if l.open > l.max || len(l.pending) > max(l.max/2, 1) {
+			l.evictLocked(c)
+		}
+	case http.StateIdle:
+		delete(l.pending, c)
+	case http.StateActive:
+		// Back from keep-alive, or new: waits for its header until a
+		// handler starts (served).
+		if _, ok := l.pending[c]; !ok {
+			l.pending[c] = time.Now()
 		}
 	case http.StateHijacked, http.StateClosed:
+		if l.evicted[c] {
+			delete(l.evicted, c)
+			return
+		}
 		l.open--
+		delete(l.pending, c)
 	}
+}
+
+// evictLocked closes the oldest pending connection, which is newest when no
+// other is pending.
+func (l *connLimit) evictLocked(newest net.Conn) {
+	oldest, since := newest, l.pending[newest]
+	for c, t := range l.pending {
+		if t.Before(since) {
+			oldest, since = c, t
+		}
+	}
+	delete(l.pending, oldest)
+	l.evicted[oldest] = true
+	l.open--
+	_ = oldest.Close()
+}
+
+// served marks c as no longer pending: a handler runs for it, so its
+// request header arrived whole.
+func (l *connLimit) served(c net.Conn) {
+	l.mu.Lock()
+	delete(l.pending, c)
+	l.mu.Unlock()
+}
+
+type connKey struct{}
+
+// markServed tells l, when a handler starts, that the request's connection
+// delivered its header.
+func (l *connLimit) markServed(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if c, ok := r.Context().Value(connKey{}).(net.Conn); ok {
+			l.served(c)
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// withConn puts the connection into its requests' contexts, for markServed.
+func withConn(ctx context.Context, c net.Conn) context.Context {
+	return context.WithValue(ctx, connKey{}, c)
 }

@@ -185,42 +185,70 @@ func TestRefuseBody(t *testing.T) {
 	}
 }
 
-// TestConnLimit: connections beyond the limit are closed at once; those
-// within it are served.
+// TestConnLimit: connections that have sent nothing are given up oldest
+// first, at most half the limit of them kept; connections that were served
+// and wait between requests are kept, and a new connection beyond the limit
+// is then refused.
 func TestConnLimit(t *testing.T) {
 	t.Parallel()
-	const limit, extra = 5, 3
-	srv := &http.Server{
-		Handler:   http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") }),
-		ConnState: (&connLimit{max: limit}).track,
-	}
+	const limit, extra = 6, 3
+	srv := boundedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") }),
+		limit/4, func() time.Duration { return time.Minute })
+	cl := &connLimit{max: limit}
+	srv.ConnState, srv.Handler = cl.track, cl.markServed(srv.Handler)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { srv.Close() })
-
-	conns := make([]net.Conn, limit+extra)
-	for i := range conns {
-		if conns[i], err = net.Dial("tcp", ln.Addr().String()); err != nil {
+	dial := func() net.Conn {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
 			t.Fatal(err)
 		}
-		defer conns[i].Close()
+		t.Cleanup(func() { c.Close() })
+		return c
 	}
-	served := 0
-	for _, c := range conns {
+	request := func(c net.Conn) error {
 		_ = c.SetDeadline(time.Now().Add(slack))
 		if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
-			continue
+			return err
 		}
-		if resp, err := http.ReadResponse(bufio.NewReader(c), nil); err == nil {
-			resp.Body.Close()
-			served++
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			return err
+		}
+		return resp.Body.Close()
+	}
+
+	silent := make([]net.Conn, limit/2+extra)
+	for i := range silent {
+		silent[i] = dial()
+	}
+	// The server has seen them all before any speaks, however slow the
+	// machine: the evictions happen in the order they came.
+	for seen := 0; seen < len(silent); {
+		cl.mu.Lock()
+		seen = cl.accepted
+		cl.mu.Unlock()
+		time.Sleep(time.Millisecond)
+	}
+	for i, c := range silent {
+		err := request(c)
+		if kept := i >= extra; kept != (err == nil) {
+			t.Errorf("silent connection %d of %d: %v; want the %d oldest closed, the rest served", i, len(silent), err, extra)
 		}
 	}
-	if served != limit {
-		t.Errorf("%d of %d connections served, want %d", served, len(conns), limit)
+	// Fill the limit with served, keep-alive connections: nothing
+	// pending is left to give up, so a new connection is refused.
+	for range limit - limit/2 {
+		if err := request(dial()); err != nil {
+			t.Fatalf("connection within the limit: %v", err)
+		}
+	}
+	if err := request(dial()); err == nil {
+		t.Error("a connection beyond the limit of served connections was served")
 	}
 }
 
@@ -302,5 +330,48 @@ func TestWriteDeadline(t *testing.T) {
 		}
 	case <-time.After(slack):
 		t.Fatal("the handler is still writing to a client that does not read")
+	}
+}
+
+// TestHalfHeadersCannotLockOutScrapes: connections that hold half a
+// request header fill the connection cap, yet every scrape that follows
+// is served: the oldest header-pending connections make room.
+func TestHalfHeadersCannotLockOutScrapes(t *testing.T) {
+	t.Parallel()
+	const maxRequests = 40 // the default: 160 connections at most
+	srv := boundedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") }),
+		maxRequests, func() time.Duration { return time.Minute })
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { srv.Close() })
+
+	for range maxConnections(maxRequests) {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, err := io.WriteString(c, "GET /metrics HTTP/1.1\r\nHost: x\r\nX-Half: "); err != nil {
+			t.Fatal(err)
+		}
+	}
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	for i := range 10 {
+		req, err := http.NewRequest(http.MethodGet, "http://"+ln.Addr().String()+"/metrics", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("X-Prometheus-Scrape-Timeout-Seconds", "10")
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("scrape %d: %v", i, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("scrape %d: %s", i, resp.Status)
+		}
 	}
 }
