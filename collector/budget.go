@@ -3,6 +3,7 @@ package collector
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -14,6 +15,11 @@ const ScrapeTimeoutHeader = "X-Prometheus-Scrape-Timeout-Seconds"
 func ParseScrapeTimeout(v string) (time.Duration, error) {
 	if v == "" {
 		return 0, nil
+	}
+	// ParseFloat takes Go literal syntax, digit separators included:
+	// "1_0" would be 10, which no Prometheus sends.
+	if strings.ContainsRune(v, '_') {
+		return 0, fmt.Errorf("parse %s %q: not a number of seconds", ScrapeTimeoutHeader, v)
 	}
 	secs, err := strconv.ParseFloat(v, 64)
 	if err != nil {

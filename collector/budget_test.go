@@ -48,6 +48,8 @@ func TestParseScrapeTimeout(t *testing.T) {
 		{"NaN", 0, true},
 		{"+Inf", 0, true},
 		{"ten", 0, true},
+		{"1_0", 0, true}, // Go literal syntax ParseFloat takes; no Prometheus sends it
+		{"0x1_0p0", 0, true},
 	} {
 		got, err := ParseScrapeTimeout(tc.in)
 		if (err != nil) != tc.wantErr || got != tc.want {
