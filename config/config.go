@@ -477,7 +477,7 @@ func readable(where, field, path string) error {
 		return fmt.Errorf("%s: %s: %s is not a regular file", where, field, path)
 	}
 	// Opened without blocking, and within the cap of its kind of file
-	// (docs/security.md), as the check will read it.
+	// (README: "What the exporter bounds"), as the check will read it.
 	if err := boundedfile.Check(path, fileKind(field)); err != nil {
 		return fmt.Errorf("%s: %s: %w", where, field, err)
 	}

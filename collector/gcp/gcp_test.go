@@ -633,7 +633,7 @@ func TestCredentialsFileContents(t *testing.T) {
 		{"private key garbage", withField("private_key", "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n")},
 		{"file removed", nil},
 		// Files that would block or exhaust a plain read: refused, and
-		// the check returns (docs/security.md).
+		// the check returns (README: "What the exporter bounds").
 		{"named pipe", []byte("fifo")},
 		{"symlink to /dev/zero", []byte("zero")},
 		{"over the cap", bytes.Repeat([]byte(" "), 1<<20+1)},
