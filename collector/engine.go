@@ -647,13 +647,13 @@ func (e *Engine) start(ctx context.Context, p *provider, st *state, t Target) *c
 		}
 		if v.Address != "" {
 			t.Address = v.Address
-			st.mu.Lock()
-			st.address = v.Address
-			st.mu.Unlock()
 		}
 		res := Result{Verdict: v, Target: t, CheckedAt: end, Duration: end.Sub(begin)}
 		st.mu.Lock()
 		prev := st.cached
+		if v.Address != "" {
+			st.address = v.Address
+		}
 		st.mu.Unlock()
 		// A verdict is logged at info when the reason changes, so a target
 		// that stays broken does not fill the log at every scrape.
