@@ -420,10 +420,17 @@ func TestReasons(t *testing.T) {
 		},
 		{
 			// The dial the first check started goes on after its
-			// budget (for dial_timeout, 3s); the second check joins it
-			// instead of dialing again.
-			name:  "Timeout: server accepts TCP and never speaks",
-			setup: func(e *env) { e.srv.setMode(modeSilent) },
+			// budget; the second check joins it instead of dialing
+			// again. The dial must still be running when the second
+			// check starts, however slow the machine: with the default
+			// dial_timeout it gives up on the silent server after a
+			// quarter of 3s, so dial_timeout is made long (Close ends
+			// the dial).
+			name: "Timeout: server accepts TCP and never speaks",
+			setup: func(e *env) {
+				e.srv.setMode(modeSilent)
+				e.cfg.DialTimeout = config.Duration(10 * time.Minute)
+			},
 			steps: []step{
 				{budget: 300 * time.Millisecond, want: collector.ReasonTimeout},
 				{budget: 300 * time.Millisecond, want: collector.ReasonTimeout},
