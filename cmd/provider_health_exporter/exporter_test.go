@@ -168,34 +168,59 @@ func get(t *testing.T, client *http.Client, url string, header map[string]string
 	return resp.StatusCode, string(b)
 }
 
+// TestScrapeAnswersBeforeScrapeTimeoutWhenACheckerHangs: a checker that
+// ignores its context does not hold the answer past Prometheus' scrape
+// timeout; its target reads Timeout and the others keep their verdicts. In
+// a synctest bubble, so the time measured is the exporter's own waiting, not
+// how fast a loaded machine runs it.
 func TestScrapeAnswersBeforeScrapeTimeoutWhenACheckerHangs(t *testing.T) {
 	t.Parallel()
-	release := make(chan struct{})
-	t.Cleanup(func() { close(release) })
-	_, srv, _ := newTestExporter(t, baseConfig, map[string]func(context.Context, *slog.Logger, string) collector.Verdict{
-		"crawl-prod": func(context.Context, *slog.Logger, string) collector.Verdict {
-			<-release // never returns during the scrape, ignoring its context
-			return collector.Verdict{Reason: collector.ReasonReady}
-		},
-	}, 0)
-	// Prometheus gives up after its scrape timeout: so does this client.
-	client := &http.Client{Timeout: time.Second}
-	code, body := get(t, client, srv.URL+"/metrics", map[string]string{collector.ScrapeTimeoutHeader: "1"})
-	if code != http.StatusOK {
-		t.Fatalf("status %d: %s", code, body)
-	}
-	for _, want := range []string{
-		`provider_health_reason{name="crawl-prod",provider="gcp",reason="Timeout",target="compute"} 1`,
-		`provider_health_check_timeout_seconds{name="crawl-prod",provider="gcp"} 0.5`,
-		`provider_health_ready{name="prod-cluster",provider="kubernetes",target="apiserver"} 1`,
-		`provider_health_ready{name="lab",provider="kvm",target="nuc"} 1`,
-		`provider_health_exporter_build_info{`,
-		`go_goroutines `,
-	} {
-		if !strings.Contains(body, want) {
-			t.Errorf("metrics lack %s", want)
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		x := newExporter(exporterOptions{
+			logger:     slog.New(slog.DiscardHandler),
+			configFile: writeConfig(t, t.TempDir(), baseConfig),
+			entries: fakeEntries(map[string]func(context.Context, *slog.Logger, string) collector.Verdict{
+				"crawl-prod": func(context.Context, *slog.Logger, string) collector.Verdict {
+					<-release // never returns during the scrape, ignoring its context
+					return collector.Verdict{Reason: collector.ReasonReady}
+				},
+			}),
+			offset:      500 * time.Millisecond,
+			metricsPath: "/metrics",
+		})
+		if err := x.reload(); err != nil {
+			t.Fatal(err)
 		}
-	}
+		defer x.engine.Close()
+		defer close(release)
+		// Prometheus gives up after its scrape timeout, the header's 1 s.
+		const scrapeTimeout = time.Second
+		r := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+		r.Header.Set(collector.ScrapeTimeoutHeader, "1")
+		w := httptest.NewRecorder()
+		begin := time.Now()
+		x.handler().ServeHTTP(w, r)
+		if took := time.Since(begin); took >= scrapeTimeout {
+			t.Errorf("answered after %v, want it within the scrape timeout of %v", took, scrapeTimeout)
+		}
+		body := w.Body.String()
+		if w.Code != http.StatusOK {
+			t.Fatalf("status %d: %s", w.Code, body)
+		}
+		for _, want := range []string{
+			`provider_health_reason{name="crawl-prod",provider="gcp",reason="Timeout",target="compute"} 1`,
+			`provider_health_check_timeout_seconds{name="crawl-prod",provider="gcp"} 0.5`,
+			`provider_health_ready{name="prod-cluster",provider="kubernetes",target="apiserver"} 1`,
+			`provider_health_ready{name="lab",provider="kvm",target="nuc"} 1`,
+			`provider_health_exporter_build_info{`,
+			`go_goroutines `,
+		} {
+			if !strings.Contains(body, want) {
+				t.Errorf("metrics lack %s", want)
+			}
+		}
+	})
 }
 
 func TestBadScrapeTimeoutHeader(t *testing.T) {
