@@ -42,9 +42,8 @@ func TestHostileClientsCannotStarveScrapes(t *testing.T) {
 	writeFile(t, filepath.Join(dir, "key"), "not a key")
 	cfgPath := filepath.Join(dir, "provider_health.yml")
 	writeFile(t, cfgPath, "kvm:\n  - name: lab\n    user: proxyops\n    private_key_file: key\n    insecure_ignore_host_key: true\n    hosts:\n      - address: 127.0.0.1:1\n        name: h\n")
-	addr := freeAddr(t)
 	var logs syncBuffer
-	startExporter(t, dir, &logs, "--config.file="+cfgPath, "--web.listen-address="+addr)
+	_, _, addr := startExporter(t, dir, &logs, "--config.file="+cfgPath)
 	client := &http.Client{Timeout: 60 * time.Second}
 	get := func(path string) (int, string) {
 		resp, err := client.Get("http://" + addr + path)
