@@ -24,7 +24,6 @@ import (
 	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
-	"go.uber.org/goleak"
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
 	"github.com/egress-proxies/provider_health_exporter/collector/kvm"
@@ -147,6 +146,25 @@ func newTestExporterWith(t testing.TB, dir, body string, behaviours map[string]f
 	return x, srv, path
 }
 
+// newBubbleExporter is an exporter for a synctest bubble, with the
+// fake checkers of behaviours: it has no HTTP server (a goroutine waiting
+// on the network is not durably blocked, so fake time would not advance);
+// the test serves x.handler() itself and closes x.engine.
+func newBubbleExporter(t *testing.T, behaviours map[string]func(context.Context, *slog.Logger, string) collector.Verdict) *exporter {
+	t.Helper()
+	x := newExporter(exporterOptions{
+		logger:      slog.New(slog.DiscardHandler),
+		configFile:  writeConfig(t, t.TempDir(), baseConfig),
+		entries:     fakeEntries(behaviours),
+		offset:      500 * time.Millisecond,
+		metricsPath: "/metrics",
+	})
+	if err := x.reload(); err != nil {
+		t.Fatal(err)
+	}
+	return x
+}
+
 func get(t *testing.T, client *http.Client, url string, header map[string]string) (int, string) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, url, nil)
@@ -177,21 +195,12 @@ func TestScrapeAnswersBeforeScrapeTimeoutWhenACheckerHangs(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		release := make(chan struct{})
-		x := newExporter(exporterOptions{
-			logger:     slog.New(slog.DiscardHandler),
-			configFile: writeConfig(t, t.TempDir(), baseConfig),
-			entries: fakeEntries(map[string]func(context.Context, *slog.Logger, string) collector.Verdict{
-				"crawl-prod": func(context.Context, *slog.Logger, string) collector.Verdict {
-					<-release // never returns during the scrape, ignoring its context
-					return collector.Verdict{Reason: collector.ReasonReady}
-				},
-			}),
-			offset:      500 * time.Millisecond,
-			metricsPath: "/metrics",
+		x := newBubbleExporter(t, map[string]func(context.Context, *slog.Logger, string) collector.Verdict{
+			"crawl-prod": func(context.Context, *slog.Logger, string) collector.Verdict {
+				<-release // never returns during the scrape, ignoring its context
+				return collector.Verdict{Reason: collector.ReasonReady}
+			},
 		})
-		if err := x.reload(); err != nil {
-			t.Fatal(err)
-		}
 		defer x.engine.Close()
 		defer close(release)
 		// Prometheus gives up after its scrape timeout, the header's 1 s.
@@ -583,36 +592,40 @@ func diffLines(want, got string) string {
 	return b.String()
 }
 
-// TestNoGoroutineLeakAcrossScrapes scrapes many times, some scrapes timing
-// out, and checks that every goroutine the scrapes started has ended.
+// TestNoGoroutineLeakAcrossScrapes scrapes many times at once, some
+// scrapes timing out, and checks that every goroutine the scrapes started
+// has ended: in a synctest bubble, which fails the test if any goroutine
+// started in it is still blocked when the test ends. Time is fake, so the
+// scrapes time out in the same order however slow the machine.
 func TestNoGoroutineLeakAcrossScrapes(t *testing.T) {
-	// Not parallel: goleak looks at every goroutine of the process.
-	ignore := goleak.IgnoreCurrent()
-	x, srv, _ := newTestExporterWith(t, t.TempDir(), baseConfig, map[string]func(context.Context, *slog.Logger, string) collector.Verdict{
-		"crawl-prod": func(ctx context.Context, _ *slog.Logger, _ string) collector.Verdict {
-			<-ctx.Done() // slow, but honours its deadline
-			return collector.Verdict{Reason: collector.ReasonUnreachable}
-		},
-	}, 0)
-	client := &http.Client{Transport: &http.Transport{}}
-	var wg sync.WaitGroup
-	for i := range 30 {
-		wg.Go(func() {
-			path := "/metrics"
-			if i%3 == 0 {
-				path = "/probe?name=lab"
-			}
-			code, _ := get(t, client, srv.URL+path, map[string]string{collector.ScrapeTimeoutHeader: "0.2"})
-			if code != http.StatusOK {
-				t.Errorf("%s: status %d", path, code)
-			}
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		x := newBubbleExporter(t, map[string]func(context.Context, *slog.Logger, string) collector.Verdict{
+			"crawl-prod": func(ctx context.Context, _ *slog.Logger, _ string) collector.Verdict {
+				<-ctx.Done() // slow, but honours its deadline
+				return collector.Verdict{Reason: collector.ReasonUnreachable}
+			},
 		})
-	}
-	wg.Wait()
-	client.CloseIdleConnections()
-	srv.Close()
-	x.engine.Close()
-	goleak.VerifyNone(t, ignore)
+		h := x.handler()
+		var wg sync.WaitGroup
+		for i := range 30 {
+			wg.Go(func() {
+				path := "/metrics"
+				if i%3 == 0 {
+					path = "/probe?name=lab"
+				}
+				r := httptest.NewRequest(http.MethodGet, path, nil)
+				r.Header.Set(collector.ScrapeTimeoutHeader, "0.2")
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, r)
+				if w.Code != http.StatusOK {
+					t.Errorf("%s: status %d", path, w.Code)
+				}
+			})
+		}
+		wg.Wait()
+		x.engine.Close()
+	})
 }
 
 func TestMetricsCollectFilter(t *testing.T) {
@@ -750,21 +763,12 @@ func TestAnswerLeavesWithinTheBudget(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		release := make(chan struct{})
-		x := newExporter(exporterOptions{
-			logger:     slog.New(slog.DiscardHandler),
-			configFile: writeConfig(t, t.TempDir(), baseConfig),
-			entries: fakeEntries(map[string]func(context.Context, *slog.Logger, string) collector.Verdict{
-				"crawl-prod": func(context.Context, *slog.Logger, string) collector.Verdict {
-					<-release // hangs, ignoring its context
-					return collector.Verdict{Reason: collector.ReasonReady}
-				},
-			}),
-			offset:      500 * time.Millisecond,
-			metricsPath: "/metrics",
+		x := newBubbleExporter(t, map[string]func(context.Context, *slog.Logger, string) collector.Verdict{
+			"crawl-prod": func(context.Context, *slog.Logger, string) collector.Verdict {
+				<-release // hangs, ignoring its context
+				return collector.Verdict{Reason: collector.ReasonReady}
+			},
 		})
-		if err := x.reload(); err != nil {
-			t.Fatal(err)
-		}
 		defer x.engine.Close()
 		defer close(release)
 		h := x.handler()
