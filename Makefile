@@ -45,6 +45,8 @@ exposition:
 .PHONY: lint
 lint:
 	@out="$$($(GOFMT) -l $$(git ls-files "*.go"))"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	@# Markdown links and anchors, and the doc sections code comments cite (also run by make unit).
+	$(GO) test -count=1 -run 'TestRepository' ./internal/mdlinks/
 	$(GO) vet $(PKGS)
 	$(GO) -C $(VALIDATE) vet ./...
 	$(GO) vet -tags integration ./collector/kvm/ ./collector/kubernetes/
