@@ -62,7 +62,7 @@ lint:
 	  systemd-analyze verify $$tmp/provider_health_exporter.service && echo "systemd unit OK"
 
 # Go benchmark format (compare two runs with benchstat), then the summary
-# table of the KVM fleet simulator (README: "Performance"). The fleet's
+# table of the KVM fleet simulator (docs/scaling.md: "Performance"). The fleet's
 # scrapes are long (a 1,000-host cold scrape takes seconds), so it runs a
 # fixed number of scrapes; the 1,000-host fleet keeps a few thousand sockets
 # open, hence the raised descriptor limit. virsh.sh adds one host's steady

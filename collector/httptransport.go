@@ -13,7 +13,7 @@ import (
 )
 
 // MaxBodyBytes is the most the exporter reads of one response body from a
-// provider's HTTP API or a token endpoint (README: "What the exporter bounds"). A check needs
+// provider's HTTP API or a token endpoint (docs/security.md: "What the exporter bounds"). A check needs
 // a few KB (one page of one item); the largest object a limit=1 list can
 // hold is a Pod near etcd's 1.5 MiB request limit, with its envelope.
 const MaxBodyBytes = 4 << 20
@@ -100,7 +100,7 @@ func (b *limitedBody) Close() error { return b.rc.Close() }
 
 // ClassifyTransport classifies what went wrong below the HTTP status of an
 // API call: the shared part of every HTTP provider's classification
-// (README: "What the exporter bounds"), with one answer per case. ok is false for an
+// (docs/security.md: "What the exporter bounds"), with one answer per case. ok is false for an
 // error it does not recognise, which the provider classifies further.
 //
 //   - the context ended, or a step's own timeout (TLS handshake, dial)
