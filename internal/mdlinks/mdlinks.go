@@ -176,17 +176,17 @@ func checkLink(fsys fs.FS, from, dest string, load func(string) (*Doc, error)) s
 }
 
 func suggest(d *Doc, frag string) string {
-	var close []string
+	var near []string
 	for a := range d.Anchors {
 		if strings.HasPrefix(a, frag) || strings.HasPrefix(frag, a) {
-			close = append(close, "#"+a)
+			near = append(near, "#"+a)
 		}
 	}
-	if len(close) == 0 {
+	if len(near) == 0 {
 		return ""
 	}
-	sort.Strings(close)
-	return " (did you mean " + strings.Join(close, ", ") + "?)"
+	sort.Strings(near)
+	return " (did you mean " + strings.Join(near, ", ") + "?)"
 }
 
 // A citation in a comment: README or docs/x.md, optionally "'s", optionally a
