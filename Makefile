@@ -94,6 +94,8 @@ FUZZ_TARGETS := \
 	./collector/gcp:FuzzErrorBody \
 	./collector/gcp:FuzzCredentialsJSON \
 	./collector/kubernetes:FuzzKubeconfig \
+	./collector/kubernetes:FuzzExecCredential \
+	./collector:FuzzLimitedBody \
 	./config:FuzzParse \
 	./config:FuzzLoad \
 	./cmd/provider_health_exporter:FuzzProbeQuery
