@@ -153,6 +153,13 @@ func TestNothingReadCanHangOrExhaust(t *testing.T) {
 		"\ncontexts:\n- name: c\n  context: {cluster: c}\n")
 	pipeCreds := filepath.Join(dir, "pipe-gcp.json")
 	writeFile(t, pipeCreds, serviceAccount(t, tokens.URL))
+	// A credentials file of 1 GiB (sparse: it costs no disk) and a token
+	// file that is /dev/zero: read whole, either would exhaust memory.
+	sparseCreds := filepath.Join(dir, "sparse-gcp.json")
+	writeFile(t, sparseCreds, serviceAccount(t, tokens.URL))
+	zeroToken := filepath.Join(dir, "zero-token")
+	writeFile(t, zeroToken, "t")
+	zeroKubeconfig := kubeconfig("zero-kubeconfig", "    tokenFile: "+zeroToken+"\n")
 	key := filepath.Join(dir, "key")
 	writeFile(t, key, "not yet a pipe")
 	gcp := func(name, endpoint, creds string) string {
@@ -163,17 +170,17 @@ func TestNothingReadCanHangOrExhaust(t *testing.T) {
 	}
 	cfgPath := filepath.Join(dir, "provider_health.yml")
 	cfg := "gcp:\n" + gcp("good", good.URL, creds) + gcp("endless", endless.URL, creds) + gcp("redirect", redirect.URL, creds) +
-		gcp("huge", huge.URL, creds) + gcp("slow", slow.URL, creds) + gcp("pipe-creds", good.URL, pipeCreds) +
+		gcp("huge", huge.URL, creds) + gcp("slow", slow.URL, creds) + gcp("pipe-creds", good.URL, pipeCreds) + gcp("sparse-creds", good.URL, sparseCreds) +
 		"kubernetes:\n" + kube("pipe", pipeKubeconfig) + kube("plugin", pluginKubeconfig) + kube("chatty", chattyKubeconfig) +
-		kube("expiring", expiringKubeconfig) + kube("pods", podsKubeconfig) +
+		kube("expiring", expiringKubeconfig) + kube("pods", podsKubeconfig) + kube("zero-token", zeroKubeconfig) +
 		"kvm:\n  - name: lab\n    user: proxyops\n    private_key_file: " + key + "\n    insecure_ignore_host_key: true\n    hosts:\n      - address: 127.0.0.1:1\n        name: h\n"
 	writeFile(t, cfgPath, cfg)
 
 	var logs syncBuffer
 	cmd, exited := startExporter(t, dir, &logs, "--config.file="+cfgPath, "--web.listen-address=127.0.0.1:0")
 	addr := loggedAddress(t, &logs, exited)
-	// Loaded: now the files turn into named pipes, as a stalled mount or
-	// a mistaken symlink would.
+	// Loaded: now files turn into named pipes, a huge file and a symlink to
+	// /dev/zero, as a stalled mount or a mistake would.
 	for _, p := range []string{pipeKubeconfig, key, pipeCreds} {
 		if err := os.Remove(p); err != nil {
 			t.Fatal(err)
@@ -181,6 +188,15 @@ func TestNothingReadCanHangOrExhaust(t *testing.T) {
 		if err := syscall.Mkfifo(p, 0o600); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if err := os.Truncate(sparseCreds, 1<<30); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(zeroToken); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/dev/zero", zeroToken); err != nil {
+		t.Fatal(err)
 	}
 
 	const header = 5 * time.Second
@@ -220,25 +236,27 @@ func TestNothingReadCanHangOrExhaust(t *testing.T) {
 	}
 	_, metrics := get("/metrics")
 	for name, reason := range map[string]string{
-		"good":       "Ready",
-		"endless":    "BadResponse",
-		"redirect":   "BadResponse",
-		"huge":       "BadResponse",
-		"slow":       "Timeout",
-		"pipe-creds": "CredentialsUnavailable",
-		"pipe":       "CredentialsUnavailable",
-		"plugin":     "Timeout",
-		"chatty":     "CredentialsUnavailable",
-		"expiring":   "Ready",
-		"pods":       "BadResponse",
-		"lab":        "SSHMaterialInvalid",
+		"good":         "Ready",
+		"endless":      "BadResponse",
+		"redirect":     "BadResponse",
+		"huge":         "BadResponse",
+		"slow":         "Timeout",
+		"pipe-creds":   "CredentialsUnavailable",
+		"sparse-creds": "CredentialsUnavailable",
+		"zero-token":   "CredentialsUnavailable",
+		"pipe":         "CredentialsUnavailable",
+		"plugin":       "Timeout",
+		"chatty":       "CredentialsUnavailable",
+		"expiring":     "Ready",
+		"pods":         "BadResponse",
+		"lab":          "SSHMaterialInvalid",
 	} {
 		if !reasonIs(metrics, name, reason) {
 			t.Errorf("%s: want reason %s", name, reason)
 		}
 	}
 	_, status := get("/api/v1/status")
-	for _, want := range []string{"limit of 4 MiB", "302", elsewhere.URL, "not a regular file (a named pipe)"} {
+	for _, want := range []string{"limit of 4 MiB", "302", elsewhere.URL, "not a regular file (a named pipe)", "a character device", "larger than"} {
 		if !strings.Contains(status, want) {
 			t.Errorf("status lacks %q:\n%s", want, status)
 		}
