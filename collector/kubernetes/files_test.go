@@ -137,7 +137,9 @@ func TestReferencedFilesThatWouldHang(t *testing.T) {
 		name string
 		set  func(kc *clientcmdapi.Config, path string)
 	}{
-		{"tokenFile", func(kc *clientcmdapi.Config, p string) { kc.AuthInfos["exporter"] = &clientcmdapi.AuthInfo{TokenFile: p} }},
+		{"tokenFile", func(kc *clientcmdapi.Config, p string) {
+			kc.AuthInfos["exporter"] = &clientcmdapi.AuthInfo{TokenFile: p}
+		}},
 		{"certificate-authority", func(kc *clientcmdapi.Config, p string) {
 			kc.Clusters["test"].CertificateAuthorityData, kc.Clusters["test"].CertificateAuthority = nil, p
 		}},
