@@ -177,7 +177,7 @@ mixin-lint:
 	  $(GO) build -modfile=tools/go.mod -o $$tmp/jb github.com/jsonnet-bundler/jsonnet-bundler/cmd/jb && \
 	  $(GO) build -modfile=tools/go.mod -o $$tmp/jsonnet github.com/google/go-jsonnet/cmd/jsonnet && \
 	  testdata/mixin/vendor-check.sh $$tmp/jb $$tmp/jsonnet
-	$(GO) test -count=1 -timeout 10m -tags promtool -run 'TestGoldenMetricsRead|TestMetricNames|TestMatcherProblems|TestExpressions|TestDashboard|TestAlerts|TestGrafanaSchema' ./mixin/
+	$(GO) test -count=1 -timeout 10m -tags promtool -run 'TestGoldenMetricsRead|TestMetricNames|TestMatcherProblems|TestExpressions|TestDashboard|TestAlerts|TestMultiClusterAlerts|TestGrafanaSchema' ./mixin/
 	$(PROMTOOL) check config deploy/prometheus/prometheus.yml deploy/prometheus/prometheus-probe.yml deploy/prometheus/prometheus-sharded.yml
 	$(AMTOOL) check-config deploy/prometheus/alertmanager.yml
 
@@ -188,4 +188,4 @@ MIXIN_RULE_TESTS = mixin/tests/*.yaml mixin/tests/multicluster/*_test.yaml
 mixin-test: mixin-lint
 	$(PROMTOOL) test rules $(MIXIN_RULE_TESTS)
 	"$$($(PROMETHEUS3) | sed -n 2p)" test rules $(MIXIN_RULE_TESTS)
-	$(GO) test -count=1 -timeout 10m -tags promtool -run 'TestRuleTestsCatchBrokenRules' ./mixin/
+	$(GO) test -count=1 -timeout 10m -tags promtool -run 'TestRuleTestsCatchBrokenRules|TestMultiClusterRuleTestsCatchBrokenRules' ./mixin/
