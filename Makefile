@@ -96,6 +96,8 @@ FUZZ_TARGETS := \
 	./collector/gcp:FuzzErrorBody \
 	./collector/gcp:FuzzCredentialsJSON \
 	./collector/kubernetes:FuzzKubeconfig \
+	./collector/kubernetes:FuzzExecCredential \
+	./collector:FuzzLimitedBody \
 	./config:FuzzParse \
 	./config:FuzzLoad \
 	./cmd/provider_health_exporter:FuzzProbeQuery
@@ -155,8 +157,9 @@ MIXIN_SRCS    = $(shell find mixin -name '*.jsonnet' -o -name '*.libsonnet')
 OUT ?= .
 .PHONY: mixin-generate
 mixin-generate:
-	@mkdir -p $(OUT)/mixin/dashboards_out $(OUT)/deploy/kubernetes/components/prometheus-operator
+	@mkdir -p $(OUT)/mixin/dashboards_out $(OUT)/mixin/tests/multicluster $(OUT)/deploy/kubernetes/components/prometheus-operator
 	$(JSONNET) -S mixin/alerts.jsonnet > $(OUT)/mixin/alerts.yaml
+	$(JSONNET) -S mixin/tests/multicluster/alerts.jsonnet > $(OUT)/mixin/tests/multicluster/alerts.yaml
 	$(JSONNET) -m $(OUT)/mixin/dashboards_out mixin/dashboards.jsonnet > /dev/null
 	$(JSONNET) -S mixin/prometheusrule.jsonnet > $(OUT)/deploy/kubernetes/components/prometheus-operator/prometheusrule.yaml
 
@@ -170,21 +173,23 @@ mixin-lint:
 	@for f in $(MIXIN_SRCS); do echo "jsonnet-lint $$f"; $(JSONNETLINT) $$f || exit 1; done
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
 	  $(MAKE) --no-print-directory mixin-generate OUT=$$tmp && \
-	  for f in mixin/alerts.yaml deploy/kubernetes/components/prometheus-operator/prometheusrule.yaml; do \
+	  for f in mixin/alerts.yaml mixin/tests/multicluster/alerts.yaml deploy/kubernetes/components/prometheus-operator/prometheusrule.yaml; do \
 	    diff -u $$f $$tmp/$$f || { echo "$$f is stale: run make mixin"; exit 1; }; done && \
 	  diff -ru mixin/dashboards_out $$tmp/mixin/dashboards_out || { echo "mixin/dashboards_out is stale: run make mixin"; exit 1; }
-	$(PROMTOOL) check rules mixin/alerts.yaml
+	$(PROMTOOL) check rules mixin/alerts.yaml mixin/tests/multicluster/alerts.yaml
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
 	  $(GO) build -modfile=tools/go.mod -o $$tmp/jb github.com/jsonnet-bundler/jsonnet-bundler/cmd/jb && \
 	  $(GO) build -modfile=tools/go.mod -o $$tmp/jsonnet github.com/google/go-jsonnet/cmd/jsonnet && \
 	  testdata/mixin/vendor-check.sh $$tmp/jb $$tmp/jsonnet
-	$(GO) test -count=1 -timeout 10m -tags promtool -run 'TestGoldenMetricsRead|TestMetricNames|TestMatcherProblems|TestExpressions|TestDashboard|TestAlerts|TestGrafanaSchema' ./mixin/
+	$(GO) test -count=1 -timeout 10m -tags promtool -run 'TestGoldenMetricsRead|TestMetricNames|TestMatcherProblems|TestExpressions|TestDashboard|TestAlerts|TestMultiClusterAlerts|TestGrafanaSchema' ./mixin/
 	$(PROMTOOL) check config deploy/prometheus/prometheus.yml deploy/prometheus/prometheus-probe.yml deploy/prometheus/prometheus-sharded.yml
 	$(AMTOOL) check-config deploy/prometheus/alertmanager.yml
 
 # The rule tests run with Debian's promtool (Prometheus 2.42) and with
-# Prometheus 3's.
+# Prometheus 3's; those under tests/multicluster test the alerts rendered with
+# showMultiCluster, as a global ruler over several clusters gets them.
+MIXIN_RULE_TESTS = mixin/tests/*.yaml mixin/tests/multicluster/*_test.yaml
 mixin-test: mixin-lint
-	$(PROMTOOL) test rules mixin/tests/*.yaml
-	"$$($(PROMETHEUS3) | sed -n 2p)" test rules mixin/tests/*.yaml
-	$(GO) test -count=1 -timeout 10m -tags promtool -run 'TestRuleTestsCatchBrokenRules' ./mixin/
+	$(PROMTOOL) test rules $(MIXIN_RULE_TESTS)
+	"$$($(PROMETHEUS3) | sed -n 2p)" test rules $(MIXIN_RULE_TESTS)
+	$(GO) test -count=1 -timeout 10m -tags promtool -run 'TestRuleTestsCatchBrokenRules|TestMultiClusterRuleTestsCatchBrokenRules' ./mixin/

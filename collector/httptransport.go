@@ -57,7 +57,7 @@ func (t *boundedTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 		_ = resp.Body.Close()
 		return nil, &RedirectError{Status: resp.Status, Location: resp.Header.Get("Location")}
 	}
-	resp.Body = &limitedBody{rc: resp.Body, left: MaxBodyBytes}
+	resp.Body = &limitedBody{rc: resp.Body, left: MaxBodyBytes, limit: MaxBodyBytes}
 	return resp, nil
 }
 
@@ -72,10 +72,11 @@ func (t *boundedTransport) CloseIdleConnections() {
 	}
 }
 
-// limitedBody reads at most left more bytes; one byte more is an error.
+// limitedBody reads at most left more bytes of a body of at most limit;
+// one byte more is an error.
 type limitedBody struct {
-	rc   io.ReadCloser
-	left int64
+	rc          io.ReadCloser
+	left, limit int64
 }
 
 func (b *limitedBody) Read(p []byte) (int, error) {
@@ -84,7 +85,7 @@ func (b *limitedBody) Read(p []byte) (int, error) {
 		var one [1]byte
 		n, err := b.rc.Read(one[:])
 		if n > 0 {
-			return 0, &BodyTooLargeError{Limit: MaxBodyBytes}
+			return 0, &BodyTooLargeError{Limit: b.limit}
 		}
 		return 0, err
 	}
