@@ -30,7 +30,7 @@ import (
 // connections holding half a request header. Every endpoint answers within
 // the scrape's timeout, each affected target says what is wrong, the
 // healthy one stays Ready, the process stays under the Deployment's 128 MiB
-// memory limit, and a reload and SIGTERM still complete (README: "What the
+// memory limit, and a reload and SIGTERM still complete (docs/security.md: "What the
 // exporter bounds").
 func TestNothingReadCanHangOrExhaust(t *testing.T) {
 	t.Parallel()

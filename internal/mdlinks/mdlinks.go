@@ -193,8 +193,8 @@ func suggest(d *Doc, frag string) string {
 // colon, then one or more quoted section names separated by commas. Comment
 // markers at line starts are removed first so a citation may wrap.
 var (
-	citationRE   = regexp.MustCompile(`\b(README|docs/[A-Za-z0-9_-]+\.md)(?:'s)?:?\s+((?:"[^"\n]+"(?:,\s*|\s+and\s+)?)+)`)
-	quotedRE     = regexp.MustCompile(`"([^"\n]+)"`)
+	citationRE   = regexp.MustCompile(`\b(README|docs/[A-Za-z0-9_-]+\.md)(?:'s)?:?\s+((?:"[^"]{1,100}"(?:,\s*|\s+and\s+)?)+)`)
+	quotedRE     = regexp.MustCompile(`"([^"]{1,100})"`)
 	commentMarks = regexp.MustCompile(`\n[ \t]*(?://|#|--)[ \t]?`)
 )
 

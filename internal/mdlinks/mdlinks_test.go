@@ -122,7 +122,7 @@ func TestCheckCitations(t *testing.T) {
 	fsys := fstest.MapFS{
 		"README.md":   {Data: []byte("# X\n## Quick start\n")},
 		"docs/m.md":   {Data: []byte("# Metrics\n## Reasons\n### `min_interval` protects\n")},
-		"a.go":        {Data: []byte("// ok (docs/m.md: \"Reasons\") and (README: \"Quick start\")\n// ok (docs/m.md: \"Reasons\",\n// \"min_interval protects\")\n// bad (docs/m.md: \"Reasonz\")\n")},
+		"a.go":        {Data: []byte("// ok (docs/m.md: \"Reasons\") and (README: \"Quick start\")\n// ok (docs/m.md: \"Reasons\",\n// \"min_interval protects\")\n// bad (docs/m.md: \"Reasonz\")\n// ok (README: \"Quick\n// start\"), bad (docs/m.md: \"Min\n// interval\")\n")},
 		"b.libsonnet": {Data: []byte("// bad: the README's \"Reasons\"\n")},
 		"c.yaml":      {Data: []byte("# bad (docs/nope.md: \"X\")\nkey: README.md\n")},
 	}
@@ -136,6 +136,7 @@ func TestCheckCitations(t *testing.T) {
 	}
 	want := []string{
 		`a.go:4: cites docs/m.md: "Reasonz", which has no such section`,
+		`a.go:6: cites docs/m.md: "Min interval", which has no such section`,
 		`b.libsonnet:1: cites README.md: "Reasons", which has no such section`,
 		`c.yaml:1: cites docs/nope.md, which does not exist`,
 	}
