@@ -30,6 +30,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"golang.org/x/crypto/ssh"
+
+	"github.com/egress-proxies/provider_health_exporter/collector"
 )
 
 // The browser test drives headless Chromium (Debian's chromium package,
@@ -308,15 +310,14 @@ func scrapeChecks(t *testing.T, metricsURL string) map[string]float64 {
 // counted two checks of any mode.
 func checkRefreshCounts(t *testing.T, what string, entries []string, before, after map[string]float64, heldBack string) {
 	t.Helper()
-	modes := []string{"live", "shared", "cached", "backoff"}
 	for _, entry := range entries {
 		delta := map[string]float64{}
-		for _, mode := range modes {
+		for _, mode := range collector.Modes {
 			delta[mode] = after[entry+"/"+mode] - before[entry+"/"+mode]
 		}
-		want := map[string]float64{"live": 2, "shared": 0, "cached": 0, "backoff": 0}
+		want := map[string]float64{collector.ModeLive: 2, collector.ModeShared: 0, collector.ModeCached: 0, collector.ModeBackoff: 0}
 		if entry == heldBack {
-			want = map[string]float64{"live": delta["live"], "shared": 0, "cached": 0, "backoff": 2 - delta["live"]}
+			want[collector.ModeLive], want[collector.ModeBackoff] = delta[collector.ModeLive], 2-delta[collector.ModeLive]
 		}
 		if !maps.Equal(delta, want) {
 			t.Errorf("%s: checks_total of %s rose by %v, want %v (the refresh's check and the reading scrape's)", what, entry, delta, want)
