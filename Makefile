@@ -2,9 +2,9 @@
 #
 # `make test` runs every test: unit tests (with -race), the integration tests
 # against real sshd/libvirtd, kube-apiserver/etcd and Prometheus/Alertmanager
-# started by the scripts under testdata/, and the mixin's generation, lint and
-# promtool tests. `make demo` runs the exporter against real local sshd and
-# libvirtd (as root on Debian).
+# started by the scripts under testdata/, the status page in headless
+# Chromium, and the mixin's generation, lint and promtool tests. `make demo`
+# runs the exporter against real local sshd and libvirtd (as root on Debian).
 
 GO       ?= go
 GOFMT    ?= gofmt
@@ -51,10 +51,10 @@ lint:
 	$(GO) -C $(VALIDATE) vet ./...
 	$(GO) vet -tags integration ./collector/kvm/ ./collector/kubernetes/
 	$(GO) vet -tags e2e ./testdata/e2e/
-	$(GO) vet -tags promtool ./cmd/... ./mixin/
+	$(GO) vet -tags promtool,browser ./cmd/... ./mixin/
 	$(TOOLS) golangci-lint run ./...
 	$(TOOLS) golangci-lint run --build-tags integration ./collector/kvm/ ./collector/kubernetes/
-	$(TOOLS) golangci-lint run --build-tags promtool ./cmd/... ./mixin/
+	$(TOOLS) golangci-lint run --build-tags promtool,browser ./cmd/... ./mixin/
 	@if ! command -v systemd-analyze >/dev/null; then \
 	  echo "systemd-analyze not found: skipping the check of deploy/systemd (Debian package systemd)"; exit 0; fi; \
 	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
@@ -121,7 +121,7 @@ demo: deps
 # --- integration tests against real components ---------------------------
 
 .PHONY: integration
-integration: integration-kvm integration-kubernetes integration-e2e
+integration: integration-kvm integration-kubernetes integration-e2e integration-browser
 
 .PHONY: integration-kvm
 integration-kvm:
@@ -134,6 +134,17 @@ integration-kubernetes:
 .PHONY: integration-e2e
 integration-e2e:
 	testdata/e2e/run-e2e.sh
+
+# The status page in headless Chromium (Debian's chromium) against the real
+# binary (build tag browser). It fails, never skips, without Chromium. The
+# screenshots and the logs of the exporter and of Chromium of the last run
+# are kept under $(BROWSER_ARTIFACTS)/_artifacts.
+BROWSER_ARTIFACTS ?= $(CURDIR)/.artifacts/browser
+.PHONY: integration-browser
+integration-browser:
+	rm -rf $(BROWSER_ARTIFACTS)/_artifacts && mkdir -p $(BROWSER_ARTIFACTS)
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -tags browser -run '^TestStatusPageInBrowser$$' -v \
+	  -artifacts -outputdir $(BROWSER_ARTIFACTS) ./cmd/provider_health_exporter/
 
 # --- mixin ----------------------------------------------------------------
 #
