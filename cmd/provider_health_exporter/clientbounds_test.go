@@ -14,13 +14,13 @@ import (
 )
 
 // TestClientBoundsInFakeTime: the server the exporter runs (boundedServer)
-// closes each misbehaving connection at the bound the README's Security
-// section gives, after the client's last write and not before: a POST
-// announcing a body at once (413), a keep-alive connection left idle after
-// 30s, a request header never finished after 10s. The server runs in a synctest
-// bubble on in-memory connections, so the bounds pass on the fake clock: the
-// test takes no real time waiting for them and holds however slow the
-// machine.
+// closes each misbehaving connection at the bound docs/security.md ("What
+// the exporter bounds") gives, after the client's last write and not
+// before: a POST announcing a body at once (413), a keep-alive connection
+// left idle after 30s, a request header never finished after 10s. The
+// server runs in a synctest bubble on in-memory connections, so the bounds
+// pass on the fake clock: the test takes no real time waiting for them and
+// holds however slow the machine.
 func TestClientBoundsInFakeTime(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
