@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -23,11 +22,9 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -35,6 +32,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/internal/testnet"
 )
 
 // The browser test drives headless Chromium (Debian's chromium package,
@@ -195,7 +193,7 @@ clusters: [{name: c, cluster: {server: "https://%s", insecure-skip-tls-verify: t
 users: [{name: u, user: {token: browser-test-token}}]
 contexts: [{name: c, context: {cluster: c, user: u}}]
 current-context: c
-`, refusedAddr(t)))
+`, testnet.RefusedAddr(t)))
 	cfg := filepath.Join(dir, "provider_health.yml")
 	writeFile(t, cfg, fmt.Sprintf(`gcp:
   - {name: %[1]s, project: %[1]s, credentials_file: %[3]s, endpoint: "%[4]s"}
@@ -208,7 +206,7 @@ kvm:
     private_key_file: %[8]s
     known_hosts_file: %[9]s
     hosts: [{address: "%[10]s", name: %[11]s}]
-`, gcpReadyName, gcpFlakyName, sa, computeURL, kubeName, kubeconfig, kvmName, key, knownHosts, refusedAddr(t), kvmHost))
+`, gcpReadyName, gcpFlakyName, sa, computeURL, kubeName, kubeconfig, kvmName, key, knownHosts, testnet.RefusedAddr(t), kvmHost))
 
 	logFile, err := os.Create(filepath.Join(artifacts, "exporter.log"))
 	if err != nil {
@@ -256,26 +254,6 @@ func serviceAccountJSON(t *testing.T, tokenURL string) string {
 		t.Fatal(err)
 	}
 	return string(b)
-}
-
-// refusedAddr is a loopback address where connections are refused for the
-// whole test: a socket bound to it and never listening holds the port, so no
-// other listener can take it, as one could a port found free and closed.
-func refusedAddr(t *testing.T) string {
-	t.Helper()
-	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = syscall.Close(fd) })
-	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
-		t.Fatal(err)
-	}
-	sa, err := syscall.Getsockname(fd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return net.JoinHostPort("127.0.0.1", strconv.Itoa(sa.(*syscall.SockaddrInet4).Port))
 }
 
 // writeSSHMaterial writes a key that parses and a known_hosts naming another

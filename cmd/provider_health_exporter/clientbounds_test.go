@@ -14,9 +14,9 @@ import (
 )
 
 // TestClientBoundsInFakeTime: the server the exporter runs (boundedServer)
-// closes each misbehaving connection at the bound docs/security.md ("What
-// the exporter bounds") gives, after the client's last write and not
-// before: a POST announcing a body at once (413), a keep-alive connection
+// closes each misbehaving connection at its documented bound
+// (docs/security.md: "What the exporter bounds"), after the client's last
+// write and not before: a POST announcing a body at once (413), a keep-alive connection
 // left idle after 30s, a request header never finished after 10s. The
 // server runs in a synctest bubble on in-memory connections, so the bounds
 // pass on the fake clock: the test takes no real time waiting for them and

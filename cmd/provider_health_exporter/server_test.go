@@ -32,9 +32,9 @@ type hostile struct {
 
 // TestHostileClientsCannotStarveScrapes runs the real binary with the
 // default --web.max-requests (40) and opens 40 connections that misbehave
-// as docs/security.md ("What the exporter bounds") lists: a POST announcing
-// a body it never sends, a body sent a byte at a time, a keep-alive
-// connection left idle, headers never finished. While they are open every check endpoint answers;
+// as the Security page lists (docs/security.md: "What the exporter
+// bounds"): a POST announcing a body it never sends, a body sent a byte at
+// a time, a keep-alive connection left idle, headers never finished. While they are open every check endpoint answers;
 // the two that announce a body are answered 413 and closed at once. That the
 // other two are closed at their bounds (30s idle, 10s for the header) is
 // shown in fake time by TestClientBoundsInFakeTime, not waited for here.

@@ -5,7 +5,6 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
 	"github.com/egress-proxies/provider_health_exporter/config"
+	"github.com/egress-proxies/provider_health_exporter/internal/testnet"
 
 	"github.com/egress-proxies/provider_health_exporter/collector/internal/fakedns"
 )
@@ -400,15 +400,8 @@ func TestReasons(t *testing.T) {
 			wantDials: 2, wantConnects: 0,
 		},
 		{
-			name: "Unreachable",
-			setup: func(e *env) {
-				ln, err := net.Listen("tcp", "127.0.0.1:0")
-				if err != nil {
-					e.t.Fatal(err)
-				}
-				e.cfg.Hosts[0].Address = ln.Addr().String()
-				ln.Close() // nothing listens there now: connection refused
-			},
+			name:      "Unreachable",
+			setup:     func(e *env) { e.cfg.Hosts[0].Address = testnet.RefusedAddr(e.t) },
 			steps:     []step{{want: collector.ReasonUnreachable}, {want: collector.ReasonUnreachable}},
 			wantDials: 0, wantConnects: 0,
 		},
