@@ -19,7 +19,13 @@ import (
 // it builds an overlay of dir with those components, the one README
 // "Prometheus Operator" shows.
 func Render(dir string, components ...string) ([]byte, error) {
-	if len(components) > 0 {
+	return RenderInNamespace("", dir, components...)
+}
+
+// RenderInNamespace is Render through an overlay that sets namespace (when
+// not empty), as a user who runs the exporter elsewhere writes it.
+func RenderInNamespace(namespace, dir string, components ...string) ([]byte, error) {
+	if len(components) > 0 || namespace != "" {
 		overlay, err := os.MkdirTemp("", "phe-overlay-")
 		if err != nil {
 			return nil, err
@@ -37,6 +43,9 @@ func Render(dir string, components ...string) ([]byte, error) {
 				k += "components:\n"
 			}
 			k += "  - " + rel + "\n"
+		}
+		if namespace != "" {
+			k += "namespace: " + namespace + "\n"
 		}
 		if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(k), 0o644); err != nil {
 			return nil, err
