@@ -16,6 +16,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/egress-proxies/provider_health_exporter/deploy/kubernetes/validate/chart"
 )
 
 const (
@@ -62,7 +64,7 @@ type chartObjects struct {
 
 func renderChart(t *testing.T, values map[string]any) chartObjects {
 	t.Helper()
-	out, err := Template(chartDir, chartRelease, chartNamespace, values)
+	out, err := chart.Template(chartDir, chartRelease, chartNamespace, values)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +174,7 @@ func releaseVersion(t *testing.T) string {
 // every toggle on.
 func TestChartLint(t *testing.T) {
 	for name, values := range map[string]map[string]any{"defaults": nil, "every toggle on": allToggles()} {
-		for _, err := range Lint(chartDir, values) {
+		for _, err := range chart.Lint(chartDir, values) {
 			t.Errorf("%s: helm lint: %v", name, err)
 		}
 	}

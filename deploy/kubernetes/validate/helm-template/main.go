@@ -12,7 +12,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/egress-proxies/provider_health_exporter/deploy/kubernetes/validate"
+	"github.com/egress-proxies/provider_health_exporter/deploy/kubernetes/validate/chart"
 )
 
 func main() {
@@ -35,7 +35,7 @@ func main() {
 			os.Exit(1)
 		}
 	}
-	out, err := validate.Template(flag.Arg(0), *name, *namespace, values)
+	out, err := chart.Template(flag.Arg(0), *name, *namespace, values)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

@@ -1,4 +1,8 @@
-package validate
+// Package chart renders and lints a Helm chart with the Helm SDK, for the
+// tests of deploy/helm/provider-health-exporter in package validate. A
+// package of its own so that kustomize-build, which the kubernetes
+// provider's integration test runs, does not link Helm.
+package chart
 
 import (
 	"bytes"
