@@ -32,7 +32,7 @@ type hostile struct {
 
 // TestHostileClientsCannotStarveScrapes runs the real binary with the
 // default --web.max-requests (40) and opens 40 connections that misbehave
-// as the README's Security section lists: a POST announcing a body it never
+// as docs/security.md: "What the exporter bounds" lists: a POST announcing a body it never
 // sends, a body sent a byte at a time, a keep-alive connection left idle,
 // headers never finished. While they are open every check endpoint answers;
 // each of them is closed within its documented bound.

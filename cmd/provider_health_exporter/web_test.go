@@ -195,7 +195,7 @@ func TestRoutePrefixBehindProxy(t *testing.T) {
 			if code != http.StatusOK {
 				t.Fatalf("GET /phe/: %d\n%s", code, landing)
 			}
-			hrefs := regexp.MustCompile(`href="([^"]*)"`).FindAllStringSubmatch(landing, -1)
+			hrefs := regexp.MustCompile(`<a href="([^"]*)"`).FindAllStringSubmatch(landing, -1)
 			var debugLinks int
 			for _, h := range hrefs {
 				link := strings.ReplaceAll(h[1], "&amp;", "&")

@@ -21,7 +21,7 @@ import (
 	"github.com/egress-proxies/provider_health_exporter/internal/boundedfile"
 )
 
-// stage names the step of a dial that failed (README: "KVM"); the reason is
+// stage names the step of a dial that failed (docs/configuration.md: "KVM"); the reason is
 // derived from the stage and the cause.
 type stage string
 
@@ -73,7 +73,7 @@ type session struct {
 }
 
 // newSession starts the one goroutine the exporter adds to a kept
-// connection (README: "Performance"): it answers what the server may send
+// connection (docs/scaling.md: "Performance"): it answers what the server may send
 // besides the libvirt channel's data — global requests (keepalives), channel
 // opens, requests on the libvirt channel — all of which x/crypto/ssh hands
 // out on channels that must be drained, and it marks the session dead when
@@ -282,7 +282,7 @@ func (c *Checker) dial(ctx context.Context, logger *slog.Logger, set settings) (
 }
 
 // identificationShare is the part of dial_timeout a server has to send its
-// first bytes after the TCP connection is up (README: "KVM"). An SSH server
+// first bytes after the TCP connection is up (docs/configuration.md: "KVM"). An SSH server
 // sends its identification line as soon as it accepts, one round trip
 // after the connect; a host that accepts TCP and then says nothing (a
 // wedged sshd, a half-dead host) is known for what it is after a quarter

@@ -162,7 +162,7 @@ type step struct {
 	want   collector.Reason
 }
 
-// TestReasons produces every kvm reason of the README's "Reasons" and counts the dials: one
+// TestReasons produces every kvm reason of docs/metrics.md's "Reasons" and counts the dials: one
 // for a kept connection, a redial only after a transport failure, a dial per
 // check while no connection can be made.
 func TestReasons(t *testing.T) {

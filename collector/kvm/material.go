@@ -19,7 +19,7 @@ import (
 // as the file, and keeping one per host made the heap grow with hosts ×
 // known_hosts lines. A file is parsed again when it changes (another inode,
 // size or modification time), so a rotated key or known_hosts is still
-// picked up without a reload (README: "KVM"). Looking a file up costs one
+// picked up without a reload (docs/configuration.md: "KVM"). Looking a file up costs one
 // stat per dial, not a read.
 type material struct {
 	keys *signerCache
