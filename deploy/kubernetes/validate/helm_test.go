@@ -64,7 +64,7 @@ type chartObjects struct {
 
 func renderChart(t *testing.T, values map[string]any) chartObjects {
 	t.Helper()
-	out, err := chart.Template(chartDir, chartRelease, chartNamespace, values)
+	out, err := chart.Template(t.Context(), chartDir, chartRelease, chartNamespace, values)
 	if err != nil {
 		t.Fatal(err)
 	}

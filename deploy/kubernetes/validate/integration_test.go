@@ -284,7 +284,7 @@ func TestIntegrationHelmChart(t *testing.T) {
 	a := connect(t)
 	a.namespace(t, ns)
 	for name, values := range map[string]map[string]any{"defaults": nil, "every toggle on": allToggles()} {
-		out, err := chart.Template(chartDir, chartRelease, ns, values)
+		out, err := chart.Template(t.Context(), chartDir, chartRelease, ns, values)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -297,7 +297,7 @@ func TestIntegrationHelmChart(t *testing.T) {
 	if a.prometheusMay(t, "list", "endpointslices.discovery.k8s.io", ns) {
 		t.Fatalf("%s may list endpointslices in %s before the Role: the test proves nothing", prometheusUser, ns)
 	}
-	out, err := chart.Template(chartDir, chartRelease, ns, allToggles())
+	out, err := chart.Template(t.Context(), chartDir, chartRelease, ns, allToggles())
 	if err != nil {
 		t.Fatal(err)
 	}

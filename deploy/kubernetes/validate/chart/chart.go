@@ -6,6 +6,7 @@ package chart
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"maps"
 	"path"
@@ -25,7 +26,7 @@ import (
 // the templates' paths. A template that refers to a value the chart does not
 // define is an error (Helm's strict rendering), so a typo in a template
 // cannot hide behind an empty string.
-func Template(dir, name, namespace string, values map[string]any) ([]byte, error) {
+func Template(ctx context.Context, dir, name, namespace string, values map[string]any) ([]byte, error) {
 	ch, err := loader.Load(dir)
 	if err != nil {
 		return nil, fmt.Errorf("load chart %s: %w", dir, err)
@@ -36,7 +37,7 @@ func Template(dir, name, namespace string, values map[string]any) ([]byte, error
 	if err != nil {
 		return nil, fmt.Errorf("chart %s values: %w", dir, err)
 	}
-	files, err := engine.Engine{Strict: true}.Render(ch, vals)
+	files, err := engine.Engine{Strict: true}.RenderWithContext(ctx, ch, vals)
 	if err != nil {
 		return nil, fmt.Errorf("render chart %s: %w", dir, err)
 	}

@@ -6,6 +6,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
@@ -35,7 +36,7 @@ func main() {
 			os.Exit(1)
 		}
 	}
-	out, err := chart.Template(flag.Arg(0), *name, *namespace, values)
+	out, err := chart.Template(context.Background(), flag.Arg(0), *name, *namespace, values)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
