@@ -1,6 +1,8 @@
 package validate
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -102,4 +104,49 @@ func TestKubePrometheusComponentInAnotherNamespace(t *testing.T) {
 		t.Fatalf("the overlay's namespace did not apply: Service in %q", r.service.Namespace)
 	}
 	checkKubePrometheusRBAC(t, r.role, r.roleBinding, "egress-monitoring")
+}
+
+// TestKubePrometheusComponentLabelsScrapeConfig: the release label is
+// patched onto every object of the operator's API group, so a ScrapeConfig
+// placed before the component (as by the prometheus-operator component)
+// gets it too.
+func TestKubePrometheusComponentLabelsScrapeConfig(t *testing.T) {
+	dir := t.TempDir()
+	files := map[string]string{
+		"kustomization.yaml": "apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\nresources: [scrapeconfig.yaml]\n",
+		"scrapeconfig.yaml": `apiVersion: monitoring.coreos.com/v1alpha1
+kind: ScrapeConfig
+metadata:
+  name: provider-health-exporter-sd
+  namespace: provider-health
+  labels:
+    app.kubernetes.io/name: provider-health-exporter
+spec:
+  httpSDConfigs:
+    - url: http://provider-health-exporter.provider-health.svc:9877/sd
+`,
+	}
+	for name, text := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err := Render(base, operator, dir, kubePrometheus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, o := range splitObjects(t, "with a ScrapeConfig", out) {
+		if o.Kind != "ScrapeConfig" {
+			continue
+		}
+		found = true
+		strict(t, o, new(monitoringv1alpha1.ScrapeConfig))
+		if o.Metadata.Labels["release"] != releaseLabel {
+			t.Errorf("ScrapeConfig labels %v: no release=%s", o.Metadata.Labels, releaseLabel)
+		}
+	}
+	if !found {
+		t.Fatal("the rendering has no ScrapeConfig")
+	}
 }
