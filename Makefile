@@ -10,8 +10,9 @@ GO       ?= go
 GOFMT    ?= gofmt
 BIN      := provider_health_exporter
 PKGS     := ./...
-# A module of its own (kustomize and the Prometheus Operator's API stay out
-# of the exporter's dependencies): checks of the manifests in deploy/kubernetes.
+# A module of its own (kustomize, Helm and the Prometheus Operator's API stay
+# out of the exporter's dependencies): checks of the manifests in
+# deploy/kubernetes and of the Helm chart in deploy/helm.
 VALIDATE := deploy/kubernetes/validate
 TOOLS    := $(GO) tool -modfile=tools/go.mod
 # Every go test has a timeout well below CI's 90 minutes, so a hang fails

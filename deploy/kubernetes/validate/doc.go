@@ -1,8 +1,12 @@
-// Package validate checks the manifests under deploy/kubernetes: it renders
-// the kustomizations with the kustomize Go API and decodes the Prometheus
-// Operator objects strictly into the operator's Go types. It is a module of
-// its own so that kustomize and the operator's API (with controller-runtime)
-// stay out of the exporter's dependencies. `make test` runs it.
+// Package validate checks the manifests under deploy/kubernetes and the Helm
+// chart under deploy/helm: it renders the kustomizations with the kustomize
+// Go API and the chart with the Helm SDK (package chart), and decodes every
+// object strictly into its Go type, the Prometheus Operator's included. Its
+// integration tests (build tag integration, run by
+// testdata/kubernetes/run-integration.sh) dry-run them on a real
+// kube-apiserver. It is a module of its own so that kustomize, Helm and the
+// operator's API stay out of the exporter's dependencies. `make test` runs
+// it.
 package validate
 
 import (
