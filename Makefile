@@ -10,8 +10,9 @@ GO       ?= go
 GOFMT    ?= gofmt
 BIN      := provider_health_exporter
 PKGS     := ./...
-# A module of its own (kustomize and the Prometheus Operator's API stay out
-# of the exporter's dependencies): checks of the manifests in deploy/kubernetes.
+# A module of its own (kustomize, Helm and the Prometheus Operator's API stay
+# out of the exporter's dependencies): checks of the manifests in
+# deploy/kubernetes and of the Helm chart in deploy/helm.
 VALIDATE := deploy/kubernetes/validate
 TOOLS    := $(GO) tool -modfile=tools/go.mod
 # Every go test has a timeout well below CI's 90 minutes, so a hang fails
@@ -49,6 +50,7 @@ lint:
 	$(GO) test -count=1 -run 'TestRepository' ./internal/mdlinks/
 	$(GO) vet $(PKGS)
 	$(GO) -C $(VALIDATE) vet ./...
+	$(GO) -C $(VALIDATE) vet -tags integration ./...
 	$(GO) vet -tags integration ./collector/kvm/ ./collector/kubernetes/
 	$(GO) vet -tags e2e ./testdata/e2e/
 	$(GO) vet -tags promtool,browser ./cmd/... ./mixin/
@@ -165,18 +167,25 @@ MIXIN_SRCS    = $(shell find mixin -name '*.jsonnet' -o -name '*.libsonnet')
 # mixin-generate OUT=dir writes every generated file under dir, in the same
 # layout as the repository, so mixin-lint can diff a fresh copy against the
 # committed one.
+# The Helm chart gets copies of the alerts and dashboards under its files/
+# (Helm reads no file outside the chart).
 OUT ?= .
+CHART := deploy/helm/provider-health-exporter
+KUBE_PROMETHEUS := deploy/kubernetes/components/kube-prometheus
 .PHONY: mixin-generate
 mixin-generate:
-	@mkdir -p $(OUT)/mixin/dashboards_out $(OUT)/mixin/tests/multicluster $(OUT)/deploy/kubernetes/components/prometheus-operator
+	@mkdir -p $(OUT)/mixin/dashboards_out $(OUT)/mixin/tests/multicluster $(OUT)/deploy/kubernetes/components/prometheus-operator $(OUT)/$(KUBE_PROMETHEUS) $(OUT)/$(CHART)/files/dashboards
 	$(JSONNET) -S mixin/alerts.jsonnet > $(OUT)/mixin/alerts.yaml
 	$(JSONNET) -S mixin/tests/multicluster/alerts.jsonnet > $(OUT)/mixin/tests/multicluster/alerts.yaml
 	$(JSONNET) -m $(OUT)/mixin/dashboards_out mixin/dashboards.jsonnet > /dev/null
 	$(JSONNET) -S mixin/prometheusrule.jsonnet > $(OUT)/deploy/kubernetes/components/prometheus-operator/prometheusrule.yaml
+	$(JSONNET) -S mixin/dashboards-configmap.jsonnet > $(OUT)/$(KUBE_PROMETHEUS)/dashboards-configmap.yaml
+	cp $(OUT)/mixin/alerts.yaml $(OUT)/$(CHART)/files/alerts.yaml
+	cp $(OUT)/mixin/dashboards_out/*.json $(OUT)/$(CHART)/files/dashboards/
 
 .PHONY: mixin mixin-lint mixin-test
 mixin:
-	rm -f mixin/dashboards_out/*.json
+	rm -f mixin/dashboards_out/*.json $(CHART)/files/dashboards/*.json
 	$(MAKE) --no-print-directory mixin-generate OUT=.
 
 mixin-lint:
@@ -184,9 +193,11 @@ mixin-lint:
 	@for f in $(MIXIN_SRCS); do echo "jsonnet-lint $$f"; $(JSONNETLINT) $$f || exit 1; done
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
 	  $(MAKE) --no-print-directory mixin-generate OUT=$$tmp && \
-	  for f in mixin/alerts.yaml mixin/tests/multicluster/alerts.yaml deploy/kubernetes/components/prometheus-operator/prometheusrule.yaml; do \
+	  for f in mixin/alerts.yaml mixin/tests/multicluster/alerts.yaml deploy/kubernetes/components/prometheus-operator/prometheusrule.yaml \
+	      $(KUBE_PROMETHEUS)/dashboards-configmap.yaml $(CHART)/files/alerts.yaml; do \
 	    diff -u $$f $$tmp/$$f || { echo "$$f is stale: run make mixin"; exit 1; }; done && \
-	  diff -ru mixin/dashboards_out $$tmp/mixin/dashboards_out || { echo "mixin/dashboards_out is stale: run make mixin"; exit 1; }
+	  for d in mixin/dashboards_out $(CHART)/files/dashboards; do \
+	    diff -ru $$d $$tmp/$$d || { echo "$$d is stale: run make mixin"; exit 1; }; done
 	$(PROMTOOL) check rules mixin/alerts.yaml mixin/tests/multicluster/alerts.yaml
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
 	  $(GO) build -modfile=tools/go.mod -o $$tmp/jb github.com/jsonnet-bundler/jsonnet-bundler/cmd/jb && \
