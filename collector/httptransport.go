@@ -65,10 +65,21 @@ func (t *boundedTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 // transport below (client-go's utilnet).
 func (t *boundedTransport) WrappedRoundTripper() http.RoundTripper { return t.next }
 
-// CloseIdleConnections closes the idle connections of the transport below.
+// CloseIdleConnections closes the idle connections of the first transport
+// below that has any: client-go wraps its transport in one without the
+// method (its connection tracker), and closing stops at the first wrapper
+// that lacks it, so it would keep every apiserver connection for good.
 func (t *boundedTransport) CloseIdleConnections() {
-	if c, ok := t.next.(interface{ CloseIdleConnections() }); ok {
-		c.CloseIdleConnections()
+	for rt := t.next; rt != nil; {
+		if c, ok := rt.(interface{ CloseIdleConnections() }); ok {
+			c.CloseIdleConnections()
+			return
+		}
+		w, ok := rt.(interface{ WrappedRoundTripper() http.RoundTripper })
+		if !ok {
+			return
+		}
+		rt = w.WrappedRoundTripper()
 	}
 }
 

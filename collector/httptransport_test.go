@@ -204,3 +204,32 @@ func TestBoundedTransportCapsBodies(t *testing.T) {
 		})
 	}
 }
+
+// wrapper is a round tripper without CloseIdleConnections that says what
+// it wraps, as client-go's connection tracker does.
+type wrapper struct{ next http.RoundTripper }
+
+func (w wrapper) RoundTrip(r *http.Request) (*http.Response, error) { return w.next.RoundTrip(r) }
+func (w wrapper) WrappedRoundTripper() http.RoundTripper           { return w.next }
+
+type closeCounter struct {
+	http.RoundTripper
+	closed int
+}
+
+func (c *closeCounter) CloseIdleConnections() { c.closed++ }
+
+// TestCloseIdleConnectionsReachesThroughWrappers: closing idle connections
+// goes past wrappers that lack the method to the transport that has them;
+// stopping at the first wrapper would keep every connection.
+func TestCloseIdleConnectionsReachesThroughWrappers(t *testing.T) {
+	t.Parallel()
+	inner := &closeCounter{}
+	rt := BoundedTransport(wrapper{wrapper{inner}})
+	rt.(interface{ CloseIdleConnections() }).CloseIdleConnections()
+	if inner.closed != 1 {
+		t.Errorf("the innermost transport's idle connections were closed %d times, want 1", inner.closed)
+	}
+	// Nothing below with the method: nothing to do, and no panic.
+	BoundedTransport(wrapper{http.NewFileTransport(http.Dir("."))}).(interface{ CloseIdleConnections() }).CloseIdleConnections()
+}
