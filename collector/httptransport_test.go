@@ -210,7 +210,7 @@ func TestBoundedTransportCapsBodies(t *testing.T) {
 type wrapper struct{ next http.RoundTripper }
 
 func (w wrapper) RoundTrip(r *http.Request) (*http.Response, error) { return w.next.RoundTrip(r) }
-func (w wrapper) WrappedRoundTripper() http.RoundTripper           { return w.next }
+func (w wrapper) WrappedRoundTripper() http.RoundTripper            { return w.next }
 
 type closeCounter struct {
 	http.RoundTripper
