@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"compress/gzip"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -24,6 +26,8 @@ import (
 	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
 	"go.uber.org/goleak"
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
@@ -646,8 +650,9 @@ func TestServeResultsIsWhatPromhttpServes(t *testing.T) {
 	// gathers (go_, process_).
 	self := prometheus.NewRegistry()
 	self.MustRegister(x.reloadOK, versioncollector.NewCollector("provider_health_exporter"))
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collector.ResultCollector{Results: results})
+	// The results' families as the Exposition has them (the collector's
+	// tests pin those to what a Registry gathers), for promhttp to encode.
+	reg := prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) { return expositionFamilies(results) })
 	ref := promhttp.HandlerFor(prometheus.Gatherers{self, reg}, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError, EnableOpenMetrics: true})
 	for _, h := range []struct{ accept, encoding, query string }{
 		{"", "", ""},
@@ -680,6 +685,30 @@ func TestServeResultsIsWhatPromhttpServes(t *testing.T) {
 		if g, w := decoded(t, got), decoded(t, want); g != w {
 			t.Errorf("%+v: body differs from promhttp's:\n%s", h, diffLines(w, g))
 		}
+	}
+}
+
+// expositionFamilies decodes the Exposition of results written as
+// delimited protobuf.
+func expositionFamilies(results []collector.ProviderResult) ([]*dto.MetricFamily, error) {
+	x, err := collector.NewExposition(results)
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	if err := x.Write(&buf, expfmt.NewFormat(expfmt.TypeProtoDelim), nil, nil); err != nil {
+		return nil, err
+	}
+	var out []*dto.MetricFamily
+	dec := expfmt.NewDecoder(&buf, expfmt.NewFormat(expfmt.TypeProtoDelim))
+	for {
+		mf := &dto.MetricFamily{}
+		if err := dec.Decode(mf); errors.Is(err, io.EOF) {
+			return out, nil
+		} else if err != nil {
+			return nil, err
+		}
+		out = append(out, mf)
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
 	"github.com/egress-proxies/provider_health_exporter/collector/kvm"
@@ -234,15 +235,16 @@ func TestIntegration(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			reg := prometheus.NewPedanticRegistry()
-			reg.MustRegister(collector.ResultCollector{Results: res})
-			mfs, err := reg.Gather()
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, mf := range mfs {
-				if mf.GetName() == "provider_health_kvm_connects_total" {
-					return res[0].Targets[0].Reason, mf.GetMetric()[0].GetCounter().GetValue()
+			got := res[0].Targets[0]
+			if got.Facts != nil {
+				ch := make(chan prometheus.Metric, 64)
+				got.Facts.Collect(ch, res[0].Name, got.Target.Name)
+				close(ch)
+				for m := range ch {
+					var pb dto.Metric
+					if strings.Contains(m.Desc().String(), `"provider_health_kvm_connects_total"`) && m.Write(&pb) == nil {
+						return got.Reason, pb.GetCounter().GetValue()
+					}
 				}
 			}
 			t.Fatalf("no provider_health_kvm_connects_total (reason %s)", res[0].Targets[0].Reason)
