@@ -45,7 +45,7 @@ const (
 type Entry struct {
 	Kind    string
 	Name    string
-	Reasons []Reason // the kind's closed reason set
+	Reasons ReasonSet // the kind's closed reason set, checked by Load
 	Timeout time.Duration
 	// MinInterval is how long a verdict is reused instead of checking.
 	MinInterval time.Duration
@@ -148,6 +148,11 @@ func (e *Engine) Load(entries []Entry) error {
 	old := e.byName
 	e.mu.RUnlock()
 
+	for _, en := range entries {
+		if err := en.Reasons.Validate(); err != nil {
+			return fmt.Errorf("%s %q: %w", en.Kind, en.Name, err)
+		}
+	}
 	next := make([]*provider, 0, len(entries))
 	var built []Checker
 	for _, en := range entries {
@@ -279,7 +284,7 @@ type Request struct {
 // ProviderResult is what Run or Status says of one provider entry.
 type ProviderResult struct {
 	Kind, Name string
-	Reasons    []Reason
+	Reasons    ReasonSet
 	Budget     time.Duration
 	Targets    []TargetResult
 	// Checks are the cumulative check counts by mode.
@@ -639,7 +644,7 @@ func (e *Engine) start(ctx context.Context, p *provider, st *state, t Target) *c
 			v.Message = fmt.Sprintf("deadline reached (%s: %s)", v.Reason, v.Message)
 			v.Reason = ReasonTimeout
 		}
-		if !slices.Contains(p.Reasons, v.Reason) {
+		if !p.Reasons.Contains(v.Reason) {
 			logger.Error("checker returned a reason outside its set", "reason", v.Reason, "message", v.Message)
 			v = Verdict{Reason: ReasonUnknown, Message: fmt.Sprintf("invalid reason %q: %s", v.Reason, v.Message)}
 		}

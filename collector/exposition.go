@@ -119,7 +119,7 @@ func NewExposition(results []ProviderResult) (*Exposition, error) {
 		timeout.add(p.Budget.Seconds(), p.Name, p.Kind)
 		abandoned.add(float64(p.Abandoned), p.Name, p.Kind)
 		for _, t := range order[i] {
-			upF.add(boolFloat(t.Reason.Up()), p.Name, p.Kind, t.Target.Name)
+			upF.add(boolFloat(p.Reasons.Up(t.Reason)), p.Name, p.Kind, t.Target.Name)
 			readyF.add(boolFloat(t.Reason.Ready()), p.Name, p.Kind, t.Target.Name)
 			durationF.add(t.Duration.Seconds(), p.Name, p.Kind, t.Target.Name)
 			lastCheckF.add(unixSeconds(t.CheckedAt), p.Name, p.Kind, t.Target.Name)
@@ -128,7 +128,7 @@ func NewExposition(results []ProviderResult) (*Exposition, error) {
 			}
 			infos = append(infos, info{p, t})
 		}
-		reasons := slices.Sorted(slices.Values(p.Reasons))
+		reasons := slices.Sorted(slices.Values(p.Reasons.Reasons()))
 		for _, r := range reasons {
 			for _, t := range order[i] {
 				reasonF.add(boolFloat(r == t.Reason), p.Name, p.Kind, string(r), t.Target.Name)

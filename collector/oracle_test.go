@@ -48,9 +48,9 @@ func collectTarget(ch chan<- prometheus.Metric, p ProviderResult, t TargetResult
 	gauge := func(d *prometheus.Desc, v float64, extra ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, append(lv[:3:3], extra...)...)
 	}
-	gauge(upDesc, boolFloat(t.Reason.Up()))
+	gauge(upDesc, boolFloat(p.Reasons.Up(t.Reason)))
 	gauge(readyDesc, boolFloat(t.Reason.Ready()))
-	for _, r := range p.Reasons {
+	for _, r := range p.Reasons.Reasons() {
 		gauge(reasonDesc, boolFloat(r == t.Reason), string(r))
 	}
 	gauge(durationDesc, t.Duration.Seconds())

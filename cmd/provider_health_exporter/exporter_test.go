@@ -31,6 +31,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/collector/gcp"
+	"github.com/egress-proxies/provider_health_exporter/collector/kubernetes"
 	"github.com/egress-proxies/provider_health_exporter/collector/kvm"
 	"github.com/egress-proxies/provider_health_exporter/config"
 )
@@ -70,15 +72,15 @@ func fakeEntries(behaviours map[string]func(context.Context, *slog.Logger, strin
 			}
 			var targets []collector.Target
 			switch es[i].Kind {
-			case collector.ProviderKubernetes:
+			case kubernetes.Name:
 				targets = []collector.Target{{Name: "apiserver", Address: "https://127.0.0.1:6443"}}
-			case collector.ProviderGCP:
+			case gcp.Name:
 				for _, g := range cfg.GCP {
 					if g.Name == es[i].Name {
 						targets = []collector.Target{{Name: "compute", Address: "projects/" + g.Project}}
 					}
 				}
-			case collector.ProviderKVM:
+			case kvm.Name:
 				for _, v := range cfg.KVM {
 					if v.Name == es[i].Name {
 						for _, h := range v.Hosts {
@@ -217,7 +219,7 @@ func TestProbe(t *testing.T) {
 		"lab": func(_ context.Context, logger *slog.Logger, target string) collector.Verdict {
 			logger.Debug("fake check ran")
 			if target == "nuc" {
-				return collector.Verdict{Reason: collector.ReasonHostKeyMismatch, Message: "known_hosts has another key"}
+				return collector.Verdict{Reason: kvm.ReasonHostKeyMismatch, Message: "known_hosts has another key"}
 			}
 			return collector.Verdict{Reason: collector.ReasonReady}
 		},
@@ -280,7 +282,7 @@ func checksTotal(t *testing.T, x *exporter) uint64 {
 func TestStatusJSONAndLandingPage(t *testing.T) {
 	t.Parallel()
 	x, srv, _ := newTestExporter(t, baseConfig, map[string]func(context.Context, *slog.Logger, string) collector.Verdict{
-		"crawl-prod": fixed(collector.ReasonAPIDisabled, "Compute Engine API has not been used in project crawl-prod-123"),
+		"crawl-prod": fixed(gcp.ReasonAPIDisabled, "Compute Engine API has not been used in project crawl-prod-123"),
 	}, 0)
 	decode := func(body string) []statusProvider {
 		t.Helper()
@@ -342,9 +344,9 @@ func TestStatusJSONAndLandingPage(t *testing.T) {
 			}
 		}
 	}
-	if !gcpTarget.Checked || gcpTarget.Reason != collector.ReasonAPIDisabled || !gcpTarget.Up || gcpTarget.Ready ||
+	if !gcpTarget.Checked || gcpTarget.Reason != gcp.ReasonAPIDisabled || !gcpTarget.Up || gcpTarget.Ready ||
 		gcpTarget.Address != "projects/crawl-prod-123" || gcpTarget.LastCheckTime == nil || gcpTarget.LastTransitionTime == nil ||
-		len(gcpTarget.Transitions) != 1 || gcpTarget.Transitions[0].From != "" || gcpTarget.Transitions[0].To != collector.ReasonAPIDisabled {
+		len(gcpTarget.Transitions) != 1 || gcpTarget.Transitions[0].From != "" || gcpTarget.Transitions[0].To != gcp.ReasonAPIDisabled {
 		t.Errorf("gcp target = %+v", gcpTarget)
 	}
 	for _, key := range []string{`"checked": true`, `"up"`, `"ready"`, `"reason"`, `"message"`, `"lastTransitionTime"`,
@@ -487,7 +489,7 @@ func TestGoldenMetrics(t *testing.T) {
 		"crawl-prod": fixed(collector.ReasonRateLimited, "quota"),
 		"lab": func(_ context.Context, _ *slog.Logger, target string) collector.Verdict {
 			if target == "nuc" {
-				return collector.Verdict{Reason: collector.ReasonPoolInactive, Facts: &kvm.Facts{
+				return collector.Verdict{Reason: kvm.ReasonPoolInactive, Facts: &kvm.Facts{
 					User: "proxyops", LibvirtVersion: "9.0.0", Pool: "default", PoolState: "inactive", Connects: 1}}
 			}
 			return collector.Verdict{Reason: collector.ReasonReady, Facts: &kvm.Facts{

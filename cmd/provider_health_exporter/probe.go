@@ -57,7 +57,7 @@ func (x *exporter) serveProbe(w http.ResponseWriter, r *http.Request) {
 	for _, p := range results {
 		for _, t := range p.Targets {
 			fmt.Fprintf(w, "Verdict for %s/%s/%s: %s (up=%v ready=%v) in %ss: %s\n",
-				p.Kind, p.Name, t.Target.Name, t.Reason, t.Reason.Up(), t.Reason.Ready(), trimFloat(t.Duration.Seconds()), t.Message)
+				p.Kind, p.Name, t.Target.Name, t.Reason, p.Reasons.Up(t.Reason), t.Reason.Ready(), trimFloat(t.Duration.Seconds()), t.Message)
 		}
 	}
 	fmt.Fprintln(w, "\nMetrics that would have been returned:")

@@ -20,7 +20,7 @@ import (
 type providerKind struct {
 	name string
 	// reasons is the kind's closed reason set, emitted as a state set.
-	reasons func() []collector.Reason
+	reasons func() collector.ReasonSet
 	// entries are the kind's configured entries, each with how to build
 	// its checker.
 	entries func(cfg *config.Config, logger *slog.Logger) []collector.Entry
@@ -31,12 +31,12 @@ type providerKind struct {
 
 var kinds = []providerKind{
 	{
-		name:    collector.ProviderKubernetes,
+		name:    kubernetes.Name,
 		reasons: kubernetes.Reasons,
 		entries: func(cfg *config.Config, logger *slog.Logger) []collector.Entry {
 			var out []collector.Entry
 			for _, k := range cfg.Kubernetes {
-				out = append(out, newEntry(collector.ProviderKubernetes, k.Name, k.Check, k, logger, func(l *slog.Logger) (collector.Checker, error) {
+				out = append(out, newEntry(kubernetes.Name, k.Name, k.Check, k, logger, func(l *slog.Logger) (collector.Checker, error) {
 					return kubernetes.New(k, l)
 				}))
 			}
@@ -53,12 +53,12 @@ var kinds = []providerKind{
 		},
 	},
 	{
-		name:    collector.ProviderGCP,
+		name:    gcp.Name,
 		reasons: gcp.Reasons,
 		entries: func(cfg *config.Config, logger *slog.Logger) []collector.Entry {
 			var out []collector.Entry
 			for _, g := range cfg.GCP {
-				out = append(out, newEntry(collector.ProviderGCP, g.Name, g.Check, g, logger, func(l *slog.Logger) (collector.Checker, error) {
+				out = append(out, newEntry(gcp.Name, g.Name, g.Check, g, logger, func(l *slog.Logger) (collector.Checker, error) {
 					return gcp.New(g, l)
 				}))
 			}
@@ -75,12 +75,12 @@ var kinds = []providerKind{
 		},
 	},
 	{
-		name:    collector.ProviderKVM,
+		name:    kvm.Name,
 		reasons: kvm.Reasons,
 		entries: func(cfg *config.Config, logger *slog.Logger) []collector.Entry {
 			var out []collector.Entry
 			for _, v := range cfg.KVM {
-				out = append(out, newEntry(collector.ProviderKVM, v.Name, v.Check, v, logger, func(l *slog.Logger) (collector.Checker, error) {
+				out = append(out, newEntry(kvm.Name, v.Name, v.Check, v, logger, func(l *slog.Logger) (collector.Checker, error) {
 					return kvm.New(v, l)
 				}))
 			}

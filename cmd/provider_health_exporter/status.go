@@ -71,7 +71,7 @@ func (x *exporter) status(ctx context.Context, name string, refresh bool) ([]sta
 				Target:      t.Target.Name,
 				Address:     t.Target.Address,
 				Checked:     t.Checked,
-				Up:          t.Reason.Up(),
+				Up:          p.Reasons.Up(t.Reason),
 				Ready:       t.Reason.Ready(),
 				Reason:      t.Reason,
 				Message:     t.Message,
