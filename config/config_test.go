@@ -41,6 +41,13 @@ func TestLoadInvalid(t *testing.T) {
 		"invalid-empty-pool.yml":                 `kvm[0] "lab": pool: must not be empty`,
 		"invalid-zero-timeout.yml":               `kubernetes[0] "prod": timeout: must be positive, got 0s`,
 		"invalid-zero-dial-timeout.yml":          `kvm[0] "lab": dial_timeout: must be positive, got 0s`,
+		// Errors in several sections: each is attributed to its own entry.
+		"invalid-unknown-keys-in-two-sections.yml": `line 4: gcp[0] "g1": unknown field "bogus1"; line 8: kvm[0] "lab": unknown field "bogus2"`,
+		"invalid-errors-in-three-sections.yml": `line 2: defaults: timeout: "10 parsecs" is not a valid duration (examples: 500ms, 10s, 1m30s); ` +
+			"line 5: kubernetes[0] \"prod\": label_selector: cannot unmarshal !!seq into string; " +
+			`line 11: gcp[1] "g2": unknown field "filters"; ` +
+			`line 17: kvm[0] "lab": hosts[0]: unknown field "port"; ` +
+			"line 14: kvm[0] \"lab\": max_concurrent_dials: cannot unmarshal !!str `many` into int",
 	} {
 		t.Run(file, func(t *testing.T) {
 			t.Parallel()
