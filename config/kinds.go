@@ -14,27 +14,38 @@ import (
 // Builtin is the sections of the built-in kinds, in the order the summary
 // lists them.
 func Builtin() []Section {
-	return []Section{
-		{Kind: "kubernetes", New: func() Entry { return &Kubernetes{LabelSelector: DefaultLabelSelector} }},
-		{Kind: "gcp", New: func() Entry { return &GCP{Filter: DefaultGCPFilter} }},
-		{Kind: "kvm", New: func() Entry {
-			return &KVM{
-				LibvirtSocket:      DefaultLibvirtSocket,
-				LibvirtURI:         DefaultLibvirtURI,
-				Pool:               DefaultPool,
-				MaxConcurrentDials: DefaultMaxConcurrentDials,
-				DialTimeout:        DefaultDialTimeout,
+	return []Section{KubernetesSection(), GCPSection(), KVMSection()}
+}
+
+// KubernetesSection is the kubernetes section: one entry a cluster.
+func KubernetesSection() Section {
+	return Section{Kind: "kubernetes", New: func() Entry { return &Kubernetes{LabelSelector: DefaultLabelSelector} }}
+}
+
+// GCPSection is the gcp section: one entry a project.
+func GCPSection() Section {
+	return Section{Kind: "gcp", New: func() Entry { return &GCP{Filter: DefaultGCPFilter} }}
+}
+
+// KVMSection is the kvm section: one entry a group of hosts.
+func KVMSection() Section {
+	return Section{Kind: "kvm", New: func() Entry {
+		return &KVM{
+			LibvirtSocket:      DefaultLibvirtSocket,
+			LibvirtURI:         DefaultLibvirtURI,
+			Pool:               DefaultPool,
+			MaxConcurrentDials: DefaultMaxConcurrentDials,
+			DialTimeout:        DefaultDialTimeout,
+		}
+	}, Summary: func(entries []Entry) string {
+		hosts := 0
+		for _, e := range entries {
+			if e != nil {
+				hosts += e.TargetCount()
 			}
-		}, Summary: func(entries []Entry) string {
-			hosts := 0
-			for _, e := range entries {
-				if e != nil {
-					hosts += e.TargetCount()
-				}
-			}
-			return fmt.Sprintf("%d kvm (%d hosts)", len(entries), hosts)
-		}},
-	}
+		}
+		return fmt.Sprintf("%d kvm (%d hosts)", len(entries), hosts)
+	}}
 }
 
 // assignBuiltin fills the fields of the built-in kinds from their sections.

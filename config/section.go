@@ -62,6 +62,15 @@ func (c *Config) Entries(kind string) []Entry {
 	return nil
 }
 
+// AllEntries lists the entries of every section, section by section.
+func (c *Config) AllEntries() []Entry {
+	var out []Entry
+	for _, s := range c.sections {
+		out = append(out, s.entries...)
+	}
+	return out
+}
+
 // resolvePaths makes relative paths of local files relative to dir.
 func (c *Config) resolvePaths(dir string) {
 	if dir == "" {

@@ -26,8 +26,10 @@ import (
 type entriesFunc func(cfg *config.Config, logger *slog.Logger) []collector.Entry
 
 type exporterOptions struct {
-	logger      *slog.Logger
-	configFile  string
+	logger     *slog.Logger
+	configFile string
+	// kinds is the table of kinds; nil is builtinKinds.
+	kinds       []collector.Kind
 	entries     entriesFunc
 	offset      time.Duration
 	maxRequests int
@@ -67,6 +69,14 @@ func newExporter(o exporterOptions) *exporter {
 			Name: "provider_health_exporter_config_last_reload_success_timestamp_seconds",
 			Help: "Timestamp of the last successful configuration reload.",
 		}),
+	}
+	if x.kinds == nil {
+		x.kinds = builtinKinds()
+	}
+	if x.entries == nil {
+		x.entries = func(cfg *config.Config, logger *slog.Logger) []collector.Entry {
+			return collector.Entries(x.kinds, cfg, logger)
+		}
 	}
 	if o.maxRequests > 0 {
 		x.inflight = make(chan struct{}, o.maxRequests)
@@ -137,8 +147,8 @@ func (x *exporter) serveMetrics(w http.ResponseWriter, r *http.Request) {
 	if collect, ok := r.URL.Query()["collect[]"]; ok {
 		req.Kinds = map[string]bool{}
 		for _, k := range collect {
-			if !validCollect(k) {
-				http.Error(w, fmt.Sprintf("collect[]=%q: want one of %s", k, strings.Join(collectValues(), ", ")), http.StatusBadRequest)
+			if !validCollect(x.kinds, k) {
+				http.Error(w, fmt.Sprintf("collect[]=%q: want one of %s", k, strings.Join(collectValues(x.kinds), ", ")), http.StatusBadRequest)
 				return
 			}
 			req.Kinds[k] = true

@@ -58,7 +58,7 @@ func run(args []string, stdout, stderr *os.File) int {
 	klog.SetSlogLogger(logger.With("component", "client-go"))
 
 	if *configCheck {
-		return checkConfig(*configFile, stdout, stderr)
+		return checkConfig(builtinKinds(), *configFile, stdout, stderr)
 	}
 	if *timeoutOff < 0 {
 		logger.Error("--timeout-offset must not be negative", "value", *timeoutOff)

@@ -1,13 +1,16 @@
 package main
 
-import "github.com/egress-proxies/provider_health_exporter/config"
+import (
+	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/config"
+)
 
 // reload loads the config file and, if it is valid and every provider could
 // be built, puts it in force. Otherwise the running config stays.
 func (x *exporter) reload() error {
 	x.reloadMu.Lock()
 	defer x.reloadMu.Unlock()
-	cfg, err := config.Load(x.configFile)
+	cfg, err := config.LoadSections(x.configFile, collector.Sections(x.kinds))
 	if err == nil {
 		err = x.engine.Load(x.entries(cfg, x.logger))
 	}
