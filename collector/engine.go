@@ -219,7 +219,7 @@ func (e *Engine) Load(entries []Entry) error {
 
 // CloseBound is how long closing the checkers that a reload replaced, or
 // all of them at shutdown, may take (README: "Timeouts"). A checker whose
-// Close has not returned by then (a dial stuck in a callee that ignores
+// Close has not returned by then (a connection attempt stuck in a callee that ignores
 // its context) is left to finish on its own, so that neither a reload nor
 // SIGTERM waits on it.
 const CloseBound = 3 * time.Second

@@ -103,7 +103,7 @@ func (b *limitedBody) Close() error { return b.rc.Close() }
 // (README: "What the exporter bounds"), with one answer per case. ok is false for an
 // error it does not recognise, which the provider classifies further.
 //
-//   - the context ended, or a step's own timeout (TLS handshake, dial)
+//   - the context ended, or a step's own timeout (TLS handshake, TCP connect)
 //     fired: Timeout, whatever the error says
 //   - a 3xx answer or a body over MaxBodyBytes: BadResponse
 //   - the name did not resolve: DNSFailed

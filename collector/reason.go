@@ -13,8 +13,8 @@ import (
 type Reason string
 
 // The shared vocabulary of the README's "Reasons": what any kind may say.
-// A kind's own reasons (a hypervisor's storage states, a cloud API being
-// disabled) are declared in its package.
+// A kind's own reasons (the states of a host's storage, a cloud API
+// being disabled) are declared in its package.
 const (
 	ReasonReady                  Reason = "Ready"
 	ReasonTimeout                Reason = "Timeout"
@@ -38,7 +38,7 @@ func (r Reason) Ready() bool { return r == ReasonReady }
 // ReasonDef is one reason of a kind's set. Up tells whether the reason
 // means the provider's API answered at its own protocol level (README:
 // "Metrics", "Reasons"): an HTTP status from the API, a reply of the
-// hypervisor's daemon. It is the value of provider_health_up.
+// host's management daemon. It is the value of provider_health_up.
 type ReasonDef struct {
 	Reason Reason
 	Up     bool
@@ -122,7 +122,7 @@ func BaseReasons() ReasonSet {
 func UnknownReason() ReasonDef { return ReasonDef{ReasonUnknown, false} }
 
 // HTTPReasons is the reason set of a kind behind an HTTP API, with the
-// kind's own extra reasons (gcp: APIDisabled) before the HTTP status
+// kind's own extra reasons (a cloud API's APIDisabled) before the HTTP status
 // reasons. The HTTP status reasons are up: the API answered.
 func HTTPReasons(extra ...ReasonDef) ReasonSet {
 	out := BaseReasons()

@@ -29,8 +29,8 @@ type statusTarget struct {
 	DurationSeconds    float64            `json:"durationSeconds"`
 	Details            map[string]string  `json:"details,omitempty"`
 	Transitions        []statusTransition `json:"transitions"`
-	// BackoffUntil is set while a KVM host whose dials keep failing is
-	// not redialed; scrapes serve its last verdict until then.
+	// BackoffUntil is set while a target whose checks keep failing at a
+	// cost to the others (a Backoffer's) is not checked; scrapes serve its last verdict until then.
 	BackoffUntil *time.Time `json:"backoffUntil,omitempty"`
 }
 
