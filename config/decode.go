@@ -16,6 +16,10 @@ import (
 // attributed to the entry (and list item within it) whose lines hold it;
 // all errors of the file are reported at once.
 func (c *Config) decode(top *yaml.Node, sections []Section) error {
+	// The sections keep their order, whatever the file's.
+	for _, s := range sections {
+		c.sections = append(c.sections, sectionEntries{Section: s})
+	}
 	var errs []string
 	seen := map[string]int{}
 	for i := 0; i+1 < len(top.Content); i += 2 {
@@ -38,11 +42,6 @@ func (c *Config) decode(top *yaml.Node, sections []Section) error {
 		errs = append(errs, serrs...)
 		c.setEntries(s, entries)
 	}
-	for _, s := range sections {
-		if _, ok := seen[s.Kind]; !ok {
-			c.setEntries(s, nil)
-		}
-	}
 	if len(errs) > 0 {
 		return errors.New(strings.Join(errs, "; "))
 	}
@@ -58,16 +57,13 @@ func sectionOf(sections []Section, kind string) (Section, bool) {
 	return Section{}, false
 }
 
-// setEntries keeps the section's entries in the order of sections, and
-// in the field of the built-in kinds that have one.
+// setEntries keeps the entries of section s.
 func (c *Config) setEntries(s Section, entries []Entry) {
 	for i := range c.sections {
 		if c.sections[i].Kind == s.Kind {
 			c.sections[i].entries = entries
-			return
 		}
 	}
-	c.sections = append(c.sections, sectionEntries{Section: s, entries: entries})
 }
 
 func decodeSection(s Section, v *yaml.Node) ([]Entry, []string) {

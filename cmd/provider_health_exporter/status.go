@@ -30,7 +30,8 @@ type statusTarget struct {
 	Details            map[string]string  `json:"details,omitempty"`
 	Transitions        []statusTransition `json:"transitions"`
 	// BackoffUntil is set while a target whose checks keep failing at a
-	// cost to the others (a Backoffer's) is not checked; scrapes serve its last verdict until then.
+	// cost to the others (a Backoffer's) is not checked; scrapes serve its
+	// last verdict until then.
 	BackoffUntil *time.Time `json:"backoffUntil,omitempty"`
 }
 
