@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -135,7 +134,7 @@ func TestToyKind(t *testing.T) {
 		t.Errorf("--config.check of a bad url: %s", stderr.String())
 	}
 
-	path := writeConfig(t, filepath.Join(dir), "defaults:\n  timeout: 5s\nhttp:\n  - name: web\n    url: "+backend.URL+"/ok\n  - name: down\n    url: "+backend.URL+"/down\n    timeout: 7s\n")
+	path := writeConfig(t, dir, "defaults:\n  timeout: 5s\nhttp:\n  - name: web\n    url: "+backend.URL+"/ok\n  - name: down\n    url: "+backend.URL+"/down\n    timeout: 7s\n")
 	stdout.Reset()
 	stderr.Reset()
 	if code := checkConfig(toyKinds(), path, &stdout, &stderr); code != 0 {

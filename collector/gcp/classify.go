@@ -23,8 +23,9 @@ func Reasons() collector.ReasonSet {
 // Name is the kind's name: its configuration section and provider label.
 const Name = "gcp"
 
-// ReasonAPIDisabled: the Compute API answered that it is not enabled in
-// the project (README: "Reasons"); the API answered, so it is up.
+// ReasonAPIDisabled is the verdict when the Compute API answered that it
+// is not enabled in the project (README: "Reasons"); the API answered, so
+// it is up.
 const ReasonAPIDisabled collector.Reason = "APIDisabled"
 
 // verdict turns the error of a check into its verdict and logs the error,
