@@ -61,26 +61,7 @@ func newFamily(name, help string, typ dto.MetricType, labels ...string) *family 
 // duplicate); they are left out and everything else is kept, as
 // promhttp.ContinueOnError does.
 func NewExposition(results []ProviderResult) (*Exposition, error) {
-	ps := make([]*ProviderResult, len(results))
-	for i := range results {
-		ps[i] = &results[i]
-	}
-	slices.SortFunc(ps, func(a, b *ProviderResult) int {
-		return cmp.Or(strings.Compare(a.Name, b.Name), strings.Compare(a.Kind, b.Kind))
-	})
-	// Each provider's targets in target order, and the number of series
-	// per family, so every family is allocated once.
-	order := make([][]*TargetResult, len(ps))
-	n := 0
-	for i, p := range ps {
-		ts := make([]*TargetResult, len(p.Targets))
-		for j := range p.Targets {
-			ts[j] = &p.Targets[j]
-		}
-		slices.SortFunc(ts, func(a, b *TargetResult) int { return strings.Compare(a.Target.Name, b.Target.Name) })
-		order[i] = ts
-		n += len(ts)
-	}
+	ps, order, n := sortedResults(results)
 	perTarget := func(name, help string) *family {
 		f := newFamily(name, help, dto.MetricType_GAUGE, "name", "provider", "target")
 		f.values, f.nums = make([]string, 0, 3*n), make([]float64, 0, n)
@@ -110,11 +91,7 @@ func NewExposition(results []ProviderResult) (*Exposition, error) {
 			checks.add(float64(p.Checks[m]), m, p.Name, p.Kind)
 		}
 	}
-	type info struct {
-		p *ProviderResult
-		t *TargetResult
-	}
-	infos := make([]info, 0, n)
+	infos := make([]targetInfo, 0, n)
 	for i, p := range ps {
 		timeout.add(p.Budget.Seconds(), p.Name, p.Kind)
 		abandoned.add(float64(p.Abandoned), p.Name, p.Kind)
@@ -126,7 +103,7 @@ func NewExposition(results []ProviderResult) (*Exposition, error) {
 			if !t.LastTransition.IsZero() {
 				lastTransF.add(unixSeconds(t.LastTransition), p.Name, p.Kind, t.Target.Name)
 			}
-			infos = append(infos, info{p, t})
+			infos = append(infos, targetInfo{p, t})
 		}
 		reasons := slices.Sorted(slices.Values(p.Reasons.Reasons()))
 		for _, r := range reasons {
@@ -135,14 +112,7 @@ func NewExposition(results []ProviderResult) (*Exposition, error) {
 			}
 		}
 	}
-	slices.SortFunc(infos, func(a, b info) int {
-		return cmp.Or(strings.Compare(a.t.Target.Address, b.t.Target.Address),
-			strings.Compare(a.p.Name, b.p.Name), strings.Compare(a.p.Kind, b.p.Kind),
-			strings.Compare(a.t.Target.Name, b.t.Target.Name))
-	})
-	for _, in := range infos {
-		infoF.add(1, in.t.Target.Address, in.p.Name, in.p.Kind, in.t.Target.Name)
-	}
+	addTargetInfo(infoF, infos)
 
 	x := &Exposition{}
 	for _, f := range []*family{timeout, checks, abandoned, upF, readyF, durationF, lastCheckF, lastTransF, reasonF, infoF} {
@@ -156,18 +126,56 @@ func NewExposition(results []ProviderResult) (*Exposition, error) {
 	return x, err
 }
 
+// sortedResults orders the providers by name and kind and each provider's
+// targets by name, as a Registry orders series, and counts the targets,
+// so every family is allocated once.
+func sortedResults(results []ProviderResult) ([]*ProviderResult, [][]*TargetResult, int) {
+	ps := make([]*ProviderResult, len(results))
+	for i := range results {
+		ps[i] = &results[i]
+	}
+	slices.SortFunc(ps, func(a, b *ProviderResult) int {
+		return cmp.Or(strings.Compare(a.Name, b.Name), strings.Compare(a.Kind, b.Kind))
+	})
+	order := make([][]*TargetResult, len(ps))
+	n := 0
+	for i, p := range ps {
+		ts := make([]*TargetResult, len(p.Targets))
+		for j := range p.Targets {
+			ts[j] = &p.Targets[j]
+		}
+		slices.SortFunc(ts, func(a, b *TargetResult) int { return strings.Compare(a.Target.Name, b.Target.Name) })
+		order[i] = ts
+		n += len(ts)
+	}
+	return ps, order, n
+}
+
+// targetInfo is one target_info series to be: its family is sorted by
+// address first, the first label.
+type targetInfo struct {
+	p *ProviderResult
+	t *TargetResult
+}
+
+func addTargetInfo(infoF *family, infos []targetInfo) {
+	slices.SortFunc(infos, func(a, b targetInfo) int {
+		return cmp.Or(strings.Compare(a.t.Target.Address, b.t.Target.Address),
+			strings.Compare(a.p.Name, b.p.Name), strings.Compare(a.p.Kind, b.p.Kind),
+			strings.Compare(a.t.Target.Name, b.t.Target.Name))
+	})
+	for _, in := range infos {
+		infoF.add(1, in.t.Target.Address, in.p.Name, in.p.Kind, in.t.Target.Name)
+	}
+}
+
 // collectFacts gathers the providers' own metrics of every target, as a
 // Registry does: grouped into families by name, each family sorted by its
 // label values, inconsistent and duplicate metrics left out. A verdict's
 // Facts are collected once (FactsMemo) and reused for as long as the
 // verdict is served.
 func collectFacts(ps []*ProviderResult, order [][]*TargetResult, framework []*family) ([]*family, error) {
-	type job struct {
-		name string
-		t    *TargetResult
-		ms   []*factMetric
-	}
-	var jobs []*job
+	var jobs []*factJob
 	rows := make([][]*factMetric, 0, len(ps))
 	var errs []error
 	for i, p := range ps {
@@ -182,57 +190,13 @@ func collectFacts(ps []*ProviderResult, order [][]*TargetResult, framework []*fa
 				}
 				continue
 			}
-			jobs = append(jobs, &job{name: p.Name, t: t})
+			jobs = append(jobs, &factJob{name: p.Name, t: t})
 		}
 	}
 	if len(jobs) > 0 {
-		// Collect sends on a channel: one goroutine collects every target
-		// whose metrics are not known yet, a nil marks each target's end.
-		ch := make(chan prometheus.Metric, 256)
-		go func() {
-			defer close(ch)
-			for _, j := range jobs {
-				j.t.Facts.Collect(ch, j.name, j.t.Target.Name)
-				ch <- nil
-			}
-		}()
-		var batch []factMetric // allocated a few hundred at a time
-		var dms []dto.Metric
-		k := 0
-		var jerrs []error
-		for m := range ch {
-			j := jobs[k]
-			if m == nil {
-				err := errors.Join(jerrs...)
-				j.t.memo.store(j.name, j.t.Target.Name, j.ms, err)
-				if err != nil {
-					errs = append(errs, err)
-				}
-				rows = append(rows, j.ms)
-				jerrs = nil
-				k++
-				continue
-			}
-			if len(batch) == 0 {
-				batch, dms = make([]factMetric, 256), make([]dto.Metric, 256)
-			}
-			fm, dm := &batch[0], &dms[0]
-			batch, dms = batch[1:], dms[1:]
-			if err := m.Write(dm); err != nil {
-				jerrs = append(jerrs, fmt.Errorf("collected metric %s: %w", m.Desc(), err))
-				continue
-			}
-			fm.m, fm.desc, fm.dm = m, m.Desc(), dm
-			fm.values = make([]string, len(dm.Label))
-			for i, lp := range dm.Label {
-				fm.values[i] = lp.GetValue()
-				fm.labels = appendLabel(fm.labels, i, lp.GetName(), lp.GetValue())
-			}
-			if len(dm.Label) > 0 {
-				fm.labels = append(fm.labels, '}')
-			}
-			j.ms = append(j.ms, fm)
-		}
+		jrows, jerrs := collectJobs(jobs)
+		rows = append(rows, jrows...)
+		errs = append(errs, jerrs...)
 	}
 
 	byDesc := map[*prometheus.Desc]*family{}
@@ -281,6 +245,66 @@ func collectFacts(ps []*ProviderResult, order [][]*TargetResult, framework []*fa
 		})
 	}
 	return out, errors.Join(errs...)
+}
+
+// factJob is a target whose Facts' metrics are not known yet.
+type factJob struct {
+	name string
+	t    *TargetResult
+	ms   []*factMetric
+}
+
+// collectJobs collects the metrics of the jobs' Facts and remembers them
+// in each verdict's memo: one row of metrics a job.
+func collectJobs(jobs []*factJob) (rows [][]*factMetric, errs []error) {
+	// Collect sends on a channel: one goroutine collects every target
+	// whose metrics are not known yet, a nil marks each target's end.
+	ch := make(chan prometheus.Metric, 256)
+	go func() {
+		defer close(ch)
+		for _, j := range jobs {
+			j.t.Facts.Collect(ch, j.name, j.t.Target.Name)
+			ch <- nil
+		}
+	}()
+	var batch []factMetric // allocated a few hundred at a time
+	var dms []dto.Metric
+	k := 0
+	var jerrs []error
+	for m := range ch {
+		j := jobs[k]
+		if m == nil {
+			err := errors.Join(jerrs...)
+			j.t.memo.store(j.name, j.t.Target.Name, j.ms, err)
+			if err != nil {
+				errs = append(errs, err)
+			}
+			rows = append(rows, j.ms)
+			jerrs = nil
+			k++
+			continue
+		}
+		if len(batch) == 0 {
+			batch, dms = make([]factMetric, 256), make([]dto.Metric, 256)
+		}
+		fm, dm := &batch[0], &dms[0]
+		batch, dms = batch[1:], dms[1:]
+		if err := m.Write(dm); err != nil {
+			jerrs = append(jerrs, fmt.Errorf("collected metric %s: %w", m.Desc(), err))
+			continue
+		}
+		fm.m, fm.desc, fm.dm = m, m.Desc(), dm
+		fm.values = make([]string, len(dm.Label))
+		for i, lp := range dm.Label {
+			fm.values[i] = lp.GetValue()
+			fm.labels = appendLabel(fm.labels, i, lp.GetName(), lp.GetValue())
+		}
+		if len(dm.Label) > 0 {
+			fm.labels = append(fm.labels, '}')
+		}
+		j.ms = append(j.ms, fm)
+	}
+	return rows, errs
 }
 
 // factMetric is one metric a Facts collected, written out once.
