@@ -120,19 +120,3 @@ func BaseReasons() ReasonSet {
 
 // UnknownReason ends every kind's set.
 func UnknownReason() ReasonDef { return ReasonDef{ReasonUnknown, false} }
-
-// HTTPReasons is the reason set of a kind behind an HTTP API, with the
-// kind's own extra reasons (a cloud API's APIDisabled) before the HTTP status
-// reasons. The HTTP status reasons are up: the API answered.
-func HTTPReasons(extra ...ReasonDef) ReasonSet {
-	out := BaseReasons()
-	out = append(out, ReasonSet{
-		{ReasonTLSError, false}, {ReasonCredentialsUnavailable, false},
-		{ReasonUnauthorized, true}, {ReasonForbidden, true},
-	}...)
-	out = append(out, extra...)
-	return append(out, ReasonSet{
-		{ReasonNotFound, true}, {ReasonInvalidRequest, true}, {ReasonRateLimited, true},
-		{ReasonServerError, true}, {ReasonBadResponse, true}, UnknownReason(),
-	}...)
-}
