@@ -2,9 +2,9 @@
 #
 # `make test` runs every test: unit tests (with -race), the integration tests
 # against real sshd/libvirtd, kube-apiserver/etcd and Prometheus/Alertmanager
-# started by the scripts under testdata/, and the mixin's generation, lint and
-# promtool tests. `make demo` runs the exporter against real local sshd and
-# libvirtd (as root on Debian).
+# started by the scripts under testdata/, the status page in headless
+# Chromium, and the mixin's generation, lint and promtool tests. `make demo`
+# runs the exporter against real local sshd and libvirtd (as root on Debian).
 
 GO       ?= go
 GOFMT    ?= gofmt
@@ -45,14 +45,16 @@ exposition:
 .PHONY: lint
 lint:
 	@out="$$($(GOFMT) -l $$(git ls-files "*.go"))"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	@# Markdown links and anchors, and the doc sections code comments cite (also run by make unit).
+	$(GO) test -count=1 -run 'TestRepository' ./internal/mdlinks/
 	$(GO) vet $(PKGS)
 	$(GO) -C $(VALIDATE) vet ./...
 	$(GO) vet -tags integration ./collector/kvm/ ./collector/kubernetes/
 	$(GO) vet -tags e2e ./testdata/e2e/
-	$(GO) vet -tags promtool ./cmd/... ./mixin/
+	$(GO) vet -tags promtool,browser ./cmd/... ./mixin/
 	$(TOOLS) golangci-lint run ./...
 	$(TOOLS) golangci-lint run --build-tags integration ./collector/kvm/ ./collector/kubernetes/
-	$(TOOLS) golangci-lint run --build-tags promtool ./cmd/... ./mixin/
+	$(TOOLS) golangci-lint run --build-tags promtool,browser ./cmd/... ./mixin/
 	@if ! command -v systemd-analyze >/dev/null; then \
 	  echo "systemd-analyze not found: skipping the check of deploy/systemd (Debian package systemd)"; exit 0; fi; \
 	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
@@ -60,7 +62,7 @@ lint:
 	  systemd-analyze verify $$tmp/provider_health_exporter.service && echo "systemd unit OK"
 
 # Go benchmark format (compare two runs with benchstat), then the summary
-# table of the KVM fleet simulator (README: "Performance"). The fleet's
+# table of the KVM fleet simulator (docs/scaling.md: "Performance"). The fleet's
 # scrapes are long (a 1,000-host cold scrape takes seconds), so it runs a
 # fixed number of scrapes; the 1,000-host fleet keeps a few thousand sockets
 # open, hence the raised descriptor limit. virsh.sh adds one host's steady
@@ -94,6 +96,8 @@ FUZZ_TARGETS := \
 	./collector/gcp:FuzzErrorBody \
 	./collector/gcp:FuzzCredentialsJSON \
 	./collector/kubernetes:FuzzKubeconfig \
+	./collector/kubernetes:FuzzExecCredential \
+	./collector:FuzzLimitedBody \
 	./config:FuzzParse \
 	./config:FuzzLoad \
 	./cmd/provider_health_exporter:FuzzProbeQuery
@@ -117,7 +121,7 @@ demo: deps
 # --- integration tests against real components ---------------------------
 
 .PHONY: integration
-integration: integration-kvm integration-kubernetes integration-e2e
+integration: integration-kvm integration-kubernetes integration-e2e integration-browser
 
 .PHONY: integration-kvm
 integration-kvm:
@@ -130,6 +134,17 @@ integration-kubernetes:
 .PHONY: integration-e2e
 integration-e2e:
 	testdata/e2e/run-e2e.sh
+
+# The status page in headless Chromium (Debian's chromium) against the real
+# binary (build tag browser). It fails, never skips, without Chromium. The
+# screenshots and the logs of the exporter and of Chromium of the last run
+# are kept under $(BROWSER_ARTIFACTS)/_artifacts.
+BROWSER_ARTIFACTS ?= $(CURDIR)/.artifacts/browser
+.PHONY: integration-browser
+integration-browser:
+	rm -rf $(BROWSER_ARTIFACTS)/_artifacts && mkdir -p $(BROWSER_ARTIFACTS)
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -tags browser -run '^TestStatusPageInBrowser$$' -v \
+	  -artifacts -outputdir $(BROWSER_ARTIFACTS) ./cmd/provider_health_exporter/
 
 # --- mixin ----------------------------------------------------------------
 #
@@ -153,8 +168,9 @@ MIXIN_SRCS    = $(shell find mixin -name '*.jsonnet' -o -name '*.libsonnet')
 OUT ?= .
 .PHONY: mixin-generate
 mixin-generate:
-	@mkdir -p $(OUT)/mixin/dashboards_out $(OUT)/deploy/kubernetes/components/prometheus-operator
+	@mkdir -p $(OUT)/mixin/dashboards_out $(OUT)/mixin/tests/multicluster $(OUT)/deploy/kubernetes/components/prometheus-operator
 	$(JSONNET) -S mixin/alerts.jsonnet > $(OUT)/mixin/alerts.yaml
+	$(JSONNET) -S mixin/tests/multicluster/alerts.jsonnet > $(OUT)/mixin/tests/multicluster/alerts.yaml
 	$(JSONNET) -m $(OUT)/mixin/dashboards_out mixin/dashboards.jsonnet > /dev/null
 	$(JSONNET) -S mixin/prometheusrule.jsonnet > $(OUT)/deploy/kubernetes/components/prometheus-operator/prometheusrule.yaml
 
@@ -168,21 +184,23 @@ mixin-lint:
 	@for f in $(MIXIN_SRCS); do echo "jsonnet-lint $$f"; $(JSONNETLINT) $$f || exit 1; done
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
 	  $(MAKE) --no-print-directory mixin-generate OUT=$$tmp && \
-	  for f in mixin/alerts.yaml deploy/kubernetes/components/prometheus-operator/prometheusrule.yaml; do \
+	  for f in mixin/alerts.yaml mixin/tests/multicluster/alerts.yaml deploy/kubernetes/components/prometheus-operator/prometheusrule.yaml; do \
 	    diff -u $$f $$tmp/$$f || { echo "$$f is stale: run make mixin"; exit 1; }; done && \
 	  diff -ru mixin/dashboards_out $$tmp/mixin/dashboards_out || { echo "mixin/dashboards_out is stale: run make mixin"; exit 1; }
-	$(PROMTOOL) check rules mixin/alerts.yaml
+	$(PROMTOOL) check rules mixin/alerts.yaml mixin/tests/multicluster/alerts.yaml
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
 	  $(GO) build -modfile=tools/go.mod -o $$tmp/jb github.com/jsonnet-bundler/jsonnet-bundler/cmd/jb && \
 	  $(GO) build -modfile=tools/go.mod -o $$tmp/jsonnet github.com/google/go-jsonnet/cmd/jsonnet && \
 	  testdata/mixin/vendor-check.sh $$tmp/jb $$tmp/jsonnet
-	$(GO) test -count=1 -timeout 10m -tags promtool -run 'TestGoldenMetricsRead|TestMetricNames|TestMatcherProblems|TestExpressions|TestDashboard|TestAlerts|TestGrafanaSchema' ./mixin/
+	$(GO) test -count=1 -timeout 10m -tags promtool -run 'TestGoldenMetricsRead|TestMetricNames|TestMatcherProblems|TestExpressions|TestDashboard|TestAlerts|TestMultiClusterAlerts|TestGrafanaSchema' ./mixin/
 	$(PROMTOOL) check config deploy/prometheus/prometheus.yml deploy/prometheus/prometheus-probe.yml deploy/prometheus/prometheus-sharded.yml
 	$(AMTOOL) check-config deploy/prometheus/alertmanager.yml
 
 # The rule tests run with Debian's promtool (Prometheus 2.42) and with
-# Prometheus 3's.
+# Prometheus 3's; those under tests/multicluster test the alerts rendered with
+# showMultiCluster, as a global ruler over several clusters gets them.
+MIXIN_RULE_TESTS = mixin/tests/*.yaml mixin/tests/multicluster/*_test.yaml
 mixin-test: mixin-lint
-	$(PROMTOOL) test rules mixin/tests/*.yaml
-	"$$($(PROMETHEUS3) | sed -n 2p)" test rules mixin/tests/*.yaml
-	$(GO) test -count=1 -timeout 10m -tags promtool -run 'TestRuleTestsCatchBrokenRules' ./mixin/
+	$(PROMTOOL) test rules $(MIXIN_RULE_TESTS)
+	"$$($(PROMETHEUS3) | sed -n 2p)" test rules $(MIXIN_RULE_TESTS)
+	$(GO) test -count=1 -timeout 10m -tags promtool -run 'TestRuleTestsCatchBrokenRules|TestMultiClusterRuleTestsCatchBrokenRules' ./mixin/

@@ -67,7 +67,7 @@ func expired(t *testing.T) context.Context {
 
 // TestClassifyTransport: one answer per transport case, from real
 // failures on loopback. Past the deadline every failure is Timeout,
-// whatever the error says (README: "Timeouts").
+// whatever the error says (docs/configuration.md: "Timeouts").
 func TestClassifyTransport(t *testing.T) {
 	t.Parallel()
 	closed := func() string {

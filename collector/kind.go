@@ -14,7 +14,7 @@ import (
 // its reasons, its part of the configuration file, how to build the
 // checker of an entry and what --config.check says of an entry's files.
 // The exporter's table of kinds is a list of these, one row a kind
-// (README: "Adding a provider"); the engine, /metrics' collect[],
+// (docs/development.md: "Adding a provider"); the engine, /metrics' collect[],
 // --config.check, the reload and the write deadline read it and nothing
 // else.
 type Kind struct {

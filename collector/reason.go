@@ -7,12 +7,12 @@ import (
 )
 
 // Reason says in one bounded CamelCase word why a target is or is not ready.
-// Each provider kind has a closed set (README: "Reasons"); every reason of
+// Each provider kind has a closed set (docs/metrics.md: "Reasons"); every reason of
 // the set is exported on every scrape as a state set, so the set must never
 // grow at run time.
 type Reason string
 
-// The shared vocabulary of the README's "Reasons": what any kind may say.
+// The shared vocabulary of docs/metrics.md's "Reasons": what any kind may say.
 // A kind's own reasons (the states of a host's storage, a cloud API
 // being disabled) are declared in its package.
 const (
@@ -36,7 +36,7 @@ const (
 func (r Reason) Ready() bool { return r == ReasonReady }
 
 // ReasonDef is one reason of a kind's set. Up tells whether the reason
-// means the provider's API answered at its own protocol level (README:
+// means the provider's API answered at its own protocol level (docs/metrics.md:
 // "Metrics", "Reasons"): an HTTP status from the API, a reply of the
 // host's management daemon. It is the value of provider_health_up.
 type ReasonDef struct {

@@ -6,7 +6,7 @@ import (
 )
 
 // Section is one kind of provider's part of the file: a list of entries
-// under the kind's name (README: "Configuration"). The file is read
+// under the kind's name (docs/configuration.md: "Configuration"). The file is read
 // through the sections it is given, so adding a kind is a Section of its
 // own and no edit here.
 type Section struct {

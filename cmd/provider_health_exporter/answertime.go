@@ -23,7 +23,7 @@ func (x *exporter) answer(w http.ResponseWriter, r *http.Request, results []coll
 // has its checks end that much earlier (twice that, for the jitter of a
 // loaded machine; the engine takes at most a quarter of the budget), so
 // that its answer, and not only its checks, is done within the budget
-// (README: "Timeouts").
+// (docs/configuration.md: "Timeouts").
 type answerTimes struct {
 	mu   sync.Mutex
 	last map[string]time.Duration

@@ -10,7 +10,7 @@ import (
 	"github.com/egress-proxies/provider_health_exporter/config"
 )
 
-// builtinKinds is the table of kinds: the one place a kind is added (README:
+// builtinKinds is the table of kinds: the one place a kind is added (docs/development.md:
 // "Adding a provider"). Each row is the kind's own description of itself;
 // main builds the engine's entries from it, the configuration file is read
 // through its sections, --config.check reads files through it and

@@ -14,8 +14,8 @@ import (
 	"github.com/egress-proxies/provider_health_exporter/collector"
 )
 
-// statusTarget is one target in /api/v1/status, in the shape the README's
-// status API section documents.
+// statusTarget is one target in /api/v1/status, in the shape
+// docs/configuration.md: "HTTP endpoints" documents.
 type statusTarget struct {
 	Target             string             `json:"target"`
 	Address            string             `json:"address"`

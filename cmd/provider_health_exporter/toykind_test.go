@@ -17,7 +17,7 @@ import (
 	"github.com/egress-proxies/provider_health_exporter/config"
 )
 
-// The toy kind of the README's "Adding a provider": an http kind whose
+// The toy kind of docs/development.md's "Adding a provider": an http kind whose
 // one target per entry is a URL that must answer 200. Everything it is,
 // its configuration, its reasons, its checker, is in this file; the
 // framework files are not edited for it.

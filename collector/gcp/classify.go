@@ -14,7 +14,7 @@ import (
 	"github.com/egress-proxies/provider_health_exporter/collector"
 )
 
-// Reasons is the closed reason set of a GCP project (README: "Reasons"):
+// Reasons is the closed reason set of a GCP project (docs/metrics.md: "Reasons"):
 // the HTTP API's, plus APIDisabled.
 func Reasons() collector.ReasonSet {
 	return collector.HTTPReasons(collector.ReasonDef{Reason: ReasonAPIDisabled, Up: true})
@@ -24,7 +24,7 @@ func Reasons() collector.ReasonSet {
 const Name = "gcp"
 
 // ReasonAPIDisabled is the verdict when the Compute API answered that it
-// is not enabled in the project (README: "Reasons"); the API answered, so
+// is not enabled in the project (docs/metrics.md: "Reasons"); the API answered, so
 // it is up.
 const ReasonAPIDisabled collector.Reason = "APIDisabled"
 
@@ -43,7 +43,7 @@ func verdict(ctx context.Context, logger *slog.Logger, err error) collector.Verd
 
 // classify maps an error to a reason of the gcp set and a message for
 // people. The order matters: an ended context wins whatever the error says
-// (README: "Timeouts"), and a token fetch that failed on the network is a credentials
+// (docs/configuration.md: "Timeouts"), and a token fetch that failed on the network is a credentials
 // problem, not an unreachable Compute.
 func classify(ctx context.Context, err error) (collector.Reason, string) {
 	if collector.Ended(ctx) || errors.Is(err, context.DeadlineExceeded) {

@@ -17,7 +17,7 @@ import (
 // Name is the kind's name: its configuration section and provider label.
 const Name = "kvm"
 
-// The reasons of a KVM host beyond the shared ones (README: "Reasons").
+// The reasons of a KVM host beyond the shared ones (docs/metrics.md: "Reasons").
 const (
 	ReasonSSHMaterialInvalid       collector.Reason = "SSHMaterialInvalid"
 	ReasonSSHAuthFailed            collector.Reason = "SSHAuthFailed"
@@ -34,7 +34,7 @@ const (
 	ReasonPoolInaccessible         collector.Reason = "PoolInaccessible"
 )
 
-// Reasons is the closed reason set of a KVM host (README: "Reasons"): every
+// Reasons is the closed reason set of a KVM host (docs/metrics.md: "Reasons"): every
 // one of them is exported on every scrape as a state set. libvirtd
 // answering, even with a refusal or a bad pool, is up; everything up to
 // its socket is not.
@@ -62,7 +62,7 @@ func Reasons() collector.ReasonSet {
 const authFailure = "ssh: unable to authenticate"
 
 // classify derives the reason of a failed dial from its stage and cause
-// (README: "Reasons", "KVM"). The end of ctx or of dial_timeout wins over
+// (docs/metrics.md: "Reasons"; docs/configuration.md: "KVM"). The end of ctx or of dial_timeout wins over
 // whatever the error says.
 func classify(ctx context.Context, err error) collector.Reason {
 	var silent *silentServerError

@@ -16,8 +16,8 @@ import (
 
 // Render builds the kustomization in dir as `kubectl kustomize dir` does and
 // returns the resources as one multi-document YAML stream. With components,
-// it builds an overlay of dir with those components, the one README
-// "Prometheus Operator" shows.
+// it builds an overlay of dir with those components, the one
+// docs/deployment.md: "Prometheus Operator" shows.
 func Render(dir string, components ...string) ([]byte, error) {
 	if len(components) > 0 {
 		overlay, err := os.MkdirTemp("", "phe-overlay-")
