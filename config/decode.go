@@ -197,8 +197,8 @@ func scalar(m *yaml.Node, key string) string {
 }
 
 // unknownKeys reports the keys of the mapping n that the struct type t
-// (or what it points to) has no field for, in the lists of structs it
-// holds too (a kvm entry's hosts).
+// (or what it points to) has no field for, in the structs and lists of
+// structs it holds too (a kvm entry's hosts).
 func unknownKeys(n *yaml.Node, t reflect.Type, where string) []string {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
@@ -215,10 +215,13 @@ func unknownKeys(n *yaml.Node, t reflect.Type, where string) []string {
 			errs = append(errs, fmt.Sprintf("line %d: %s: unknown field %q", k.Line, where, k.Value))
 			continue
 		}
-		if ft.Kind() == reflect.Slice && v.Kind == yaml.SequenceNode {
+		switch {
+		case ft.Kind() == reflect.Slice && v.Kind == yaml.SequenceNode:
 			for j, item := range v.Content {
 				errs = append(errs, unknownKeys(item, ft.Elem(), fmt.Sprintf("%s: %s[%d]", where, k.Value, j))...)
 			}
+		case v.Kind == yaml.MappingNode:
+			errs = append(errs, unknownKeys(v, ft, where+": "+k.Value)...)
 		}
 	}
 	return errs
