@@ -68,7 +68,7 @@ func (t *boundedTransport) WrappedRoundTripper() http.RoundTripper { return t.ne
 // CloseIdleConnections closes the idle connections of the first transport
 // below that has any: client-go wraps its transport in one without the
 // method (its connection tracker), and closing stops at the first wrapper
-// that lacks it, so it would keep every apiserver connection for good.
+// that lacks it, so it would keep every connection for good.
 func (t *boundedTransport) CloseIdleConnections() {
 	for rt := t.next; rt != nil; {
 		if c, ok := rt.(interface{ CloseIdleConnections() }); ok {
