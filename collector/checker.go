@@ -122,7 +122,7 @@ type Result struct {
 
 // Ended reports whether the check's context is over: the one test every
 // provider uses before it classifies an error, because when the budget is
-// spent the verdict is Timeout whatever the error says (README: "Timeouts").
+// spent the verdict is Timeout whatever the error says (docs/configuration.md: "Timeouts").
 // The deadline counts even before its timer fires: I/O that took its
 // deadline from ctx can fail a moment before ctx.Err is set.
 func Ended(ctx context.Context) bool {

@@ -32,7 +32,7 @@ var Modes = []string{ModeLive, ModeShared, ModeCached, ModeBackoff}
 const historySize = 10
 
 // A check that has not returned by its deadline plus AbandonGrace is
-// abandoned (README: "Timeouts"): the engine stops waiting for it, the
+// abandoned (docs/configuration.md: "Timeouts"): the engine stops waiting for it, the
 // target's next scrape starts a fresh check, and the abandoned one is left
 // to end with its context. At most MaxAbandoned abandoned checks of one
 // target may still be running; while that many are, the target reports
@@ -215,7 +215,7 @@ func (e *Engine) Load(entries []Entry) error {
 }
 
 // CloseBound is how long closing the checkers that a reload replaced, or
-// all of them at shutdown, may take (README: "Timeouts"). A checker whose
+// all of them at shutdown, may take (docs/configuration.md: "Timeouts"). A checker whose
 // Close has not returned by then (a dial stuck in a callee that ignores
 // its context) is left to finish on its own, so that neither a reload nor
 // SIGTERM waits on it.
@@ -340,7 +340,7 @@ func (e *Engine) selectProviders(req Request) ([]*provider, error) {
 
 // targetsOf lists the selected targets of p: those of the loaded
 // configuration, never a call into the checker, so that neither a scrape
-// nor the status page waits on a provider's lock (README: "Timeouts"). A
+// nor the status page waits on a provider's lock (docs/configuration.md: "Timeouts"). A
 // target's address is the configured one until a check reports where it
 // found the target (Verdict.Address: a kubeconfig's server).
 func targetsOf(p *provider, only string) []Target {

@@ -13,7 +13,7 @@ import (
 )
 
 // MaxBodyBytes is the most the exporter reads of one response body from a
-// provider's HTTP API or a token endpoint (README: "What the exporter bounds"). A check needs
+// provider's HTTP API or a token endpoint (docs/security.md: "What the exporter bounds"). A check needs
 // a few KB (one page of one item); the largest object a limit=1 list can
 // hold is a Pod near etcd's 1.5 MiB request limit, with its envelope.
 const MaxBodyBytes = 4 << 20
@@ -57,7 +57,7 @@ func (t *boundedTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 		_ = resp.Body.Close()
 		return nil, &RedirectError{Status: resp.Status, Location: resp.Header.Get("Location")}
 	}
-	resp.Body = &limitedBody{rc: resp.Body, left: MaxBodyBytes}
+	resp.Body = &limitedBody{rc: resp.Body, left: MaxBodyBytes, limit: MaxBodyBytes}
 	return resp, nil
 }
 
@@ -72,10 +72,11 @@ func (t *boundedTransport) CloseIdleConnections() {
 	}
 }
 
-// limitedBody reads at most left more bytes; one byte more is an error.
+// limitedBody reads at most left more bytes of a body of at most limit;
+// one byte more is an error.
 type limitedBody struct {
-	rc   io.ReadCloser
-	left int64
+	rc          io.ReadCloser
+	left, limit int64
 }
 
 func (b *limitedBody) Read(p []byte) (int, error) {
@@ -84,7 +85,7 @@ func (b *limitedBody) Read(p []byte) (int, error) {
 		var one [1]byte
 		n, err := b.rc.Read(one[:])
 		if n > 0 {
-			return 0, &BodyTooLargeError{Limit: MaxBodyBytes}
+			return 0, &BodyTooLargeError{Limit: b.limit}
 		}
 		return 0, err
 	}
@@ -100,7 +101,7 @@ func (b *limitedBody) Close() error { return b.rc.Close() }
 
 // ClassifyTransport classifies what went wrong below the HTTP status of an
 // API call: the shared part of every HTTP provider's classification
-// (README: "What the exporter bounds"), with one answer per case. ok is false for an
+// (docs/security.md: "What the exporter bounds"), with one answer per case. ok is false for an
 // error it does not recognise, which the provider classifies further.
 //
 //   - the context ended, or a step's own timeout (TLS handshake, dial)

@@ -119,7 +119,7 @@ func unixSeconds(t time.Time) float64 {
 // order and values) and writes the text and OpenMetrics formats itself,
 // byte for byte as expfmt does: at a thousand targets the registry's
 // per-series allocation, validation and sorting and expfmt's per-series
-// checks cost ten times the writing itself (README: "Performance").
+// checks cost ten times the writing itself (docs/scaling.md: "Performance").
 // Protobuf and every format it does not write itself go through expfmt
 // from the same families.
 type Exposition struct {

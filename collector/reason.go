@@ -1,12 +1,12 @@
 package collector
 
 // Reason says in one bounded CamelCase word why a target is or is not ready.
-// Each provider has a closed set (README: "Reasons"); every reason of the set is
+// Each provider has a closed set (docs/metrics.md: "Reasons"); every reason of the set is
 // exported on every scrape as a state set, so the set must never grow at run
 // time.
 type Reason string
 
-// The reasons of the README's "Reasons".
+// The reasons of docs/metrics.md's "Reasons".
 const (
 	ReasonReady                    Reason = "Ready"
 	ReasonTimeout                  Reason = "Timeout"
@@ -46,7 +46,7 @@ const (
 )
 
 // up tells whether a reason means the provider's API answered at its own
-// protocol level (README: "Metrics", "Reasons"): an HTTP status from the API, a libvirt reply.
+// protocol level (docs/metrics.md: "Metrics", "Reasons"): an HTTP status from the API, a libvirt reply.
 var up = map[Reason]bool{
 	ReasonReady:                true,
 	ReasonUnauthorized:         true,
@@ -73,7 +73,7 @@ func (r Reason) Ready() bool { return r == ReasonReady }
 
 // HTTPReasons is the reason set of a provider behind an HTTP API, with
 // the provider's own extra reasons (gcp: APIDisabled) before the HTTP
-// status reasons. Each provider package declares its set (README:
+// status reasons. Each provider package declares its set (docs/metrics.md:
 // "Reasons"); the framework only emits what the entry says.
 func HTTPReasons(extra ...Reason) []Reason {
 	out := []Reason{

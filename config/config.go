@@ -1,5 +1,5 @@
 // Package config loads and validates the exporter's YAML configuration
-// (README: "Configuration"). It checks the file itself and that referenced files can be
+// (docs/configuration.md: "Configuration"). It checks the file itself and that referenced files can be
 // read; what those files contain is each check's business, so a rotated key
 // is picked up without a reload.
 package config
@@ -24,7 +24,7 @@ import (
 	"github.com/egress-proxies/provider_health_exporter/internal/boundedfile"
 )
 
-// Defaults of the README's "Configuration".
+// Defaults of docs/configuration.md's "Configuration".
 const (
 	DefaultTimeout            = Duration(10 * time.Second)
 	DefaultLabelSelector      = "app.kubernetes.io/managed-by=egress-proxies-operator"
@@ -477,7 +477,7 @@ func readable(where, field, path string) error {
 		return fmt.Errorf("%s: %s: %s is not a regular file", where, field, path)
 	}
 	// Opened without blocking, and within the cap of its kind of file
-	// (README: "What the exporter bounds"), as the check will read it.
+	// (docs/security.md: "What the exporter bounds"), as the check will read it.
 	if err := boundedfile.Check(path, fileKind(field)); err != nil {
 		return fmt.Errorf("%s: %s: %w", where, field, err)
 	}

@@ -32,7 +32,7 @@
     // connection to a host keeps breaking.
     kvmReconnectsPerHour: 6,
 
-    // Reasons (README: "Reasons") that waiting does not fix: a human has to change a
+    // Reasons (docs/metrics.md: "Reasons") that waiting does not fix: a human has to change a
     // credential, a key, an API setting, a filter or a pool. They raise
     // ProviderActionRequired on top of ProviderNotReady.
     actionRequiredReasons: [
@@ -73,11 +73,17 @@
     // The job variable's default, matching providerHealthSelector; the job
     // variable offers the jobs of the series providerHealthSelector selects.
     dashboardJob: 'provider-health',
-    // Several clusters' exporters in one data source (Thanos, Mimir): a
-    // cluster variable and a cluster filter on every dashboard query. Off,
-    // the variable is hidden and the queries do not name the label.
+    // Several clusters' exporters in one data source or one global ruler
+    // (Thanos, Mimir), told apart by clusterLabel: a cluster variable and a
+    // cluster filter on every dashboard query, and alerts that keep the
+    // label in every aggregation and join and tell which cluster lost its
+    // exporter (docs/alerts.md: "Multi-cluster"). Off, the variable is
+    // hidden and neither queries nor alerts name the label.
     showMultiCluster: false,
     clusterLabel: 'cluster',
+    // With showMultiCluster, how long ProviderHealthExporterDown remembers a
+    // cluster whose exporter is no longer scraped at all.
+    exporterGoneLookback: '1d',
 
     // Labels put on the generated PrometheusRule, for a Prometheus Operator
     // whose ruleSelector picks rules by label.

@@ -6,7 +6,7 @@
 
 // Package mixin_test checks the generated mixin files: every PromQL
 // expression of the alerts and dashboards parses (through promtool) and names
-// only metrics of the README's "Metrics" and their labels, every dashboard is well formed,
+// only metrics of docs/metrics.md's "Metrics" and their labels, every dashboard is well formed,
 // every alert carries its severity, annotations, runbook section and promtool
 // test cases, and those test cases fail when a rule is broken.
 package mixin_test
@@ -14,6 +14,7 @@ package mixin_test
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -92,7 +93,7 @@ func TestGoldenMetricsRead(t *testing.T) {
 	}
 }
 
-// specAlerts are the alert names the README's "Monitoring mixin" fixes.
+// specAlerts are the alert names docs/alerts.md's "Monitoring mixin: alerts and dashboard" fixes.
 var specAlerts = []string{
 	"ProviderHealthExporterDown",
 	"ProviderNotReady",
@@ -124,16 +125,25 @@ type ruleFile struct {
 
 func loadAlerts(t *testing.T) ruleFile {
 	t.Helper()
-	b, err := os.ReadFile("alerts.yaml")
+	return loadRules(t, "alerts.yaml")
+}
+
+// multiClusterRules are the alerts rendered with showMultiCluster, which
+// tests/multicluster/alerts_test.yaml tests.
+const multiClusterRules = "tests/multicluster/alerts.yaml"
+
+func loadRules(t *testing.T, path string) ruleFile {
+	t.Helper()
+	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var rf ruleFile
 	if err := yaml.Unmarshal(b, &rf); err != nil {
-		t.Fatalf("alerts.yaml: %v", err)
+		t.Fatalf("%s: %v", path, err)
 	}
 	if len(rf.Groups) == 0 {
-		t.Fatal("alerts.yaml has no rule group")
+		t.Fatalf("%s has no rule group", path)
 	}
 	return rf
 }
@@ -381,8 +391,10 @@ func TestMetricNames(t *testing.T) {
 func allQueries(t *testing.T) []query {
 	t.Helper()
 	var qs []query
-	for _, r := range loadAlerts(t).alerts() {
-		qs = append(qs, query{"alerts.yaml alert " + r.Alert, r.Expr})
+	for _, file := range []string{"alerts.yaml", multiClusterRules} {
+		for _, r := range loadRules(t, file).alerts() {
+			qs = append(qs, query{file + " alert " + r.Alert, r.Expr})
+		}
 	}
 	for f, d := range loadDashboards(t) {
 		for _, q := range dashboardQueries(t, f, d) {
@@ -430,7 +442,7 @@ func TestMatcherProblems(t *testing.T) {
 }
 
 // TestExpressionsNameSpecMetrics: every expression selects at least one
-// metric, only metrics of the README's "Metrics", and matches only labels they have.
+// metric, only metrics of docs/metrics.md's "Metrics", and matches only labels they have.
 func TestExpressionsNameSpecMetrics(t *testing.T) {
 	qs := allQueries(t)
 	if len(qs) < 10 {
@@ -450,7 +462,7 @@ func TestExpressionsNameSpecMetrics(t *testing.T) {
 		}
 		for _, n := range names {
 			if _, ok := specMetrics[n]; !ok {
-				t.Errorf("%s: %q is not a metric of the README's Metrics section (in %q)", q.where, n, q.expr)
+				t.Errorf("%s: %q is not a metric of docs/metrics.md, section Metrics (in %q)", q.where, n, q.expr)
 			}
 		}
 	}
@@ -507,7 +519,7 @@ func overlap(a, b gridPos) bool {
 
 // TestDashboardStructure checks what Grafana does not: unique panel ids,
 // panels inside the 24-column grid and not overlapping, a data source and a
-// query on every panel, and the variables the README documents.
+// query on every panel, and the variables docs/alerts.md: "Import the dashboard into Grafana" documents.
 func TestDashboardStructure(t *testing.T) {
 	uids := map[string]string{}
 	for f, d := range loadDashboards(t) {
@@ -675,7 +687,7 @@ func runbookSections(t *testing.T) map[string][]string {
 	return out
 }
 
-// TestAlerts: the README's alerts exist; every alert has a severity, a summary,
+// TestAlerts: the alerts of docs/alerts.md: "Alerts" exist; every alert has a severity, a summary,
 // a description and a runbook_url whose anchor is a runbook section with
 // meaning, impact, diagnosis and mitigation; and promtool test cases both
 // fire it and keep it quiet.
@@ -690,7 +702,7 @@ func TestAlerts(t *testing.T) {
 	}
 	for _, name := range specAlerts {
 		if _, ok := byName[name]; !ok {
-			t.Errorf("alert %s of the README's Monitoring mixin section is missing", name)
+			t.Errorf("alert %s of docs/alerts.md, section Alerts, is missing", name)
 		}
 	}
 	sections := runbookSections(t)
@@ -851,9 +863,7 @@ var mutants = []mutant{
 // promtool tests to fail on that alert: a test case that cannot fail proves
 // nothing.
 func TestRuleTestsCatchBrokenRules(t *testing.T) {
-	pt := promtool(t)
 	orig := loadAlerts(t)
-	files := ruleTestFiles(t)
 	covered := map[string]bool{}
 	for _, m := range mutants {
 		covered[m.alert] = true
@@ -863,15 +873,112 @@ func TestRuleTestsCatchBrokenRules(t *testing.T) {
 			t.Errorf("%s: no mutant proves its tests can fail", r.Alert)
 		}
 	}
+	checkMutants(t, "alerts.yaml", orig, ruleTestFiles(t), mutants)
+}
 
-	// The unmodified rules, re-marshalled, must pass: otherwise every mutant
-	// would "fail" for the wrong reason.
+var (
+	groupingClauseRE = regexp.MustCompile(`\b(?:by|on)\s*\(([^()]*)\)`)
+	templateQueryRE  = regexp.MustCompile(`printf "[^"{]*\{([^}"]*)\}`)
+)
+
+// TestMultiClusterAlerts: with showMultiCluster, the same alerts as
+// alerts.yaml (names, for, labels), every join and aggregation keeps the
+// cluster label, and every query of a description selects the alert's own
+// cluster, so that a global ruler never merges two clusters' series.
+func TestMultiClusterAlerts(t *testing.T) {
+	single := map[string]rule{}
+	for _, r := range loadAlerts(t).alerts() {
+		single[r.Alert] = r
+	}
+	multi := loadRules(t, multiClusterRules).alerts()
+	if len(multi) != len(single) {
+		t.Errorf("%s has %d alerts, alerts.yaml %d", multiClusterRules, len(multi), len(single))
+	}
+	for _, r := range multi {
+		s, ok := single[r.Alert]
+		if !ok {
+			t.Errorf("%s: not an alert of alerts.yaml", r.Alert)
+			continue
+		}
+		if r.For != s.For || !maps.Equal(r.Labels, s.Labels) {
+			t.Errorf("%s: for %s, labels %v; alerts.yaml has for %s, labels %v", r.Alert, r.For, r.Labels, s.For, s.Labels)
+		}
+		for _, m := range groupingClauseRE.FindAllStringSubmatch(r.Expr, -1) {
+			if !slices.Contains(strings.Split(strings.ReplaceAll(m[1], " ", ""), ","), "cluster") {
+				t.Errorf("%s: %q drops the cluster label", r.Alert, m[0])
+			}
+		}
+		for _, m := range templateQueryRE.FindAllStringSubmatch(r.Annotations["description"], -1) {
+			if !strings.Contains(m[1], "cluster=%q") {
+				t.Errorf("%s: description queries %q in every cluster", r.Alert, m[0])
+			}
+		}
+	}
+}
+
+// dropCluster removes the cluster label from the joins, aggregations and
+// template queries of a rule rendered with showMultiCluster, as if the rule
+// had been written for one cluster.
+func dropCluster(r *rule) bool {
+	changed := replaceAllIn(&r.Expr, "(cluster, ", "(")
+	d := r.Annotations["description"]
+	if replaceAllIn(&d, "cluster=%q,", "") && replaceAllIn(&d, "$labels.cluster ", "") {
+		changed = true
+	}
+	r.Annotations["description"] = d
+	return changed
+}
+
+func replaceAllIn(field *string, old, repl string) bool {
+	if !strings.Contains(*field, old) {
+		return false
+	}
+	*field = strings.ReplaceAll(*field, old, repl)
+	return true
+}
+
+// multiClusterMutants are rules that merge two clusters' series; the
+// two-cluster tests of tests/multicluster must reject each.
+var multiClusterMutants = []mutant{
+	{"ProviderHealthExporterDown", "misses an exporter gone from one cluster", func(r *rule) bool {
+		i, j := strings.Index(r.Expr, "\nor\n("), strings.LastIndex(r.Expr, ")\nor\n")
+		if i < 0 || j < i {
+			return false
+		}
+		r.Expr = r.Expr[:i] + r.Expr[j+1:]
+		return true
+	}},
+	{"ProviderNotReady", "names another cluster's reason", dropCluster},
+	{"ProviderUnavailable", "merges the clusters", dropCluster},
+	{"ProviderCheckNearTimeout", "joins the clusters many-to-many", dropCluster},
+	{"KVMPoolLowSpace", "quotes another cluster's pool", dropCluster},
+}
+
+// TestMultiClusterRuleTestsCatchBrokenRules: the rules rendered with
+// showMultiCluster pass their two-cluster tests, and fail them once a rule
+// forgets the cluster.
+func TestMultiClusterRuleTestsCatchBrokenRules(t *testing.T) {
+	files, err := filepath.Glob("tests/multicluster/*_test.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no promtool test files in tests/multicluster: %v", err)
+	}
+	checkMutants(t, multiClusterRules, loadRules(t, multiClusterRules), files, multiClusterMutants)
+}
+
+// checkMutants runs promtool's rule tests, files (paths relative to mixin/),
+// against rf written at rulesPath in a copy of that layout: first unmodified,
+// which must pass, then with each mutant, which must fail on its alert.
+func checkMutants(t *testing.T, rulesPath string, orig ruleFile, files []string, ms []mutant) {
+	t.Helper()
+	pt := promtool(t)
 	run := func(t *testing.T, rf ruleFile, alert string) (string, error) {
 		dir := t.TempDir()
-		writeYAML(t, filepath.Join(dir, "alerts.yaml"), rf)
-		if err := os.Mkdir(filepath.Join(dir, "tests"), 0o755); err != nil {
-			t.Fatal(err)
+		for _, f := range append([]string{rulesPath}, files...) {
+			if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(f)), 0o755); err != nil {
+				t.Fatal(err)
+			}
 		}
+		writeYAML(t, filepath.Join(dir, rulesPath), rf)
 		args := []string{"test", "rules"}
 		for _, f := range files {
 			b, err := os.ReadFile(f)
@@ -881,7 +988,7 @@ func TestRuleTestsCatchBrokenRules(t *testing.T) {
 			if alert != "" && !strings.Contains(string(b), "alertname: "+alert+"\n") {
 				continue
 			}
-			dst := filepath.Join(dir, "tests", filepath.Base(f))
+			dst := filepath.Join(dir, f)
 			if err := os.WriteFile(dst, b, 0o644); err != nil {
 				t.Fatal(err)
 			}
@@ -890,11 +997,13 @@ func TestRuleTestsCatchBrokenRules(t *testing.T) {
 		out, err := exec.Command(pt, args...).CombinedOutput()
 		return string(out), err
 	}
+	// The unmodified rules, re-marshalled, must pass: otherwise every mutant
+	// would "fail" for the wrong reason.
 	if out, err := run(t, orig, ""); err != nil {
 		t.Fatalf("the unmodified rules fail their tests: %v\n%s", err, out)
 	}
 
-	for _, m := range mutants {
+	for _, m := range ms {
 		t.Run(m.alert+"/"+m.what, func(t *testing.T) {
 			t.Parallel()
 			var rf ruleFile

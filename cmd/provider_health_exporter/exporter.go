@@ -215,7 +215,7 @@ func (x *exporter) answer(w http.ResponseWriter, r *http.Request, results []coll
 // has its checks end that much earlier (twice that, for the jitter of a
 // loaded machine; the engine takes at most a quarter of the budget), so
 // that its answer, and not only its checks, is done within the budget
-// (README: "Timeouts").
+// (docs/configuration.md: "Timeouts").
 type answerTimes struct {
 	mu   sync.Mutex
 	last map[string]time.Duration
@@ -398,8 +398,8 @@ func describeMode(mode string) string {
 	return "the check did not answer within the budget"
 }
 
-// statusTarget is one target in /api/v1/status, in the shape the README's
-// status API section documents.
+// statusTarget is one target in /api/v1/status, in the shape
+// docs/configuration.md: "HTTP endpoints" documents.
 type statusTarget struct {
 	Target             string             `json:"target"`
 	Address            string             `json:"address"`

@@ -19,14 +19,14 @@ type sdGroup struct {
 // targets unless given target=: a kvm entry has one target per host, while
 // a kubernetes or gcp entry has exactly one target, which name= alone
 // selects. Only the former get __param_target, so that each host is its
-// own scrape (and its own shard, README: "Scaling out").
+// own scrape (and its own shard, docs/scaling.md: "Scaling out").
 func multiTargetKind(kind string) bool {
 	return kind == collector.ProviderKVM
 }
 
 // serveSD lists one target group per (entry, target) that /probe serves,
 // from the targets of the configuration in force, so that a reload shows
-// at once and Prometheus's config names nothing but this URL (README:
+// at once and Prometheus's config names nothing but this URL (docs/configuration.md:
 // "HTTP endpoints"). It reads the engine's last state and never
 // starts a check.
 func (x *exporter) serveSD(w http.ResponseWriter, r *http.Request) {

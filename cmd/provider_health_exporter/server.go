@@ -12,7 +12,7 @@ import (
 	"github.com/egress-proxies/provider_health_exporter/config"
 )
 
-// The bounds the HTTP server puts on clients (README, Security). They are
+// The bounds the HTTP server puts on clients (docs/security.md: "What the exporter bounds"). They are
 // derived rather than flags: each follows from what the exporter serves.
 const (
 	// readHeaderTimeout closes a connection whose request line and
@@ -121,7 +121,7 @@ func refuseBody(next http.Handler) http.Handler {
 }
 
 // connLimit bounds the open client connections so that idle or slow
-// clients cannot use up the process's file descriptors (README: "Security").
+// clients cannot use up the process's file descriptors (docs/security.md: "Security").
 // A connection still sending its request header (pending: accepted, or
 // back from keep-alive, and no handler started yet) is the cheapest for a
 // client to hold, so those are the ones given up: when maxConnections are

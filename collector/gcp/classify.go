@@ -14,7 +14,7 @@ import (
 	"github.com/egress-proxies/provider_health_exporter/collector"
 )
 
-// Reasons is the closed reason set of a GCP project (README: "Reasons"):
+// Reasons is the closed reason set of a GCP project (docs/metrics.md: "Reasons"):
 // the HTTP API's, plus APIDisabled.
 func Reasons() []collector.Reason { return collector.HTTPReasons(collector.ReasonAPIDisabled) }
 
@@ -33,7 +33,7 @@ func verdict(ctx context.Context, logger *slog.Logger, err error) collector.Verd
 
 // classify maps an error to a reason of the gcp set and a message for
 // people. The order matters: an ended context wins whatever the error says
-// (README: "Timeouts"), and a token fetch that failed on the network is a credentials
+// (docs/configuration.md: "Timeouts"), and a token fetch that failed on the network is a credentials
 // problem, not an unreachable Compute.
 func classify(ctx context.Context, err error) (collector.Reason, string) {
 	if collector.Ended(ctx) || errors.Is(err, context.DeadlineExceeded) {

@@ -82,7 +82,7 @@ func wrapAPIError(t *testing.T, err error) error {
 	return ae
 }
 
-// TestClassifyOrder pins the precedence of the README's "Timeouts", "Reasons".
+// TestClassifyOrder pins the precedence of docs/configuration.md's "Timeouts" and docs/metrics.md's "Reasons".
 func TestClassifyOrder(t *testing.T) {
 	t.Parallel()
 	ended, cancel := context.WithCancel(context.Background())

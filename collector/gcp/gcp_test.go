@@ -66,7 +66,7 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	metadataServer.Close()
 	os.RemoveAll(home)
-	// No goroutine may outlive its check (README: "Timeouts"), timeouts included.
+	// No goroutine may outlive its check (docs/configuration.md: "Timeouts"), timeouts included.
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			fmt.Fprintln(os.Stderr, "goroutines left behind:", err)
@@ -321,7 +321,7 @@ func check(t *testing.T, c *Checker, budget time.Duration) collector.Verdict {
 }
 
 // TestRecordedAnswers drives the real client over HTTP against every
-// recorded answer: one request per check, the reason of the README's "Reasons".
+// recorded answer: one request per check, the reason of docs/metrics.md's "Reasons".
 func TestRecordedAnswers(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -434,7 +434,7 @@ func TestEveryCheckIsOneRequest(t *testing.T) {
 }
 
 // TestNoSocketOutlivesCheck: the connection a check opened is closed when
-// the check is done, not kept idle for a next check minutes away (README: "Timeouts").
+// the check is done, not kept idle for a next check minutes away (docs/configuration.md: "Timeouts").
 func TestNoSocketOutlivesCheck(t *testing.T) {
 	t.Parallel()
 	tokens := newTokenServer(t, nil)
@@ -568,7 +568,7 @@ func TestTransportFailures(t *testing.T) {
 	}
 }
 
-// TestTokenEndpointUnreachable is the trap of the README's "Reasons": a token endpoint
+// TestTokenEndpointUnreachable is the trap of docs/metrics.md's "Reasons": a token endpoint
 // that refuses connections looks like a dial error, but the verdict is
 // about the credentials, not about Compute.
 func TestTokenEndpointUnreachable(t *testing.T) {
@@ -633,7 +633,7 @@ func TestCredentialsFileContents(t *testing.T) {
 		{"private key garbage", withField("private_key", "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n")},
 		{"file removed", nil},
 		// Files that would block or exhaust a plain read: refused, and
-		// the check returns (README: "What the exporter bounds").
+		// the check returns (docs/security.md: "What the exporter bounds").
 		{"named pipe", []byte("fifo")},
 		{"symlink to /dev/zero", []byte("zero")},
 		{"over the cap", bytes.Repeat([]byte(" "), 1<<20+1)},

@@ -214,11 +214,13 @@ func restConfig(kc *config.Kubernetes, in inClusterFiles) (cfg *rest.Config, exe
 	if err := clientcmd.ResolveLocalPaths(raw); err != nil {
 		return nil, nil, nil, fmt.Errorf("kubeconfig %s: %w", kc.Kubeconfig, err)
 	}
-	cfg, err = clientcmd.NewNonInteractiveClientConfig(*raw, kc.Context, &clientcmd.ConfigOverrides{}, nil).ClientConfig()
-	if err != nil {
+	// Before ClientConfig, which would open and read these files itself
+	// (a token file whole, a CA file opened blocking).
+	if referenced, err = inlineFiles(raw, kc.Context); err != nil {
 		return nil, nil, nil, fmt.Errorf("kubeconfig %s: %w", kc.Kubeconfig, err)
 	}
-	if referenced, err = inlineFiles(cfg); err != nil {
+	cfg, err = clientcmd.NewNonInteractiveClientConfig(*raw, kc.Context, &clientcmd.ConfigOverrides{}, nil).ClientConfig()
+	if err != nil {
 		return nil, nil, nil, fmt.Errorf("kubeconfig %s: %w", kc.Kubeconfig, err)
 	}
 	if cfg.AuthProvider != nil {
@@ -255,21 +257,43 @@ func inClusterConfig(in inClusterFiles) (*rest.Config, error) {
 	}, nil
 }
 
-// inlineFiles reads the files cfg names into cfg, bounded, and clears
-// the names, so that client-go reads no file itself. It returns the
-// files read: a change to one of them makes the next check read the
-// configuration again (a rotated token).
-func inlineFiles(cfg *rest.Config) ([]string, error) {
-	var read []string
-	for _, f := range []struct {
+// inlineFiles reads the files that the cluster and user of the context
+// (the current one when context is empty) name into the kubeconfig,
+// bounded, and clears the names, so that client-go reads no file itself.
+// It returns the files read: a change to one of them makes the next check
+// read the configuration again (a rotated token).
+func inlineFiles(raw *clientcmdapi.Config, context string) ([]string, error) {
+	if context == "" {
+		context = raw.CurrentContext
+	}
+	kctx := raw.Contexts[context]
+	if kctx == nil {
+		return nil, nil // ClientConfig names the missing context
+	}
+	var files []struct {
 		path *string
 		data *[]byte
 		kind boundedfile.Kind
-	}{
-		{&cfg.CAFile, &cfg.CAData, boundedfile.CA},
-		{&cfg.CertFile, &cfg.CertData, boundedfile.CA},
-		{&cfg.KeyFile, &cfg.KeyData, boundedfile.PrivateKey},
-	} {
+	}
+	add := func(path *string, data *[]byte, kind boundedfile.Kind) {
+		files = append(files, struct {
+			path *string
+			data *[]byte
+			kind boundedfile.Kind
+		}{path, data, kind})
+	}
+	if c := raw.Clusters[kctx.Cluster]; c != nil {
+		add(&c.CertificateAuthority, &c.CertificateAuthorityData, boundedfile.CA)
+	}
+	var token []byte
+	ai := raw.AuthInfos[kctx.AuthInfo]
+	if ai != nil {
+		add(&ai.ClientCertificate, &ai.ClientCertificateData, boundedfile.CA)
+		add(&ai.ClientKey, &ai.ClientKeyData, boundedfile.PrivateKey)
+		add(&ai.TokenFile, &token, boundedfile.Token)
+	}
+	var read []string
+	for _, f := range files {
 		if *f.path == "" {
 			continue
 		}
@@ -280,13 +304,10 @@ func inlineFiles(cfg *rest.Config) ([]string, error) {
 		read = append(read, *f.path)
 		*f.data, *f.path = b, ""
 	}
-	if cfg.BearerTokenFile != "" {
-		b, err := boundedfile.Read(cfg.BearerTokenFile, boundedfile.Token)
-		if err != nil {
-			return nil, err
-		}
-		read = append(read, cfg.BearerTokenFile)
-		cfg.BearerToken, cfg.BearerTokenFile = strings.TrimSpace(string(b)), ""
+	if token != nil {
+		// As client-go reads a token file: surrounding space is not
+		// part of the token.
+		ai.Token = strings.TrimSpace(string(token))
 	}
 	return read, nil
 }

@@ -18,7 +18,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
-// Bounds of a kubeconfig exec credential plugin (README: "What the exporter bounds"): its
+// Bounds of a kubeconfig exec credential plugin (docs/security.md: "What the exporter bounds"): its
 // standard output, which holds one ExecCredential, and what of its
 // standard error a failure message quotes. The plugin runs under the
 // check's deadline and is killed, with its process group, when that ends.
@@ -124,17 +124,24 @@ func (p *execPlugin) run(ctx context.Context, logger *slog.Logger) (*execCredent
 	case err != nil:
 		return nil, fmt.Errorf("exec plugin %s: %w%s", p.cfg.Command, err, quote(stderr.Bytes()))
 	}
+	return parseExecCredential(p.cfg.Command, p.cfg.APIVersion, stdout.Bytes())
+}
+
+// parseExecCredential reads what a plugin printed: an ExecCredential of the
+// API version its kubeconfig asked for, with a token or a whole client
+// certificate.
+func parseExecCredential(command, apiVersion string, out []byte) (*execCredential, error) {
 	var c execCredential
-	if err := json.Unmarshal(stdout.Bytes(), &c); err != nil {
-		return nil, fmt.Errorf("exec plugin %s: its output is not an ExecCredential: %w", p.cfg.Command, err)
+	if err := json.Unmarshal(out, &c); err != nil {
+		return nil, fmt.Errorf("exec plugin %s: its output is not an ExecCredential: %w", command, err)
 	}
 	switch {
-	case c.Kind != "ExecCredential" || c.APIVersion != p.cfg.APIVersion:
-		return nil, fmt.Errorf("exec plugin %s: got %s %s, want ExecCredential %s", p.cfg.Command, c.APIVersion, c.Kind, p.cfg.APIVersion)
+	case c.Kind != "ExecCredential" || c.APIVersion != apiVersion:
+		return nil, fmt.Errorf("exec plugin %s: got %s %s, want ExecCredential %s", command, c.APIVersion, c.Kind, apiVersion)
 	case c.Status == nil || (c.Status.Token == "" && c.Status.ClientCertificateData == ""):
-		return nil, fmt.Errorf("exec plugin %s: its ExecCredential has neither a token nor a client certificate", p.cfg.Command)
+		return nil, fmt.Errorf("exec plugin %s: its ExecCredential has neither a token nor a client certificate", command)
 	case (c.Status.ClientCertificateData == "") != (c.Status.ClientKeyData == ""):
-		return nil, fmt.Errorf("exec plugin %s: its ExecCredential has a client certificate without its key, or a key without its certificate", p.cfg.Command)
+		return nil, fmt.Errorf("exec plugin %s: its ExecCredential has a client certificate without its key, or a key without its certificate", command)
 	}
 	return &c, nil
 }

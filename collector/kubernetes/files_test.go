@@ -125,3 +125,51 @@ func TestPlainHTTPServerWithToken(t *testing.T) {
 		t.Errorf("CheckFiles = %v, want the plain-http error for --config.check", err)
 	}
 }
+
+// TestReferencedFilesThatWouldHang: the token, CA, client certificate and
+// key files a kubeconfig names are read bounded too — client-go would read
+// a token file whole and open a CA file blocking — so a named pipe or
+// /dev/zero behind one of them gives CredentialsUnavailable naming it.
+func TestReferencedFilesThatWouldHang(t *testing.T) {
+	t.Parallel()
+	srv := newAPIServer(t, true, func(w http.ResponseWriter, _ *http.Request) { writePodList(w) })
+	for _, tc := range []struct {
+		name string
+		set  func(kc *clientcmdapi.Config, path string)
+	}{
+		{"tokenFile", func(kc *clientcmdapi.Config, p string) {
+			kc.AuthInfos["exporter"] = &clientcmdapi.AuthInfo{TokenFile: p}
+		}},
+		{"certificate-authority", func(kc *clientcmdapi.Config, p string) {
+			kc.Clusters["test"].CertificateAuthorityData, kc.Clusters["test"].CertificateAuthority = nil, p
+		}},
+		{"client-certificate", func(kc *clientcmdapi.Config, p string) {
+			kc.AuthInfos["exporter"] = &clientcmdapi.AuthInfo{ClientCertificate: p, ClientKeyData: []byte("k")}
+		}},
+		{"client-key", func(kc *clientcmdapi.Config, p string) {
+			kc.AuthInfos["exporter"] = &clientcmdapi.AuthInfo{ClientCertificateData: []byte("c"), ClientKey: p}
+		}},
+	} {
+		for _, bad := range []struct {
+			name string
+			make func(path string) error
+			want string
+		}{
+			{"named pipe", func(p string) error { return syscall.Mkfifo(p, 0o600) }, "not a regular file (a named pipe)"},
+			{"symlink to /dev/zero", func(p string) error { return os.Symlink("/dev/zero", p) }, "not a regular file (a character device)"},
+		} {
+			t.Run(tc.name+"/"+bad.name, func(t *testing.T) {
+				t.Parallel()
+				path := filepath.Join(t.TempDir(), "file")
+				if err := bad.make(path); err != nil {
+					t.Fatal(err)
+				}
+				c := newTestChecker(t, kubeconfig(t, srv.URL, srv.caPEM(), func(kc *clientcmdapi.Config) { tc.set(kc, path) }))
+				v := check(c)
+				if v.Reason != collector.ReasonCredentialsUnavailable || !strings.Contains(v.Message, bad.want) || !strings.Contains(v.Message, path) {
+					t.Errorf("verdict %s (%s), want CredentialsUnavailable naming %s and %q", v.Reason, v.Message, path, bad.want)
+				}
+			})
+		}
+	}
+}

@@ -3,6 +3,7 @@ package kubernetes
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/egress-proxies/provider_health_exporter/config"
@@ -29,6 +30,34 @@ func FuzzKubeconfig(f *testing.F) {
 		}
 		if err := CheckFiles(&config.Kubernetes{Name: "k", Kubeconfig: path, Context: context}); err != nil && err.Error() == "" {
 			t.Fatal("empty error")
+		}
+	})
+}
+
+// FuzzExecCredential: whatever an exec plugin prints is refused with an
+// error naming the plugin or is a credential the check can use, never a
+// panic.
+func FuzzExecCredential(f *testing.F) {
+	for _, s := range []string{
+		`{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"token":"t","expirationTimestamp":"2030-01-01T00:00:00Z"}}`,
+		`{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"clientCertificateData":"c","clientKeyData":"k"}}`,
+		`{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"clientCertificateData":"c"}}`,
+		`{"apiVersion":"client.authentication.k8s.io/v1beta1","kind":"ExecCredential","status":{"token":"t"}}`,
+		`{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"token":"t","expirationTimestamp":"tomorrow"}}`,
+		`{"kind":"ExecCredential","status":null}`, `null`, `[]`, ``, `{`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, out []byte) {
+		c, err := parseExecCredential("plugin", "client.authentication.k8s.io/v1", out)
+		if err != nil {
+			if !strings.Contains(err.Error(), "exec plugin plugin") {
+				t.Errorf("error does not name the plugin: %v", err)
+			}
+			return
+		}
+		if c.Status == nil || (c.Status.Token == "" && (c.Status.ClientCertificateData == "" || c.Status.ClientKeyData == "")) {
+			t.Errorf("accepted an unusable credential from %q", out)
 		}
 	})
 }

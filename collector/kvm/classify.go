@@ -14,7 +14,7 @@ import (
 	"github.com/egress-proxies/provider_health_exporter/collector"
 )
 
-// Reasons is the closed reason set of a KVM host (README: "Reasons"): every
+// Reasons is the closed reason set of a KVM host (docs/metrics.md: "Reasons"): every
 // one of them is exported on every scrape as a state set.
 func Reasons() []collector.Reason {
 	return []collector.Reason{
@@ -32,7 +32,7 @@ func Reasons() []collector.Reason {
 const authFailure = "ssh: unable to authenticate"
 
 // classify derives the reason of a failed dial from its stage and cause
-// (README: "Reasons", "KVM"). The end of ctx or of dial_timeout wins over
+// (docs/metrics.md: "Reasons"; docs/configuration.md: "KVM"). The end of ctx or of dial_timeout wins over
 // whatever the error says.
 func classify(ctx context.Context, err error) collector.Reason {
 	var silent *silentServerError

@@ -255,7 +255,7 @@ func TestIntegration(t *testing.T) {
 			}
 		}
 		// A reload with the same settings, then one that changes only the
-		// pool, adopt the kept connection (README: "Configuration", "KVM").
+		// pool, adopt the kept connection (docs/configuration.md: "Configuration", "KVM").
 		load(nil)
 		if r, n := scrape(); r != collector.ReasonReady || n != 1 {
 			t.Errorf("after a reload: reason %s, connects_total %v; want Ready and 1", r, n)

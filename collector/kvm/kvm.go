@@ -34,7 +34,7 @@ type Checker struct {
 	dials *dialQueue
 	// dialTimeout bounds one dial (dial_timeout), whatever is left of the
 	// scrape's budget, so a host that hangs mid-dial gives its slot back
-	// early (README: "KVM").
+	// early (docs/configuration.md: "KVM").
 	dialTimeout time.Duration
 
 	// dialer opens every TCP connection to a host (WithDialer); newClient
@@ -75,7 +75,7 @@ type host struct {
 	facts *Facts
 }
 
-// Backoff of a host whose dials keep failing (README: "KVM"): one failed
+// Backoff of a host whose dials keep failing (docs/configuration.md: "KVM"): one failed
 // dial is retried at the next scrape, since most failures are brief; from
 // the second in a row on, the host waits backoffBase, doubling up to
 // backoffMax. A host that hangs mid-dial would otherwise take a dial slot

@@ -5,7 +5,6 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
 	"github.com/egress-proxies/provider_health_exporter/config"
+	"github.com/egress-proxies/provider_health_exporter/internal/testnet"
 
 	"github.com/egress-proxies/provider_health_exporter/collector/internal/fakedns"
 )
@@ -162,7 +162,7 @@ type step struct {
 	want   collector.Reason
 }
 
-// TestReasons produces every kvm reason of the README's "Reasons" and counts the dials: one
+// TestReasons produces every kvm reason of docs/metrics.md's "Reasons" and counts the dials: one
 // for a kept connection, a redial only after a transport failure, a dial per
 // check while no connection can be made.
 func TestReasons(t *testing.T) {
@@ -400,15 +400,8 @@ func TestReasons(t *testing.T) {
 			wantDials: 2, wantConnects: 0,
 		},
 		{
-			name: "Unreachable",
-			setup: func(e *env) {
-				ln, err := net.Listen("tcp", "127.0.0.1:0")
-				if err != nil {
-					e.t.Fatal(err)
-				}
-				e.cfg.Hosts[0].Address = ln.Addr().String()
-				ln.Close() // nothing listens there now: connection refused
-			},
+			name:      "Unreachable",
+			setup:     func(e *env) { e.cfg.Hosts[0].Address = testnet.RefusedAddr(e.t) },
 			steps:     []step{{want: collector.ReasonUnreachable}, {want: collector.ReasonUnreachable}},
 			wantDials: 0, wantConnects: 0,
 		},
@@ -420,10 +413,17 @@ func TestReasons(t *testing.T) {
 		},
 		{
 			// The dial the first check started goes on after its
-			// budget (for dial_timeout, 3s); the second check joins it
-			// instead of dialing again.
-			name:  "Timeout: server accepts TCP and never speaks",
-			setup: func(e *env) { e.srv.setMode(modeSilent) },
+			// budget; the second check joins it instead of dialing
+			// again. The dial must still be running when the second
+			// check starts, however slow the machine: with the default
+			// dial_timeout it gives up on the silent server after a
+			// quarter of 3s, so dial_timeout is made long (Close ends
+			// the dial).
+			name: "Timeout: server accepts TCP and never speaks",
+			setup: func(e *env) {
+				e.srv.setMode(modeSilent)
+				e.cfg.DialTimeout = config.Duration(10 * time.Minute)
+			},
 			steps: []step{
 				{budget: 300 * time.Millisecond, want: collector.ReasonTimeout},
 				{budget: 300 * time.Millisecond, want: collector.ReasonTimeout},

@@ -1,28 +1,77 @@
-// The alerts of the README's "Alerts" section. Severity follows what a human has to do:
+// The alerts of docs/alerts.md's "Alerts" section. Severity follows what a human has to do:
 //   critical: act now, nothing recovers by itself or a whole provider is lost;
 //   warning:  look during working hours, or it may clear by itself.
-local cfg(c) = c {
-  onTarget: std.join(', ', c.instanceLabels + ['provider', 'name', 'target']),
-  onProvider: std.join(', ', c.instanceLabels + ['provider', 'name']),
-  actionRequiredRegex: std.join('|', std.sort(c.actionRequiredReasons)),
-  nearTimeoutPercent: std.toString(std.round(c.nearTimeoutFraction * 100)) + '%',
-  lowSpacePercent: std.toString(std.round(c.kvmPoolLowSpaceFraction * 100)) + '%',
-  // %g prints 0.8, where jsonnet's default number format prints 0.80000000000000004.
-  nearTimeoutFraction: '%g' % c.nearTimeoutFraction,
-  kvmPoolLowSpaceFraction: '%g' % c.kvmPoolLowSpaceFraction,
-  kvmReconnectsPerHour: '%g' % c.kvmReconnectsPerHour,
-};
+local cfg(c) =
+  // With showMultiCluster, one ruler sees the exporters of several clusters
+  // (Thanos, Mimir): every join and aggregation keeps the cluster label, so
+  // that two clusters' series never merge (docs/alerts.md: "Multi-cluster").
+  local cluster = if c.showMultiCluster then [c.clusterLabel] else [];
+  c {
+    onTarget: std.join(', ', cluster + c.instanceLabels + ['provider', 'name', 'target']),
+    onProvider: std.join(', ', cluster + c.instanceLabels + ['provider', 'name']),
+    byJob: std.join(', ', cluster + ['job']),
+    byProvider: std.join(', ', cluster + ['job', 'provider', 'name']),
+    byTarget: std.join(', ', cluster + ['job', 'provider', 'name', 'target']),
+    actionRequiredRegex: std.join('|', std.sort(c.actionRequiredReasons)),
+    nearTimeoutPercent: std.toString(std.round(c.nearTimeoutFraction * 100)) + '%',
+    lowSpacePercent: std.toString(std.round(c.kvmPoolLowSpaceFraction * 100)) + '%',
+    // %g prints 0.8, where jsonnet's default number format prints 0.80000000000000004.
+    nearTimeoutFraction: '%g' % c.nearTimeoutFraction,
+    kvmPoolLowSpaceFraction: '%g' % c.kvmPoolLowSpaceFraction,
+    kvmReconnectsPerHour: '%g' % c.kvmReconnectsPerHour,
+    // An alert's description names its cluster only where there are several.
+    inCluster: if c.showMultiCluster then '{{ with $labels.%s }} in cluster {{ . }}{{ end }}' % c.clusterLabel else '',
+  };
+
+// A template's query for the series of the alert's own scrape: the matchers
+// `label=%q,...` of a printf and the alert's label values it fills them
+// with, the cluster first when there are several.
+local same(c, labels) =
+  local ls = (if c.showMultiCluster then [c.clusterLabel] else []) + labels;
+  {
+    matchers: std.join(',', ['%s=%%q' % l for l in ls]),
+    args: std.join(' ', ['$labels.' + l for l in ls]),
+  };
 
 // A template fragment printing the current reason of the alert's target,
 // looked up in the same scrape (job and instance) as the alerting series.
-local currentReason =
-  '{{ with printf "provider_health_reason{job=%q,instance=%q,provider=%q,name=%q,target=%q} == 1" '
-  + '$labels.job $labels.instance $labels.provider $labels.name $labels.target | query }}'
+local currentReason(c) =
+  local s = same(c, ['job', 'instance', 'provider', 'name', 'target']);
+  '{{ with printf "provider_health_reason{%s} == 1" ' % s.matchers
+  + s.args + ' | query }}'
   + '{{ range . }}{{ .Labels.reason }}{{ end }}{{ else }}unknown{{ end }}';
+
+// absent() has no labels to group by: with several clusters it fires only
+// when every cluster's exporter is gone. The middle term is its per-cluster
+// form: a cluster whose exporter was scraped within the lookback but has no
+// up series now, whether its target left service discovery or its whole
+// Prometheus stopped sending. It cannot know a cluster it never saw, and it
+// forgets one gone for longer than the lookback: absent() still covers the
+// case of no exporter anywhere (docs/alerts.md: "Multi-cluster").
+local exporterDownExpr(c) =
+  if c.showMultiCluster then |||
+    up{%(providerHealthSelector)s} == 0
+    or
+    (
+      group by (%(byJob)s) (max_over_time(up{%(providerHealthSelector)s}[%(exporterGoneLookback)s]))
+      unless on (%(byJob)s)
+      group by (%(byJob)s) (up{%(providerHealthSelector)s})
+    )
+    or
+    absent(up{%(providerHealthSelector)s})
+  ||| % c
+  else |||
+    up{%(providerHealthSelector)s} == 0
+    or
+    absent(up{%(providerHealthSelector)s})
+  ||| % c;
 
 {
   prometheusAlerts+:: {
     local c = cfg($._config),
+    local reasonsOf = same(c, ['job', 'provider', 'name']),
+    local timeoutOf = same(c, ['job', 'instance', 'provider', 'name']),
+    local poolOf = same(c, ['job', 'instance', 'name', 'target', 'pool']),
     groups+: [
       {
         name: 'provider-health-exporter',
@@ -31,18 +80,14 @@ local currentReason =
             alert: 'ProviderHealthExporterDown',
             // absent() catches the job vanishing from service discovery,
             // which up == 0 alone cannot see.
-            expr: |||
-              up{%(providerHealthSelector)s} == 0
-              or
-              absent(up{%(providerHealthSelector)s})
-            ||| % c,
+            expr: exporterDownExpr(c),
             'for': c.exporterDownFor,
             labels: { severity: c.criticalSeverity },
             annotations: {
               summary: 'The provider health exporter cannot be scraped.',
               description:
                 '{{ with $labels.instance }}Prometheus cannot scrape the exporter at {{ . }}'
-                + '{{ else }}Prometheus has no target to scrape{{ end }} (job {{ $labels.job }}) '
+                + '{{ else }}Prometheus has no target to scrape{{ end }}' + c.inCluster + ' (job {{ $labels.job }}) '
                 + 'for more than ' + c.exporterDownFor + '. Provider health is unknown meanwhile: '
                 + 'no other provider-health alert can fire.',
             },
@@ -78,7 +123,7 @@ local currentReason =
               description:
                 'Target {{ $labels.target }} of the {{ $labels.provider }} provider {{ $labels.name }} '
                 + 'has not been ready for more than ' + c.providerNotReadyFor + '; reason: '
-                + currentReason + '.',
+                + currentReason(c) + '.',
             },
           },
           {
@@ -103,10 +148,10 @@ local currentReason =
             alert: 'ProviderUnavailable',
             // A target counts as ready when any exporter replica sees it ready.
             expr: |||
-              count by (job, provider, name) (
-                max by (job, provider, name, target) (provider_health_ready{%(providerHealthSelector)s}) == 0
+              count by (%(byProvider)s) (
+                max by (%(byTarget)s) (provider_health_ready{%(providerHealthSelector)s}) == 0
               )
-              unless on (job, provider, name)
+              unless on (%(byProvider)s)
                 (provider_health_ready{%(providerHealthSelector)s} == 1)
             ||| % c,
             'for': c.providerUnavailableFor,
@@ -116,8 +161,8 @@ local currentReason =
               description:
                 'None of the {{ $value }} targets of the {{ $labels.provider }} provider {{ $labels.name }} '
                 + 'has been ready for more than ' + c.providerUnavailableFor + '; reasons: '
-                + '{{ range $i, $r := printf "group by (reason) (provider_health_reason{job=%q,provider=%q,name=%q} == 1)" '
-                + '$labels.job $labels.provider $labels.name | query | sortByLabel "reason" }}'
+                + '{{ range $i, $r := printf "group by (reason) (provider_health_reason{%s} == 1)" ' % reasonsOf.matchers
+                + reasonsOf.args + ' | query | sortByLabel "reason" }}'
                 + '{{ if $i }}, {{ end }}{{ $r.Labels.reason }}{{ end }}.',
             },
           },
@@ -141,8 +186,8 @@ local currentReason =
                 'The check of target {{ $labels.target }} of the {{ $labels.provider }} provider '
                 + '{{ $labels.name }} took {{ $value | humanizeDuration }}, more than '
                 + c.nearTimeoutPercent + ' of its budget of '
-                + '{{ with printf "provider_health_check_timeout_seconds{job=%q,instance=%q,provider=%q,name=%q}" '
-                + '$labels.job $labels.instance $labels.provider $labels.name | query }}'
+                + '{{ with printf "provider_health_check_timeout_seconds{%s}" ' % timeoutOf.matchers
+                + timeoutOf.args + ' | query }}'
                 + '{{ . | first | value | humanizeDuration }}{{ end }}, for more than ' + c.nearTimeoutFor
                 + '. It will soon report Timeout.',
             },
@@ -163,8 +208,8 @@ local currentReason =
               description:
                 'Storage pool {{ $labels.pool }} on KVM host {{ $labels.target }} ({{ $labels.name }}) '
                 + 'has {{ $value | humanizePercentage }} of its capacity available '
-                + '({{ with printf "provider_health_kvm_pool_available_bytes{job=%q,instance=%q,name=%q,target=%q,pool=%q}" '
-                + '$labels.job $labels.instance $labels.name $labels.target $labels.pool | query }}'
+                + '({{ with printf "provider_health_kvm_pool_available_bytes{%s}" ' % poolOf.matchers
+                + poolOf.args + ' | query }}'
                 + '{{ . | first | value | humanize1024 }}B{{ end }}), below the threshold of '
                 + c.lowSpacePercent + '.',
             },
