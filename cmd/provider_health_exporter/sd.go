@@ -26,9 +26,9 @@ func multiTargetKind(kind string) bool {
 
 // serveSD lists one target group per (entry, target) that /probe serves,
 // from the targets of the configuration in force, so that a reload shows
-// at once and Prometheus's config names nothing but this URL (docs/configuration.md:
-// "HTTP endpoints"). It reads the engine's last state and never
-// starts a check.
+// at once and Prometheus's config names nothing but this URL
+// (docs/configuration.md: "HTTP endpoints"). It reads the engine's last
+// state and never starts a check.
 func (x *exporter) serveSD(w http.ResponseWriter, r *http.Request) {
 	scheme, host, prefix := x.web.externalScheme, x.web.externalHost, x.web.linkPrefix
 	if host == "" {
