@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"compress/gzip"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -24,8 +26,12 @@ import (
 	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/collector/gcp"
+	"github.com/egress-proxies/provider_health_exporter/collector/kubernetes"
 	"github.com/egress-proxies/provider_health_exporter/collector/kvm"
 	"github.com/egress-proxies/provider_health_exporter/config"
 )
@@ -65,15 +71,15 @@ func fakeEntries(behaviours map[string]func(context.Context, *slog.Logger, strin
 			}
 			var targets []collector.Target
 			switch es[i].Kind {
-			case collector.ProviderKubernetes:
+			case kubernetes.Name:
 				targets = []collector.Target{{Name: "apiserver", Address: "https://127.0.0.1:6443"}}
-			case collector.ProviderGCP:
+			case gcp.Name:
 				for _, g := range cfg.GCP {
 					if g.Name == es[i].Name {
 						targets = []collector.Target{{Name: "compute", Address: "projects/" + g.Project}}
 					}
 				}
-			case collector.ProviderKVM:
+			case kvm.Name:
 				for _, v := range cfg.KVM {
 					if v.Name == es[i].Name {
 						for _, h := range v.Hosts {
@@ -247,7 +253,7 @@ func TestProbe(t *testing.T) {
 		"lab": func(_ context.Context, logger *slog.Logger, target string) collector.Verdict {
 			logger.Debug("fake check ran")
 			if target == "nuc" {
-				return collector.Verdict{Reason: collector.ReasonHostKeyMismatch, Message: "known_hosts has another key"}
+				return collector.Verdict{Reason: kvm.ReasonHostKeyMismatch, Message: "known_hosts has another key"}
 			}
 			return collector.Verdict{Reason: collector.ReasonReady}
 		},
@@ -310,7 +316,7 @@ func checksTotal(t *testing.T, x *exporter) uint64 {
 func TestStatusJSONAndLandingPage(t *testing.T) {
 	t.Parallel()
 	x, srv, _ := newTestExporter(t, baseConfig, map[string]func(context.Context, *slog.Logger, string) collector.Verdict{
-		"crawl-prod": fixed(collector.ReasonAPIDisabled, "Compute Engine API has not been used in project crawl-prod-123"),
+		"crawl-prod": fixed(gcp.ReasonAPIDisabled, "Compute Engine API has not been used in project crawl-prod-123"),
 	}, 0)
 	decode := func(body string) []statusProvider {
 		t.Helper()
@@ -372,9 +378,9 @@ func TestStatusJSONAndLandingPage(t *testing.T) {
 			}
 		}
 	}
-	if !gcpTarget.Checked || gcpTarget.Reason != collector.ReasonAPIDisabled || !gcpTarget.Up || gcpTarget.Ready ||
+	if !gcpTarget.Checked || gcpTarget.Reason != gcp.ReasonAPIDisabled || !gcpTarget.Up || gcpTarget.Ready ||
 		gcpTarget.Address != "projects/crawl-prod-123" || gcpTarget.LastCheckTime == nil || gcpTarget.LastTransitionTime == nil ||
-		len(gcpTarget.Transitions) != 1 || gcpTarget.Transitions[0].From != "" || gcpTarget.Transitions[0].To != collector.ReasonAPIDisabled {
+		len(gcpTarget.Transitions) != 1 || gcpTarget.Transitions[0].From != "" || gcpTarget.Transitions[0].To != gcp.ReasonAPIDisabled {
 		t.Errorf("gcp target = %+v", gcpTarget)
 	}
 	for _, key := range []string{`"checked": true`, `"up"`, `"ready"`, `"reason"`, `"message"`, `"lastTransitionTime"`,
@@ -517,7 +523,7 @@ func TestGoldenMetrics(t *testing.T) {
 		"crawl-prod": fixed(collector.ReasonRateLimited, "quota"),
 		"lab": func(_ context.Context, _ *slog.Logger, target string) collector.Verdict {
 			if target == "nuc" {
-				return collector.Verdict{Reason: collector.ReasonPoolInactive, Facts: &kvm.Facts{
+				return collector.Verdict{Reason: kvm.ReasonPoolInactive, Facts: &kvm.Facts{
 					User: "proxyops", LibvirtVersion: "9.0.0", Pool: "default", PoolState: "inactive", Connects: 1}}
 			}
 			return collector.Verdict{Reason: collector.ReasonReady, Facts: &kvm.Facts{
@@ -684,8 +690,9 @@ func TestServeResultsIsWhatPromhttpServes(t *testing.T) {
 	// gathers (go_, process_).
 	self := prometheus.NewRegistry()
 	self.MustRegister(x.reloadOK, versioncollector.NewCollector("provider_health_exporter"))
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collector.ResultCollector{Results: results})
+	// The results' families as the Exposition has them (the collector's
+	// tests pin those to what a Registry gathers), for promhttp to encode.
+	reg := prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) { return expositionFamilies(results) })
 	ref := promhttp.HandlerFor(prometheus.Gatherers{self, reg}, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError, EnableOpenMetrics: true})
 	for _, h := range []struct{ accept, encoding, query string }{
 		{"", "", ""},
@@ -718,6 +725,30 @@ func TestServeResultsIsWhatPromhttpServes(t *testing.T) {
 		if g, w := decoded(t, got), decoded(t, want); g != w {
 			t.Errorf("%+v: body differs from promhttp's:\n%s", h, diffLines(w, g))
 		}
+	}
+}
+
+// expositionFamilies decodes the Exposition of results written as
+// delimited protobuf.
+func expositionFamilies(results []collector.ProviderResult) ([]*dto.MetricFamily, error) {
+	x, err := collector.NewExposition(results)
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	if err := x.Write(&buf, expfmt.NewFormat(expfmt.TypeProtoDelim), nil, nil); err != nil {
+		return nil, err
+	}
+	var out []*dto.MetricFamily
+	dec := expfmt.NewDecoder(&buf, expfmt.NewFormat(expfmt.TypeProtoDelim))
+	for {
+		mf := &dto.MetricFamily{}
+		if err := dec.Decode(mf); errors.Is(err, io.EOF) {
+			return out, nil
+		} else if err != nil {
+			return nil, err
+		}
+		out = append(out, mf)
 	}
 }
 

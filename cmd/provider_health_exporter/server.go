@@ -49,14 +49,10 @@ func longestTimeout(cfg *config.Config) time.Duration {
 	if cfg == nil {
 		return longest
 	}
-	for _, k := range cfg.Kubernetes {
-		longest = max(longest, k.TimeoutDuration())
-	}
-	for _, g := range cfg.GCP {
-		longest = max(longest, g.TimeoutDuration())
-	}
-	for _, v := range cfg.KVM {
-		longest = max(longest, v.TimeoutDuration())
+	for _, e := range cfg.AllEntries() {
+		if e != nil {
+			longest = max(longest, e.Settings().TimeoutDuration())
+		}
 	}
 	return longest
 }

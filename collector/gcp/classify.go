@@ -16,7 +16,17 @@ import (
 
 // Reasons is the closed reason set of a GCP project (docs/metrics.md: "Reasons"):
 // the HTTP API's, plus APIDisabled.
-func Reasons() []collector.Reason { return collector.HTTPReasons(collector.ReasonAPIDisabled) }
+func Reasons() collector.ReasonSet {
+	return collector.HTTPReasons(collector.ReasonDef{Reason: ReasonAPIDisabled, Up: true})
+}
+
+// Name is the kind's name: its configuration section and provider label.
+const Name = "gcp"
+
+// ReasonAPIDisabled is the verdict when the Compute API answered that it
+// is not enabled in the project (docs/metrics.md: "Reasons"); the API answered, so
+// it is up.
+const ReasonAPIDisabled collector.Reason = "APIDisabled"
 
 // verdict turns the error of a check into its verdict and logs the error,
 // which carries more than the message does.
@@ -109,7 +119,7 @@ func classifyAPIError(e *googleapi.Error) (collector.Reason, string) {
 	case e.Code == http.StatusTooManyRequests:
 		return collector.ReasonRateLimited, msg
 	case e.Code == http.StatusForbidden && has(disabledReasons):
-		return collector.ReasonAPIDisabled, msg
+		return ReasonAPIDisabled, msg
 	// Compute has long answered some rate limits with 403.
 	case e.Code == http.StatusForbidden && has(rateLimitReasons):
 		return collector.ReasonRateLimited, msg

@@ -20,7 +20,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -333,7 +332,7 @@ func TestRecordedAnswers(t *testing.T) {
 		{"aggregated-instances.json", 200, collector.ReasonReady, "egress-proxy-7f9c2 in zones/us-central1-a"},
 		{"aggregated-warnings-only.json", 200, collector.ReasonReady, "no managed instance"},
 		{"aggregated-no-items.json", 200, collector.ReasonReady, "no managed instance"},
-		{"error-403-service-disabled.json", 403, collector.ReasonAPIDisabled, "accessNotConfigured"},
+		{"error-403-service-disabled.json", 403, ReasonAPIDisabled, "accessNotConfigured"},
 		{"error-403-forbidden.json", 403, collector.ReasonForbidden, "compute.instances.list"},
 		{"error-403-rate-limit.json", 403, collector.ReasonRateLimited, "rateLimitExceeded"},
 		{"error-401-unauthenticated.json", 401, collector.ReasonUnauthorized, "HTTP 401"},
@@ -761,7 +760,7 @@ func TestTargetsAndClose(t *testing.T) {
 	if v := check(t, c, 10*time.Second); v.Reason != collector.ReasonReady {
 		t.Fatalf("reason %s (%s)", v.Reason, v.Message)
 	}
-	if v := check(t, c, 10*time.Second); !slices.Contains(Reasons(), v.Reason) {
+	if v := check(t, c, 10*time.Second); !Reasons().Contains(v.Reason) {
 		t.Errorf("reason %s not in the gcp set", v.Reason)
 	}
 	if err := c.Close(); err != nil {
@@ -837,9 +836,9 @@ func TestThroughEngine(t *testing.T) {
 	defer e.Close()
 	cached, slowChecker := newTestChecker(t, api.URL, tokens), newTestChecker(t, slow.URL, tokens)
 	if err := e.Load([]collector.Entry{
-		{Kind: collector.ProviderGCP, Name: "cached", Reasons: Reasons(), Timeout: 10 * time.Second, MinInterval: time.Hour,
+		{Kind: Name, Name: "cached", Reasons: Reasons(), Timeout: 10 * time.Second, MinInterval: time.Hour,
 			Build: func() (collector.Checker, error) { return cached, nil }},
-		{Kind: collector.ProviderGCP, Name: "slow", Reasons: Reasons(), Timeout: 10 * time.Second,
+		{Kind: Name, Name: "slow", Reasons: Reasons(), Timeout: 10 * time.Second,
 			Build: func() (collector.Checker, error) { return slowChecker, nil }},
 	}); err != nil {
 		t.Fatal(err)

@@ -12,7 +12,10 @@ import (
 
 // Reasons is the closed reason set of a Kubernetes cluster (docs/metrics.md:
 // "Reasons"): the HTTP API's.
-func Reasons() []collector.Reason { return collector.HTTPReasons() }
+func Reasons() collector.ReasonSet { return collector.HTTPReasons() }
+
+// Name is the kind's name: its configuration section and provider label.
+const Name = "kubernetes"
 
 // classify maps the error of one list request to a reason of docs/metrics.md's "Reasons". It
 // goes by error type and by how far the request got (tr), never by text.

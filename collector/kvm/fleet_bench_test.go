@@ -292,9 +292,9 @@ func benchFleet(b *testing.B, sc fleetScenario) {
 		case roleHung:
 			want[name] = collector.ReasonTimeout
 		case roleMissing:
-			pool, want[name] = MissingPool, collector.ReasonPoolMissing
+			pool, want[name] = MissingPool, ReasonPoolMissing
 		case roleDrop:
-			pool, want[name] = DropPool, collector.ReasonLibvirtConnectionLost
+			pool, want[name] = DropPool, ReasonLibvirtConnectionLost
 		default:
 			want[name] = collector.ReasonReady
 		}

@@ -67,7 +67,7 @@ func TestMisbehavingLibvirtPeer(t *testing.T) {
 	for _, f := range []Fault{FaultZeroLength, FaultHugeLength, FaultTruncated, FaultWrongProgram, FaultWrongProcedure, FaultGarbageXDR} {
 		// The first call of a dial, and the calls of a check on a kept
 		// connection.
-		dialWant, poolWant, msg := collector.ReasonUnknown, collector.ReasonLibvirtConnectionLost, "malformed libvirt frame"
+		dialWant, poolWant, msg := collector.ReasonUnknown, ReasonLibvirtConnectionLost, "malformed libvirt frame"
 		if f == FaultTruncated {
 			dialWant, msg = collector.ReasonUnreachable, "cut off"
 		}
