@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/config"
 )
 
 // sdGroup is one target group of Prometheus's HTTP service discovery
@@ -19,9 +19,11 @@ type sdGroup struct {
 // targets unless given target=: a kvm entry has one target per host, while
 // a kubernetes or gcp entry has exactly one target, which name= alone
 // selects. Only the former get __param_target, so that each host is its
-// own scrape (and its own shard, docs/scaling.md: "Scaling out").
+// own scrape (and its own shard, docs/scaling.md: "Scaling out"), even an
+// entry of one host, whose targets then keep their labels when hosts are
+// added. The kinds table says nothing of this, hence the kind by name.
 func multiTargetKind(kind string) bool {
-	return kind == collector.ProviderKVM
+	return kind == config.KVMSection().Kind
 }
 
 // serveSD lists one target group per (entry, target) that /probe serves,
