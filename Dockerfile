@@ -1,22 +1,32 @@
-# The image deploy/kubernetes runs. Build:
+# The image deploy/kubernetes runs, for every platform of .promu.yml's
+# crossbuild (linux/amd64, linux/arm64). Build and push both with buildx:
 #
-#   docker build -t provider_health_exporter:$(cat VERSION) \
+#   docker buildx build --platform linux/amd64,linux/arm64 \
+#     -t provider_health_exporter:$(cat VERSION) \
 #     --build-arg REVISION=$(git rev-parse HEAD) \
-#     --build-arg BRANCH=$(git rev-parse --abbrev-ref HEAD) .
+#     --build-arg BRANCH=$(git rev-parse --abbrev-ref HEAD) --push .
 #
-# (No Docker engine runs on the project's CI machines, so CI does not build it.)
+# (plain `docker build` gives the image of the builder's own platform). The
+# Go toolchain runs on the builder's platform and cross-compiles for the
+# target's (no emulation needed: the binary has no cgo). No Docker engine runs
+# on the project's CI machines, so CI does not build the image; `make cross`
+# (part of `make test`) cross-compiles linux/arm64 so that the other
+# platform's build cannot rot, and a test checks that this file builds for
+# TARGETOS/TARGETARCH.
 # The ldflags are those of .promu.yml, so provider_health_exporter_build_info
 # in the image carries the version, revision, branch and build date as a
 # `make build` binary does. .git is not sent to the builder (.dockerignore):
 # revision and branch come in as build arguments.
-FROM golang:1.26 AS build
+FROM --platform=$BUILDPLATFORM golang:1.26 AS build
+ARG TARGETOS
+ARG TARGETARCH
 ARG REVISION=unknown
 ARG BRANCH=unknown
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=0 go build -trimpath -tags netgo \
+RUN CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} go build -trimpath -tags netgo \
       -ldflags "-s -w \
         -X github.com/prometheus/common/version.Version=$(cat VERSION) \
         -X github.com/prometheus/common/version.Revision=${REVISION} \

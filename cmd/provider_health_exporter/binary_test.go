@@ -135,7 +135,7 @@ func TestWebConfigCoversEveryPathAndSIGHUPReloads(t *testing.T) {
 	writeFile(t, cfgPath, "kvm:\n"+kvmEntry("lab"))
 
 	var logs syncBuffer
-	cmd, exited, addr := startExporter(t, dir, &logs, "--config.file="+cfgPath, "--web.config.file="+webConfig)
+	cmd, exited, addr := startExporter(t, dir, &logs, "--config.file="+cfgPath, "--web.config.file="+webConfig, "--web.enable-pprof")
 
 	client := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	base := "https://" + addr
@@ -160,6 +160,7 @@ func TestWebConfigCoversEveryPathAndSIGHUPReloads(t *testing.T) {
 	for _, p := range []struct{ method, path string }{
 		{"GET", "/"}, {"GET", "/metrics"}, {"GET", "/probe?name=lab"}, {"GET", "/api/v1/status"},
 		{"GET", "/config"}, {"GET", "/-/healthy"}, {"GET", "/-/ready"}, {"POST", "/-/reload"},
+		{"GET", "/sd"}, {"GET", "/debug/pprof/"}, {"GET", "/debug/pprof/cmdline"},
 	} {
 		if code, _ := do(p.method, p.path, false); code != http.StatusUnauthorized {
 			t.Errorf("%s %s without credentials: %d, want 401", p.method, p.path, code)

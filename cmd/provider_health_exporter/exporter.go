@@ -36,6 +36,13 @@ type exporterOptions struct {
 	metricsPath string
 	// linkPrefix starts every link the exporter writes (--web.external-url).
 	linkPrefix string
+	// web is where the exporter is reached, for the addresses /sd gives.
+	web webPaths
+	// enablePprof serves net/http/pprof under /debug/pprof/.
+	enablePprof bool
+	// disableExporterMetrics drops the Go, process and promhttp metrics
+	// from /metrics, as node_exporter's flag of that name does.
+	disableExporterMetrics bool
 }
 
 // exporter is the HTTP surface and the reload logic around one Engine.
@@ -81,7 +88,7 @@ func newExporter(o exporterOptions) *exporter {
 	if o.maxRequests > 0 {
 		x.inflight = make(chan struct{}, o.maxRequests)
 	}
-	x.self = selfRegistry(x.reloadOK, x.reloadTime)
+	x.self = selfRegistry(x.reloadOK, x.reloadTime, !o.disableExporterMetrics)
 	return x
 }
 
@@ -89,7 +96,15 @@ func (x *exporter) handler() http.Handler {
 	mux := http.NewServeMux()
 	// promhttp_metric_handler_* count the scrapes of /metrics, as in
 	// node_exporter; /probe is not counted, its scrapes are per provider.
-	mux.Handle(x.metricsPath, promhttp.InstrumentMetricHandler(x.self, x.limit(http.HandlerFunc(x.serveMetrics))))
+	metrics := x.limit(http.HandlerFunc(x.serveMetrics))
+	if !x.disableExporterMetrics {
+		metrics = promhttp.InstrumentMetricHandler(x.self, metrics)
+	}
+	mux.Handle(x.metricsPath, metrics)
+	mux.HandleFunc("/sd", x.serveSD)
+	if x.enablePprof {
+		handlePprof(mux)
+	}
 	mux.Handle("/probe", x.limit(http.HandlerFunc(x.serveProbe)))
 	mux.Handle("/api/v1/status", x.limit(http.HandlerFunc(x.serveStatusJSON)))
 	mux.HandleFunc("/config", x.serveConfig)

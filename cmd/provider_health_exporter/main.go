@@ -39,6 +39,8 @@ func run(args []string, stdout, stderr *os.File) int {
 		maxRequests  = app.Flag("web.max-requests", "Maximum number of concurrent scrape requests; 0 disables the limit.").Default("40").Int()
 		externalURL  = app.Flag("web.external-url", "The URL under which the exporter is reachable, e.g. behind a reverse proxy. Its path prefixes every link the exporter writes and, unless --web.route-prefix is set, every route.").PlaceHolder("<url>").String()
 		routePrefix  = app.Flag("web.route-prefix", "Prefix for the internal routes of web endpoints. Defaults to the path of --web.external-url.").PlaceHolder("<path>").String()
+		enablePprof  = app.Flag("web.enable-pprof", "Serve Go's runtime profiles (net/http/pprof) under <route-prefix>/debug/pprof/, behind --web.config.file like every path.").Default("false").Bool()
+		noSelfStats  = app.Flag("web.disable-exporter-metrics", "Exclude the Go, process and promhttp metrics of the exporter itself from /metrics.").Default("false").Bool()
 		timeoutOff   = app.Flag("timeout-offset", "Seconds to subtract from the scrape timeout of Prometheus to get the check budget.").Default("0.5").Float64()
 		toolkitFlags = kingpinflag.AddFlags(app, ":9877")
 		logConfig    = &promslog.Config{}
@@ -81,6 +83,10 @@ func run(args []string, stdout, stderr *os.File) int {
 		maxRequests: *maxRequests,
 		metricsPath: *metricsPath,
 		linkPrefix:  paths.linkPrefix,
+		web:         paths,
+
+		enablePprof:            *enablePprof,
+		disableExporterMetrics: *noSelfStats,
 	})
 	if err := x.reload(); err != nil {
 		logger.Error("error loading config", "err", err)
@@ -132,14 +138,18 @@ func serve(ctx context.Context, srv *http.Server, toolkitFlags *web.FlagConfig, 
 	return 0
 }
 
-// selfRegistry holds the exporter's own long-lived metrics.
-func selfRegistry(reloadOK, reloadTime prometheus.Gauge) *prometheus.Registry {
+// selfRegistry holds the exporter's own long-lived metrics; the Go and
+// process collectors only with runtime set (--web.disable-exporter-metrics
+// unsets it). Build info and the reload gauges stay: the mixin's alerts
+// read them.
+func selfRegistry(reloadOK, reloadTime prometheus.Gauge, runtime bool) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(
-		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		versioncollector.NewCollector("provider_health_exporter"),
-		reloadOK, reloadTime,
-	)
+	reg.MustRegister(versioncollector.NewCollector("provider_health_exporter"), reloadOK, reloadTime)
+	if runtime {
+		reg.MustRegister(
+			collectors.NewGoCollector(),
+			collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		)
+	}
 	return reg
 }

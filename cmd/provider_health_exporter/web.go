@@ -16,12 +16,17 @@ import (
 type webPaths struct {
 	routePrefix string
 	linkPrefix  string
+	// externalScheme and externalHost are those of --web.external-url, ""
+	// when it is not set: /sd gives them as the exporter's address.
+	externalScheme string
+	externalHost   string
 }
 
 // resolveWebPaths follows Prometheus: the route prefix defaults to the path
 // of the external URL, and the links use that path.
 func resolveWebPaths(externalURL, routePrefix string) (webPaths, error) {
 	var extPath string
+	var scheme, host string
 	if externalURL != "" {
 		u, err := url.Parse(externalURL)
 		if err != nil {
@@ -33,12 +38,12 @@ func resolveWebPaths(externalURL, routePrefix string) (webPaths, error) {
 		if u.RawQuery != "" || u.Fragment != "" {
 			return webPaths{}, fmt.Errorf("--web.external-url %q: a query or fragment has no place in it", externalURL)
 		}
-		extPath = u.Path
+		extPath, scheme, host = u.Path, u.Scheme, u.Host
 	}
 	if routePrefix == "" {
 		routePrefix = extPath
 	}
-	return webPaths{routePrefix: cleanPrefix(routePrefix), linkPrefix: cleanPrefix(extPath)}, nil
+	return webPaths{routePrefix: cleanPrefix(routePrefix), linkPrefix: cleanPrefix(extPath), externalScheme: scheme, externalHost: host}, nil
 }
 
 // cleanPrefix gives "" for the root and "/a/b" for "a/b/", "/a/b/" or "/a/b".

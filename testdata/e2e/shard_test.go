@@ -46,8 +46,9 @@ var shardHosts = []string{"host-a", "host-b", "host-c", "host-d", "host-e", "hos
 var deployReplicas = []string{"provider-health-exporter-0:9877", "provider-health-exporter-1:9877"}
 
 // TestShardedKVM runs deploy/prometheus/prometheus-sharded.yml: two exporter
-// replicas with the same config of six KVM hosts, and a real Prometheus
-// whose hashmod relabelling sends each host's /probe scrape to one replica.
+// replicas with the same config of six KVM hosts, and a real Prometheus that
+// discovers the hosts from a replica's /sd and whose hashmod relabelling
+// sends each host's /probe scrape to one replica.
 // The hosts are real: one OpenSSH sshd listening on six loopback addresses
 // (127.0.0.1 to 127.0.0.6) and an unprivileged libvirtd with a running dir
 // pool, started by testdata/kvm/ctl.sh, so it needs root. The test asserts
@@ -94,16 +95,18 @@ func TestShardedKVM(t *testing.T) {
 	}
 	step("replicas ready at %v", replicas)
 
+	// What the kvm job hashes: NAME/HOST, the discovered __param_name and
+	// __param_target joined by the rule's separator.
 	var targets []string
 	for _, h := range shardHosts {
 		targets = append(targets, shardName+"/"+h)
 	}
-	promConfig, modulus := renderShardedConfig(t, root, dir, replicas, targets)
+	promConfig, modulus := renderShardedConfig(t, root, dir, replicas)
 	if modulus != uint64(len(replicas)) {
 		t.Fatalf("%s: hashmod modulus %d, but it maps %d replicas", shardedConfig, modulus, len(replicas))
 	}
 	// Which replica each host must land on: Prometheus' hashmod is the md5
-	// of the source label values (here the one __address__, NAME/HOST), its
+	// of the source label values joined by the separator (NAME/HOST), its
 	// last 8 bytes as a big-endian integer, modulo the modulus.
 	want := map[string]string{}
 	perReplica := map[string]int{}
@@ -258,11 +261,13 @@ const shardExporterConfigTmpl = `kvm:
 `
 
 // renderShardedConfig writes shardedConfig for the test: the replicas'
-// addresses in place of deployReplicas, targets as the kvm job's hosts,
-// scrapes every second (every shardScrape for the kvm job), no rules and no
-// Alertmanager. Everything else, the relabelling above all, is the
-// committed file's. It returns the path and the hashmod modulus.
-func renderShardedConfig(t *testing.T, root, dir string, replicas, targets []string) (string, uint64) {
+// addresses in place of deployReplicas (in the /sd URL the kvm job discovers
+// its hosts from too), scrapes every second (every shardScrape for the kvm
+// job), discovery refreshed every second, no rules and no Alertmanager.
+// Everything else, the discovery and the relabelling above all, is the
+// committed file's: the hosts come from the exporter's /sd. It returns the
+// path and the hashmod modulus.
+func renderShardedConfig(t *testing.T, root, dir string, replicas []string) (string, uint64) {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(root, shardedConfig))
 	must(t, err)
@@ -290,23 +295,32 @@ func renderShardedConfig(t *testing.T, root, dir string, replicas, targets []str
 	jobs, _ := cfg["scrape_configs"].([]any)
 	var probes []map[string]any
 	for _, j := range jobs {
-		if j, ok := j.(map[string]any); ok && j["metrics_path"] == "/probe" {
+		if j, ok := j.(map[string]any); ok && j["http_sd_configs"] != nil {
 			probes = append(probes, j)
 		}
 	}
 	if len(probes) != 1 {
-		t.Fatalf("%s has %d /probe jobs, want the one kvm job", shardedConfig, len(probes))
+		t.Fatalf("%s has %d jobs discovering from /sd, want the one kvm job", shardedConfig, len(probes))
 	}
 	kvmJob := probes[0]
-	kvmJob["static_configs"] = []any{map[string]any{"targets": targets}}
+	if kvmJob["static_configs"] != nil || kvmJob["metrics_path"] != nil {
+		t.Fatalf("%s: the kvm job names targets or a path itself; /sd gives both", shardedConfig)
+	}
+	sds, _ := kvmJob["http_sd_configs"].([]any)
+	sdURL := "http://" + deployReplicas[0] + "/sd"
+	if len(sds) != 1 || sds[0].(map[string]any)["url"] != sdURL {
+		t.Fatalf("%s: http_sd_configs %v, want the one url %s", shardedConfig, sds, sdURL)
+	}
+	sds[0].(map[string]any)["url"] = "http://" + replicas[0] + "/sd"
+	sds[0].(map[string]any)["refresh_interval"] = "1s"
 	kvmJob["scrape_interval"], kvmJob["scrape_timeout"] = shardScrape, shardScrape
 
 	var modulus uint64
 	rules, _ := kvmJob["relabel_configs"].([]any)
 	for _, r := range rules {
 		if r, ok := r.(map[string]any); ok && r["action"] == "hashmod" {
-			if src, _ := r["source_labels"].([]any); len(src) != 1 || src[0] != "__address__" {
-				t.Fatalf("%s: hashmod over %v; the test computes it over __address__ (NAME/HOST)", shardedConfig, r["source_labels"])
+			if src, _ := r["source_labels"].([]any); len(src) != 2 || src[0] != "__param_name" || src[1] != "__param_target" || r["separator"] != "/" {
+				t.Fatalf("%s: hashmod over %v separated by %v; the test computes it over __param_name/__param_target (NAME/HOST)", shardedConfig, r["source_labels"], r["separator"])
 			}
 			m, ok := r["modulus"].(int)
 			if !ok || m < 1 {

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/egress-proxies/provider_health_exporter/config"
+)
+
+// sdGroup is one target group of Prometheus's HTTP service discovery
+// (http_sd_configs): the exporter itself as the address, with the labels
+// that make Prometheus scrape /probe for one entry, or one target of it.
+type sdGroup struct {
+	Targets []string          `json:"targets"`
+	Labels  map[string]string `json:"labels"`
+}
+
+// multiTargetKind tells whether /probe of an entry of kind checks several
+// targets unless given target=: a kvm entry has one target per host, while
+// a kubernetes or gcp entry has exactly one target, which name= alone
+// selects. Only the former get __param_target, so that each host is its
+// own scrape (and its own shard, docs/scaling.md: "Scaling out"), even an
+// entry of one host, whose targets then keep their labels when hosts are
+// added. The kinds table says nothing of this, hence the kind by name.
+func multiTargetKind(kind string) bool {
+	return kind == config.KVMSection().Kind
+}
+
+// serveSD lists one target group per (entry, target) that /probe serves,
+// from the targets of the configuration in force, so that a reload shows
+// at once and Prometheus's config names nothing but this URL
+// (docs/configuration.md: "HTTP endpoints"). It reads the engine's last
+// state and never starts a check.
+func (x *exporter) serveSD(w http.ResponseWriter, r *http.Request) {
+	scheme, host, prefix := x.web.externalScheme, x.web.externalHost, x.web.linkPrefix
+	if host == "" {
+		// Without --web.external-url, Prometheus reaches the exporter where
+		// it asked for this list: its Host, under the route prefix.
+		scheme, host, prefix = "http", r.Host, x.web.routePrefix
+		if r.TLS != nil {
+			scheme = "https"
+		}
+	}
+	if host == "" {
+		http.Error(w, "no Host header in the request and no --web.external-url: the exporter does not know its own address", http.StatusBadRequest)
+		return
+	}
+	results, err := x.engine.Status("")
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	groups := []sdGroup{}
+	for _, p := range results {
+		for _, t := range p.Targets {
+			labels := map[string]string{
+				"__metrics_path__": prefix + "/probe",
+				"__scheme__":       scheme,
+				"__param_name":     p.Name,
+				"provider":         p.Kind,
+				"name":             p.Name,
+				"target":           t.Target.Name,
+			}
+			if multiTargetKind(p.Kind) {
+				labels["__param_target"] = t.Target.Name
+			}
+			groups = append(groups, sdGroup{Targets: []string{host}, Labels: labels})
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(groups); err != nil {
+		x.logger.Debug("writing service discovery", "err", err)
+	}
+}
