@@ -491,5 +491,10 @@ func TestChartScraping(t *testing.T) {
 		if !jobSet {
 			t.Errorf("ScrapeConfig relabelings %s do not set job=provider-health", dump(sc.RelabelConfigs))
 		}
+		var kustomized monitoringv1alpha1.ScrapeConfig
+		strict(t, render(t, base, operator)["ScrapeConfig"], &kustomized)
+		if got, want := dump(sc.RelabelConfigs), dump(kustomized.Spec.RelabelConfigs); got != want {
+			t.Errorf("the chart's ScrapeConfig relabels\n%s\nthe kustomize component's\n%s", got, want)
+		}
 	}
 }
