@@ -33,6 +33,7 @@ import (
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
 	"github.com/egress-proxies/provider_health_exporter/config"
+	"github.com/egress-proxies/provider_health_exporter/internal/testnet"
 )
 
 const (
@@ -686,16 +687,8 @@ func TestCredentialsFileContents(t *testing.T) {
 // TestApplicationDefaultCredentials covers ADC, with the metadata server
 // and the gcloud configuration kept on loopback and in a temp dir.
 func TestApplicationDefaultCredentials(t *testing.T) {
-	// closedPort is a loopback address nothing listens on.
-	closedPort := func(t *testing.T) string {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := l.Addr().String()
-		l.Close()
-		return addr
-	}
+	// A metadata server that refuses connections for the whole test.
+	closedPort := func(t *testing.T) string { return testnet.RefusedAddr(t) }
 	metadataNoAccount := httptest.NewServer(http.NotFoundHandler())
 	defer metadataNoAccount.Close()
 

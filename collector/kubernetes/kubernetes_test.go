@@ -34,6 +34,7 @@ import (
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
 	"github.com/egress-proxies/provider_health_exporter/config"
+	"github.com/egress-proxies/provider_health_exporter/internal/testnet"
 )
 
 // TestMain fails the package when a check leaves a connection (and its
@@ -361,16 +362,11 @@ func selfSignedPEM(t *testing.T) []byte {
 	return testcert.New(t, "some other CA").CertPEM
 }
 
-// closedPort returns a loopback address nothing listens on.
+// closedPort returns a loopback address that refuses connections for the
+// whole test (held by a bound socket, so no parallel listener can take it).
 func closedPort(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
+	return testnet.RefusedAddr(t)
 }
 
 // silentListener accepts connections and never says anything.
