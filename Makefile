@@ -65,9 +65,11 @@ lint:
 	$(GO) vet -tags integration ./collector/kvm/ ./collector/kubernetes/
 	$(GO) vet -tags e2e ./testdata/e2e/
 	$(GO) vet -tags promtool,browser ./cmd/... ./mixin/
-	$(TOOLS) golangci-lint run ./...
-	$(TOOLS) golangci-lint run --build-tags integration ./collector/kvm/ ./collector/kubernetes/
-	$(TOOLS) golangci-lint run --build-tags promtool,browser ./cmd/... ./mixin/
+	@# Another golangci-lint on the machine (a second checkout's make lint)
+	@# holds a lock: wait for it rather than fail.
+	$(TOOLS) golangci-lint run --allow-serial-runners ./...
+	$(TOOLS) golangci-lint run --allow-serial-runners --build-tags integration ./collector/kvm/ ./collector/kubernetes/
+	$(TOOLS) golangci-lint run --allow-serial-runners --build-tags promtool,browser ./cmd/... ./mixin/
 	@if ! command -v systemd-analyze >/dev/null; then \
 	  echo "systemd-analyze not found: skipping the check of deploy/systemd (Debian package systemd)"; exit 0; fi; \
 	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
