@@ -31,6 +31,12 @@ type Kind struct {
 	// way a check does and says what a check would reject, for
 	// --config.check.
 	FileWarnings func(entry config.Entry) []string
+	// MultiTarget is set when an entry has several targets, one per item
+	// of its configuration, which /probe selects with target=; /sd then
+	// lists each target with its own target parameter, so that each is
+	// its own scrape and shard, even in an entry of one item. Otherwise
+	// an entry has exactly one target, which name= alone selects.
+	MultiTarget bool
 }
 
 // Name is the kind's name: its section's key and the provider label.

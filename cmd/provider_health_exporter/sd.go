@@ -3,8 +3,6 @@ package main
 import (
 	"encoding/json"
 	"net/http"
-
-	"github.com/egress-proxies/provider_health_exporter/config"
 )
 
 // sdGroup is one target group of Prometheus's HTTP service discovery
@@ -15,15 +13,17 @@ type sdGroup struct {
 	Labels  map[string]string `json:"labels"`
 }
 
-// multiTargetKind tells whether /probe of an entry of kind checks several
-// targets unless given target=: a kvm entry has one target per host, while
-// a kubernetes or gcp entry has exactly one target, which name= alone
-// selects. Only the former get __param_target, so that each host is its
-// own scrape (and its own shard, docs/scaling.md: "Scaling out"), even an
-// entry of one host, whose targets then keep their labels when hosts are
-// added. The kinds table says nothing of this, hence the kind by name.
-func multiTargetKind(kind string) bool {
-	return kind == config.KVMSection().Kind
+// multiTarget tells whether /probe of an entry of kind checks several
+// targets unless given target= (collector.Kind's MultiTarget): only those
+// get __param_target, so that each of their targets is its own scrape (and
+// its own shard, docs/scaling.md: "Scaling out").
+func (x *exporter) multiTarget(kind string) bool {
+	for _, k := range x.kinds {
+		if k.Name() == kind {
+			return k.MultiTarget
+		}
+	}
+	return false
 }
 
 // serveSD lists one target group per (entry, target) that /probe serves,
@@ -61,7 +61,7 @@ func (x *exporter) serveSD(w http.ResponseWriter, r *http.Request) {
 				"name":             p.Name,
 				"target":           t.Target.Name,
 			}
-			if multiTargetKind(p.Kind) {
+			if x.multiTarget(p.Kind) {
 				labels["__param_target"] = t.Target.Name
 			}
 			groups = append(groups, sdGroup{Targets: []string{host}, Labels: labels})

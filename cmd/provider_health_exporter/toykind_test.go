@@ -3,12 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -214,5 +216,26 @@ func TestToyKind(t *testing.T) {
 	_, body = get(t, client, srv.URL+"/config", nil)
 	if !strings.Contains(body, "http:\n    - name: web\n") {
 		t.Errorf("/config lacks the http section:\n%s", body)
+	}
+	// /sd: one group per entry, selected by name= alone (one target each).
+	_, body = get(t, client, srv.URL+"/sd", nil)
+	var groups []struct {
+		Labels map[string]string `json:"labels"`
+	}
+	if err := json.Unmarshal([]byte(body), &groups); err != nil {
+		t.Fatalf("/sd: %v\n%s", err, body)
+	}
+	var names []string
+	for _, g := range groups {
+		if g.Labels["provider"] != httpKindName {
+			continue
+		}
+		names = append(names, g.Labels["__param_name"])
+		if _, ok := g.Labels["__param_target"]; ok {
+			t.Errorf("/sd gives a one-target kind __param_target: %v", g.Labels)
+		}
+	}
+	if slices.Sort(names); !slices.Equal(names, []string{"down", "web"}) {
+		t.Errorf("/sd lists http entries %v, want [down web]\n%s", names, body)
 	}
 }

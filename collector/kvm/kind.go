@@ -11,8 +11,9 @@ import (
 // Kind is the kvm kind (a group of hypervisor hosts) as the exporter's table of kinds lists it.
 func Kind() collector.Kind {
 	return collector.Kind{
-		Section: config.KVMSection(),
-		Reasons: Reasons(),
+		Section:     config.KVMSection(),
+		Reasons:     Reasons(),
+		MultiTarget: true, // one target per host
 		NewChecker: func(e config.Entry, logger *slog.Logger) (collector.Checker, error) {
 			c, ok := e.(*config.KVM)
 			if !ok {
