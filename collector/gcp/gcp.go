@@ -251,6 +251,21 @@ func (c *Checker) acquire(ctx context.Context, logger *slog.Logger) (*compute.In
 // I/O except, for ADC off GCE, the one metadata-server probe of the process,
 // which is bounded by ctx.
 func (c *Checker) newClient(ctx context.Context, credsJSON []byte) (*compute.InstancesClient, error) {
+	opts, err := c.clientOptions(ctx, credsJSON)
+	if err != nil {
+		return nil, err
+	}
+	client, err := compute.NewInstancesRESTClient(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("build Compute client: %w", err)
+	}
+	return client, nil
+}
+
+// clientOptions are the options of every Compute REST client of the
+// checker: the endpoint override and an HTTP client whose requests go
+// through deadlineTransport, the auth transport, then base.
+func (c *Checker) clientOptions(ctx context.Context, credsJSON []byte) ([]option.ClientOption, error) {
 	creds, err := c.credentials(ctx, credsJSON)
 	if err != nil {
 		return nil, &credentialsError{err: err}
@@ -277,11 +292,7 @@ func (c *Checker) newClient(ctx context.Context, credsJSON []byte) (*compute.Ins
 	if c.endpoint != "" {
 		opts = append(opts, option.WithEndpoint(c.endpoint))
 	}
-	client, err := compute.NewInstancesRESTClient(ctx, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("build Compute client: %w", err)
-	}
-	return client, nil
+	return opts, nil
 }
 
 // credentialsFromFile parses a credentials file; it makes no request.
