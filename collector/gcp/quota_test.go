@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	compute "cloud.google.com/go/compute/apiv1"
 	"cloud.google.com/go/compute/apiv1/computepb"
@@ -270,4 +271,30 @@ func regionFromFile(t *testing.T, name string) *computepb.Region {
 		t.Fatal(err)
 	}
 	return r
+}
+
+// TestRegionQuotasDeadline: a region that never answers ends the fetch at
+// the check's deadline with Timeout, however long the server would wait;
+// the requests of the other regions are bounded by the same context.
+func TestRegionQuotasDeadline(t *testing.T) {
+	t.Parallel()
+	tokens := newTokenServer(t, nil)
+	// The barrier never opens: "us-nowhere1" is configured in the server
+	// but not asked for, so every request waits for its context.
+	api := newRegionsServer(t, map[string]recorded{
+		"us-central1": {http.StatusOK, "regions-ok.json"}, "us-east1": {http.StatusOK, "regions-ok.json"},
+		"us-nowhere1": {http.StatusNotFound, "regions-404-not-found.json"},
+	}, true)
+	c := newTestChecker(t, api.URL, tokens)
+	client := regionsClient(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	logger := slog.New(slog.DiscardHandler)
+	_, err := c.fetchRegionQuotas(ctx, logger, client, []string{"us-central1", "us-east1"}, testMetrics())
+	if err == nil {
+		t.Fatal("fetch returned without an answer")
+	}
+	if v := verdict(ctx, logger, err); v.Reason != collector.ReasonTimeout {
+		t.Errorf("got %s %q, want Timeout", v.Reason, v.Message)
+	}
 }
