@@ -2,16 +2,17 @@
 #
 # `make test` runs every test: unit tests (with -race), the integration tests
 # against real sshd/libvirtd, kube-apiserver/etcd and Prometheus/Alertmanager
-# started by the scripts under testdata/, and the mixin's generation, lint and
-# promtool tests. `make demo` runs the exporter against real local sshd and
-# libvirtd (as root on Debian).
+# started by the scripts under testdata/, the status page in headless
+# Chromium, and the mixin's generation, lint and promtool tests. `make demo`
+# runs the exporter against real local sshd and libvirtd (as root on Debian).
 
 GO       ?= go
 GOFMT    ?= gofmt
 BIN      := provider_health_exporter
 PKGS     := ./...
-# A module of its own (kustomize and the Prometheus Operator's API stay out
-# of the exporter's dependencies): checks of the manifests in deploy/kubernetes.
+# A module of its own (kustomize, Helm and the Prometheus Operator's API stay
+# out of the exporter's dependencies): checks of the manifests in
+# deploy/kubernetes and of the Helm chart in deploy/helm.
 VALIDATE := deploy/kubernetes/validate
 TOOLS    := $(GO) tool -modfile=tools/go.mod
 # Every go test has a timeout well below CI's 90 minutes, so a hang fails
@@ -45,14 +46,17 @@ exposition:
 .PHONY: lint
 lint:
 	@out="$$($(GOFMT) -l $$(git ls-files "*.go"))"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	@# Markdown links and anchors, and the doc sections code comments cite (also run by make unit).
+	$(GO) test -count=1 -run 'TestRepository' ./internal/mdlinks/
 	$(GO) vet $(PKGS)
 	$(GO) -C $(VALIDATE) vet ./...
+	$(GO) -C $(VALIDATE) vet -tags integration ./...
 	$(GO) vet -tags integration ./collector/kvm/ ./collector/kubernetes/
 	$(GO) vet -tags e2e ./testdata/e2e/
-	$(GO) vet -tags promtool ./cmd/... ./mixin/
+	$(GO) vet -tags promtool,browser ./cmd/... ./mixin/
 	$(TOOLS) golangci-lint run ./...
 	$(TOOLS) golangci-lint run --build-tags integration ./collector/kvm/ ./collector/kubernetes/
-	$(TOOLS) golangci-lint run --build-tags promtool ./cmd/... ./mixin/
+	$(TOOLS) golangci-lint run --build-tags promtool,browser ./cmd/... ./mixin/
 	@if ! command -v systemd-analyze >/dev/null; then \
 	  echo "systemd-analyze not found: skipping the check of deploy/systemd (Debian package systemd)"; exit 0; fi; \
 	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
@@ -60,7 +64,7 @@ lint:
 	  systemd-analyze verify $$tmp/provider_health_exporter.service && echo "systemd unit OK"
 
 # Go benchmark format (compare two runs with benchstat), then the summary
-# table of the KVM fleet simulator (README: "Performance"). The fleet's
+# table of the KVM fleet simulator (docs/scaling.md: "Performance"). The fleet's
 # scrapes are long (a 1,000-host cold scrape takes seconds), so it runs a
 # fixed number of scrapes; the 1,000-host fleet keeps a few thousand sockets
 # open, hence the raised descriptor limit. virsh.sh adds one host's steady
@@ -119,7 +123,7 @@ demo: deps
 # --- integration tests against real components ---------------------------
 
 .PHONY: integration
-integration: integration-kvm integration-kubernetes integration-e2e
+integration: integration-kvm integration-kubernetes integration-e2e integration-browser
 
 .PHONY: integration-kvm
 integration-kvm:
@@ -132,6 +136,17 @@ integration-kubernetes:
 .PHONY: integration-e2e
 integration-e2e:
 	testdata/e2e/run-e2e.sh
+
+# The status page in headless Chromium (Debian's chromium) against the real
+# binary (build tag browser). It fails, never skips, without Chromium. The
+# screenshots and the logs of the exporter and of Chromium of the last run
+# are kept under $(BROWSER_ARTIFACTS)/_artifacts.
+BROWSER_ARTIFACTS ?= $(CURDIR)/.artifacts/browser
+.PHONY: integration-browser
+integration-browser:
+	rm -rf $(BROWSER_ARTIFACTS)/_artifacts && mkdir -p $(BROWSER_ARTIFACTS)
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -tags browser -run '^TestStatusPageInBrowser$$' -v \
+	  -artifacts -outputdir $(BROWSER_ARTIFACTS) ./cmd/provider_health_exporter/
 
 # --- mixin ----------------------------------------------------------------
 #
@@ -152,18 +167,25 @@ MIXIN_SRCS    = $(shell find mixin -name '*.jsonnet' -o -name '*.libsonnet')
 # mixin-generate OUT=dir writes every generated file under dir, in the same
 # layout as the repository, so mixin-lint can diff a fresh copy against the
 # committed one.
+# The Helm chart gets copies of the alerts and dashboards under its files/
+# (Helm reads no file outside the chart).
 OUT ?= .
+CHART := deploy/helm/provider-health-exporter
+KUBE_PROMETHEUS := deploy/kubernetes/components/kube-prometheus
 .PHONY: mixin-generate
 mixin-generate:
-	@mkdir -p $(OUT)/mixin/dashboards_out $(OUT)/mixin/tests/multicluster $(OUT)/deploy/kubernetes/components/prometheus-operator
+	@mkdir -p $(OUT)/mixin/dashboards_out $(OUT)/mixin/tests/multicluster $(OUT)/deploy/kubernetes/components/prometheus-operator $(OUT)/$(KUBE_PROMETHEUS) $(OUT)/$(CHART)/files/dashboards
 	$(JSONNET) -S mixin/alerts.jsonnet > $(OUT)/mixin/alerts.yaml
 	$(JSONNET) -S mixin/tests/multicluster/alerts.jsonnet > $(OUT)/mixin/tests/multicluster/alerts.yaml
 	$(JSONNET) -m $(OUT)/mixin/dashboards_out mixin/dashboards.jsonnet > /dev/null
 	$(JSONNET) -S mixin/prometheusrule.jsonnet > $(OUT)/deploy/kubernetes/components/prometheus-operator/prometheusrule.yaml
+	$(JSONNET) -S mixin/dashboards-configmap.jsonnet > $(OUT)/$(KUBE_PROMETHEUS)/dashboards-configmap.yaml
+	cp $(OUT)/mixin/alerts.yaml $(OUT)/$(CHART)/files/alerts.yaml
+	cp $(OUT)/mixin/dashboards_out/*.json $(OUT)/$(CHART)/files/dashboards/
 
 .PHONY: mixin mixin-lint mixin-test
 mixin:
-	rm -f mixin/dashboards_out/*.json
+	rm -f mixin/dashboards_out/*.json $(CHART)/files/dashboards/*.json
 	$(MAKE) --no-print-directory mixin-generate OUT=.
 
 mixin-lint:
@@ -171,9 +193,11 @@ mixin-lint:
 	@for f in $(MIXIN_SRCS); do echo "jsonnet-lint $$f"; $(JSONNETLINT) $$f || exit 1; done
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
 	  $(MAKE) --no-print-directory mixin-generate OUT=$$tmp && \
-	  for f in mixin/alerts.yaml mixin/tests/multicluster/alerts.yaml deploy/kubernetes/components/prometheus-operator/prometheusrule.yaml; do \
+	  for f in mixin/alerts.yaml mixin/tests/multicluster/alerts.yaml deploy/kubernetes/components/prometheus-operator/prometheusrule.yaml \
+	      $(KUBE_PROMETHEUS)/dashboards-configmap.yaml $(CHART)/files/alerts.yaml; do \
 	    diff -u $$f $$tmp/$$f || { echo "$$f is stale: run make mixin"; exit 1; }; done && \
-	  diff -ru mixin/dashboards_out $$tmp/mixin/dashboards_out || { echo "mixin/dashboards_out is stale: run make mixin"; exit 1; }
+	  for d in mixin/dashboards_out $(CHART)/files/dashboards; do \
+	    diff -ru $$d $$tmp/$$d || { echo "$$d is stale: run make mixin"; exit 1; }; done
 	$(PROMTOOL) check rules mixin/alerts.yaml mixin/tests/multicluster/alerts.yaml
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
 	  $(GO) build -modfile=tools/go.mod -o $$tmp/jb github.com/jsonnet-bundler/jsonnet-bundler/cmd/jb && \

@@ -38,11 +38,11 @@ func ParseScrapeTimeout(v string) (time.Duration, error) {
 	return d, nil
 }
 
-// MinScrapeTimeout is the smallest scrape timeout header accepted (see the
-// README's Timeouts section): a smaller value is answered with 400.
+// MinScrapeTimeout is the smallest scrape timeout header accepted (see
+// docs/configuration.md: "Timeouts"): a smaller value is answered with 400.
 const MinScrapeTimeout = time.Millisecond
 
-// Budget is the time one check of a scrape may take (README: "Timeouts"): the provider's
+// Budget is the time one check of a scrape may take (docs/configuration.md: "Timeouts"): the provider's
 // timeout, lowered to the scrape timeout minus the offset, so that the
 // answer reaches Prometheus before it gives up. The offset never eats more
 // than half of the scrape timeout, so the budget is never zero or negative.

@@ -4,9 +4,9 @@
 // verdicts into metrics and status.
 //
 // Each provider package's New takes functional options (type Option
-// func(*Checker)); its WithDialer(*net.Dialer) sets the dialer of every
-// connection the checker opens, which is how tests keep name lookups and
-// traffic on loopback.
+// func(*Checker)); one of them sets how every connection the checker
+// opens is made, which is how tests keep name lookups and traffic on
+// loopback.
 package collector
 
 import (
@@ -18,7 +18,7 @@ import (
 )
 
 // Target is one thing a provider checks: the API server of a cluster, the
-// Compute API of a project, one hypervisor host.
+// API of a cloud project, one host.
 type Target struct {
 	Name    string // the target label
 	Address string // where it is, for target_info and the status page
@@ -61,7 +61,7 @@ type Adopter interface {
 
 // Backoffer is implemented by checkers that hold back the live checks of a
 // target whose recent checks failed at a cost to the other targets (a
-// failing dial holds one of the few dial slots). Until NotBefore, the engine
+// failing connection attempt holds one of the few connection slots). Until NotBefore, the engine
 // serves the target's last verdict (mode="backoff") instead of checking;
 // a target that has no verdict yet is checked. NotBefore does no I/O.
 type Backoffer interface {
@@ -122,7 +122,7 @@ type Result struct {
 
 // Ended reports whether the check's context is over: the one test every
 // provider uses before it classifies an error, because when the budget is
-// spent the verdict is Timeout whatever the error says (README: "Timeouts").
+// spent the verdict is Timeout whatever the error says (docs/configuration.md: "Timeouts").
 // The deadline counts even before its timer fires: I/O that took its
 // deadline from ctx can fail a moment before ctx.Err is set.
 func Ended(ctx context.Context) bool {

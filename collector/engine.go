@@ -1,13 +1,11 @@
 package collector
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"reflect"
-	"runtime"
 	"runtime/debug"
 	"slices"
 	"sync"
@@ -32,7 +30,7 @@ var Modes = []string{ModeLive, ModeShared, ModeCached, ModeBackoff}
 const historySize = 10
 
 // A check that has not returned by its deadline plus AbandonGrace is
-// abandoned (README: "Timeouts"): the engine stops waiting for it, the
+// abandoned (docs/configuration.md: "Timeouts"): the engine stops waiting for it, the
 // target's next scrape starts a fresh check, and the abandoned one is left
 // to end with its context. At most MaxAbandoned abandoned checks of one
 // target may still be running; while that many are, the target reports
@@ -47,7 +45,7 @@ const (
 type Entry struct {
 	Kind    string
 	Name    string
-	Reasons []Reason // the kind's closed reason set
+	Reasons ReasonSet // the kind's closed reason set, checked by Load
 	Timeout time.Duration
 	// MinInterval is how long a verdict is reused instead of checking.
 	MinInterval time.Duration
@@ -150,6 +148,11 @@ func (e *Engine) Load(entries []Entry) error {
 	old := e.byName
 	e.mu.RUnlock()
 
+	for _, en := range entries {
+		if err := en.Reasons.Validate(); err != nil {
+			return fmt.Errorf("%s %q: %w", en.Kind, en.Name, err)
+		}
+	}
 	next := make([]*provider, 0, len(entries))
 	var built []Checker
 	for _, en := range entries {
@@ -215,8 +218,8 @@ func (e *Engine) Load(entries []Entry) error {
 }
 
 // CloseBound is how long closing the checkers that a reload replaced, or
-// all of them at shutdown, may take (README: "Timeouts"). A checker whose
-// Close has not returned by then (a dial stuck in a callee that ignores
+// all of them at shutdown, may take (docs/configuration.md: "Timeouts"). A checker whose
+// Close has not returned by then (a connection attempt stuck in a callee that ignores
 // its context) is left to finish on its own, so that neither a reload nor
 // SIGTERM waits on it.
 const CloseBound = 3 * time.Second
@@ -281,7 +284,7 @@ type Request struct {
 // ProviderResult is what Run or Status says of one provider entry.
 type ProviderResult struct {
 	Kind, Name string
-	Reasons    []Reason
+	Reasons    ReasonSet
 	Budget     time.Duration
 	Targets    []TargetResult
 	// Checks are the cumulative check counts by mode.
@@ -340,7 +343,7 @@ func (e *Engine) selectProviders(req Request) ([]*provider, error) {
 
 // targetsOf lists the selected targets of p: those of the loaded
 // configuration, never a call into the checker, so that neither a scrape
-// nor the status page waits on a provider's lock (README: "Timeouts"). A
+// nor the status page waits on a provider's lock (docs/configuration.md: "Timeouts"). A
 // target's address is the configured one until a check reports where it
 // found the target (Verdict.Address: a kubeconfig's server).
 func targetsOf(p *provider, only string) []Target {
@@ -641,7 +644,7 @@ func (e *Engine) start(ctx context.Context, p *provider, st *state, t Target) *c
 			v.Message = fmt.Sprintf("deadline reached (%s: %s)", v.Reason, v.Message)
 			v.Reason = ReasonTimeout
 		}
-		if !slices.Contains(p.Reasons, v.Reason) {
+		if !p.Reasons.Contains(v.Reason) {
 			logger.Error("checker returned a reason outside its set", "reason", v.Reason, "message", v.Message)
 			v = Verdict{Reason: ReasonUnknown, Message: fmt.Sprintf("invalid reason %q: %s", v.Reason, v.Message)}
 		}
@@ -694,149 +697,6 @@ func (e *Engine) start(ctx context.Context, p *provider, st *state, t Target) *c
 // would not.
 func sameFacts(a, b Facts) bool {
 	return a != nil && reflect.TypeOf(a).Kind() == reflect.Pointer && a == b
-}
-
-// CheckLog is the debug log of one check, what /probe?debug=true shows: the
-// lines a slog.TextHandler at debug level writes of what the check logged.
-// The records are kept as they were logged and formatted only when String
-// is called: most checks' logs are never read, and formatting every
-// check's lines cost more than the check itself on a kept connection.
-// Values are formatted when the log is read, so what a check logs must not
-// change after it logged it (strings, numbers, errors do not).
-type CheckLog struct {
-	mu     sync.Mutex
-	recs   []logRecord
-	closed bool // the check is done: later records are not its log
-	text   *string
-}
-
-type logRecord struct {
-	h *captureHandler
-	r slog.Record
-}
-
-// String formats the log; "" for a nil CheckLog (a made-up verdict).
-func (l *CheckLog) String() string {
-	if l == nil {
-		return ""
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.text != nil {
-		return *l.text
-	}
-	var buf bytes.Buffer
-	base := slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})
-	made := map[*captureHandler]slog.Handler{}
-	var handlerOf func(h *captureHandler) slog.Handler
-	handlerOf = func(h *captureHandler) slog.Handler {
-		if h == nil {
-			return base
-		}
-		if th, ok := made[h]; ok {
-			return th
-		}
-		th := handlerOf(h.parent)
-		if h.group != "" {
-			th = th.WithGroup(h.group)
-		} else {
-			th = th.WithAttrs(h.attrs)
-		}
-		made[h] = th
-		return th
-	}
-	for _, rec := range l.recs {
-		_ = handlerOf(rec.h).Handle(context.Background(), rec.r)
-	}
-	text := buf.String()
-	if l.closed {
-		l.text = &text
-	}
-	return text
-}
-
-func (l *CheckLog) add(h *captureHandler, r slog.Record) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !l.closed {
-		l.recs = append(l.recs, logRecord{h, r})
-	}
-}
-
-func (l *CheckLog) close() {
-	l.mu.Lock()
-	l.closed = true
-	l.mu.Unlock()
-}
-
-// handler returns the handler of a check's logger: records go to main
-// (the engine's logger) as main decides, and every record at debug level
-// or above to the log.
-func (l *CheckLog) handler(main slog.Handler, attrs ...any) *captureHandler {
-	root := &captureHandler{main: main, dst: l}
-	r := slog.NewRecord(time.Time{}, 0, "", 0)
-	r.Add(attrs...)
-	r.Attrs(func(a slog.Attr) bool {
-		root.attrs = append(root.attrs, a)
-		return true
-	})
-	return root
-}
-
-// captureHandler is one node of a check logger's With and WithGroup
-// chain: attrs or group, applied on top of parent's when the log is
-// formatted. main already has them.
-type captureHandler struct {
-	main   slog.Handler
-	dst    *CheckLog
-	parent *captureHandler
-	attrs  []slog.Attr
-	group  string
-}
-
-func (h *captureHandler) Enabled(ctx context.Context, level slog.Level) bool {
-	return level >= slog.LevelDebug || h.main.Enabled(ctx, level)
-}
-
-func (h *captureHandler) Handle(ctx context.Context, r slog.Record) error {
-	if r.Level >= slog.LevelDebug {
-		h.dst.add(h, r.Clone())
-	}
-	if h.main.Enabled(ctx, r.Level) {
-		if err := h.main.Handle(ctx, r); err != nil {
-			return fmt.Errorf("engine log: %w", err)
-		}
-	}
-	return nil
-}
-
-func (h *captureHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
-	if len(attrs) == 0 {
-		return h
-	}
-	return &captureHandler{main: h.main.WithAttrs(attrs), dst: h.dst, parent: h, attrs: attrs}
-}
-
-func (h *captureHandler) WithGroup(name string) slog.Handler {
-	if name == "" {
-		return h
-	}
-	return &captureHandler{main: h.main.WithGroup(name), dst: h.dst, parent: h, group: name}
-}
-
-// log is slog.Logger.Log for the engine's own lines, without the cost of
-// finding the caller when only the check's log, which does not show it,
-// takes the record.
-func (h *captureHandler) log(ctx context.Context, level slog.Level, msg string, args ...any) {
-	var pc uintptr
-	if h.main.Enabled(ctx, level) {
-		var pcs [1]uintptr
-		runtime.Callers(2, pcs[:])
-		pc = pcs[0]
-	}
-	r := slog.NewRecord(time.Now(), level, msg, pc)
-	r.Add(args...)
-	_ = h.Handle(ctx, r)
 }
 
 func safeCheck(ctx context.Context, c Checker, t Target, logger *slog.Logger) (v Verdict) {

@@ -91,15 +91,41 @@ func newTestEngine(t *testing.T, entries ...Entry) *Engine {
 	return e
 }
 
-// testReasons is the reason set of every test entry, every reason there
-// is: the framework emits whatever set an entry declares; the providers'
-// own sets live in their packages.
-func testReasons() []Reason {
-	return HTTPReasons(ReasonAPIDisabled,
-		ReasonSSHMaterialInvalid, ReasonSSHAuthFailed, ReasonSSHHandshakeFailed,
-		ReasonHostKeyUnknown, ReasonHostKeyMismatch, ReasonLibvirtSocketUnavailable,
-		ReasonLibvirtConnectFailed, ReasonLibvirtConnectionLost, ReasonPoolMissing,
-		ReasonPoolInactive, ReasonPoolBuilding, ReasonPoolDegraded, ReasonPoolInaccessible)
+// The kinds and reasons of the test entries: names the real kinds use,
+// declared here because the framework names no provider.
+const (
+	ProviderKubernetes = "kubernetes"
+	ProviderGCP        = "gcp"
+	ProviderKVM        = "kvm"
+
+	ReasonAPIDisabled              Reason = "APIDisabled"
+	ReasonSSHMaterialInvalid       Reason = "SSHMaterialInvalid"
+	ReasonSSHAuthFailed            Reason = "SSHAuthFailed"
+	ReasonSSHHandshakeFailed       Reason = "SSHHandshakeFailed"
+	ReasonHostKeyUnknown           Reason = "HostKeyUnknown"
+	ReasonHostKeyMismatch          Reason = "HostKeyMismatch"
+	ReasonLibvirtSocketUnavailable Reason = "LibvirtSocketUnavailable"
+	ReasonLibvirtConnectFailed     Reason = "LibvirtConnectFailed"
+	ReasonLibvirtConnectionLost    Reason = "LibvirtConnectionLost"
+	ReasonPoolMissing              Reason = "PoolMissing"
+	ReasonPoolInactive             Reason = "PoolInactive"
+	ReasonPoolBuilding             Reason = "PoolBuilding"
+	ReasonPoolDegraded             Reason = "PoolDegraded"
+	ReasonPoolInaccessible         Reason = "PoolInaccessible"
+)
+
+// testReasons is the reason set of every test entry, every reason the
+// real kinds have, with their up flags: the framework emits whatever set
+// an entry declares; the providers' own sets live in their packages.
+func testReasons() ReasonSet {
+	return HTTPReasons(ReasonDef{ReasonAPIDisabled, true},
+		ReasonDef{ReasonSSHMaterialInvalid, false}, ReasonDef{ReasonSSHAuthFailed, false},
+		ReasonDef{ReasonSSHHandshakeFailed, false}, ReasonDef{ReasonHostKeyUnknown, false},
+		ReasonDef{ReasonHostKeyMismatch, false}, ReasonDef{ReasonLibvirtSocketUnavailable, false},
+		ReasonDef{ReasonLibvirtConnectFailed, true}, ReasonDef{ReasonLibvirtConnectionLost, false},
+		ReasonDef{ReasonPoolMissing, true}, ReasonDef{ReasonPoolInactive, true},
+		ReasonDef{ReasonPoolBuilding, true}, ReasonDef{ReasonPoolDegraded, true},
+		ReasonDef{ReasonPoolInaccessible, true})
 }
 
 func entry(kind, name string, c Checker) Entry {
@@ -153,9 +179,9 @@ func TestRunVerdicts(t *testing.T) {
 				t.Fatal(err)
 			}
 			got := res[0].Targets[0]
-			if got.Reason != tc.reason || got.Reason.Up() != tc.wantUp || got.Reason.Ready() != tc.wantReady {
+			if got.Reason != tc.reason || res[0].Reasons.Up(got.Reason) != tc.wantUp || got.Reason.Ready() != tc.wantReady {
 				t.Errorf("got %s up=%v ready=%v, want %s up=%v ready=%v",
-					got.Reason, got.Reason.Up(), got.Reason.Ready(), tc.reason, tc.wantUp, tc.wantReady)
+					got.Reason, res[0].Reasons.Up(got.Reason), got.Reason.Ready(), tc.reason, tc.wantUp, tc.wantReady)
 			}
 			assertOneReason(t, res, tc.reason)
 		})
@@ -190,7 +216,7 @@ func assertOneReason(t *testing.T, res []ProviderResult, want Reason) {
 		if ones != 1 {
 			t.Errorf("%d reasons are 1, want exactly one", ones)
 		}
-		for _, r := range res[0].Reasons {
+		for _, r := range res[0].Reasons.Reasons() {
 			if !seen[string(r)] {
 				t.Errorf("reason %q missing from the state set", r)
 			}
@@ -1017,4 +1043,35 @@ func TestCloseIsBounded(t *testing.T) {
 			t.Error("the other checker was not closed")
 		}
 	})
+}
+
+// TestLoadRefusesIncompleteReasonSet: the engine itself reports Ready,
+// Timeout and Unknown, so a set without one of them would export a state
+// set with every series at 0; Load refuses it and says what is missing.
+func TestLoadRefusesIncompleteReasonSet(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		set  ReasonSet
+		want string
+	}{
+		{ReasonSet{{ReasonReady, true}, {ReasonTimeout, false}}, "reason set lacks Unknown"},
+		{ReasonSet{{ReasonReady, true}, {ReasonUnknown, false}}, "reason set lacks Timeout"},
+		{ReasonSet{{ReasonTimeout, false}, {ReasonUnknown, false}}, "reason set lacks Ready"},
+		{ReasonSet{{ReasonReady, false}, {ReasonTimeout, false}, {ReasonUnknown, false}}, "reason Ready must have up=true"},
+		{append(testReasons(), ReasonDef{ReasonReady, true}), `reason "Ready" is in the set twice`},
+		{append(testReasons(), ReasonDef{"Not ready", false}), `reason "Not ready" is not a CamelCase word`},
+	} {
+		e := NewEngine(slog.New(slog.DiscardHandler))
+		en := entry("toy", "t1", &testChecker{targets: one("x")})
+		en.Reasons = tc.set
+		err := e.Load([]Entry{en})
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), `toy "t1": `) {
+			t.Errorf("Load with %v: %v, want an error with %q", tc.set.Reasons(), err, tc.want)
+		}
+		e.Close()
+	}
+	e := newTestEngine(t, entry("toy", "t1", &testChecker{targets: one("x")}))
+	if _, err := e.Run(context.Background(), Request{}); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -13,7 +13,7 @@ import (
 )
 
 // MaxBodyBytes is the most the exporter reads of one response body from a
-// provider's HTTP API or a token endpoint (README: "What the exporter bounds"). A check needs
+// provider's HTTP API or a token endpoint (docs/security.md: "What the exporter bounds"). A check needs
 // a few KB (one page of one item); the largest object a limit=1 list can
 // hold is a Pod near etcd's 1.5 MiB request limit, with its envelope.
 const MaxBodyBytes = 4 << 20
@@ -65,10 +65,21 @@ func (t *boundedTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 // transport below (client-go's utilnet).
 func (t *boundedTransport) WrappedRoundTripper() http.RoundTripper { return t.next }
 
-// CloseIdleConnections closes the idle connections of the transport below.
+// CloseIdleConnections closes the idle connections of the first transport
+// below that has any: client-go wraps its transport in one without the
+// method (its connection tracker), and closing stops at the first wrapper
+// that lacks it, so it would keep every apiserver connection for good.
 func (t *boundedTransport) CloseIdleConnections() {
-	if c, ok := t.next.(interface{ CloseIdleConnections() }); ok {
-		c.CloseIdleConnections()
+	for rt := t.next; rt != nil; {
+		if c, ok := rt.(interface{ CloseIdleConnections() }); ok {
+			c.CloseIdleConnections()
+			return
+		}
+		w, ok := rt.(interface{ WrappedRoundTripper() http.RoundTripper })
+		if !ok {
+			return
+		}
+		rt = w.WrappedRoundTripper()
 	}
 }
 
@@ -99,12 +110,28 @@ func (b *limitedBody) Read(p []byte) (int, error) {
 
 func (b *limitedBody) Close() error { return b.rc.Close() }
 
+// HTTPReasons is the reason set of a kind behind an HTTP API, with the
+// kind's own extra reasons (a cloud API's APIDisabled) before the HTTP status
+// reasons. The HTTP status reasons are up: the API answered.
+func HTTPReasons(extra ...ReasonDef) ReasonSet {
+	out := BaseReasons()
+	out = append(out, ReasonSet{
+		{ReasonTLSError, false}, {ReasonCredentialsUnavailable, false},
+		{ReasonUnauthorized, true}, {ReasonForbidden, true},
+	}...)
+	out = append(out, extra...)
+	return append(out, ReasonSet{
+		{ReasonNotFound, true}, {ReasonInvalidRequest, true}, {ReasonRateLimited, true},
+		{ReasonServerError, true}, {ReasonBadResponse, true}, UnknownReason(),
+	}...)
+}
+
 // ClassifyTransport classifies what went wrong below the HTTP status of an
 // API call: the shared part of every HTTP provider's classification
-// (README: "What the exporter bounds"), with one answer per case. ok is false for an
+// (docs/security.md: "What the exporter bounds"), with one answer per case. ok is false for an
 // error it does not recognise, which the provider classifies further.
 //
-//   - the context ended, or a step's own timeout (TLS handshake, dial)
+//   - the context ended, or a step's own timeout (TLS handshake, TCP connect)
 //     fired: Timeout, whatever the error says
 //   - a 3xx answer or a body over MaxBodyBytes: BadResponse
 //   - the name did not resolve: DNSFailed

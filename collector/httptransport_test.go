@@ -57,8 +57,17 @@ func listen(t *testing.T, serve func(net.Conn)) string {
 	return l.Addr().String()
 }
 
+// expired is a context whose deadline has passed though it may not be
+// marked done yet: what a check sees when I/O fails right at its deadline.
+func expired(t *testing.T) context.Context {
+	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	t.Cleanup(cancel)
+	return ctx
+}
+
 // TestClassifyTransport: one answer per transport case, from real
-// failures on loopback.
+// failures on loopback. Past the deadline every failure is Timeout,
+// whatever the error says (docs/configuration.md: "Timeouts").
 func TestClassifyTransport(t *testing.T) {
 	t.Parallel()
 	closed := func() string {
@@ -112,6 +121,14 @@ func TestClassifyTransport(t *testing.T) {
 			tr.ResponseHeaderTimeout = 50 * time.Millisecond
 			c := &http.Client{Transport: BoundedTransport(tr)}
 			return bg, get(bg, t, c, "http://"+silent)
+		}, ReasonTimeout},
+		{"refused after the deadline", func(t *testing.T) (context.Context, error) {
+			err := get(bg, t, boundedClient(), "http://"+closed)
+			return expired(t), err
+		}, ReasonTimeout},
+		{"EOF after the deadline", func(t *testing.T) (context.Context, error) {
+			err := get(bg, t, boundedClient(), "http://"+eof)
+			return expired(t), err
 		}, ReasonTimeout},
 		{"DNS", func(*testing.T) (context.Context, error) {
 			return bg, &net.DNSError{Err: "no such host", Name: "compute.invalid", IsNotFound: true}
@@ -203,4 +220,33 @@ func TestBoundedTransportCapsBodies(t *testing.T) {
 			}
 		})
 	}
+}
+
+// wrapper is a round tripper without CloseIdleConnections that says what
+// it wraps, as client-go's connection tracker does.
+type wrapper struct{ next http.RoundTripper }
+
+func (w wrapper) RoundTrip(r *http.Request) (*http.Response, error) { return w.next.RoundTrip(r) }
+func (w wrapper) WrappedRoundTripper() http.RoundTripper            { return w.next }
+
+type closeCounter struct {
+	http.RoundTripper
+	closed int
+}
+
+func (c *closeCounter) CloseIdleConnections() { c.closed++ }
+
+// TestCloseIdleConnectionsReachesThroughWrappers: closing idle connections
+// goes past wrappers that lack the method to the transport that has them;
+// stopping at the first wrapper would keep every connection.
+func TestCloseIdleConnectionsReachesThroughWrappers(t *testing.T) {
+	t.Parallel()
+	inner := &closeCounter{}
+	rt := BoundedTransport(wrapper{wrapper{inner}})
+	rt.(interface{ CloseIdleConnections() }).CloseIdleConnections()
+	if inner.closed != 1 {
+		t.Errorf("the innermost transport's idle connections were closed %d times, want 1", inner.closed)
+	}
+	// Nothing below with the method: nothing to do, and no panic.
+	BoundedTransport(wrapper{http.NewFileTransport(http.Dir("."))}).(interface{ CloseIdleConnections() }).CloseIdleConnections()
 }

@@ -1,87 +1,122 @@
 package collector
 
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
 // Reason says in one bounded CamelCase word why a target is or is not ready.
-// Each provider has a closed set (README: "Reasons"); every reason of the set is
-// exported on every scrape as a state set, so the set must never grow at run
-// time.
+// Each provider kind has a closed set (docs/metrics.md: "Reasons"); every reason of
+// the set is exported on every scrape as a state set, so the set must never
+// grow at run time.
 type Reason string
 
-// The reasons of the README's "Reasons".
+// The shared vocabulary of docs/metrics.md's "Reasons": what any kind may say.
+// A kind's own reasons (the states of a host's storage, a cloud API
+// being disabled) are declared in its package.
 const (
-	ReasonReady                    Reason = "Ready"
-	ReasonTimeout                  Reason = "Timeout"
-	ReasonUnreachable              Reason = "Unreachable"
-	ReasonDNSFailed                Reason = "DNSFailed"
-	ReasonTLSError                 Reason = "TLSError"
-	ReasonCredentialsUnavailable   Reason = "CredentialsUnavailable"
-	ReasonUnauthorized             Reason = "Unauthorized"
-	ReasonForbidden                Reason = "Forbidden"
-	ReasonAPIDisabled              Reason = "APIDisabled"
-	ReasonNotFound                 Reason = "NotFound"
-	ReasonInvalidRequest           Reason = "InvalidRequest"
-	ReasonRateLimited              Reason = "RateLimited"
-	ReasonServerError              Reason = "ServerError"
-	ReasonBadResponse              Reason = "BadResponse"
-	ReasonSSHMaterialInvalid       Reason = "SSHMaterialInvalid"
-	ReasonSSHAuthFailed            Reason = "SSHAuthFailed"
-	ReasonSSHHandshakeFailed       Reason = "SSHHandshakeFailed"
-	ReasonHostKeyUnknown           Reason = "HostKeyUnknown"
-	ReasonHostKeyMismatch          Reason = "HostKeyMismatch"
-	ReasonLibvirtSocketUnavailable Reason = "LibvirtSocketUnavailable"
-	ReasonLibvirtConnectFailed     Reason = "LibvirtConnectFailed"
-	ReasonLibvirtConnectionLost    Reason = "LibvirtConnectionLost"
-	ReasonPoolMissing              Reason = "PoolMissing"
-	ReasonPoolInactive             Reason = "PoolInactive"
-	ReasonPoolBuilding             Reason = "PoolBuilding"
-	ReasonPoolDegraded             Reason = "PoolDegraded"
-	ReasonPoolInaccessible         Reason = "PoolInaccessible"
-	ReasonUnknown                  Reason = "Unknown"
+	ReasonReady                  Reason = "Ready"
+	ReasonTimeout                Reason = "Timeout"
+	ReasonUnreachable            Reason = "Unreachable"
+	ReasonDNSFailed              Reason = "DNSFailed"
+	ReasonTLSError               Reason = "TLSError"
+	ReasonCredentialsUnavailable Reason = "CredentialsUnavailable"
+	ReasonUnauthorized           Reason = "Unauthorized"
+	ReasonForbidden              Reason = "Forbidden"
+	ReasonNotFound               Reason = "NotFound"
+	ReasonInvalidRequest         Reason = "InvalidRequest"
+	ReasonRateLimited            Reason = "RateLimited"
+	ReasonServerError            Reason = "ServerError"
+	ReasonBadResponse            Reason = "BadResponse"
+	ReasonUnknown                Reason = "Unknown"
 )
-
-// Provider kinds, used as the provider label.
-const (
-	ProviderKubernetes = "kubernetes"
-	ProviderGCP        = "gcp"
-	ProviderKVM        = "kvm"
-)
-
-// up tells whether a reason means the provider's API answered at its own
-// protocol level (README: "Metrics", "Reasons"): an HTTP status from the API, a libvirt reply.
-var up = map[Reason]bool{
-	ReasonReady:                true,
-	ReasonUnauthorized:         true,
-	ReasonForbidden:            true,
-	ReasonAPIDisabled:          true,
-	ReasonNotFound:             true,
-	ReasonInvalidRequest:       true,
-	ReasonRateLimited:          true,
-	ReasonServerError:          true,
-	ReasonBadResponse:          true,
-	ReasonLibvirtConnectFailed: true,
-	ReasonPoolMissing:          true,
-	ReasonPoolInactive:         true,
-	ReasonPoolBuilding:         true,
-	ReasonPoolDegraded:         true,
-	ReasonPoolInaccessible:     true,
-}
-
-// Up reports whether the provider's API answered when the verdict is r.
-func (r Reason) Up() bool { return up[r] }
 
 // Ready reports whether the provider can host proxies when the verdict is r.
 func (r Reason) Ready() bool { return r == ReasonReady }
 
-// HTTPReasons is the reason set of a provider behind an HTTP API, with
-// the provider's own extra reasons (gcp: APIDisabled) before the HTTP
-// status reasons. Each provider package declares its set (README:
-// "Reasons"); the framework only emits what the entry says.
-func HTTPReasons(extra ...Reason) []Reason {
-	out := []Reason{
-		ReasonReady, ReasonTimeout, ReasonUnreachable, ReasonDNSFailed, ReasonTLSError,
-		ReasonCredentialsUnavailable, ReasonUnauthorized, ReasonForbidden,
-	}
-	out = append(out, extra...)
-	return append(out,
-		ReasonNotFound, ReasonInvalidRequest, ReasonRateLimited, ReasonServerError,
-		ReasonBadResponse, ReasonUnknown)
+// ReasonDef is one reason of a kind's set. Up tells whether the reason
+// means the provider's API answered at its own protocol level (docs/metrics.md:
+// "Metrics", "Reasons"): an HTTP status from the API, a reply of the
+// host's management daemon. It is the value of provider_health_up.
+type ReasonDef struct {
+	Reason Reason
+	Up     bool
 }
+
+// ReasonSet is a kind's closed reason set, in the order the kind documents
+// it. It is the only place a reason's up flag is decided.
+type ReasonSet []ReasonDef
+
+// Up reports whether the provider's API answered when the verdict is r; a
+// reason outside the set is not up.
+func (s ReasonSet) Up(r Reason) bool {
+	for _, d := range s {
+		if d.Reason == r {
+			return d.Up
+		}
+	}
+	return false
+}
+
+// Contains reports whether r is in the set.
+func (s ReasonSet) Contains(r Reason) bool {
+	for _, d := range s {
+		if d.Reason == r {
+			return true
+		}
+	}
+	return false
+}
+
+// Reasons lists the reasons of the set in its order.
+func (s ReasonSet) Reasons() []Reason {
+	out := make([]Reason, len(s))
+	for i, d := range s {
+		out[i] = d.Reason
+	}
+	return out
+}
+
+// Validate checks the contract between a set and the engine: the engine
+// makes up Timeout (a check that outlived its deadline) and Unknown (a
+// panic, a reason outside the set), and Ready is what ready means, so every
+// set has these three, Ready up and the other two not; a reason appears
+// once and is a CamelCase word, since it becomes a label value.
+func (s ReasonSet) Validate() error {
+	seen := make(map[Reason]bool, len(s))
+	var errs []error
+	for _, d := range s {
+		if d.Reason == "" || strings.ContainsFunc(string(d.Reason), func(c rune) bool {
+			return (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (c < '0' || c > '9')
+		}) {
+			errs = append(errs, fmt.Errorf("reason %q is not a CamelCase word", d.Reason))
+		}
+		if seen[d.Reason] {
+			errs = append(errs, fmt.Errorf("reason %q is in the set twice", d.Reason))
+		}
+		seen[d.Reason] = true
+	}
+	for _, must := range []ReasonDef{{ReasonReady, true}, {ReasonTimeout, false}, {ReasonUnknown, false}} {
+		switch {
+		case !seen[must.Reason]:
+			errs = append(errs, fmt.Errorf("reason set lacks %s, which the engine itself reports", must.Reason))
+		case s.Up(must.Reason) != must.Up:
+			errs = append(errs, fmt.Errorf("reason %s must have up=%v", must.Reason, must.Up))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// BaseReasons is the start of every kind's set: Ready, Timeout,
+// Unreachable, DNSFailed. A kind appends its own reasons and ends with
+// UnknownReason.
+func BaseReasons() ReasonSet {
+	return ReasonSet{
+		{ReasonReady, true}, {ReasonTimeout, false}, {ReasonUnreachable, false},
+		{ReasonDNSFailed, false},
+	}
+}
+
+// UnknownReason ends every kind's set.
+func UnknownReason() ReasonDef { return ReasonDef{ReasonUnknown, false} }

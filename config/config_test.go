@@ -41,6 +41,13 @@ func TestLoadInvalid(t *testing.T) {
 		"invalid-empty-pool.yml":                 `kvm[0] "lab": pool: must not be empty`,
 		"invalid-zero-timeout.yml":               `kubernetes[0] "prod": timeout: must be positive, got 0s`,
 		"invalid-zero-dial-timeout.yml":          `kvm[0] "lab": dial_timeout: must be positive, got 0s`,
+		// Errors in several sections: each is attributed to its own entry.
+		"invalid-unknown-keys-in-two-sections.yml": `line 4: gcp[0] "g1": unknown field "bogus1"; line 8: kvm[0] "lab": unknown field "bogus2"`,
+		"invalid-errors-in-three-sections.yml": `line 2: defaults: timeout: "10 parsecs" is not a valid duration (examples: 500ms, 10s, 1m30s); ` +
+			"line 5: kubernetes[0] \"prod\": label_selector: cannot unmarshal !!seq into string; " +
+			`line 11: gcp[1] "g2": unknown field "filters"; ` +
+			`line 17: kvm[0] "lab": hosts[0]: unknown field "port"; ` +
+			"line 14: kvm[0] \"lab\": max_concurrent_dials: cannot unmarshal !!str `many` into int",
 	} {
 		t.Run(file, func(t *testing.T) {
 			t.Parallel()
@@ -224,5 +231,44 @@ func TestFilesThatWouldHang(t *testing.T) {
 				t.Fatalf("Load = %v, want an error containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// nestedEntry is the entry of a kind with a nested mapping and a list of
+// them, to show that the loader is strict at every depth for any kind.
+type nestedEntry struct {
+	Name string `yaml:"name"`
+	Auth struct {
+		User string `yaml:"user"`
+	} `yaml:"auth"`
+	Paths []struct {
+		Path string `yaml:"path"`
+	} `yaml:"paths"`
+	Check `yaml:",inline"`
+}
+
+func (e *nestedEntry) EntryName() string          { return e.Name }
+func (e *nestedEntry) ResolvePaths(func(*string)) {}
+func (e *nestedEntry) Validate(string) error      { return nil }
+func (e *nestedEntry) TargetCount() int           { return len(e.Paths) }
+
+func TestSectionOfAnotherKindIsStrict(t *testing.T) {
+	t.Parallel()
+	sections := append(Builtin(), Section{Kind: "toy", New: func() Entry { return &nestedEntry{} }})
+	data := "toy:\n  - name: a\n    auth:\n      user: u\n      password: p\n    paths:\n      - path: /x\n        mode: 1\n    timeout: 1s\n"
+	_, err := parse([]byte(data), "", sections)
+	want := `line 5: toy[0] "a": auth: unknown field "password"; line 8: toy[0] "a": paths[0]: unknown field "mode"`
+	if err == nil || err.Error() != want {
+		t.Fatalf("parse = %v\nwant %s", err, want)
+	}
+	cfg, err := parse([]byte("toy:\n  - name: a\n    auth: {user: u}\n    paths: [{path: /x}, {path: /y}]\n"), "", sections)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Summary(); got != "0 kubernetes, 0 gcp, 0 kvm (0 hosts), 1 toy: 2 targets" {
+		t.Errorf("summary %q", got)
+	}
+	if e := cfg.Entries("toy")[0].(*nestedEntry); e.Auth.User != "u" || *e.Timeout != DefaultTimeout {
+		t.Errorf("decoded %+v", e)
 	}
 }

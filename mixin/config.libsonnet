@@ -32,7 +32,7 @@
     // connection to a host keeps breaking.
     kvmReconnectsPerHour: 6,
 
-    // Reasons (README: "Reasons") that waiting does not fix: a human has to change a
+    // Reasons (docs/metrics.md: "Reasons") that waiting does not fix: a human has to change a
     // credential, a key, an API setting, a filter or a pool. They raise
     // ProviderActionRequired on top of ProviderNotReady.
     actionRequiredReasons: [

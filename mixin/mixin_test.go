@@ -6,7 +6,7 @@
 
 // Package mixin_test checks the generated mixin files: every PromQL
 // expression of the alerts and dashboards parses (through promtool) and names
-// only metrics of the README's "Metrics" and their labels, every dashboard is well formed,
+// only metrics of docs/metrics.md's "Metrics" and their labels, every dashboard is well formed,
 // every alert carries its severity, annotations, runbook section and promtool
 // test cases, and those test cases fail when a rule is broken.
 package mixin_test
@@ -93,7 +93,7 @@ func TestGoldenMetricsRead(t *testing.T) {
 	}
 }
 
-// specAlerts are the alert names the README's "Monitoring mixin" fixes.
+// specAlerts are the alert names docs/alerts.md's "Monitoring mixin: alerts and dashboard" fixes.
 var specAlerts = []string{
 	"ProviderHealthExporterDown",
 	"ProviderNotReady",
@@ -442,7 +442,7 @@ func TestMatcherProblems(t *testing.T) {
 }
 
 // TestExpressionsNameSpecMetrics: every expression selects at least one
-// metric, only metrics of the README's "Metrics", and matches only labels they have.
+// metric, only metrics of docs/metrics.md's "Metrics", and matches only labels they have.
 func TestExpressionsNameSpecMetrics(t *testing.T) {
 	qs := allQueries(t)
 	if len(qs) < 10 {
@@ -462,7 +462,7 @@ func TestExpressionsNameSpecMetrics(t *testing.T) {
 		}
 		for _, n := range names {
 			if _, ok := specMetrics[n]; !ok {
-				t.Errorf("%s: %q is not a metric of the README's Metrics section (in %q)", q.where, n, q.expr)
+				t.Errorf("%s: %q is not a metric of docs/metrics.md, section Metrics (in %q)", q.where, n, q.expr)
 			}
 		}
 	}
@@ -519,7 +519,7 @@ func overlap(a, b gridPos) bool {
 
 // TestDashboardStructure checks what Grafana does not: unique panel ids,
 // panels inside the 24-column grid and not overlapping, a data source and a
-// query on every panel, and the variables the README documents.
+// query on every panel, and the variables docs/alerts.md: "Import the dashboard into Grafana" documents.
 func TestDashboardStructure(t *testing.T) {
 	uids := map[string]string{}
 	for f, d := range loadDashboards(t) {
@@ -687,7 +687,7 @@ func runbookSections(t *testing.T) map[string][]string {
 	return out
 }
 
-// TestAlerts: the README's alerts exist; every alert has a severity, a summary,
+// TestAlerts: the alerts of docs/alerts.md: "Alerts" exist; every alert has a severity, a summary,
 // a description and a runbook_url whose anchor is a runbook section with
 // meaning, impact, diagnosis and mitigation; and promtool test cases both
 // fire it and keep it quiet.
@@ -702,7 +702,7 @@ func TestAlerts(t *testing.T) {
 	}
 	for _, name := range specAlerts {
 		if _, ok := byName[name]; !ok {
-			t.Errorf("alert %s of the README's Monitoring mixin section is missing", name)
+			t.Errorf("alert %s of docs/alerts.md, section Alerts, is missing", name)
 		}
 	}
 	sections := runbookSections(t)

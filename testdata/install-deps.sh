@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the demo and the tests need on Debian 12, as root: the real
-# components (sshd, libvirtd, etcd, Prometheus, Alertmanager) from Debian's
-# packages, the users and groups libvirtd insists on, and the pinned Go tools.
+# components (sshd, libvirtd, etcd, Prometheus, Alertmanager, Chromium) from
+# Debian's packages, the users and groups libvirtd insists on, and the pinned
+# Go tools.
 # A no-op when everything is there already.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,6 +15,7 @@ packages=(
   libvirt-daemon libvirt-clients libvirt-daemon-driver-qemu     # kvm: real libvirtd
   etcd-server                                                   # kubernetes: etcd for kube-apiserver
   prometheus prometheus-alertmanager                            # promtool, amtool, end-to-end test
+  chromium                                                      # the status page in a real browser
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -7,11 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -134,9 +134,8 @@ func TestWebConfigCoversEveryPathAndSIGHUPReloads(t *testing.T) {
 	}
 	writeFile(t, cfgPath, "kvm:\n"+kvmEntry("lab"))
 
-	addr := freeAddr(t)
-	var logs bytes.Buffer
-	cmd, exited := startExporter(t, dir, &logs, "--config.file="+cfgPath, "--web.listen-address="+addr, "--web.config.file="+webConfig)
+	var logs syncBuffer
+	cmd, exited, addr := startExporter(t, dir, &logs, "--config.file="+cfgPath, "--web.config.file="+webConfig)
 
 	client := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	base := "https://" + addr
@@ -220,11 +219,15 @@ func TestStartFailsOnBadConfig(t *testing.T) {
 
 // startExporter starts the binary with args, HOME in dir and Google's
 // metadata server on loopback, its output in out; it is killed at the end of
-// the test. exited receives Wait's result once.
-func startExporter(t *testing.T, dir string, out io.Writer, args ...string) (cmd *exec.Cmd, exited chan error) {
+// the test. It listens on 127.0.0.1:0, a port the kernel picks when it
+// binds, and addr is read back from its log: a port found free by the test
+// and handed over could be taken by anyone in between. exited receives
+// Wait's result once.
+func startExporter(t *testing.T, dir string, out io.Writer, args ...string) (cmd *exec.Cmd, exited chan error, addr string) {
 	t.Helper()
-	cmd = exec.Command(binary(t), args...)
-	cmd.Stdout, cmd.Stderr = out, out
+	w := &listenWatcher{out: out, found: make(chan string, 1)}
+	cmd = exec.Command(binary(t), append(args, "--web.listen-address=127.0.0.1:0")...)
+	cmd.Stdout, cmd.Stderr = w, w
 	cmd.Env = append(os.Environ(), "HOME="+dir, "GCE_METADATA_HOST=127.0.0.1:1")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -235,7 +238,57 @@ func startExporter(t *testing.T, dir string, out io.Writer, args ...string) (cmd
 		_ = cmd.Process.Kill()
 		<-exited
 	})
-	return cmd, exited
+	select {
+	case addr = <-w.found:
+	case err := <-exited:
+		exited <- err
+		t.Fatalf("the exporter exited before it listened: %v; log:\n%s", err, w.String())
+	case <-time.After(2 * time.Minute):
+		// A guard against a hang, not a measure of speed.
+		t.Fatalf("the exporter did not log its listening address; log:\n%s", w.String())
+	}
+	return cmd, exited, addr
+}
+
+// listeningRE finds the address in the "Listening on" record the
+// exporter-toolkit logs once its listener is bound (logfmt or JSON).
+var listeningRE = regexp.MustCompile(`"?msg"?[=:]"Listening on",? ?"?address"?[=:]"?([^"\s]+)`)
+
+// listenWatcher passes the process's output on to out and hands the
+// address of the first "Listening on" record to found.
+type listenWatcher struct {
+	out   io.Writer
+	found chan string
+
+	mu   sync.Mutex
+	line []byte // the unfinished line; nil once the address is found
+	done bool
+	all  bytes.Buffer
+}
+
+func (w *listenWatcher) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	w.all.Write(p)
+	if !w.done {
+		w.line = append(w.line, p...)
+		for i := bytes.IndexByte(w.line, '\n'); i >= 0 && !w.done; i = bytes.IndexByte(w.line, '\n') {
+			if m := listeningRE.FindSubmatch(w.line[:i]); m != nil {
+				w.found <- string(m[1])
+				w.done, w.line = true, nil
+				break
+			}
+			w.line = w.line[i+1:]
+		}
+	}
+	w.mu.Unlock()
+	return w.out.Write(p)
+}
+
+// String is everything the process wrote, for a failure's message.
+func (w *listenWatcher) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.all.String()
 }
 
 func writeFile(t *testing.T, path, body string) {
@@ -245,17 +298,7 @@ func writeFile(t *testing.T, path, body string) {
 	}
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
-func waitUntil(t *testing.T, limit time.Duration, cond func() bool, logs *bytes.Buffer) {
+func waitUntil(t *testing.T, limit time.Duration, cond func() bool, logs fmt.Stringer) {
 	t.Helper()
 	deadline := time.Now().Add(limit)
 	for !cond() {

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"compress/gzip"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -24,9 +26,12 @@ import (
 	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
-	"go.uber.org/goleak"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/collector/gcp"
+	"github.com/egress-proxies/provider_health_exporter/collector/kubernetes"
 	"github.com/egress-proxies/provider_health_exporter/collector/kvm"
 	"github.com/egress-proxies/provider_health_exporter/config"
 )
@@ -66,15 +71,15 @@ func fakeEntries(behaviours map[string]func(context.Context, *slog.Logger, strin
 			}
 			var targets []collector.Target
 			switch es[i].Kind {
-			case collector.ProviderKubernetes:
+			case kubernetes.Name:
 				targets = []collector.Target{{Name: "apiserver", Address: "https://127.0.0.1:6443"}}
-			case collector.ProviderGCP:
+			case gcp.Name:
 				for _, g := range cfg.GCP {
 					if g.Name == es[i].Name {
 						targets = []collector.Target{{Name: "compute", Address: "projects/" + g.Project}}
 					}
 				}
-			case collector.ProviderKVM:
+			case kvm.Name:
 				for _, v := range cfg.KVM {
 					if v.Name == es[i].Name {
 						for _, h := range v.Hosts {
@@ -147,6 +152,25 @@ func newTestExporterWith(t testing.TB, dir, body string, behaviours map[string]f
 	return x, srv, path
 }
 
+// newBubbleExporter is an exporter for a synctest bubble, with the
+// fake checkers of behaviours: it has no HTTP server (a goroutine waiting
+// on the network is not durably blocked, so fake time would not advance);
+// the test serves x.handler() itself and closes x.engine.
+func newBubbleExporter(t *testing.T, behaviours map[string]func(context.Context, *slog.Logger, string) collector.Verdict) *exporter {
+	t.Helper()
+	x := newExporter(exporterOptions{
+		logger:      slog.New(slog.DiscardHandler),
+		configFile:  writeConfig(t, t.TempDir(), baseConfig),
+		entries:     fakeEntries(behaviours),
+		offset:      500 * time.Millisecond,
+		metricsPath: "/metrics",
+	})
+	if err := x.reload(); err != nil {
+		t.Fatal(err)
+	}
+	return x
+}
+
 func get(t *testing.T, client *http.Client, url string, header map[string]string) (int, string) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, url, nil)
@@ -168,34 +192,50 @@ func get(t *testing.T, client *http.Client, url string, header map[string]string
 	return resp.StatusCode, string(b)
 }
 
+// TestScrapeAnswersBeforeScrapeTimeoutWhenACheckerHangs: a checker that
+// ignores its context does not hold the answer past Prometheus' scrape
+// timeout; its target reads Timeout and the others keep their verdicts. In
+// a synctest bubble, so the time measured is the exporter's own waiting, not
+// how fast a loaded machine runs it.
 func TestScrapeAnswersBeforeScrapeTimeoutWhenACheckerHangs(t *testing.T) {
 	t.Parallel()
-	release := make(chan struct{})
-	t.Cleanup(func() { close(release) })
-	_, srv, _ := newTestExporter(t, baseConfig, map[string]func(context.Context, *slog.Logger, string) collector.Verdict{
-		"crawl-prod": func(context.Context, *slog.Logger, string) collector.Verdict {
-			<-release // never returns during the scrape, ignoring its context
-			return collector.Verdict{Reason: collector.ReasonReady}
-		},
-	}, 0)
-	// Prometheus gives up after its scrape timeout: so does this client.
-	client := &http.Client{Timeout: time.Second}
-	code, body := get(t, client, srv.URL+"/metrics", map[string]string{collector.ScrapeTimeoutHeader: "1"})
-	if code != http.StatusOK {
-		t.Fatalf("status %d: %s", code, body)
-	}
-	for _, want := range []string{
-		`provider_health_reason{name="crawl-prod",provider="gcp",reason="Timeout",target="compute"} 1`,
-		`provider_health_check_timeout_seconds{name="crawl-prod",provider="gcp"} 0.5`,
-		`provider_health_ready{name="prod-cluster",provider="kubernetes",target="apiserver"} 1`,
-		`provider_health_ready{name="lab",provider="kvm",target="nuc"} 1`,
-		`provider_health_exporter_build_info{`,
-		`go_goroutines `,
-	} {
-		if !strings.Contains(body, want) {
-			t.Errorf("metrics lack %s", want)
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		x := newBubbleExporter(t, map[string]func(context.Context, *slog.Logger, string) collector.Verdict{
+			"crawl-prod": func(context.Context, *slog.Logger, string) collector.Verdict {
+				<-release // never returns during the scrape, ignoring its context
+				return collector.Verdict{Reason: collector.ReasonReady}
+			},
+		})
+		defer x.engine.Close()
+		defer close(release)
+		// Prometheus gives up after its scrape timeout, the header's 1 s.
+		const scrapeTimeout = time.Second
+		r := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+		r.Header.Set(collector.ScrapeTimeoutHeader, "1")
+		w := httptest.NewRecorder()
+		begin := time.Now()
+		x.handler().ServeHTTP(w, r)
+		if took := time.Since(begin); took >= scrapeTimeout {
+			t.Errorf("answered after %v, want it within the scrape timeout of %v", took, scrapeTimeout)
 		}
-	}
+		body := w.Body.String()
+		if w.Code != http.StatusOK {
+			t.Fatalf("status %d: %s", w.Code, body)
+		}
+		for _, want := range []string{
+			`provider_health_reason{name="crawl-prod",provider="gcp",reason="Timeout",target="compute"} 1`,
+			`provider_health_check_timeout_seconds{name="crawl-prod",provider="gcp"} 0.5`,
+			`provider_health_ready{name="prod-cluster",provider="kubernetes",target="apiserver"} 1`,
+			`provider_health_ready{name="lab",provider="kvm",target="nuc"} 1`,
+			`provider_health_exporter_build_info{`,
+			`go_goroutines `,
+		} {
+			if !strings.Contains(body, want) {
+				t.Errorf("metrics lack %s", want)
+			}
+		}
+	})
 }
 
 func TestBadScrapeTimeoutHeader(t *testing.T) {
@@ -213,7 +253,7 @@ func TestProbe(t *testing.T) {
 		"lab": func(_ context.Context, logger *slog.Logger, target string) collector.Verdict {
 			logger.Debug("fake check ran")
 			if target == "nuc" {
-				return collector.Verdict{Reason: collector.ReasonHostKeyMismatch, Message: "known_hosts has another key"}
+				return collector.Verdict{Reason: kvm.ReasonHostKeyMismatch, Message: "known_hosts has another key"}
 			}
 			return collector.Verdict{Reason: collector.ReasonReady}
 		},
@@ -276,7 +316,7 @@ func checksTotal(t *testing.T, x *exporter) uint64 {
 func TestStatusJSONAndLandingPage(t *testing.T) {
 	t.Parallel()
 	x, srv, _ := newTestExporter(t, baseConfig, map[string]func(context.Context, *slog.Logger, string) collector.Verdict{
-		"crawl-prod": fixed(collector.ReasonAPIDisabled, "Compute Engine API has not been used in project crawl-prod-123"),
+		"crawl-prod": fixed(gcp.ReasonAPIDisabled, "Compute Engine API has not been used in project crawl-prod-123"),
 	}, 0)
 	decode := func(body string) []statusProvider {
 		t.Helper()
@@ -338,9 +378,9 @@ func TestStatusJSONAndLandingPage(t *testing.T) {
 			}
 		}
 	}
-	if !gcpTarget.Checked || gcpTarget.Reason != collector.ReasonAPIDisabled || !gcpTarget.Up || gcpTarget.Ready ||
+	if !gcpTarget.Checked || gcpTarget.Reason != gcp.ReasonAPIDisabled || !gcpTarget.Up || gcpTarget.Ready ||
 		gcpTarget.Address != "projects/crawl-prod-123" || gcpTarget.LastCheckTime == nil || gcpTarget.LastTransitionTime == nil ||
-		len(gcpTarget.Transitions) != 1 || gcpTarget.Transitions[0].From != "" || gcpTarget.Transitions[0].To != collector.ReasonAPIDisabled {
+		len(gcpTarget.Transitions) != 1 || gcpTarget.Transitions[0].From != "" || gcpTarget.Transitions[0].To != gcp.ReasonAPIDisabled {
 		t.Errorf("gcp target = %+v", gcpTarget)
 	}
 	for _, key := range []string{`"checked": true`, `"up"`, `"ready"`, `"reason"`, `"message"`, `"lastTransitionTime"`,
@@ -483,7 +523,7 @@ func TestGoldenMetrics(t *testing.T) {
 		"crawl-prod": fixed(collector.ReasonRateLimited, "quota"),
 		"lab": func(_ context.Context, _ *slog.Logger, target string) collector.Verdict {
 			if target == "nuc" {
-				return collector.Verdict{Reason: collector.ReasonPoolInactive, Facts: &kvm.Facts{
+				return collector.Verdict{Reason: kvm.ReasonPoolInactive, Facts: &kvm.Facts{
 					User: "proxyops", LibvirtVersion: "9.0.0", Pool: "default", PoolState: "inactive", Connects: 1}}
 			}
 			return collector.Verdict{Reason: collector.ReasonReady, Facts: &kvm.Facts{
@@ -558,36 +598,40 @@ func diffLines(want, got string) string {
 	return b.String()
 }
 
-// TestNoGoroutineLeakAcrossScrapes scrapes many times, some scrapes timing
-// out, and checks that every goroutine the scrapes started has ended.
+// TestNoGoroutineLeakAcrossScrapes scrapes many times at once, some
+// scrapes timing out, and checks that every goroutine the scrapes started
+// has ended: in a synctest bubble, which fails the test if any goroutine
+// started in it is still blocked when the test ends. Time is fake, so the
+// scrapes time out in the same order however slow the machine.
 func TestNoGoroutineLeakAcrossScrapes(t *testing.T) {
-	// Not parallel: goleak looks at every goroutine of the process.
-	ignore := goleak.IgnoreCurrent()
-	x, srv, _ := newTestExporterWith(t, t.TempDir(), baseConfig, map[string]func(context.Context, *slog.Logger, string) collector.Verdict{
-		"crawl-prod": func(ctx context.Context, _ *slog.Logger, _ string) collector.Verdict {
-			<-ctx.Done() // slow, but honours its deadline
-			return collector.Verdict{Reason: collector.ReasonUnreachable}
-		},
-	}, 0)
-	client := &http.Client{Transport: &http.Transport{}}
-	var wg sync.WaitGroup
-	for i := range 30 {
-		wg.Go(func() {
-			path := "/metrics"
-			if i%3 == 0 {
-				path = "/probe?name=lab"
-			}
-			code, _ := get(t, client, srv.URL+path, map[string]string{collector.ScrapeTimeoutHeader: "0.2"})
-			if code != http.StatusOK {
-				t.Errorf("%s: status %d", path, code)
-			}
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		x := newBubbleExporter(t, map[string]func(context.Context, *slog.Logger, string) collector.Verdict{
+			"crawl-prod": func(ctx context.Context, _ *slog.Logger, _ string) collector.Verdict {
+				<-ctx.Done() // slow, but honours its deadline
+				return collector.Verdict{Reason: collector.ReasonUnreachable}
+			},
 		})
-	}
-	wg.Wait()
-	client.CloseIdleConnections()
-	srv.Close()
-	x.engine.Close()
-	goleak.VerifyNone(t, ignore)
+		h := x.handler()
+		var wg sync.WaitGroup
+		for i := range 30 {
+			wg.Go(func() {
+				path := "/metrics"
+				if i%3 == 0 {
+					path = "/probe?name=lab"
+				}
+				r := httptest.NewRequest(http.MethodGet, path, nil)
+				r.Header.Set(collector.ScrapeTimeoutHeader, "0.2")
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, r)
+				if w.Code != http.StatusOK {
+					t.Errorf("%s: status %d", path, w.Code)
+				}
+			})
+		}
+		wg.Wait()
+		x.engine.Close()
+	})
 }
 
 func TestMetricsCollectFilter(t *testing.T) {
@@ -646,8 +690,9 @@ func TestServeResultsIsWhatPromhttpServes(t *testing.T) {
 	// gathers (go_, process_).
 	self := prometheus.NewRegistry()
 	self.MustRegister(x.reloadOK, versioncollector.NewCollector("provider_health_exporter"))
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collector.ResultCollector{Results: results})
+	// The results' families as the Exposition has them (the collector's
+	// tests pin those to what a Registry gathers), for promhttp to encode.
+	reg := prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) { return expositionFamilies(results) })
 	ref := promhttp.HandlerFor(prometheus.Gatherers{self, reg}, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError, EnableOpenMetrics: true})
 	for _, h := range []struct{ accept, encoding, query string }{
 		{"", "", ""},
@@ -680,6 +725,30 @@ func TestServeResultsIsWhatPromhttpServes(t *testing.T) {
 		if g, w := decoded(t, got), decoded(t, want); g != w {
 			t.Errorf("%+v: body differs from promhttp's:\n%s", h, diffLines(w, g))
 		}
+	}
+}
+
+// expositionFamilies decodes the Exposition of results written as
+// delimited protobuf.
+func expositionFamilies(results []collector.ProviderResult) ([]*dto.MetricFamily, error) {
+	x, err := collector.NewExposition(results)
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	if err := x.Write(&buf, expfmt.NewFormat(expfmt.TypeProtoDelim), nil, nil); err != nil {
+		return nil, err
+	}
+	var out []*dto.MetricFamily
+	dec := expfmt.NewDecoder(&buf, expfmt.NewFormat(expfmt.TypeProtoDelim))
+	for {
+		mf := &dto.MetricFamily{}
+		if err := dec.Decode(mf); errors.Is(err, io.EOF) {
+			return out, nil
+		} else if err != nil {
+			return nil, err
+		}
+		out = append(out, mf)
 	}
 }
 
@@ -725,21 +794,12 @@ func TestAnswerLeavesWithinTheBudget(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		release := make(chan struct{})
-		x := newExporter(exporterOptions{
-			logger:     slog.New(slog.DiscardHandler),
-			configFile: writeConfig(t, t.TempDir(), baseConfig),
-			entries: fakeEntries(map[string]func(context.Context, *slog.Logger, string) collector.Verdict{
-				"crawl-prod": func(context.Context, *slog.Logger, string) collector.Verdict {
-					<-release // hangs, ignoring its context
-					return collector.Verdict{Reason: collector.ReasonReady}
-				},
-			}),
-			offset:      500 * time.Millisecond,
-			metricsPath: "/metrics",
+		x := newBubbleExporter(t, map[string]func(context.Context, *slog.Logger, string) collector.Verdict{
+			"crawl-prod": func(context.Context, *slog.Logger, string) collector.Verdict {
+				<-release // hangs, ignoring its context
+				return collector.Verdict{Reason: collector.ReasonReady}
+			},
 		})
-		if err := x.reload(); err != nil {
-			t.Fatal(err)
-		}
 		defer x.engine.Close()
 		defer close(release)
 		h := x.handler()

@@ -14,7 +14,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -30,7 +29,7 @@ import (
 // connections holding half a request header. Every endpoint answers within
 // the scrape's timeout, each affected target says what is wrong, the
 // healthy one stays Ready, the process stays under the Deployment's 128 MiB
-// memory limit, and a reload and SIGTERM still complete (README: "What the
+// memory limit, and a reload and SIGTERM still complete (docs/security.md: "What the
 // exporter bounds").
 func TestNothingReadCanHangOrExhaust(t *testing.T) {
 	t.Parallel()
@@ -177,8 +176,7 @@ func TestNothingReadCanHangOrExhaust(t *testing.T) {
 	writeFile(t, cfgPath, cfg)
 
 	var logs syncBuffer
-	cmd, exited := startExporter(t, dir, &logs, "--config.file="+cfgPath, "--web.listen-address=127.0.0.1:0")
-	addr := loggedAddress(t, &logs, exited)
+	cmd, exited, addr := startExporter(t, dir, &logs, "--config.file="+cfgPath)
 	// Loaded: now files turn into named pipes, a huge file and a symlink to
 	// /dev/zero, as a stalled mount or a mistake would.
 	for _, p := range []string{pipeKubeconfig, key, pipeCreds} {
@@ -317,28 +315,6 @@ func reasonIs(metrics, name, reason string) bool {
 		}
 	}
 	return false
-}
-
-// listenAddress waits for the exporter to log the address it listens on
-// (it was started on port 0, so no other listener can take it first).
-func loggedAddress(t *testing.T, logs *syncBuffer, exited chan error) string {
-	t.Helper()
-	re := regexp.MustCompile(`msg="Listening on" address=(\S+)`)
-	// Generous: it only bounds a failure, a healthy start logs at once.
-	deadline := time.After(time.Minute)
-	for {
-		if m := re.FindStringSubmatch(logs.String()); m != nil {
-			return m[1]
-		}
-		select {
-		case err := <-exited:
-			exited <- err
-			t.Fatalf("the exporter exited (%v) before listening:\n%s", err, logs.String())
-		case <-deadline:
-			t.Fatalf("the exporter logged no listen address within a minute:\n%s", logs.String())
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
 }
 
 // residentBytes is the process's resident set size.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"html/template"
 	"net/http"
@@ -36,6 +37,8 @@ var landingTemplate = template.Must(template.New("landing").Funcs(template.FuncM
 <head>
 <meta charset="utf-8">
 <title>Provider Health Exporter</title>
+{{/* An empty icon: otherwise browsers ask for /favicon.ico, a 404 and an error in their console. */ -}}
+<link rel="icon" href="data:,">
 <style>
 body { font-family: sans-serif; margin: 1.5em; }
 table { border-collapse: collapse; }
@@ -75,7 +78,7 @@ td.message { max-width: 40em; font-family: monospace; font-size: 90%; overflow-w
 <td>{{seconds $t.DurationSeconds}}s</td>
 {{else}}<td class="state" colspan="6">never checked</td>{{end}}
 <td class="transitions">{{range $tr := $t.Transitions}}<div title="{{$tr.Time.Format "2006-01-02T15:04:05Z07:00"}}">{{$tr.Time.Format "15:04:05"}} {{from $tr.From}} &rarr; {{$tr.To}}</div>{{end}}</td>
-<td><a href="{{$.Prefix}}/probe?name={{$p.Name}}&amp;target={{$t.Target}}&amp;debug=true">debug</a></td>
+<td><a href="{{$.Prefix}}/probe?name={{$p.Name}}&amp;target={{$t.Target}}">metrics</a> <a href="{{$.Prefix}}/probe?name={{$p.Name}}&amp;target={{$t.Target}}&amp;debug=true">debug</a></td>
 </tr>
 {{end}}{{else}}<tr><td colspan="11">no providers configured</td></tr>{{end}}
 </table>
@@ -84,6 +87,10 @@ td.message { max-width: 40em; font-family: monospace; font-size: 90%; overflow-w
 </html>
 `))
 
+// serveLanding writes the page with links that start with the path of
+// --web.external-url when it is set. Without it they are relative to the
+// page, which is served at the route prefix's "/": they hold under
+// --web.route-prefix alone and behind a proxy that strips a path alike.
 func (x *exporter) serveLanding(w http.ResponseWriter, r *http.Request) {
 	data := struct {
 		Prefix      string
@@ -91,7 +98,7 @@ func (x *exporter) serveLanding(w http.ResponseWriter, r *http.Request) {
 		Providers   []statusProvider
 		Error       string
 		Version     string
-	}{Prefix: x.linkPrefix, MetricsPath: x.metricsPath, Version: "provider_health_exporter " + version.Info()}
+	}{Prefix: cmp.Or(x.linkPrefix, "."), MetricsPath: x.metricsPath, Version: "provider_health_exporter " + version.Info()}
 	st, err := x.status(r.Context(), "", r.URL.Query().Get("refresh") == "true")
 	if err != nil {
 		data.Error = err.Error()

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"os/signal"
@@ -58,7 +59,7 @@ func run(args []string, stdout, stderr *os.File) int {
 	klog.SetSlogLogger(logger.With("component", "client-go"))
 
 	if *configCheck {
-		return checkConfig(*configFile, stdout, stderr)
+		return checkConfig(builtinKinds(), *configFile, stdout, stderr)
 	}
 	if *timeoutOff < 0 {
 		logger.Error("--timeout-offset must not be negative", "value", *timeoutOff)
@@ -106,6 +107,12 @@ func run(args []string, stdout, stderr *os.File) int {
 	}()
 
 	srv := newServer(underPrefix(paths.routePrefix, x.handler()), x, *maxRequests)
+	return serve(ctx, srv, toolkitFlags, logger)
+}
+
+// serve runs srv until it fails or ctx ends (SIGINT, SIGTERM), then shuts
+// it down; it returns the exit code.
+func serve(ctx context.Context, srv *http.Server, toolkitFlags *web.FlagConfig, logger *slog.Logger) int {
 	errc := make(chan error, 1)
 	go func() { errc <- web.ListenAndServe(srv, toolkitFlags, logger) }()
 	select {

@@ -1,10 +1,7 @@
 package main
 
 import (
-	"fmt"
 	"log/slog"
-
-	"go.yaml.in/yaml/v3"
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
 	"github.com/egress-proxies/provider_health_exporter/collector/gcp"
@@ -13,139 +10,37 @@ import (
 	"github.com/egress-proxies/provider_health_exporter/config"
 )
 
-// providerKind is everything the exporter knows of one kind of provider.
-// kinds is the only list of them: main builds the engine's entries from it,
-// --config.check reads files through it, and collect[] accepts its names.
-// Adding a provider is a row here and its package.
-type providerKind struct {
-	name string
-	// reasons is the kind's closed reason set, emitted as a state set.
-	reasons func() []collector.Reason
-	// entries are the kind's configured entries, each with how to build
-	// its checker.
-	entries func(cfg *config.Config, logger *slog.Logger) []collector.Entry
-	// fileWarnings reads the files the entries reference the way a check
-	// does, for --config.check.
-	fileWarnings func(cfg *config.Config) []string
+// builtinKinds is the table of kinds: the one place a kind is added (docs/development.md:
+// "Adding a provider"). Each row is the kind's own description of itself;
+// main builds the engine's entries from it, the configuration file is read
+// through its sections, --config.check reads files through it and
+// collect[] accepts its names. The order is the order of the summary and
+// of /api/v1/config.
+func builtinKinds() []collector.Kind {
+	return []collector.Kind{
+		kubernetes.Kind(),
+		gcp.Kind(),
+		kvm.Kind(),
+	}
 }
 
-var kinds = []providerKind{
-	{
-		name:    collector.ProviderKubernetes,
-		reasons: kubernetes.Reasons,
-		entries: func(cfg *config.Config, logger *slog.Logger) []collector.Entry {
-			var out []collector.Entry
-			for _, k := range cfg.Kubernetes {
-				out = append(out, newEntry(collector.ProviderKubernetes, k.Name, k.Check, k, logger, func(l *slog.Logger) (collector.Checker, error) {
-					return kubernetes.New(k, l)
-				}))
-			}
-			return out
-		},
-		fileWarnings: func(cfg *config.Config) []string {
-			var out []string
-			for _, k := range cfg.Kubernetes {
-				if err := kubernetes.CheckFiles(k); err != nil {
-					out = append(out, fmt.Sprintf("kubernetes %q: %v", k.Name, err))
-				}
-			}
-			return out
-		},
-	},
-	{
-		name:    collector.ProviderGCP,
-		reasons: gcp.Reasons,
-		entries: func(cfg *config.Config, logger *slog.Logger) []collector.Entry {
-			var out []collector.Entry
-			for _, g := range cfg.GCP {
-				out = append(out, newEntry(collector.ProviderGCP, g.Name, g.Check, g, logger, func(l *slog.Logger) (collector.Checker, error) {
-					return gcp.New(g, l)
-				}))
-			}
-			return out
-		},
-		fileWarnings: func(cfg *config.Config) []string {
-			var out []string
-			for _, g := range cfg.GCP {
-				if err := gcp.CheckFiles(g); err != nil {
-					out = append(out, fmt.Sprintf("gcp %q: %v", g.Name, err))
-				}
-			}
-			return out
-		},
-	},
-	{
-		name:    collector.ProviderKVM,
-		reasons: kvm.Reasons,
-		entries: func(cfg *config.Config, logger *slog.Logger) []collector.Entry {
-			var out []collector.Entry
-			for _, v := range cfg.KVM {
-				out = append(out, newEntry(collector.ProviderKVM, v.Name, v.Check, v, logger, func(l *slog.Logger) (collector.Checker, error) {
-					return kvm.New(v, l)
-				}))
-			}
-			return out
-		},
-		fileWarnings: func(cfg *config.Config) []string {
-			var out []string
-			for _, v := range cfg.KVM {
-				for _, err := range kvm.CheckFiles(v) {
-					out = append(out, fmt.Sprintf("kvm %q: %v", v.Name, err))
-				}
-				if v.InsecureIgnoreHostKey {
-					out = append(out, fmt.Sprintf("kvm %q: insecure_ignore_host_key is true: host keys are not verified", v.Name))
-				}
-			}
-			return out
-		},
-	},
-}
-
-// entries lists every configured entry, kind by kind, in the order of kinds.
+// entries lists every configured entry of the built-in kinds.
 func entries(cfg *config.Config, logger *slog.Logger) []collector.Entry {
-	var out []collector.Entry
-	for _, k := range kinds {
-		for _, e := range k.entries(cfg, logger) {
-			e.Reasons = k.reasons()
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
-// newEntry describes one configured entry to the engine. The fingerprint
-// is the entry's settings: a reload that leaves them alone keeps the
-// checker, its clients, tokens, connections and cached verdicts.
-func newEntry(kind, name string, check config.Check, settings any, logger *slog.Logger, build func(*slog.Logger) (collector.Checker, error)) collector.Entry {
-	return collector.Entry{
-		Kind: kind, Name: name,
-		Timeout: check.TimeoutDuration(), MinInterval: check.MinIntervalDuration(),
-		Fingerprint: fingerprint(settings),
-		Build:       func() (collector.Checker, error) { return build(logger.With("provider", kind, "name", name)) },
-	}
-}
-
-// fingerprint identifies an entry's settings.
-func fingerprint(entry any) string {
-	b, err := yaml.Marshal(entry)
-	if err != nil {
-		return fmt.Sprintf("unmarshalable-%p", entry)
-	}
-	return string(b)
+	return collector.Entries(builtinKinds(), cfg, logger)
 }
 
 // collectValues are the values collect[] accepts: a kind, or exporter for
 // the exporter's own metrics alone.
-func collectValues() []string {
+func collectValues(kinds []collector.Kind) []string {
 	out := make([]string, 0, len(kinds)+1)
 	for _, k := range kinds {
-		out = append(out, k.name)
+		out = append(out, k.Name())
 	}
 	return append(out, "exporter")
 }
 
-func validCollect(v string) bool {
-	for _, c := range collectValues() {
+func validCollect(kinds []collector.Kind, v string) bool {
+	for _, c := range collectValues(kinds) {
 		if c == v {
 			return true
 		}

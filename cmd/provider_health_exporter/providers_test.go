@@ -75,15 +75,23 @@ kvm:
 	}
 }
 
-// TestKindsTable: every kind has a reason set, and collect[] accepts it.
+// TestKindsTable: every kind is complete (a reason set the engine
+// accepts, a section, a checker), names are unique, and collect[] accepts
+// each.
 func TestKindsTable(t *testing.T) {
 	t.Parallel()
+	kinds := builtinKinds()
+	seen := map[string]bool{}
 	for _, k := range kinds {
-		if len(k.reasons()) == 0 {
-			t.Errorf("kind %s has no reason set", k.name)
+		if err := k.Validate(); err != nil {
+			t.Error(err)
 		}
-		if !validCollect(k.name) {
-			t.Errorf("collect[]=%s is refused", k.name)
+		if seen[k.Name()] {
+			t.Errorf("kind %s is in the table twice", k.Name())
+		}
+		seen[k.Name()] = true
+		if !validCollect(kinds, k.Name()) {
+			t.Errorf("collect[]=%s is refused", k.Name())
 		}
 	}
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/egress-proxies/provider_health_exporter/config"
 )
 
-// The bounds the HTTP server puts on clients (README, Security). They are
+// The bounds the HTTP server puts on clients (docs/security.md: "What the exporter bounds"). They are
 // derived rather than flags: each follows from what the exporter serves.
 const (
 	// readHeaderTimeout closes a connection whose request line and
@@ -49,14 +49,10 @@ func longestTimeout(cfg *config.Config) time.Duration {
 	if cfg == nil {
 		return longest
 	}
-	for _, k := range cfg.Kubernetes {
-		longest = max(longest, k.TimeoutDuration())
-	}
-	for _, g := range cfg.GCP {
-		longest = max(longest, g.TimeoutDuration())
-	}
-	for _, v := range cfg.KVM {
-		longest = max(longest, v.TimeoutDuration())
+	for _, e := range cfg.AllEntries() {
+		if e != nil {
+			longest = max(longest, e.Settings().TimeoutDuration())
+		}
 	}
 	return longest
 }
@@ -121,7 +117,7 @@ func refuseBody(next http.Handler) http.Handler {
 }
 
 // connLimit bounds the open client connections so that idle or slow
-// clients cannot use up the process's file descriptors (README: "Security").
+// clients cannot use up the process's file descriptors (docs/security.md: "Security").
 // A connection still sending its request header (pending: accepted, or
 // back from keep-alive, and no handler started yet) is the cheapest for a
 // client to hold, so those are the ones given up: when maxConnections are

@@ -8,7 +8,7 @@ import (
 )
 
 // webPaths are --web.external-url and --web.route-prefix resolved as
-// Prometheus and Alertmanager resolve them (README "Reverse proxy"): the
+// Prometheus and Alertmanager resolve them (docs/deployment.md: "Reverse proxy"): the
 // handlers are served under routePrefix, and the links the exporter writes
 // (landing page, status debug links) start with linkPrefix, the path of the
 // external URL, which a proxy that rewrites paths may make differ from the

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"net"
@@ -24,22 +23,14 @@ import (
 // startBinary runs the real exporter with a kvm entry whose key does not
 // parse (a verdict without any network traffic) and the given extra flags,
 // and returns its address once it listens.
-func startBinary(t *testing.T, flags ...string) (addr string, logs *bytes.Buffer) {
+func startBinary(t *testing.T, flags ...string) (addr string, logs *syncBuffer) {
 	t.Helper()
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "key"), "not a key")
 	cfgPath := filepath.Join(dir, "provider_health.yml")
 	writeFile(t, cfgPath, "kvm:\n  - name: lab\n    user: proxyops\n    private_key_file: key\n    insecure_ignore_host_key: true\n    hosts:\n      - address: 127.0.0.1:1\n        name: h\n")
-	addr = freeAddr(t)
-	logs = &bytes.Buffer{}
-	startExporter(t, dir, logs, append([]string{"--config.file=" + cfgPath, "--web.listen-address=" + addr}, flags...)...)
-	waitUntil(t, 30*time.Second, func() bool {
-		c, err := net.Dial("tcp", addr)
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	}, logs)
+	logs = &syncBuffer{}
+	_, _, addr = startExporter(t, dir, logs, append([]string{"--config.file=" + cfgPath}, flags...)...)
 	return addr, logs
 }
 
@@ -195,7 +186,7 @@ func TestRoutePrefixBehindProxy(t *testing.T) {
 			if code != http.StatusOK {
 				t.Fatalf("GET /phe/: %d\n%s", code, landing)
 			}
-			hrefs := regexp.MustCompile(`href="([^"]*)"`).FindAllStringSubmatch(landing, -1)
+			hrefs := regexp.MustCompile(`<a href="([^"]*)"`).FindAllStringSubmatch(landing, -1)
 			var debugLinks int
 			for _, h := range hrefs {
 				link := strings.ReplaceAll(h[1], "&amp;", "&")

@@ -14,9 +14,19 @@ import (
 	"github.com/egress-proxies/provider_health_exporter/collector"
 )
 
-// Reasons is the closed reason set of a GCP project (README: "Reasons"):
+// Reasons is the closed reason set of a GCP project (docs/metrics.md: "Reasons"):
 // the HTTP API's, plus APIDisabled.
-func Reasons() []collector.Reason { return collector.HTTPReasons(collector.ReasonAPIDisabled) }
+func Reasons() collector.ReasonSet {
+	return collector.HTTPReasons(collector.ReasonDef{Reason: ReasonAPIDisabled, Up: true})
+}
+
+// Name is the kind's name: its configuration section and provider label.
+const Name = "gcp"
+
+// ReasonAPIDisabled is the verdict when the Compute API answered that it
+// is not enabled in the project (docs/metrics.md: "Reasons"); the API answered, so
+// it is up.
+const ReasonAPIDisabled collector.Reason = "APIDisabled"
 
 // verdict turns the error of a check into its verdict and logs the error,
 // which carries more than the message does.
@@ -33,7 +43,7 @@ func verdict(ctx context.Context, logger *slog.Logger, err error) collector.Verd
 
 // classify maps an error to a reason of the gcp set and a message for
 // people. The order matters: an ended context wins whatever the error says
-// (README: "Timeouts"), and a token fetch that failed on the network is a credentials
+// (docs/configuration.md: "Timeouts"), and a token fetch that failed on the network is a credentials
 // problem, not an unreachable Compute.
 func classify(ctx context.Context, err error) (collector.Reason, string) {
 	if collector.Ended(ctx) || errors.Is(err, context.DeadlineExceeded) {
@@ -109,7 +119,7 @@ func classifyAPIError(e *googleapi.Error) (collector.Reason, string) {
 	case e.Code == http.StatusTooManyRequests:
 		return collector.ReasonRateLimited, msg
 	case e.Code == http.StatusForbidden && has(disabledReasons):
-		return collector.ReasonAPIDisabled, msg
+		return ReasonAPIDisabled, msg
 	// Compute has long answered some rate limits with 403.
 	case e.Code == http.StatusForbidden && has(rateLimitReasons):
 		return collector.ReasonRateLimited, msg

@@ -38,10 +38,10 @@ func TestClassifyEnvelopes(t *testing.T) {
 	}{
 		{"ErrorInfo SERVICE_DISABLED without errors array", 403,
 			`{"error":{"code":403,"message":"Compute Engine API has not been used in project 1 before or it is disabled.","status":"PERMISSION_DENIED","details":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"SERVICE_DISABLED","domain":"googleapis.com"}]}}`,
-			collector.ReasonAPIDisabled},
+			ReasonAPIDisabled},
 		{"accessNotConfigured without details", 403,
 			`{"error":{"code":403,"message":"Access Not Configured.","errors":[{"domain":"usageLimits","reason":"accessNotConfigured","message":"Access Not Configured."}]}}`,
-			collector.ReasonAPIDisabled},
+			ReasonAPIDisabled},
 		{"403 RESOURCE_EXHAUSTED status only", 403,
 			`{"error":{"code":403,"message":"Quota exceeded.","status":"RESOURCE_EXHAUSTED"}}`,
 			collector.ReasonRateLimited},
@@ -82,7 +82,7 @@ func wrapAPIError(t *testing.T, err error) error {
 	return ae
 }
 
-// TestClassifyOrder pins the precedence of the README's "Timeouts", "Reasons".
+// TestClassifyOrder pins the precedence of docs/configuration.md's "Timeouts" and docs/metrics.md's "Reasons".
 func TestClassifyOrder(t *testing.T) {
 	t.Parallel()
 	ended, cancel := context.WithCancel(context.Background())

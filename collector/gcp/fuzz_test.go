@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"testing"
 
 	"cloud.google.com/go/auth/credentials"
@@ -40,7 +39,7 @@ func FuzzErrorBody(f *testing.F) {
 			t.Fatalf("status %d gave no error", code)
 		}
 		reason, _ := classify(context.Background(), err)
-		if !slices.Contains(reasons, reason) {
+		if !reasons.Contains(reason) {
 			t.Fatalf("reason %q is not in the gcp set", reason)
 		}
 	})

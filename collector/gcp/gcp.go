@@ -1,7 +1,7 @@
 // Package gcp checks that the Compute Engine API of a project can be used to
 // host proxies: one live check fetches exactly one page of the project's
 // aggregated instance list (maxResults=1, the managed-instance filter) and
-// classifies whatever comes back into a reason of the README's "Reasons".
+// classifies whatever comes back into a reason of docs/metrics.md's "Reasons".
 package gcp
 
 import (
@@ -35,7 +35,7 @@ import (
 	"github.com/egress-proxies/provider_health_exporter/internal/boundedfile"
 )
 
-// TargetName is the only target of a gcp entry (README: "What a check does").
+// TargetName is the only target of a gcp entry (docs/configuration.md: "What a check does").
 const TargetName = "compute"
 
 // aggregatedListKind is what Compute calls the answer we ask for; a 200 that
@@ -59,7 +59,7 @@ type Checker struct {
 	dialer *net.Dialer
 	// base carries every request this checker makes, to Compute and to the
 	// token endpoint; keep-alives are off so that no socket outlives the
-	// check that opened it (README: "Timeouts"). With min_interval in the minutes an
+	// check that opened it (docs/configuration.md: "Timeouts"). With min_interval in the minutes an
 	// idle connection would hardly ever be reused anyway.
 	base *http.Transport
 	// deadlines gives the Compute request the check's context, which the

@@ -20,7 +20,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -66,7 +65,7 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	metadataServer.Close()
 	os.RemoveAll(home)
-	// No goroutine may outlive its check (README: "Timeouts"), timeouts included.
+	// No goroutine may outlive its check (docs/configuration.md: "Timeouts"), timeouts included.
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			fmt.Fprintln(os.Stderr, "goroutines left behind:", err)
@@ -321,7 +320,7 @@ func check(t *testing.T, c *Checker, budget time.Duration) collector.Verdict {
 }
 
 // TestRecordedAnswers drives the real client over HTTP against every
-// recorded answer: one request per check, the reason of the README's "Reasons".
+// recorded answer: one request per check, the reason of docs/metrics.md's "Reasons".
 func TestRecordedAnswers(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -333,7 +332,7 @@ func TestRecordedAnswers(t *testing.T) {
 		{"aggregated-instances.json", 200, collector.ReasonReady, "egress-proxy-7f9c2 in zones/us-central1-a"},
 		{"aggregated-warnings-only.json", 200, collector.ReasonReady, "no managed instance"},
 		{"aggregated-no-items.json", 200, collector.ReasonReady, "no managed instance"},
-		{"error-403-service-disabled.json", 403, collector.ReasonAPIDisabled, "accessNotConfigured"},
+		{"error-403-service-disabled.json", 403, ReasonAPIDisabled, "accessNotConfigured"},
 		{"error-403-forbidden.json", 403, collector.ReasonForbidden, "compute.instances.list"},
 		{"error-403-rate-limit.json", 403, collector.ReasonRateLimited, "rateLimitExceeded"},
 		{"error-401-unauthenticated.json", 401, collector.ReasonUnauthorized, "HTTP 401"},
@@ -434,7 +433,7 @@ func TestEveryCheckIsOneRequest(t *testing.T) {
 }
 
 // TestNoSocketOutlivesCheck: the connection a check opened is closed when
-// the check is done, not kept idle for a next check minutes away (README: "Timeouts").
+// the check is done, not kept idle for a next check minutes away (docs/configuration.md: "Timeouts").
 func TestNoSocketOutlivesCheck(t *testing.T) {
 	t.Parallel()
 	tokens := newTokenServer(t, nil)
@@ -568,7 +567,7 @@ func TestTransportFailures(t *testing.T) {
 	}
 }
 
-// TestTokenEndpointUnreachable is the trap of the README's "Reasons": a token endpoint
+// TestTokenEndpointUnreachable is the trap of docs/metrics.md's "Reasons": a token endpoint
 // that refuses connections looks like a dial error, but the verdict is
 // about the credentials, not about Compute.
 func TestTokenEndpointUnreachable(t *testing.T) {
@@ -633,7 +632,7 @@ func TestCredentialsFileContents(t *testing.T) {
 		{"private key garbage", withField("private_key", "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n")},
 		{"file removed", nil},
 		// Files that would block or exhaust a plain read: refused, and
-		// the check returns (README: "What the exporter bounds").
+		// the check returns (docs/security.md: "What the exporter bounds").
 		{"named pipe", []byte("fifo")},
 		{"symlink to /dev/zero", []byte("zero")},
 		{"over the cap", bytes.Repeat([]byte(" "), 1<<20+1)},
@@ -761,7 +760,7 @@ func TestTargetsAndClose(t *testing.T) {
 	if v := check(t, c, 10*time.Second); v.Reason != collector.ReasonReady {
 		t.Fatalf("reason %s (%s)", v.Reason, v.Message)
 	}
-	if v := check(t, c, 10*time.Second); !slices.Contains(Reasons(), v.Reason) {
+	if v := check(t, c, 10*time.Second); !Reasons().Contains(v.Reason) {
 		t.Errorf("reason %s not in the gcp set", v.Reason)
 	}
 	if err := c.Close(); err != nil {
@@ -837,9 +836,9 @@ func TestThroughEngine(t *testing.T) {
 	defer e.Close()
 	cached, slowChecker := newTestChecker(t, api.URL, tokens), newTestChecker(t, slow.URL, tokens)
 	if err := e.Load([]collector.Entry{
-		{Kind: collector.ProviderGCP, Name: "cached", Reasons: Reasons(), Timeout: 10 * time.Second, MinInterval: time.Hour,
+		{Kind: Name, Name: "cached", Reasons: Reasons(), Timeout: 10 * time.Second, MinInterval: time.Hour,
 			Build: func() (collector.Checker, error) { return cached, nil }},
-		{Kind: collector.ProviderGCP, Name: "slow", Reasons: Reasons(), Timeout: 10 * time.Second,
+		{Kind: Name, Name: "slow", Reasons: Reasons(), Timeout: 10 * time.Second,
 			Build: func() (collector.Checker, error) { return slowChecker, nil }},
 	}); err != nil {
 		t.Fatal(err)

@@ -10,11 +10,14 @@ import (
 	"github.com/egress-proxies/provider_health_exporter/collector"
 )
 
-// Reasons is the closed reason set of a Kubernetes cluster (README:
+// Reasons is the closed reason set of a Kubernetes cluster (docs/metrics.md:
 // "Reasons"): the HTTP API's.
-func Reasons() []collector.Reason { return collector.HTTPReasons() }
+func Reasons() collector.ReasonSet { return collector.HTTPReasons() }
 
-// classify maps the error of one list request to a reason of the README's "Reasons". It
+// Name is the kind's name: its configuration section and provider label.
+const Name = "kubernetes"
+
+// classify maps the error of one list request to a reason of docs/metrics.md's "Reasons". It
 // goes by error type and by how far the request got (tr), never by text.
 func classify(ctx context.Context, err error, tr *trace) collector.Reason {
 	// When the budget is spent the error only says how the wait was cut.

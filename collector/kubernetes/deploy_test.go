@@ -173,3 +173,32 @@ func referencedFiles(text, dir string) []string {
 	}
 	return out
 }
+
+// TestHelmChartDefaultConfig: the Helm chart's default values.config, which
+// the chart renders unchanged into its ConfigMap (deploy/kubernetes/validate's
+// TestChartConfig), loads with the strict loader and is an in-cluster
+// kubernetes entry, what the chart's ClusterRole grants.
+func TestHelmChartDefaultConfig(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile("../../deploy/helm/provider-health-exporter/values.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var values struct {
+		Config map[string]any `json:"config"`
+	}
+	if err := yaml.Unmarshal(data, &values); err != nil {
+		t.Fatal(err)
+	}
+	text, err := yaml.Marshal(values.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Parse(text)
+	if err != nil {
+		t.Fatalf("the chart's default config does not load: %v\n%s", err, text)
+	}
+	if len(cfg.Kubernetes) != 1 || cfg.Kubernetes[0].Kubeconfig != "" || len(cfg.GCP)+len(cfg.KVM) != 0 {
+		t.Errorf("the chart's default config is %+v; want one in-cluster kubernetes entry and nothing that needs a Secret", cfg)
+	}
+}

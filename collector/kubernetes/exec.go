@@ -18,7 +18,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
-// Bounds of a kubeconfig exec credential plugin (README: "What the exporter bounds"): its
+// Bounds of a kubeconfig exec credential plugin (docs/security.md: "What the exporter bounds"): its
 // standard output, which holds one ExecCredential, and what of its
 // standard error a failure message quotes. The plugin runs under the
 // check's deadline and is killed, with its process group, when that ends.

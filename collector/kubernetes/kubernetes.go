@@ -39,7 +39,7 @@ var _ collector.Checker = (*Checker)(nil)
 // The client configuration is read at check time, and read again only when
 // a file it came from changes (the kubeconfig, and the token and
 // certificate files it names) or the last read failed: the files' contents
-// are the check's business (README: "Configuration"), so a rotated or
+// are the check's business (docs/configuration.md: "Configuration"), so a rotated or
 // repaired kubeconfig is picked up without a reload, and a broken one gives
 // CredentialsUnavailable instead of stopping the exporter. Every file is
 // read through boundedfile, so none can block or exhaust the exporter.
@@ -123,7 +123,7 @@ func (c *Checker) Check(ctx context.Context, logger *slog.Logger, target string)
 
 // list makes the check's one request with the client cl.
 func (c *Checker) list(ctx context.Context, logger *slog.Logger, cl *client) collector.Verdict {
-	// No socket outlives its scrape (README: "Timeouts"): the next check dials afresh.
+	// No socket outlives its scrape (docs/configuration.md: "Timeouts"): the next check dials afresh.
 	defer utilnet.CloseIdleConnectionsFor(cl.http.Transport)
 
 	tr := &trace{}

@@ -14,17 +14,47 @@ import (
 	"github.com/egress-proxies/provider_health_exporter/collector"
 )
 
-// Reasons is the closed reason set of a KVM host (README: "Reasons"): every
-// one of them is exported on every scrape as a state set.
-func Reasons() []collector.Reason {
-	return []collector.Reason{
-		collector.ReasonReady, collector.ReasonTimeout, collector.ReasonUnreachable, collector.ReasonDNSFailed,
-		collector.ReasonSSHMaterialInvalid, collector.ReasonSSHAuthFailed, collector.ReasonSSHHandshakeFailed,
-		collector.ReasonHostKeyUnknown, collector.ReasonHostKeyMismatch, collector.ReasonLibvirtSocketUnavailable,
-		collector.ReasonLibvirtConnectFailed, collector.ReasonLibvirtConnectionLost, collector.ReasonPoolMissing,
-		collector.ReasonPoolInactive, collector.ReasonPoolBuilding, collector.ReasonPoolDegraded, collector.ReasonPoolInaccessible,
-		collector.ReasonUnknown,
-	}
+// Name is the kind's name: its configuration section and provider label.
+const Name = "kvm"
+
+// The reasons of a KVM host beyond the shared ones (docs/metrics.md: "Reasons").
+const (
+	ReasonSSHMaterialInvalid       collector.Reason = "SSHMaterialInvalid"
+	ReasonSSHAuthFailed            collector.Reason = "SSHAuthFailed"
+	ReasonSSHHandshakeFailed       collector.Reason = "SSHHandshakeFailed"
+	ReasonHostKeyUnknown           collector.Reason = "HostKeyUnknown"
+	ReasonHostKeyMismatch          collector.Reason = "HostKeyMismatch"
+	ReasonLibvirtSocketUnavailable collector.Reason = "LibvirtSocketUnavailable"
+	ReasonLibvirtConnectFailed     collector.Reason = "LibvirtConnectFailed"
+	ReasonLibvirtConnectionLost    collector.Reason = "LibvirtConnectionLost"
+	ReasonPoolMissing              collector.Reason = "PoolMissing"
+	ReasonPoolInactive             collector.Reason = "PoolInactive"
+	ReasonPoolBuilding             collector.Reason = "PoolBuilding"
+	ReasonPoolDegraded             collector.Reason = "PoolDegraded"
+	ReasonPoolInaccessible         collector.Reason = "PoolInaccessible"
+)
+
+// Reasons is the closed reason set of a KVM host (docs/metrics.md: "Reasons"): every
+// one of them is exported on every scrape as a state set. libvirtd
+// answering, even with a refusal or a bad pool, is up; everything up to
+// its socket is not.
+func Reasons() collector.ReasonSet {
+	return append(collector.BaseReasons(),
+		collector.ReasonDef{Reason: ReasonSSHMaterialInvalid},
+		collector.ReasonDef{Reason: ReasonSSHAuthFailed},
+		collector.ReasonDef{Reason: ReasonSSHHandshakeFailed},
+		collector.ReasonDef{Reason: ReasonHostKeyUnknown},
+		collector.ReasonDef{Reason: ReasonHostKeyMismatch},
+		collector.ReasonDef{Reason: ReasonLibvirtSocketUnavailable},
+		collector.ReasonDef{Reason: ReasonLibvirtConnectFailed, Up: true},
+		collector.ReasonDef{Reason: ReasonLibvirtConnectionLost},
+		collector.ReasonDef{Reason: ReasonPoolMissing, Up: true},
+		collector.ReasonDef{Reason: ReasonPoolInactive, Up: true},
+		collector.ReasonDef{Reason: ReasonPoolBuilding, Up: true},
+		collector.ReasonDef{Reason: ReasonPoolDegraded, Up: true},
+		collector.ReasonDef{Reason: ReasonPoolInaccessible, Up: true},
+		collector.UnknownReason(),
+	)
 }
 
 // authFailure is how x/crypto/ssh says the server rejected every key we
@@ -32,7 +62,7 @@ func Reasons() []collector.Reason {
 const authFailure = "ssh: unable to authenticate"
 
 // classify derives the reason of a failed dial from its stage and cause
-// (README: "Reasons", "KVM"). The end of ctx or of dial_timeout wins over
+// (docs/metrics.md: "Reasons"; docs/configuration.md: "KVM"). The end of ctx or of dial_timeout wins over
 // whatever the error says.
 func classify(ctx context.Context, err error) collector.Reason {
 	var silent *silentServerError
@@ -45,7 +75,7 @@ func classify(ctx context.Context, err error) collector.Reason {
 	}
 	switch de.Stage {
 	case stageMaterial:
-		return collector.ReasonSSHMaterialInvalid
+		return ReasonSSHMaterialInvalid
 	case stageTCP:
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			// The dialer took its deadline from ctx.
@@ -61,18 +91,18 @@ func classify(ctx context.Context, err error) collector.Reason {
 		var keyErr *knownhosts.KeyError
 		if errors.As(err, &keyErr) {
 			if len(keyErr.Want) == 0 {
-				return collector.ReasonHostKeyUnknown
+				return ReasonHostKeyUnknown
 			}
-			return collector.ReasonHostKeyMismatch
+			return ReasonHostKeyMismatch
 		}
 		var revoked *knownhosts.RevokedError
 		if errors.As(err, &revoked) {
-			return collector.ReasonHostKeyMismatch
+			return ReasonHostKeyMismatch
 		}
 		if strings.Contains(err.Error(), authFailure) {
-			return collector.ReasonSSHAuthFailed
+			return ReasonSSHAuthFailed
 		}
-		return collector.ReasonSSHHandshakeFailed
+		return ReasonSSHHandshakeFailed
 	case stageLibvirt:
 		var fe *frameError
 		if errors.As(err, &fe) {
@@ -84,11 +114,11 @@ func classify(ctx context.Context, err error) collector.Reason {
 		if errors.As(err, &chanErr) {
 			// sshd could not connect to the socket (libvirtd not running,
 			// wrong path) or forbids streamlocal forwarding.
-			return collector.ReasonLibvirtSocketUnavailable
+			return ReasonLibvirtSocketUnavailable
 		}
 		var lerr libvirt.Error
 		if errors.As(err, &lerr) || errors.Is(err, libvirt.ErrUnsupported) {
-			return collector.ReasonLibvirtConnectFailed
+			return ReasonLibvirtConnectFailed
 		}
 		// The channel or the SSH connection went away before libvirtd
 		// answered.

@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 )
 
-// dialJob is one dial of one host (README: "KVM"). The first check that
+// dialJob is one dial of one host (docs/configuration.md: "KVM"). The first check that
 // needs a connection queues it; every check of the host joins it until it
 // ends. It runs in a dial worker, not in the check, so a dial that a scrape
 // started goes on after that scrape's deadline, bounded by dial_timeout,

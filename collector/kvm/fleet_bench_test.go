@@ -29,7 +29,7 @@ import (
 	"github.com/egress-proxies/provider_health_exporter/config"
 )
 
-// The fleet simulator of BenchmarkFleet (README: "Performance"). The fake
+// The fleet simulator of BenchmarkFleet (docs/scaling.md: "Performance"). The fake
 // hosts run in a child process (this test binary again, told so by
 // fleetEnv), so the heap, goroutines and CPU the benchmark reports are the
 // exporter's alone, not the fakes'.
@@ -239,8 +239,8 @@ const (
 // real kvm Checker with the real go-libvirt client, 20 ms per libvirt reply,
 // the scrape header at 5 s (budget 4.5 s), and encodes every answer in the
 // text format as /metrics does. An op is one steady scrape of the whole
-// fleet after warm-up; the metrics are explained in the README
-// ("Performance"), summarised by testdata/bench/table.sh.
+// fleet after warm-up; the metrics are explained in
+// docs/scaling.md: "Performance", summarised by testdata/bench/table.sh.
 func BenchmarkFleet(b *testing.B) {
 	for _, sc := range []fleetScenario{
 		{hosts: 1},
@@ -292,9 +292,9 @@ func benchFleet(b *testing.B, sc fleetScenario) {
 		case roleHung:
 			want[name] = collector.ReasonTimeout
 		case roleMissing:
-			pool, want[name] = MissingPool, collector.ReasonPoolMissing
+			pool, want[name] = MissingPool, ReasonPoolMissing
 		case roleDrop:
-			pool, want[name] = DropPool, collector.ReasonLibvirtConnectionLost
+			pool, want[name] = DropPool, ReasonLibvirtConnectionLost
 		default:
 			want[name] = collector.ReasonReady
 		}

@@ -67,7 +67,7 @@ func TestMisbehavingLibvirtPeer(t *testing.T) {
 	for _, f := range []Fault{FaultZeroLength, FaultHugeLength, FaultTruncated, FaultWrongProgram, FaultWrongProcedure, FaultGarbageXDR} {
 		// The first call of a dial, and the calls of a check on a kept
 		// connection.
-		dialWant, poolWant, msg := collector.ReasonUnknown, collector.ReasonLibvirtConnectionLost, "malformed libvirt frame"
+		dialWant, poolWant, msg := collector.ReasonUnknown, ReasonLibvirtConnectionLost, "malformed libvirt frame"
 		if f == FaultTruncated {
 			dialWant, msg = collector.ReasonUnreachable, "cut off"
 		}
@@ -141,7 +141,7 @@ const pinChild = "PHE_GO_LIBVIRT_PIN_CHILD"
 // The panic is in a goroutine the exporter does not own, so it kills the
 // process; the child process here shows it. When this test fails, go-libvirt
 // has fixed the bug: keep the checker (it also bounds memory and checks the
-// replies' shape) but update this note and the README's Security section.
+// replies' shape) but update this note and docs/security.md: "Security".
 func TestGoLibvirtPanicsOnZeroLength(t *testing.T) {
 	if os.Getenv(pinChild) == "1" {
 		unprotectedZeroLength()

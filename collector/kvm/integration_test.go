@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
 	"github.com/egress-proxies/provider_health_exporter/collector/kvm"
@@ -221,7 +222,7 @@ func TestIntegration(t *testing.T) {
 		loads := 0
 		load := func(mod func(*config.KVM)) {
 			loads++ // every load is a changed entry, so the new checker adopts
-			err := engine.Load([]collector.Entry{{Kind: collector.ProviderKVM, Name: "lab", Reasons: kvm.Reasons(),
+			err := engine.Load([]collector.Entry{{Kind: kvm.Name, Name: "lab", Reasons: kvm.Reasons(),
 				Timeout: 10 * time.Second, Fingerprint: strconv.Itoa(loads),
 				Build: func() (collector.Checker, error) { return kvm.New(e.config(mod), logger(t)) }}})
 			if err != nil {
@@ -234,15 +235,16 @@ func TestIntegration(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			reg := prometheus.NewPedanticRegistry()
-			reg.MustRegister(collector.ResultCollector{Results: res})
-			mfs, err := reg.Gather()
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, mf := range mfs {
-				if mf.GetName() == "provider_health_kvm_connects_total" {
-					return res[0].Targets[0].Reason, mf.GetMetric()[0].GetCounter().GetValue()
+			got := res[0].Targets[0]
+			if got.Facts != nil {
+				ch := make(chan prometheus.Metric, 64)
+				got.Facts.Collect(ch, res[0].Name, got.Target.Name)
+				close(ch)
+				for m := range ch {
+					var pb dto.Metric
+					if strings.Contains(m.Desc().String(), `"provider_health_kvm_connects_total"`) && m.Write(&pb) == nil {
+						return got.Reason, pb.GetCounter().GetValue()
+					}
 				}
 			}
 			t.Fatalf("no provider_health_kvm_connects_total (reason %s)", res[0].Targets[0].Reason)
@@ -255,13 +257,13 @@ func TestIntegration(t *testing.T) {
 			}
 		}
 		// A reload with the same settings, then one that changes only the
-		// pool, adopt the kept connection (README: "Configuration", "KVM").
+		// pool, adopt the kept connection (docs/configuration.md: "Configuration", "KVM").
 		load(nil)
 		if r, n := scrape(); r != collector.ReasonReady || n != 1 {
 			t.Errorf("after a reload: reason %s, connects_total %v; want Ready and 1", r, n)
 		}
 		load(func(c *config.KVM) { c.Hosts[0].Pool = "no-such-pool" })
-		if r, n := scrape(); r != collector.ReasonPoolMissing || n != 1 {
+		if r, n := scrape(); r != kvm.ReasonPoolMissing || n != 1 {
 			t.Errorf("after a reload changing the pool: reason %s, connects_total %v; want PoolMissing and 1", r, n)
 		}
 		if got := acceptedLogins(t, e, e.user) - before; got != 1 {
@@ -284,7 +286,7 @@ func TestIntegration(t *testing.T) {
 		e.virsh(t, "pool-destroy", e.pool)
 		t.Cleanup(func() { e.restorePool(t) })
 		v := check(t, c)
-		want(t, v, collector.ReasonPoolInactive)
+		want(t, v, kvm.ReasonPoolInactive)
 		if factsOf(t, v).PoolState != "inactive" || factsOf(t, v).Connects != 1 {
 			t.Errorf("facts %+v: want state inactive on the kept connection", *factsOf(t, v))
 		}
@@ -299,7 +301,7 @@ func TestIntegration(t *testing.T) {
 		e.virsh(t, "pool-undefine", e.pool)
 		t.Cleanup(func() { e.restorePool(t) })
 		v := check(t, c)
-		want(t, v, collector.ReasonPoolMissing)
+		want(t, v, kvm.ReasonPoolMissing)
 		if factsOf(t, v).PoolState != "" || factsOf(t, v).Connects != 1 {
 			t.Errorf("facts %+v: want no pool state on the kept connection", *factsOf(t, v))
 		}
@@ -314,8 +316,8 @@ func TestIntegration(t *testing.T) {
 		t.Cleanup(func() { e.ctlCmd(t, "start-libvirtd") })
 		// The kept connection is lost, during the check or noticed
 		// before it (then the redial finds no socket).
-		want(t, check(t, c), collector.ReasonLibvirtConnectionLost, collector.ReasonLibvirtSocketUnavailable)
-		want(t, check(t, c), collector.ReasonLibvirtSocketUnavailable)
+		want(t, check(t, c), kvm.ReasonLibvirtConnectionLost, kvm.ReasonLibvirtSocketUnavailable)
+		want(t, check(t, c), kvm.ReasonLibvirtSocketUnavailable)
 		e.ctlCmd(t, "start-libvirtd")
 		v := check(t, c)
 		want(t, v, collector.ReasonReady)
@@ -366,12 +368,12 @@ func TestIntegration(t *testing.T) {
 			cfg.PrivateKeyFile = e.rejectedKey
 			cfg.Hosts[0].PrivateKeyFile = e.rejectedKey
 		})
-		want(t, check(t, c), collector.ReasonSSHAuthFailed)
+		want(t, check(t, c), kvm.ReasonSSHAuthFailed)
 	})
 
 	t.Run("known_hosts with another key gives HostKeyMismatch", func(t *testing.T) {
 		c := e.checker(t, func(cfg *config.KVM) { cfg.KnownHostsFile = e.knownHostsWrong })
-		want(t, check(t, c), collector.ReasonHostKeyMismatch)
+		want(t, check(t, c), kvm.ReasonHostKeyMismatch)
 	})
 
 	t.Run("known_hosts without the host gives HostKeyUnknown", func(t *testing.T) {
@@ -380,17 +382,17 @@ func TestIntegration(t *testing.T) {
 			t.Fatal(err)
 		}
 		c := e.checker(t, func(cfg *config.KVM) { cfg.KnownHostsFile = empty })
-		want(t, check(t, c), collector.ReasonHostKeyUnknown)
+		want(t, check(t, c), kvm.ReasonHostKeyUnknown)
 	})
 
 	t.Run("a wrong socket path gives LibvirtSocketUnavailable", func(t *testing.T) {
 		c := e.checker(t, func(cfg *config.KVM) { cfg.LibvirtSocket = e.socket + ".missing" })
-		want(t, check(t, c), collector.ReasonLibvirtSocketUnavailable)
+		want(t, check(t, c), kvm.ReasonLibvirtSocketUnavailable)
 	})
 
 	t.Run("an unknown libvirt URI gives LibvirtConnectFailed", func(t *testing.T) {
 		c := e.checker(t, func(cfg *config.KVM) { cfg.LibvirtURI = "nosuchdriver:///system" })
-		want(t, check(t, c), collector.ReasonLibvirtConnectFailed)
+		want(t, check(t, c), kvm.ReasonLibvirtConnectFailed)
 	})
 }
 
@@ -449,7 +451,7 @@ func TestIntegrationMisbehavingLibvirtPeer(t *testing.T) {
 		for _, proc := range []uint32{kvm.ProcAuthList, kvm.ProcStoragePoolLookupByName, kvm.ProcStoragePoolGetInfo} {
 			t.Run(fmt.Sprintf("%s/proc%d", kvm.FaultNames[fault], proc), func(t *testing.T) {
 				bad := e.checker(t, func(cfg *config.KVM) { cfg.LibvirtSocket = fake.Path() })
-				wantReason, wantMsg := collector.ReasonLibvirtConnectionLost, "malformed libvirt frame"
+				wantReason, wantMsg := kvm.ReasonLibvirtConnectionLost, "malformed libvirt frame"
 				if proc == kvm.ProcAuthList {
 					wantReason = collector.ReasonUnknown
 				} else {

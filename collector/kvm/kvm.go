@@ -34,7 +34,7 @@ type Checker struct {
 	dials *dialQueue
 	// dialTimeout bounds one dial (dial_timeout), whatever is left of the
 	// scrape's budget, so a host that hangs mid-dial gives its slot back
-	// early (README: "KVM").
+	// early (docs/configuration.md: "KVM").
 	dialTimeout time.Duration
 
 	// dialer opens every TCP connection to a host (WithDialer); newClient
@@ -75,7 +75,7 @@ type host struct {
 	facts *Facts
 }
 
-// Backoff of a host whose dials keep failing (README: "KVM"): one failed
+// Backoff of a host whose dials keep failing (docs/configuration.md: "KVM"): one failed
 // dial is retried at the next scrape, since most failures are brief; from
 // the second in a row on, the host waits backoffBase, doubling up to
 // backoffMax. A host that hangs mid-dial would otherwise take a dial slot
@@ -415,7 +415,7 @@ func (c *Checker) checkPool(ctx context.Context, logger *slog.Logger, h *host, s
 		if errors.As(err, &lerr) || errors.Is(err, libvirt.ErrUnsupported) {
 			// libvirtd answered: the connection is fine.
 			if lerr.Code == uint32(libvirt.ErrNoStoragePool) {
-				return collector.ReasonPoolMissing, "", info, err
+				return ReasonPoolMissing, "", info, err
 			}
 			return collector.ReasonUnknown, "", info, err
 		}
@@ -423,20 +423,20 @@ func (c *Checker) checkPool(ctx context.Context, logger *slog.Logger, h *host, s
 		if kept {
 			err = fmt.Errorf("kept connection lost: %w", err)
 		}
-		return collector.ReasonLibvirtConnectionLost, "", info, err
+		return ReasonLibvirtConnectionLost, "", info, err
 	}
 	word := poolStateWord(state)
 	switch libvirt.StoragePoolState(state) {
 	case libvirt.StoragePoolRunning:
 		return collector.ReasonReady, word, info, nil
 	case libvirt.StoragePoolInactive:
-		return collector.ReasonPoolInactive, word, info, nil
+		return ReasonPoolInactive, word, info, nil
 	case libvirt.StoragePoolBuilding:
-		return collector.ReasonPoolBuilding, word, info, nil
+		return ReasonPoolBuilding, word, info, nil
 	case libvirt.StoragePoolDegraded:
-		return collector.ReasonPoolDegraded, word, info, nil
+		return ReasonPoolDegraded, word, info, nil
 	case libvirt.StoragePoolInaccessible:
-		return collector.ReasonPoolInaccessible, word, info, nil
+		return ReasonPoolInaccessible, word, info, nil
 	}
 	return collector.ReasonUnknown, "", info, fmt.Errorf("pool %q has state %d, which this exporter does not know", h.pool, state)
 }

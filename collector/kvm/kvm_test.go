@@ -5,10 +5,8 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -21,6 +19,7 @@ import (
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
 	"github.com/egress-proxies/provider_health_exporter/config"
+	"github.com/egress-proxies/provider_health_exporter/internal/testnet"
 
 	"github.com/egress-proxies/provider_health_exporter/collector/internal/fakedns"
 )
@@ -162,7 +161,7 @@ type step struct {
 	want   collector.Reason
 }
 
-// TestReasons produces every kvm reason of the README's "Reasons" and counts the dials: one
+// TestReasons produces every kvm reason of docs/metrics.md's "Reasons" and counts the dials: one
 // for a kept connection, a redial only after a transport failure, a dial per
 // check while no connection can be made.
 func TestReasons(t *testing.T) {
@@ -185,31 +184,31 @@ func TestReasons(t *testing.T) {
 		{
 			name:      "PoolMissing keeps the connection",
 			setup:     func(e *env) { e.fake.lookupErr = libvirtErr(libvirt.ErrNoStoragePool, "Storage pool not found") },
-			steps:     []step{{want: collector.ReasonPoolMissing}, {want: collector.ReasonPoolMissing}},
+			steps:     []step{{want: ReasonPoolMissing}, {want: ReasonPoolMissing}},
 			wantDials: 1, wantConnects: 1,
 		},
 		{
 			name:      "PoolInactive",
 			setup:     func(e *env) { e.fake.state = uint8(libvirt.StoragePoolInactive) },
-			steps:     []step{{want: collector.ReasonPoolInactive}, {want: collector.ReasonPoolInactive}},
+			steps:     []step{{want: ReasonPoolInactive}, {want: ReasonPoolInactive}},
 			wantDials: 1, wantConnects: 1,
 		},
 		{
 			name:      "PoolBuilding",
 			setup:     func(e *env) { e.fake.state = uint8(libvirt.StoragePoolBuilding) },
-			steps:     []step{{want: collector.ReasonPoolBuilding}, {want: collector.ReasonPoolBuilding}},
+			steps:     []step{{want: ReasonPoolBuilding}, {want: ReasonPoolBuilding}},
 			wantDials: 1, wantConnects: 1,
 		},
 		{
 			name:      "PoolDegraded",
 			setup:     func(e *env) { e.fake.state = uint8(libvirt.StoragePoolDegraded) },
-			steps:     []step{{want: collector.ReasonPoolDegraded}, {want: collector.ReasonPoolDegraded}},
+			steps:     []step{{want: ReasonPoolDegraded}, {want: ReasonPoolDegraded}},
 			wantDials: 1, wantConnects: 1,
 		},
 		{
 			name:      "PoolInaccessible",
 			setup:     func(e *env) { e.fake.state = uint8(libvirt.StoragePoolInaccessible) },
-			steps:     []step{{want: collector.ReasonPoolInaccessible}, {want: collector.ReasonPoolInaccessible}},
+			steps:     []step{{want: ReasonPoolInaccessible}, {want: ReasonPoolInaccessible}},
 			wantDials: 1, wantConnects: 1,
 		},
 		{
@@ -218,7 +217,7 @@ func TestReasons(t *testing.T) {
 				e.fake.state = uint8(libvirt.StoragePoolInactive)
 			},
 			steps: []step{
-				{want: collector.ReasonPoolInactive},
+				{want: ReasonPoolInactive},
 				{before: func(e *env, _ *Checker) {
 					e.fake.set(func(f *fakeLibvirt) { f.state = uint8(libvirt.StoragePoolRunning) })
 				}, want: collector.ReasonReady},
@@ -240,31 +239,31 @@ func TestReasons(t *testing.T) {
 		{
 			name:      "LibvirtConnectFailed",
 			setup:     func(e *env) { e.fake.connectErr = libvirtErr(libvirt.ErrAuthFailed, "authentication failed") },
-			steps:     []step{{want: collector.ReasonLibvirtConnectFailed}, {want: collector.ReasonLibvirtConnectFailed}},
+			steps:     []step{{want: ReasonLibvirtConnectFailed}, {want: ReasonLibvirtConnectFailed}},
 			wantDials: 2, wantConnects: 0,
 		},
 		{
 			name:      "LibvirtSocketUnavailable",
 			setup:     func(e *env) { e.cfg.LibvirtSocket = e.stub.path + ".missing" },
-			steps:     []step{{want: collector.ReasonLibvirtSocketUnavailable}, {want: collector.ReasonLibvirtSocketUnavailable}},
+			steps:     []step{{want: ReasonLibvirtSocketUnavailable}, {want: ReasonLibvirtSocketUnavailable}},
 			wantDials: 2, wantConnects: 0,
 		},
 		{
 			name:      "SSHAuthFailed",
 			setup:     func(e *env) { e.srv.authorize(randomKey(e.t)) },
-			steps:     []step{{want: collector.ReasonSSHAuthFailed}, {want: collector.ReasonSSHAuthFailed}},
+			steps:     []step{{want: ReasonSSHAuthFailed}, {want: ReasonSSHAuthFailed}},
 			wantDials: 2, wantConnects: 0,
 		},
 		{
 			name:      "HostKeyUnknown",
 			setup:     func(e *env) { e.writeKnownHosts(knownHostsLine("192.0.2.10:22", e.srv.hostKey.PublicKey())) },
-			steps:     []step{{want: collector.ReasonHostKeyUnknown}, {want: collector.ReasonHostKeyUnknown}},
+			steps:     []step{{want: ReasonHostKeyUnknown}, {want: ReasonHostKeyUnknown}},
 			wantDials: 2, wantConnects: 0,
 		},
 		{
 			name:      "HostKeyMismatch",
 			setup:     func(e *env) { e.writeKnownHosts(knownHostsLine(e.srv.addr, randomKey(e.t))) },
-			steps:     []step{{want: collector.ReasonHostKeyMismatch}, {want: collector.ReasonHostKeyMismatch}},
+			steps:     []step{{want: ReasonHostKeyMismatch}, {want: ReasonHostKeyMismatch}},
 			wantDials: 2, wantConnects: 0,
 		},
 		{
@@ -273,7 +272,7 @@ func TestReasons(t *testing.T) {
 				k := e.srv.hostKey.PublicKey()
 				e.writeKnownHosts("@revoked * " + string(ssh.MarshalAuthorizedKey(k)) + knownHostsLine(e.srv.addr, k))
 			},
-			steps:     []step{{want: collector.ReasonHostKeyMismatch}, {want: collector.ReasonHostKeyMismatch}},
+			steps:     []step{{want: ReasonHostKeyMismatch}, {want: ReasonHostKeyMismatch}},
 			wantDials: 2, wantConnects: 0,
 		},
 		{
@@ -283,13 +282,13 @@ func TestReasons(t *testing.T) {
 					e.t.Fatal(err)
 				}
 			},
-			steps:     []step{{want: collector.ReasonSSHMaterialInvalid}, {want: collector.ReasonSSHMaterialInvalid}},
+			steps:     []step{{want: ReasonSSHMaterialInvalid}, {want: ReasonSSHMaterialInvalid}},
 			wantDials: 0, wantConnects: 0,
 		},
 		{
 			name:      "SSHMaterialInvalid: encrypted key without passphrase",
 			setup:     func(e *env) { e.srv.authorize(writeEncryptedKey(e.t, e.keyFile).PublicKey()) },
-			steps:     []step{{want: collector.ReasonSSHMaterialInvalid}, {want: collector.ReasonSSHMaterialInvalid}},
+			steps:     []step{{want: ReasonSSHMaterialInvalid}, {want: ReasonSSHMaterialInvalid}},
 			wantDials: 0, wantConnects: 0,
 			budget: slowKDF,
 		},
@@ -302,7 +301,7 @@ func TestReasons(t *testing.T) {
 					e.t.Fatal(err)
 				}
 			},
-			steps:     []step{{want: collector.ReasonSSHMaterialInvalid}, {want: collector.ReasonSSHMaterialInvalid}},
+			steps:     []step{{want: ReasonSSHMaterialInvalid}, {want: ReasonSSHMaterialInvalid}},
 			wantDials: 0, wantConnects: 0,
 			budget: slowKDF,
 		},
@@ -314,7 +313,7 @@ func TestReasons(t *testing.T) {
 					e.t.Fatal(err)
 				}
 			},
-			steps:     []step{{want: collector.ReasonSSHMaterialInvalid}, {want: collector.ReasonSSHMaterialInvalid}},
+			steps:     []step{{want: ReasonSSHMaterialInvalid}, {want: ReasonSSHMaterialInvalid}},
 			wantDials: 0, wantConnects: 0,
 		},
 		{
@@ -330,7 +329,7 @@ func TestReasons(t *testing.T) {
 					e.t.Fatal(err)
 				}
 			},
-			steps:     []step{{want: collector.ReasonSSHMaterialInvalid}, {want: collector.ReasonSSHMaterialInvalid}},
+			steps:     []step{{want: ReasonSSHMaterialInvalid}, {want: ReasonSSHMaterialInvalid}},
 			wantDials: 0, wantConnects: 0,
 		},
 		{
@@ -341,13 +340,13 @@ func TestReasons(t *testing.T) {
 					e.t.Fatal(err)
 				}
 			},
-			steps:     []step{{want: collector.ReasonSSHMaterialInvalid}, {want: collector.ReasonSSHMaterialInvalid}},
+			steps:     []step{{want: ReasonSSHMaterialInvalid}, {want: ReasonSSHMaterialInvalid}},
 			wantDials: 0, wantConnects: 0,
 		},
 		{
 			name:      "SSHMaterialInvalid: known_hosts missing",
 			setup:     func(e *env) { os.Remove(e.knownHosts) },
-			steps:     []step{{want: collector.ReasonSSHMaterialInvalid}, {want: collector.ReasonSSHMaterialInvalid}},
+			steps:     []step{{want: ReasonSSHMaterialInvalid}, {want: ReasonSSHMaterialInvalid}},
 			wantDials: 0, wantConnects: 0,
 		},
 		{
@@ -378,7 +377,7 @@ func TestReasons(t *testing.T) {
 				}
 			},
 			steps: []step{
-				{want: collector.ReasonSSHMaterialInvalid},
+				{want: ReasonSSHMaterialInvalid},
 				{before: func(e *env, _ *Checker) {
 					if err := os.Rename(e.keyFile+".good", e.keyFile); err != nil {
 						e.t.Fatal(err)
@@ -396,19 +395,12 @@ func TestReasons(t *testing.T) {
 		{
 			name:      "SSHHandshakeFailed",
 			setup:     func(e *env) { e.srv.setMode(modeEOF) },
-			steps:     []step{{want: collector.ReasonSSHHandshakeFailed}, {want: collector.ReasonSSHHandshakeFailed}},
+			steps:     []step{{want: ReasonSSHHandshakeFailed}, {want: ReasonSSHHandshakeFailed}},
 			wantDials: 2, wantConnects: 0,
 		},
 		{
-			name: "Unreachable",
-			setup: func(e *env) {
-				ln, err := net.Listen("tcp", "127.0.0.1:0")
-				if err != nil {
-					e.t.Fatal(err)
-				}
-				e.cfg.Hosts[0].Address = ln.Addr().String()
-				ln.Close() // nothing listens there now: connection refused
-			},
+			name:      "Unreachable",
+			setup:     func(e *env) { e.cfg.Hosts[0].Address = testnet.RefusedAddr(e.t) },
 			steps:     []step{{want: collector.ReasonUnreachable}, {want: collector.ReasonUnreachable}},
 			wantDials: 0, wantConnects: 0,
 		},
@@ -420,10 +412,17 @@ func TestReasons(t *testing.T) {
 		},
 		{
 			// The dial the first check started goes on after its
-			// budget (for dial_timeout, 3s); the second check joins it
-			// instead of dialing again.
-			name:  "Timeout: server accepts TCP and never speaks",
-			setup: func(e *env) { e.srv.setMode(modeSilent) },
+			// budget; the second check joins it instead of dialing
+			// again. The dial must still be running when the second
+			// check starts, however slow the machine: with the default
+			// dial_timeout it gives up on the silent server after a
+			// quarter of 3s, so dial_timeout is made long (Close ends
+			// the dial).
+			name: "Timeout: server accepts TCP and never speaks",
+			setup: func(e *env) {
+				e.srv.setMode(modeSilent)
+				e.cfg.DialTimeout = config.Duration(10 * time.Minute)
+			},
 			steps: []step{
 				{budget: 300 * time.Millisecond, want: collector.ReasonTimeout},
 				{budget: 300 * time.Millisecond, want: collector.ReasonTimeout},
@@ -443,7 +442,7 @@ func TestReasons(t *testing.T) {
 			name: "LibvirtConnectionLost mid-check, then a redial",
 			steps: []step{
 				{want: collector.ReasonReady},
-				{before: func(e *env, _ *Checker) { e.stub.setMode(stubDrop) }, want: collector.ReasonLibvirtConnectionLost},
+				{before: func(e *env, _ *Checker) { e.stub.setMode(stubDrop) }, want: ReasonLibvirtConnectionLost},
 				{before: func(e *env, _ *Checker) { e.stub.setMode(stubEcho) }, want: collector.ReasonReady},
 			},
 			wantDials: 2, wantConnects: 2,
@@ -463,7 +462,7 @@ func TestReasons(t *testing.T) {
 			covered[s.want] = true
 		}
 	}
-	for _, r := range Reasons() {
+	for _, r := range Reasons().Reasons() {
 		if !covered[r] {
 			t.Errorf("no case produces %s", r)
 		}
@@ -496,7 +495,7 @@ func TestReasons(t *testing.T) {
 				if v.Reason != s.want {
 					t.Fatalf("check %d: reason %s (%s), want %s", i+1, v.Reason, v.Message, s.want)
 				}
-				if !slices.Contains(Reasons(), v.Reason) {
+				if !Reasons().Contains(v.Reason) {
 					t.Fatalf("check %d: reason %s is not in the kvm set", i+1, v.Reason)
 				}
 			}
@@ -590,7 +589,7 @@ func TestFailureKeepsLastKnownVersion(t *testing.T) {
 	}
 	e.stub.setMode(stubDrop)
 	v := check(t, c, hostName, 5*time.Second)
-	if v.Reason != collector.ReasonLibvirtConnectionLost {
+	if v.Reason != ReasonLibvirtConnectionLost {
 		t.Fatalf("reason %s (%s), want LibvirtConnectionLost", v.Reason, v.Message)
 	}
 	if factsOf(t, v).LibvirtVersion != "9.0.0" || factsOf(t, v).PoolState != "" || factsOf(t, v).CapacityBytes != 0 {
@@ -941,14 +940,14 @@ func TestFailedDialsBackOff(t *testing.T) {
 	e.srv.setMode(modeEOF)
 	c := e.checker()
 	notBefore := func() time.Time { return c.NotBefore(hostName) }
-	if v := check(t, c, hostName, time.Minute); v.Reason != collector.ReasonSSHHandshakeFailed {
+	if v := check(t, c, hostName, time.Minute); v.Reason != ReasonSSHHandshakeFailed {
 		t.Fatalf("reason %s (%s), want SSHHandshakeFailed", v.Reason, v.Message)
 	}
 	if !notBefore().IsZero() {
 		t.Errorf("after one failed dial: not before %v, want no backoff", notBefore())
 	}
 	before := time.Now()
-	if v := check(t, c, hostName, time.Minute); v.Reason != collector.ReasonSSHHandshakeFailed {
+	if v := check(t, c, hostName, time.Minute); v.Reason != ReasonSSHHandshakeFailed {
 		t.Fatalf("reason %s (%s), want SSHHandshakeFailed", v.Reason, v.Message)
 	}
 	after := time.Now()
@@ -967,7 +966,7 @@ func TestFailedDialsBackOff(t *testing.T) {
 	os.Remove(m.knownHosts)
 	cm := m.checker()
 	for range 3 {
-		if v := check(t, cm, hostName, time.Minute); v.Reason != collector.ReasonSSHMaterialInvalid {
+		if v := check(t, cm, hostName, time.Minute); v.Reason != ReasonSSHMaterialInvalid {
 			t.Fatalf("reason %s (%s), want SSHMaterialInvalid", v.Reason, v.Message)
 		}
 	}

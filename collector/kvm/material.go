@@ -1,15 +1,20 @@
 package kvm
 
 import (
+	"bytes"
+	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"net"
 	"os"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/knownhosts"
 
 	"github.com/egress-proxies/provider_health_exporter/internal/boundedfile"
 )
@@ -19,7 +24,7 @@ import (
 // as the file, and keeping one per host made the heap grow with hosts ×
 // known_hosts lines. A file is parsed again when it changes (another inode,
 // size or modification time), so a rotated key or known_hosts is still
-// picked up without a reload (README: "KVM"). Looking a file up costs one
+// picked up without a reload (docs/configuration.md: "KVM"). Looking a file up costs one
 // stat per dial, not a read.
 type material struct {
 	keys *signerCache
@@ -194,4 +199,142 @@ func sameFiles(a, b []os.FileInfo) bool {
 		}
 	}
 	return true
+}
+
+// clientConfig gets the key, the optional passphrase and known_hosts from m.
+// Errors name files, never their contents.
+func clientConfig(set settings, m *material) (*ssh.ClientConfig, error) {
+	signer, err := m.signer(set)
+	if err != nil {
+		return nil, err
+	}
+	hostKey, err := m.hostKeyCallback(set)
+	if err != nil {
+		return nil, err
+	}
+	return &ssh.ClientConfig{
+		User:            set.user,
+		Auth:            []ssh.AuthMethod{ssh.PublicKeys(signer)},
+		HostKeyCallback: hostKey,
+	}, nil
+}
+
+// loadSigner reads and parses the private key, decrypting it with the
+// passphrase file when there is one.
+func loadSigner(set settings, keys *signerCache) (ssh.Signer, error) {
+	pem, err := boundedfile.Read(set.keyFile, boundedfile.PrivateKey)
+	if err != nil {
+		return nil, fmt.Errorf("read private key: %w", err)
+	}
+	var pass []byte
+	if set.passphraseFile != "" {
+		if pass, err = boundedfile.Read(set.passphraseFile, boundedfile.Passphrase); err != nil {
+			return nil, fmt.Errorf("read passphrase: %w", err)
+		}
+		pass = bytes.TrimRight(pass, "\r\n")
+	}
+	return keys.signer(pem, pass, func() (ssh.Signer, error) {
+		signer, err := ssh.ParsePrivateKey(pem)
+		var missing *ssh.PassphraseMissingError
+		if errors.As(err, &missing) {
+			if set.passphraseFile == "" {
+				return nil, fmt.Errorf("private key %s is encrypted and no passphrase_file is set: %w", set.keyFile, err)
+			}
+			signer, err = ssh.ParsePrivateKeyWithPassphrase(pem, pass)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("parse private key %s: %w", set.keyFile, err)
+		}
+		return signer, nil
+	})
+}
+
+// hostKeyCallback reads known_hosts, unless host keys are not verified.
+func hostKeyCallback(set settings) (ssh.HostKeyCallback, error) {
+	if set.insecure {
+		return ssh.InsecureIgnoreHostKey(), nil
+	}
+	// knownhosts reads the file by name: it is checked first, so that a
+	// named pipe or an oversized file is refused instead of read.
+	if err := boundedfile.Check(set.knownHostsFile, boundedfile.KnownHosts); err != nil {
+		return nil, fmt.Errorf("read known_hosts: %w", err)
+	}
+	cb, err := knownhosts.New(set.knownHostsFile)
+	if err != nil {
+		return nil, fmt.Errorf("read known_hosts: %w", err)
+	}
+	return cb, nil
+}
+
+// signerCache keeps the outcome of parsing a key by the hash of the key file
+// and passphrase contents: decrypting an encrypted key (bcrypt KDF) costs
+// about half a second of CPU, which every scrape would otherwise pay for
+// each unreachable host or wrong passphrase. A rotated or repaired file
+// hashes differently and is parsed again.
+type signerCache struct {
+	mu sync.Mutex
+	m  map[[sha256.Size]byte]parsedKey
+}
+
+type parsedKey struct {
+	signer ssh.Signer
+	err    error
+}
+
+func (c *signerCache) signer(pem, pass []byte, parse func() (ssh.Signer, error)) (ssh.Signer, error) {
+	h := sha256.New()
+	h.Write(pem)
+	h.Write([]byte{0})
+	h.Write(pass)
+	var sum [sha256.Size]byte
+	h.Sum(sum[:0])
+	c.mu.Lock()
+	k, ok := c.m[sum]
+	c.mu.Unlock()
+	if ok {
+		return k.signer, k.err
+	}
+	k.signer, k.err = parse()
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= 64 {
+		// Keys replaced by a rotation are never looked up again; keep
+		// the map from growing without bound.
+		c.m = map[[sha256.Size]byte]parsedKey{}
+	}
+	c.m[sum] = k
+	c.mu.Unlock()
+	return k.signer, k.err
+}
+
+// probeKey is a key no known_hosts file lists: asking the callback about it
+// makes knownhosts reveal the keys it does know for the host.
+var probeKey, _ = ssh.NewPublicKey(ed25519.PublicKey(make([]byte, ed25519.PublicKeySize)))
+
+// knownAlgorithms lists the host key algorithms known_hosts has keys of for
+// the host, so the server is asked for a key we can verify. It returns nil
+// (the library's defaults) when the host is unknown; the handshake then
+// fails with HostKeyUnknown.
+func knownAlgorithms(cb ssh.HostKeyCallback, address string, remote net.Addr) []string {
+	var ke *knownhosts.KeyError
+	if err := cb(address, remote, probeKey); !errors.As(err, &ke) {
+		return nil
+	}
+	var algos []string
+	seen := map[string]bool{}
+	add := func(a ...string) {
+		for _, x := range a {
+			if !seen[x] {
+				seen[x] = true
+				algos = append(algos, x)
+			}
+		}
+	}
+	for _, k := range ke.Want {
+		if k.Key.Type() == ssh.KeyAlgoRSA {
+			add(ssh.KeyAlgoRSASHA512, ssh.KeyAlgoRSASHA256, ssh.KeyAlgoRSA)
+			continue
+		}
+		add(k.Key.Type())
+	}
+	return algos
 }

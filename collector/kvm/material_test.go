@@ -87,14 +87,14 @@ func TestKnownHostsRotation(t *testing.T) {
 
 	e.writeKnownHosts(wrongA)
 	age(t, e.knownHosts, time.Hour)
-	expect("first dial", collector.ReasonHostKeyMismatch, 1)
-	expect("unchanged file", collector.ReasonHostKeyMismatch, 1)
+	expect("first dial", ReasonHostKeyMismatch, 1)
+	expect("unchanged file", ReasonHostKeyMismatch, 1)
 
 	// Edited in place: same inode and size, another modification time.
 	e.writeKnownHosts(wrongB)
 	age(t, e.knownHosts, 30*time.Minute)
-	expect("edited in place", collector.ReasonHostKeyMismatch, 2)
-	expect("unchanged after the edit", collector.ReasonHostKeyMismatch, 2)
+	expect("edited in place", ReasonHostKeyMismatch, 2)
+	expect("unchanged after the edit", ReasonHostKeyMismatch, 2)
 
 	// Replaced by a rename: same size and modification time, another inode.
 	fi, err := os.Stat(e.knownHosts)
@@ -133,7 +133,7 @@ func TestKnownHostsJustModified(t *testing.T) {
 	write(knownHostsLine(e.srv.addr, randomKey(t)))
 	c := e.checker()
 	for i := range 3 {
-		if v := check(t, c, hostName, time.Minute); v.Reason != collector.ReasonHostKeyMismatch {
+		if v := check(t, c, hostName, time.Minute); v.Reason != ReasonHostKeyMismatch {
 			t.Fatalf("check %d: reason %s (%s), want HostKeyMismatch", i, v.Reason, v.Message)
 		}
 	}

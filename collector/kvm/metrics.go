@@ -6,7 +6,7 @@ import (
 	"github.com/egress-proxies/provider_health_exporter/collector"
 )
 
-// The kvm families of the README's metrics table. Only this package knows
+// The kvm families of the metrics table of docs/metrics.md: "Metrics". Only this package knows
 // them: the framework hands each verdict's Facts the channel and the labels.
 var (
 	hostInfoDesc = prometheus.NewDesc("provider_health_kvm_host_info",

@@ -23,7 +23,7 @@ const virshSSHURIEnv = "KVM_IT_VIRSH_SSH_URI"
 var poolRunning = regexp.MustCompile(`(?m)^State:\s+running\s*$`)
 
 // BenchmarkVirsh puts one host's steady check next to what a script that
-// asks virsh pays for the same answer (README: "Performance", "Against
+// asks virsh pays for the same answer (docs/scaling.md: "Performance", "Against
 // virsh"), both against the real sshd and libvirtd of testdata/kvm/ctl.sh:
 //
 //   - kept: the kvm Checker's check on its kept SSH + libvirt connection,

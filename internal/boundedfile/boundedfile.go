@@ -1,7 +1,7 @@
 // Package boundedfile reads the files the exporter is pointed at — its
 // configuration, SSH keys and passphrases, known_hosts, GCP credentials,
 // kubeconfigs, tokens and CA bundles — so that no such file can hang or
-// exhaust it (README: "What the exporter bounds"): a file is
+// exhaust it (docs/security.md: "What the exporter bounds"): a file is
 // opened without blocking, must be a regular file once symlinks are
 // resolved (Kubernetes Secret and ConfigMap mounts are symlinks to regular
 // files), and may not be larger than the cap of its kind.

@@ -1,4 +1,4 @@
-// The alerts of the README's "Alerts" section. Severity follows what a human has to do:
+// The alerts of docs/alerts.md's "Alerts" section. Severity follows what a human has to do:
 //   critical: act now, nothing recovers by itself or a whole provider is lost;
 //   warning:  look during working hours, or it may clear by itself.
 local cfg(c) =

@@ -1,7 +1,7 @@
 #!/bin/sh
 # table.sh prints a summary table of BenchmarkFleet from `go test -bench`
 # output (a file, or stdin), averaging repeated runs (-count). Called by
-# `make bench`; the columns are explained in the README ("Performance").
+# `make bench`; the columns are explained in docs/scaling.md: "Performance".
 set -eu
 awk '
 $1 ~ /^BenchmarkFleet\// {

@@ -1,6 +1,6 @@
 #!/bin/bash
 # virsh.sh [file]: the part of `make bench` that puts one host's steady
-# check next to a virsh run against the same real sshd and libvirtd (README:
+# check next to a virsh run against the same real sshd and libvirtd (docs/scaling.md:
 # "Performance", "Against virsh"). It starts them with testdata/kvm/ctl.sh in
 # a throwaway state directory, runs BenchmarkVirsh (collector/kvm), appends
 # its output to file and prints one summary line. Without root or without the

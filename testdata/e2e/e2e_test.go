@@ -375,7 +375,7 @@ func TestEndToEnd(t *testing.T) {
 	})
 	step("ProviderHealthExporterDown firing in Prometheus and at the webhook")
 
-	// README "Security": no secret in the logs, at any level.
+	// docs/security.md: "Security": no secret in the logs, at any level.
 	logText, err := os.ReadFile(exporter.log)
 	must(t, err)
 	for _, line := range strings.Split(string(logText), "\n") {

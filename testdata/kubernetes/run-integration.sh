@@ -4,7 +4,8 @@
 #
 # Builds (or takes from the cache) kube-apiserver with build-apiserver.sh,
 # starts etcd and kube-apiserver with ctl.sh in a fresh state directory, runs
-# `go test -tags integration` on collector/kubernetes, and stops both daemons
+# `go test -tags integration` on deploy/kubernetes/validate and then
+# collector/kubernetes, and stops both daemons
 # by their PIDs on exit. The state directory (certificates, logs) is removed
 # after a passing run and kept, with its path printed, after a failing one.
 #
@@ -50,6 +51,10 @@ export PHE_K8S_STATE="$state" PHE_K8S_CTL="$here/ctl.sh"
 
 cd "$repo"
 start_test=$SECONDS
-"$GO" test -tags integration -count=1 -timeout 20m -v -run 'Integration' ./collector/kubernetes/... && rc=0 || rc=$?
+# The manifests' tests first (deploy/kubernetes/validate, a module of its
+# own: the kube-prometheus component's RBAC and the Helm chart's dry-run, each
+# in a namespace of its own): the provider's tests stop the apiserver last.
+"$GO" -C deploy/kubernetes/validate test -tags integration -count=1 -timeout 20m -v -run 'Integration' ./... &&
+  "$GO" test -tags integration -count=1 -timeout 20m -v -run 'Integration' ./collector/kubernetes/... && rc=0 || rc=$?
 echo "run-integration: tests took $((SECONDS - start_test))s, exit $rc" >&2
 exit "$rc"

@@ -1,8 +1,12 @@
-// Package validate checks the manifests under deploy/kubernetes: it renders
-// the kustomizations with the kustomize Go API and decodes the Prometheus
-// Operator objects strictly into the operator's Go types. It is a module of
-// its own so that kustomize and the operator's API (with controller-runtime)
-// stay out of the exporter's dependencies. `make test` runs it.
+// Package validate checks the manifests under deploy/kubernetes and the Helm
+// chart under deploy/helm: it renders the kustomizations with the kustomize
+// Go API and the chart with the Helm SDK (package chart), and decodes every
+// object strictly into its Go type, the Prometheus Operator's included. Its
+// integration tests (build tag integration, run by
+// testdata/kubernetes/run-integration.sh) dry-run them on a real
+// kube-apiserver. It is a module of its own so that kustomize, Helm and the
+// operator's API stay out of the exporter's dependencies. `make test` runs
+// it.
 package validate
 
 import (
@@ -16,10 +20,16 @@ import (
 
 // Render builds the kustomization in dir as `kubectl kustomize dir` does and
 // returns the resources as one multi-document YAML stream. With components,
-// it builds an overlay of dir with those components, the one README
-// "Prometheus Operator" shows.
+// it builds an overlay of dir with those components, the one
+// docs/deployment.md: "Prometheus Operator" shows.
 func Render(dir string, components ...string) ([]byte, error) {
-	if len(components) > 0 {
+	return RenderInNamespace("", dir, components...)
+}
+
+// RenderInNamespace is Render through an overlay that sets namespace (when
+// not empty), as a user who runs the exporter elsewhere writes it.
+func RenderInNamespace(namespace, dir string, components ...string) ([]byte, error) {
+	if len(components) > 0 || namespace != "" {
 		overlay, err := os.MkdirTemp("", "phe-overlay-")
 		if err != nil {
 			return nil, err
@@ -37,6 +47,9 @@ func Render(dir string, components ...string) ([]byte, error) {
 				k += "components:\n"
 			}
 			k += "  - " + rel + "\n"
+		}
+		if namespace != "" {
+			k += "namespace: " + namespace + "\n"
 		}
 		if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(k), 0o644); err != nil {
 			return nil, err

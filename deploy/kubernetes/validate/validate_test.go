@@ -27,10 +27,12 @@ const (
 
 // object is one rendered resource with its YAML.
 type object struct {
-	Kind     string `json:"kind"`
-	Metadata struct {
-		Name      string `json:"name"`
-		Namespace string `json:"namespace"`
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Metadata   struct {
+		Name      string            `json:"name"`
+		Namespace string            `json:"namespace"`
+		Labels    map[string]string `json:"labels"`
 	} `json:"metadata"`
 	doc []byte
 }
@@ -42,6 +44,19 @@ func render(t *testing.T, dir string, components ...string) map[string]object {
 		t.Fatal(err)
 	}
 	objs := map[string]object{}
+	for _, o := range splitObjects(t, dir, out) {
+		if _, dup := objs[o.Kind]; dup {
+			t.Fatalf("%s: two objects of kind %s; this test expects one of each", dir, o.Kind)
+		}
+		objs[o.Kind] = o
+	}
+	return objs
+}
+
+// splitObjects splits a multi-document YAML stream into its objects.
+func splitObjects(t *testing.T, what string, out []byte) []object {
+	t.Helper()
+	var objs []object
 	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(out)))
 	for {
 		doc, err := r.Read()
@@ -49,17 +64,17 @@ func render(t *testing.T, dir string, components ...string) map[string]object {
 			break
 		}
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("%s: %v", what, err)
 		}
 		var o object
 		if err := yaml.Unmarshal(doc, &o); err != nil {
-			t.Fatal(err)
+			t.Fatalf("%s: %v", what, err)
 		}
-		if _, dup := objs[o.Kind]; dup {
-			t.Fatalf("%s: two objects of kind %s; this test expects one of each", dir, o.Kind)
+		if o.Kind == "" {
+			continue // a document of comments only
 		}
 		o.doc = doc
-		objs[o.Kind] = o
+		objs = append(objs, o)
 	}
 	return objs
 }

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/prometheus/common/expfmt"
+
+	"github.com/egress-proxies/provider_health_exporter/collector"
+)
+
+// serveProbe checks one provider entry, or one target of it: the
+// multi-target pattern, for sharding and per-provider scrape intervals.
+func (x *exporter) serveProbe(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	req, err := x.request(r)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	req.Name, req.Target = q.Get("name"), q.Get("target")
+	if req.Name == "" {
+		http.Error(w, "name parameter is missing", http.StatusBadRequest)
+		return
+	}
+	debug := q.Get("debug") == "true"
+	shape := answerShape(r)
+	if !debug { // a person reads the debug answer, not a scraper with a deadline
+		req.Reserve = x.answers.reserve(shape)
+	}
+	// An unknown name or target is the only error Run returns. A debug
+	// probe is no live check of its own: it joins the target's check in
+	// flight or reuses one within min_interval like any scrape, and shows
+	// the log of the check that made its verdict.
+	results, err := x.engine.Run(r.Context(), req)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	if !debug {
+		x.answer(w, r, results, nil, shape)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	fmt.Fprintln(w, "Logs for the check:")
+	for _, p := range results {
+		for _, t := range p.Targets {
+			log := t.Log.String()
+			if log == "" {
+				fmt.Fprintf(w, "(no log for %s/%s/%s: %s)\n", p.Kind, p.Name, t.Target.Name, describeMode(t.Mode))
+				continue
+			}
+			fmt.Fprint(w, log)
+		}
+	}
+	fmt.Fprintln(w)
+	for _, p := range results {
+		for _, t := range p.Targets {
+			fmt.Fprintf(w, "Verdict for %s/%s/%s: %s (up=%v ready=%v) in %ss: %s\n",
+				p.Kind, p.Name, t.Target.Name, t.Reason, p.Reasons.Up(t.Reason), t.Reason.Ready(), trimFloat(t.Duration.Seconds()), t.Message)
+		}
+	}
+	fmt.Fprintln(w, "\nMetrics that would have been returned:")
+	exp, err := collector.NewExposition(results)
+	if err != nil {
+		fmt.Fprintf(w, "error gathering metrics: %v\n", err)
+	}
+	if err := exp.Write(w, expfmt.NewFormat(expfmt.TypeTextPlain), nil, nil); err != nil {
+		fmt.Fprintf(w, "error encoding metrics: %v\n", err)
+	}
+}
+
+// describeMode says why a debug probe has no log to show.
+func describeMode(mode string) string {
+	switch mode {
+	case collector.ModeCached:
+		return "a cached verdict whose check left no log"
+	case collector.ModeBackoff:
+		return "the last verdict, served while the target's failing dials back off"
+	}
+	return "the check did not answer within the budget"
+}

@@ -1,0 +1,384 @@
+package collector
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+)
+
+// Exposition is the metric families of one Run's results, built to be
+// encoded without going through a prometheus.Registry. It holds exactly
+// what a Registry gathers from ResultCollector (same families, series,
+// order and values) and writes the text and OpenMetrics formats itself,
+// byte for byte as expfmt does: at a thousand targets the registry's
+// per-series allocation, validation and sorting and expfmt's per-series
+// checks cost ten times the writing itself (docs/scaling.md: "Performance").
+// Protobuf and every format it does not write itself go through expfmt
+// from the same families.
+type Exposition struct {
+	fams []*family // sorted by name
+}
+
+// family is one metric family. The framework's families are built already
+// sorted, with flat label values; the providers' own (Facts) stay the
+// client_model metrics their Collect made, sorted as Gather sorts them.
+type family struct {
+	name, help string
+	typ        dto.MetricType
+	labels     []string  // label names, sorted: the framework's families
+	values     []string  // len(labels) values per series, series after series
+	nums       []float64 // one value per series
+	// rows are a provider's family. It has no unit (OpenMetrics'
+	// # UNIT): prometheus.Gatherers, which merged the exporter's families
+	// before, drops it.
+	rows []*factMetric
+}
+
+func (f *family) add(v float64, lv ...string) {
+	f.values = append(f.values, lv...)
+	f.nums = append(f.nums, v)
+}
+
+func (f *family) len() int {
+	if f.rows != nil {
+		return len(f.rows)
+	}
+	return len(f.nums)
+}
+
+func newFamily(name, help string, typ dto.MetricType, labels ...string) *family {
+	return &family{name: name, help: help, typ: typ, labels: labels}
+}
+
+// NewExposition builds the families of results. Errors are a provider's
+// metrics that a Registry would refuse too (invalid, inconsistent or
+// duplicate); they are left out and everything else is kept, as
+// promhttp.ContinueOnError does.
+func NewExposition(results []ProviderResult) (*Exposition, error) {
+	ps, order, n := sortedResults(results)
+	perTarget := func(name, help string) *family {
+		f := newFamily(name, help, dto.MetricType_GAUGE, "name", "provider", "target")
+		f.values, f.nums = make([]string, 0, 3*n), make([]float64, 0, n)
+		return f
+	}
+	var (
+		timeout    = newFamily(namespace+"_check_timeout_seconds", timeoutHelp, dto.MetricType_GAUGE, "name", "provider")
+		checks     = newFamily(namespace+"_exporter_checks_total", checksHelp, dto.MetricType_COUNTER, "mode", "name", "provider")
+		abandoned  = newFamily(namespace+"_exporter_checks_abandoned_total", abandonedHelp, dto.MetricType_COUNTER, "name", "provider")
+		upF        = perTarget(namespace+"_up", upHelp)
+		readyF     = perTarget(namespace+"_ready", readyHelp)
+		durationF  = perTarget(namespace+"_check_duration_seconds", durationHelp)
+		lastCheckF = perTarget(namespace+"_last_check_timestamp_seconds", lastCheckHelp)
+		lastTransF = perTarget(namespace+"_last_transition_timestamp_seconds", lastTransitionHelp)
+		reasonF    = newFamily(namespace+"_reason", reasonHelp, dto.MetricType_GAUGE, "name", "provider", "reason", "target")
+		infoF      = newFamily(namespace+"_target_info", targetInfoHelp, dto.MetricType_GAUGE, "address", "name", "provider", "target")
+	)
+	reasons := 0
+	for i, p := range ps {
+		reasons += len(p.Reasons) * len(order[i])
+	}
+	reasonF.values, reasonF.nums = make([]string, 0, 4*reasons), make([]float64, 0, reasons)
+	infoF.values, infoF.nums = make([]string, 0, 4*n), make([]float64, 0, n)
+	modes := slices.Sorted(slices.Values(Modes))
+	for _, m := range modes {
+		for _, p := range ps {
+			checks.add(float64(p.Checks[m]), m, p.Name, p.Kind)
+		}
+	}
+	infos := make([]targetInfo, 0, n)
+	for i, p := range ps {
+		timeout.add(p.Budget.Seconds(), p.Name, p.Kind)
+		abandoned.add(float64(p.Abandoned), p.Name, p.Kind)
+		for _, t := range order[i] {
+			upF.add(boolFloat(p.Reasons.Up(t.Reason)), p.Name, p.Kind, t.Target.Name)
+			readyF.add(boolFloat(t.Reason.Ready()), p.Name, p.Kind, t.Target.Name)
+			durationF.add(t.Duration.Seconds(), p.Name, p.Kind, t.Target.Name)
+			lastCheckF.add(unixSeconds(t.CheckedAt), p.Name, p.Kind, t.Target.Name)
+			if !t.LastTransition.IsZero() {
+				lastTransF.add(unixSeconds(t.LastTransition), p.Name, p.Kind, t.Target.Name)
+			}
+			infos = append(infos, targetInfo{p, t})
+		}
+		reasons := slices.Sorted(slices.Values(p.Reasons.Reasons()))
+		for _, r := range reasons {
+			for _, t := range order[i] {
+				reasonF.add(boolFloat(r == t.Reason), p.Name, p.Kind, string(r), t.Target.Name)
+			}
+		}
+	}
+	addTargetInfo(infoF, infos)
+
+	x := &Exposition{}
+	for _, f := range []*family{timeout, checks, abandoned, upF, readyF, durationF, lastCheckF, lastTransF, reasonF, infoF} {
+		if f.len() > 0 {
+			x.fams = append(x.fams, f)
+		}
+	}
+	facts, err := collectFacts(ps, order, x.fams)
+	x.fams = append(x.fams, facts...)
+	slices.SortFunc(x.fams, func(a, b *family) int { return strings.Compare(a.name, b.name) })
+	return x, err
+}
+
+// sortedResults orders the providers by name and kind and each provider's
+// targets by name, as a Registry orders series, and counts the targets,
+// so every family is allocated once.
+func sortedResults(results []ProviderResult) ([]*ProviderResult, [][]*TargetResult, int) {
+	ps := make([]*ProviderResult, len(results))
+	for i := range results {
+		ps[i] = &results[i]
+	}
+	slices.SortFunc(ps, func(a, b *ProviderResult) int {
+		return cmp.Or(strings.Compare(a.Name, b.Name), strings.Compare(a.Kind, b.Kind))
+	})
+	order := make([][]*TargetResult, len(ps))
+	n := 0
+	for i, p := range ps {
+		ts := make([]*TargetResult, len(p.Targets))
+		for j := range p.Targets {
+			ts[j] = &p.Targets[j]
+		}
+		slices.SortFunc(ts, func(a, b *TargetResult) int { return strings.Compare(a.Target.Name, b.Target.Name) })
+		order[i] = ts
+		n += len(ts)
+	}
+	return ps, order, n
+}
+
+// targetInfo is one target_info series to be: its family is sorted by
+// address first, the first label.
+type targetInfo struct {
+	p *ProviderResult
+	t *TargetResult
+}
+
+func addTargetInfo(infoF *family, infos []targetInfo) {
+	slices.SortFunc(infos, func(a, b targetInfo) int {
+		return cmp.Or(strings.Compare(a.t.Target.Address, b.t.Target.Address),
+			strings.Compare(a.p.Name, b.p.Name), strings.Compare(a.p.Kind, b.p.Kind),
+			strings.Compare(a.t.Target.Name, b.t.Target.Name))
+	})
+	for _, in := range infos {
+		infoF.add(1, in.t.Target.Address, in.p.Name, in.p.Kind, in.t.Target.Name)
+	}
+}
+
+// collectFacts gathers the providers' own metrics of every target, as a
+// Registry does: grouped into families by name, each family sorted by its
+// label values, inconsistent and duplicate metrics left out. A verdict's
+// Facts are collected once (FactsMemo) and reused for as long as the
+// verdict is served.
+func collectFacts(ps []*ProviderResult, order [][]*TargetResult, framework []*family) ([]*family, error) {
+	var jobs []*factJob
+	rows := make([][]*factMetric, 0, len(ps))
+	var errs []error
+	for i, p := range ps {
+		for _, t := range order[i] {
+			if t.Facts == nil {
+				continue
+			}
+			if ms, ok, err := t.memo.load(p.Name, t.Target.Name); ok {
+				rows = append(rows, ms)
+				if err != nil {
+					errs = append(errs, err)
+				}
+				continue
+			}
+			jobs = append(jobs, &factJob{name: p.Name, t: t})
+		}
+	}
+	if len(jobs) > 0 {
+		jrows, jerrs := collectJobs(jobs)
+		rows = append(rows, jrows...)
+		errs = append(errs, jerrs...)
+	}
+
+	byDesc := map[*prometheus.Desc]*family{}
+	byName := map[string]*family{}
+	for _, f := range framework {
+		byName[f.name] = f
+	}
+	var out []*family
+	for _, ms := range rows {
+		for _, fm := range ms {
+			f, ok := byDesc[fm.desc]
+			if !ok {
+				// A Desc's name and help are not exported: a Registry with
+				// this one metric says them, once per Desc and scrape.
+				mf, err := describe(fm.m)
+				if err != nil {
+					errs = append(errs, err)
+					continue
+				}
+				f = byName[mf.GetName()]
+				switch {
+				case f == nil:
+					f = &family{name: mf.GetName(), help: mf.GetHelp(), typ: mf.GetType(), rows: []*factMetric{}}
+					byName[f.name] = f
+					out = append(out, f)
+				case f.rows == nil || f.help != mf.GetHelp() || f.typ != mf.GetType():
+					errs = append(errs, fmt.Errorf("collected metric family %s is inconsistent with the family of that name already collected", mf.GetName()))
+					continue
+				}
+				byDesc[fm.desc] = f
+			}
+			f.rows = append(f.rows, fm)
+		}
+	}
+	for _, f := range out {
+		if !slices.IsSortedFunc(f.rows, compareValues) {
+			slices.SortFunc(f.rows, compareValues)
+		}
+		// Duplicates are neighbours once sorted.
+		f.rows = slices.CompactFunc(f.rows, func(a, b *factMetric) bool {
+			if compareValues(a, b) == 0 {
+				errs = append(errs, fmt.Errorf("collected metric %s %v was collected before with the same name and label values", f.name, a.dm.GetLabel()))
+				return true
+			}
+			return false
+		})
+	}
+	return out, errors.Join(errs...)
+}
+
+// factJob is a target whose Facts' metrics are not known yet.
+type factJob struct {
+	name string
+	t    *TargetResult
+	ms   []*factMetric
+}
+
+// collectJobs collects the metrics of the jobs' Facts and remembers them
+// in each verdict's memo: one row of metrics a job.
+func collectJobs(jobs []*factJob) (rows [][]*factMetric, errs []error) {
+	// Collect sends on a channel: one goroutine collects every target
+	// whose metrics are not known yet, a nil marks each target's end.
+	ch := make(chan prometheus.Metric, 256)
+	go func() {
+		defer close(ch)
+		for _, j := range jobs {
+			j.t.Facts.Collect(ch, j.name, j.t.Target.Name)
+			ch <- nil
+		}
+	}()
+	var batch []factMetric // allocated a few hundred at a time
+	var dms []dto.Metric
+	k := 0
+	var jerrs []error
+	for m := range ch {
+		j := jobs[k]
+		if m == nil {
+			err := errors.Join(jerrs...)
+			j.t.memo.store(j.name, j.t.Target.Name, j.ms, err)
+			if err != nil {
+				errs = append(errs, err)
+			}
+			rows = append(rows, j.ms)
+			jerrs = nil
+			k++
+			continue
+		}
+		if len(batch) == 0 {
+			batch, dms = make([]factMetric, 256), make([]dto.Metric, 256)
+		}
+		fm, dm := &batch[0], &dms[0]
+		batch, dms = batch[1:], dms[1:]
+		if err := m.Write(dm); err != nil {
+			jerrs = append(jerrs, fmt.Errorf("collected metric %s: %w", m.Desc(), err))
+			continue
+		}
+		fm.m, fm.desc, fm.dm = m, m.Desc(), dm
+		fm.values = make([]string, len(dm.Label))
+		for i, lp := range dm.Label {
+			fm.values[i] = lp.GetValue()
+			fm.labels = appendLabel(fm.labels, i, lp.GetName(), lp.GetValue())
+		}
+		if len(dm.Label) > 0 {
+			fm.labels = append(fm.labels, '}')
+		}
+		j.ms = append(j.ms, fm)
+	}
+	return rows, errs
+}
+
+// factMetric is one metric a Facts collected, written out once.
+type factMetric struct {
+	m      prometheus.Metric
+	desc   *prometheus.Desc
+	dm     *dto.Metric
+	values []string // the label values in label name order: the sort key
+	// labels is the metric's label set as the text formats write it
+	// ({a="1",b="2"}, or nothing), written once when it is collected:
+	// the metric is written again at every scrape that serves its verdict.
+	labels []byte
+}
+
+// compareValues orders the metrics of one family as Gather does: by their
+// label values in label name order.
+func compareValues(a, b *factMetric) int {
+	return slices.Compare(a.values, b.values)
+}
+
+// factsMemo keeps the metrics of one verdict's Facts, collected the first
+// time the verdict is exported: a verdict reused within min_interval or
+// during a backoff has the same Facts at every scrape (checker.go: Facts),
+// and collecting them again would cost the provider's Collect and its
+// allocations at every scrape.
+type factsMemo struct {
+	mu           sync.Mutex
+	done         bool
+	name, target string
+	ms           []*factMetric
+	err          error
+}
+
+func (m *factsMemo) load(name, target string) ([]*factMetric, bool, error) {
+	if m == nil {
+		return nil, false, nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.done || m.name != name || m.target != target {
+		return nil, false, nil
+	}
+	return m.ms, true, m.err
+}
+
+func (m *factsMemo) store(name, target string, ms []*factMetric, err error) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.done {
+		m.done, m.name, m.target, m.ms, m.err = true, name, target, ms, err
+	}
+}
+
+// oneMetric is a collector of a single metric, to have a Registry check it
+// and describe its family.
+type oneMetric struct{ m prometheus.Metric }
+
+func (oneMetric) Describe(chan<- *prometheus.Desc)      {}
+func (o oneMetric) Collect(ch chan<- prometheus.Metric) { ch <- o.m }
+
+func describe(m prometheus.Metric) (*dto.MetricFamily, error) {
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(oneMetric{m}); err != nil {
+		return nil, fmt.Errorf("describe %s: %w", m.Desc(), err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		return nil, fmt.Errorf("collected metric: %w", err)
+	}
+	if len(mfs) != 1 {
+		return nil, fmt.Errorf("collected metric %s: gathered %d families", m.Desc(), len(mfs))
+	}
+	return mfs[0], nil
+}

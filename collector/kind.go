@@ -1,0 +1,116 @@
+package collector
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/egress-proxies/provider_health_exporter/config"
+)
+
+// Kind is one kind of provider, all the exporter knows of it: its name,
+// its reasons, its part of the configuration file, how to build the
+// checker of an entry and what --config.check says of an entry's files.
+// The exporter's table of kinds is a list of these, one row a kind
+// (docs/development.md: "Adding a provider"); the engine, /metrics' collect[],
+// --config.check, the reload and the write deadline read it and nothing
+// else.
+type Kind struct {
+	// Section is the kind's part of the configuration file; its Kind is
+	// the kind's name, the provider label.
+	Section config.Section
+	// Reasons is the kind's closed reason set with each reason's up flag.
+	Reasons ReasonSet
+	// NewChecker builds the checker of one entry of the section (the
+	// Entry its Section's New returned, validated); it does no network
+	// I/O. The logger carries the provider and name.
+	NewChecker func(entry config.Entry, logger *slog.Logger) (Checker, error)
+	// FileWarnings, when set, reads the files the entry references the
+	// way a check does and says what a check would reject, for
+	// --config.check.
+	FileWarnings func(entry config.Entry) []string
+}
+
+// Name is the kind's name: its section's key and the provider label.
+func (k Kind) Name() string { return k.Section.Kind }
+
+// Validate checks that the kind is complete: a name, a section, a
+// checker and a reason set the engine accepts.
+func (k Kind) Validate() error {
+	var errs []error
+	if k.Name() == "" {
+		errs = append(errs, errors.New("kind has no name (Section.Kind)"))
+	}
+	if k.Section.New == nil {
+		errs = append(errs, errors.New("kind has no Section.New"))
+	}
+	if k.NewChecker == nil {
+		errs = append(errs, errors.New("kind has no NewChecker"))
+	}
+	if err := k.Reasons.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("kind %q: %w", k.Name(), err)
+	}
+	return nil
+}
+
+// Sections are the configuration sections of kinds, in their order.
+func Sections(kinds []Kind) []config.Section {
+	out := make([]config.Section, len(kinds))
+	for i, k := range kinds {
+		out[i] = k.Section
+	}
+	return out
+}
+
+// Entries describes to the engine every entry of cfg, kind by kind in the
+// order of kinds. The fingerprint of an entry is its settings: a reload
+// that leaves them alone keeps the checker, its clients, tokens,
+// connections and cached verdicts.
+func Entries(kinds []Kind, cfg *config.Config, logger *slog.Logger) []Entry {
+	var out []Entry
+	for _, k := range kinds {
+		for _, ce := range cfg.Entries(k.Name()) {
+			name, check := ce.EntryName(), ce.Settings()
+			out = append(out, Entry{
+				Kind: k.Name(), Name: name, Reasons: k.Reasons,
+				Timeout: check.TimeoutDuration(), MinInterval: check.MinIntervalDuration(),
+				Fingerprint: fingerprint(ce),
+				Build: func() (Checker, error) {
+					return k.NewChecker(ce, logger.With("provider", k.Name(), "name", name))
+				},
+			})
+		}
+	}
+	return out
+}
+
+// fingerprint identifies an entry's settings.
+func fingerprint(entry config.Entry) string {
+	b, err := yaml.Marshal(entry)
+	if err != nil {
+		return fmt.Sprintf("unmarshalable-%p", entry)
+	}
+	return string(b)
+}
+
+// FileWarnings asks each kind to read the files of its entries as its
+// check would, so that --config.check and the checks never disagree.
+func FileWarnings(kinds []Kind, cfg *config.Config) []string {
+	var out []string
+	for _, k := range kinds {
+		if k.FileWarnings == nil {
+			continue
+		}
+		for _, ce := range cfg.Entries(k.Name()) {
+			for _, w := range k.FileWarnings(ce) {
+				out = append(out, fmt.Sprintf("%s %q: %s", k.Name(), ce.EntryName(), w))
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,34 @@
+package kubernetes
+
+import (
+	"fmt"
+	"log/slog"
+
+	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/config"
+)
+
+// Kind is the kubernetes kind (a cluster's API server) as the exporter's table of kinds lists it.
+func Kind() collector.Kind {
+	return collector.Kind{
+		Section: config.KubernetesSection(),
+		Reasons: Reasons(),
+		NewChecker: func(e config.Entry, logger *slog.Logger) (collector.Checker, error) {
+			c, ok := e.(*config.Kubernetes)
+			if !ok {
+				return nil, fmt.Errorf("kubernetes entry of type %T", e)
+			}
+			return New(c, logger)
+		},
+		FileWarnings: func(e config.Entry) []string {
+			c, ok := e.(*config.Kubernetes)
+			if !ok {
+				return nil
+			}
+			if err := CheckFiles(c); err != nil {
+				return []string{err.Error()}
+			}
+			return nil
+		},
+	}
+}

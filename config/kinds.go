@@ -1,0 +1,268 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+)
+
+// The built-in kinds' sections. A kind may as well declare its Section in
+// its own package; these live here because their types predate that.
+
+// Builtin is the sections of the built-in kinds, in the order the summary
+// lists them.
+func Builtin() []Section {
+	return []Section{KubernetesSection(), GCPSection(), KVMSection()}
+}
+
+// KubernetesSection is the kubernetes section: one entry a cluster.
+func KubernetesSection() Section {
+	return Section{Kind: "kubernetes", New: func() Entry { return &Kubernetes{LabelSelector: DefaultLabelSelector} }}
+}
+
+// GCPSection is the gcp section: one entry a project.
+func GCPSection() Section {
+	return Section{Kind: "gcp", New: func() Entry { return &GCP{Filter: DefaultGCPFilter} }}
+}
+
+// KVMSection is the kvm section: one entry a group of hosts.
+func KVMSection() Section {
+	return Section{Kind: "kvm", New: func() Entry {
+		return &KVM{
+			LibvirtSocket:      DefaultLibvirtSocket,
+			LibvirtURI:         DefaultLibvirtURI,
+			Pool:               DefaultPool,
+			MaxConcurrentDials: DefaultMaxConcurrentDials,
+			DialTimeout:        DefaultDialTimeout,
+		}
+	}, Summary: func(entries []Entry) string {
+		hosts := 0
+		for _, e := range entries {
+			if e != nil {
+				hosts += e.TargetCount()
+			}
+		}
+		return fmt.Sprintf("%d kvm (%d hosts)", len(entries), hosts)
+	}}
+}
+
+// assignBuiltin fills the fields of the built-in kinds from their sections.
+func (c *Config) assignBuiltin() {
+	c.Kubernetes, c.GCP, c.KVM = entriesOf[*Kubernetes](c, "kubernetes"), entriesOf[*GCP](c, "gcp"), entriesOf[*KVM](c, "kvm")
+}
+
+func entriesOf[T Entry](c *Config, kind string) []T {
+	es := c.Entries(kind)
+	if es == nil {
+		return nil
+	}
+	out := make([]T, len(es))
+	for i, e := range es {
+		if t, ok := e.(T); ok {
+			out[i] = t
+		}
+	}
+	return out
+}
+
+// EntryName implements Entry.
+func (k *Kubernetes) EntryName() string { return k.Name }
+
+// ResolvePaths implements Entry.
+func (k *Kubernetes) ResolvePaths(join func(*string)) { join(&k.Kubeconfig) }
+
+// TargetCount implements Entry: one API server.
+func (k *Kubernetes) TargetCount() int { return 1 }
+
+// EntryName implements Entry.
+func (g *GCP) EntryName() string { return g.Name }
+
+// ResolvePaths implements Entry.
+func (g *GCP) ResolvePaths(join func(*string)) { join(&g.CredentialsFile) }
+
+// TargetCount implements Entry: one Compute API.
+func (g *GCP) TargetCount() int { return 1 }
+
+// EntryName implements Entry.
+func (v *KVM) EntryName() string { return v.Name }
+
+// ResolvePaths implements Entry.
+func (v *KVM) ResolvePaths(join func(*string)) {
+	join(&v.PrivateKeyFile)
+	join(&v.PassphraseFile)
+	join(&v.KnownHostsFile)
+	for _, h := range v.Hosts {
+		if h != nil {
+			join(&h.PrivateKeyFile)
+		}
+	}
+}
+
+// TargetCount implements Entry: one target per host.
+func (v *KVM) TargetCount() int { return len(v.Hosts) }
+
+// Kubernetes is one cluster.
+type Kubernetes struct {
+	Name          string `yaml:"name"`
+	Kubeconfig    string `yaml:"kubeconfig,omitempty"`
+	Context       string `yaml:"context,omitempty"`
+	LabelSelector string `yaml:"label_selector,omitempty"`
+	Check         `yaml:",inline"`
+}
+
+// GCP is one project.
+type GCP struct {
+	Name            string `yaml:"name"`
+	Project         string `yaml:"project"`
+	CredentialsFile string `yaml:"credentials_file,omitempty"`
+	Filter          string `yaml:"filter,omitempty"`
+	Endpoint        string `yaml:"endpoint,omitempty"`
+	Check           `yaml:",inline"`
+}
+
+// KVM is a group of hosts sharing SSH and libvirt settings.
+type KVM struct {
+	Name                  string     `yaml:"name"`
+	User                  string     `yaml:"user,omitempty"`
+	PrivateKeyFile        string     `yaml:"private_key_file,omitempty"`
+	PassphraseFile        string     `yaml:"passphrase_file,omitempty"`
+	KnownHostsFile        string     `yaml:"known_hosts_file,omitempty"`
+	InsecureIgnoreHostKey bool       `yaml:"insecure_ignore_host_key,omitempty"`
+	LibvirtSocket         string     `yaml:"libvirt_socket,omitempty"`
+	LibvirtURI            string     `yaml:"libvirt_uri,omitempty"`
+	Pool                  string     `yaml:"pool,omitempty"`
+	MaxConcurrentDials    int        `yaml:"max_concurrent_dials,omitempty"`
+	DialTimeout           Duration   `yaml:"dial_timeout,omitempty"`
+	Hosts                 []*KVMHost `yaml:"hosts"`
+	Check                 `yaml:",inline"`
+}
+
+// KVMHost is one host. After Load, User, Pool and PrivateKeyFile hold the
+// effective values (the host's own or the group's), Address has a port and
+// Name is set.
+type KVMHost struct {
+	Address        string `yaml:"address"`
+	Name           string `yaml:"name,omitempty"`
+	User           string `yaml:"user,omitempty"`
+	Pool           string `yaml:"pool,omitempty"`
+	PrivateKeyFile string `yaml:"private_key_file,omitempty"`
+}
+
+// Validate implements Entry.
+func (k *Kubernetes) Validate(where string) error {
+	if k.Context != "" && k.Kubeconfig == "" {
+		return fmt.Errorf("%s: context: set without kubeconfig (the in-cluster config has no contexts)", where)
+	}
+	return readable(where, "kubeconfig", k.Kubeconfig)
+}
+
+// Validate implements Entry.
+func (g *GCP) Validate(where string) error {
+	if g.Project == "" {
+		return fmt.Errorf("%s: project: missing (required)", where)
+	}
+	if g.Endpoint != "" {
+		u, err := url.Parse(g.Endpoint)
+		if err != nil {
+			return fmt.Errorf("%s: endpoint: %w", where, err)
+		}
+		if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("%s: endpoint: %q is not an http(s) URL", where, g.Endpoint)
+		}
+	}
+	return readable(where, "credentials_file", g.CredentialsFile)
+}
+
+// Validate implements Entry.
+func (v *KVM) Validate(where string) error {
+	if v.KnownHostsFile == "" && !v.InsecureIgnoreHostKey {
+		return fmt.Errorf("%s: known_hosts_file: missing (required unless insecure_ignore_host_key is true)", where)
+	}
+	if v.MaxConcurrentDials < 1 {
+		return fmt.Errorf("%s: max_concurrent_dials: must be at least 1, got %d", where, v.MaxConcurrentDials)
+	}
+	if v.DialTimeout <= 0 {
+		return fmt.Errorf("%s: dial_timeout: must be positive, got %s", where, v.DialTimeout)
+	}
+	if v.LibvirtSocket == "" {
+		return fmt.Errorf("%s: libvirt_socket: must not be empty", where)
+	}
+	if v.LibvirtURI == "" {
+		return fmt.Errorf("%s: libvirt_uri: must not be empty", where)
+	}
+	if v.Pool == "" {
+		return fmt.Errorf("%s: pool: must not be empty", where)
+	}
+	if len(v.Hosts) == 0 {
+		return fmt.Errorf("%s: hosts: missing (at least one host is required)", where)
+	}
+	for _, f := range []struct{ field, path string }{
+		{"private_key_file", v.PrivateKeyFile},
+		{"passphrase_file", v.PassphraseFile},
+		{"known_hosts_file", v.KnownHostsFile},
+	} {
+		if err := readable(where, f.field, f.path); err != nil {
+			return err
+		}
+	}
+	hostNames := map[string]int{}
+	for i, h := range v.Hosts {
+		hwhere := fmt.Sprintf("%s: hosts[%d]", where, i)
+		if h == nil {
+			return fmt.Errorf("%s: empty host entry", hwhere)
+		}
+		if err := h.resolve(v, hwhere); err != nil {
+			return err
+		}
+		if j, ok := hostNames[h.Name]; ok {
+			return fmt.Errorf("%s: name: %q is already used by hosts[%d]", hwhere, h.Name, j)
+		}
+		hostNames[h.Name] = i
+	}
+	return nil
+}
+
+func (h *KVMHost) resolve(v *KVM, where string) error {
+	if h.Address == "" {
+		return fmt.Errorf("%s: address: missing (required)", where)
+	}
+	host, port, err := net.SplitHostPort(h.Address)
+	if err != nil {
+		// No port: the whole address is the host. A bare IPv6 address has
+		// colons but no brackets; JoinHostPort adds them.
+		host, port = strings.Trim(h.Address, "[]"), DefaultSSHPort
+	}
+	if host == "" {
+		return fmt.Errorf("%s: address: %q has no host", where, h.Address)
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+		return fmt.Errorf("%s: address: %q has an invalid port %q", where, h.Address, port)
+	}
+	h.Address = net.JoinHostPort(host, port)
+	if h.Name == "" {
+		h.Name = host
+	}
+	if err := validName(where, h.Name); err != nil {
+		return err
+	}
+	if h.User == "" {
+		h.User = v.User
+	}
+	if h.User == "" {
+		return fmt.Errorf("%s: user: missing (set user on the kvm entry or on every host)", where)
+	}
+	if h.Pool == "" {
+		h.Pool = v.Pool
+	}
+	if h.PrivateKeyFile == "" {
+		h.PrivateKeyFile = v.PrivateKeyFile
+	} else if err := readable(where, "private_key_file", h.PrivateKeyFile); err != nil {
+		return err
+	}
+	if h.PrivateKeyFile == "" {
+		return fmt.Errorf("%s: private_key_file: missing (set it on the kvm entry or on every host)", where)
+	}
+	return nil
+}

@@ -1,0 +1,68 @@
+// Package chart renders and lints a Helm chart with the Helm SDK, for the
+// tests of deploy/helm/provider-health-exporter in package validate. A
+// package of its own so that kustomize-build, which the kubernetes
+// provider's integration test runs, does not link Helm.
+package chart
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"maps"
+	"path"
+	"slices"
+	"strings"
+
+	"helm.sh/helm/v4/pkg/action"
+	"helm.sh/helm/v4/pkg/chart/common"
+	"helm.sh/helm/v4/pkg/chart/common/util"
+	"helm.sh/helm/v4/pkg/chart/v2/loader"
+	"helm.sh/helm/v4/pkg/engine"
+)
+
+// Template renders the chart in dir as `helm template --namespace namespace
+// name dir --values values` does (an install, the default capabilities) and
+// returns its manifests as one multi-document YAML stream, in the order of
+// the templates' paths. A template that refers to a value the chart does not
+// define is an error (Helm's strict rendering), so a typo in a template
+// cannot hide behind an empty string.
+func Template(ctx context.Context, dir, name, namespace string, values map[string]any) ([]byte, error) {
+	ch, err := loader.Load(dir)
+	if err != nil {
+		return nil, fmt.Errorf("load chart %s: %w", dir, err)
+	}
+	vals, err := util.ToRenderValues(ch, values, common.ReleaseOptions{
+		Name: name, Namespace: namespace, Revision: 1, IsInstall: true,
+	}, common.DefaultCapabilities.Copy())
+	if err != nil {
+		return nil, fmt.Errorf("chart %s values: %w", dir, err)
+	}
+	files, err := engine.Engine{Strict: true}.RenderWithContext(ctx, ch, vals)
+	if err != nil {
+		return nil, fmt.Errorf("render chart %s: %w", dir, err)
+	}
+	var out bytes.Buffer
+	for _, f := range slices.Sorted(maps.Keys(files)) {
+		// Partials (_helpers.tpl) render to nothing; NOTES.txt is shown to
+		// the user, not applied.
+		if !strings.HasSuffix(f, ".yaml") || strings.HasPrefix(path.Base(f), "_") {
+			continue
+		}
+		text := strings.TrimSpace(files[f])
+		if text == "" {
+			continue
+		}
+		fmt.Fprintf(&out, "---\n# Source: %s\n%s\n", f, text)
+	}
+	return out.Bytes(), nil
+}
+
+// Lint runs `helm lint --strict` on the chart in dir with values: warnings
+// count as errors. It returns every message of severity warning or worse.
+func Lint(dir string, values map[string]any) []error {
+	l := action.NewLint()
+	l.Strict = true
+	l.Namespace = "provider-health"
+	res := l.Run([]string{dir}, values)
+	return res.Errors
+}
