@@ -41,6 +41,8 @@ func TestLoadInvalid(t *testing.T) {
 		"invalid-empty-pool.yml":                 `kvm[0] "lab": pool: must not be empty`,
 		"invalid-zero-timeout.yml":               `kubernetes[0] "prod": timeout: must be positive, got 0s`,
 		"invalid-zero-dial-timeout.yml":          `kvm[0] "lab": dial_timeout: must be positive, got 0s`,
+		"invalid-bad-quantity.yml":               `kvm[0] "lab": min_pool_available: quantity "20G": use a binary unit (Ki, Mi, Gi, Ti or KiB, MiB, GiB, TiB) or plain bytes`,
+		"invalid-negative-quantity.yml":          `kvm[0] "lab": hosts[1]: min_free_memory: quantity "-4Gi" is negative`,
 		// Errors in several sections: each is attributed to its own entry.
 		"invalid-unknown-keys-in-two-sections.yml": `line 4: gcp[0] "g1": unknown field "bogus1"; line 8: kvm[0] "lab": unknown field "bogus2"`,
 		"invalid-errors-in-three-sections.yml": `line 2: defaults: timeout: "10 parsecs" is not a valid duration (examples: 500ms, 10s, 1m30s); ` +
@@ -270,5 +272,34 @@ func TestSectionOfAnotherKindIsStrict(t *testing.T) {
 	}
 	if e := cfg.Entries("toy")[0].(*nestedEntry); e.Auth.User != "u" || *e.Timeout != DefaultTimeout {
 		t.Errorf("decoded %+v", e)
+	}
+}
+
+// The kvm minimums: plain bytes or binary units, the entry's taken by a
+// host that sets none, a host's own winning.
+func TestKVMMinimums(t *testing.T) {
+	t.Parallel()
+	cfg, err := Parse([]byte(`
+kvm:
+  - name: lab
+    user: u
+    private_key_file: ../testdata/files/placeholder
+    insecure_ignore_host_key: true
+    min_pool_available: 1073741824
+    hosts:
+      - address: beelink.lab
+      - address: nuc.lab
+        min_pool_available: 20GiB
+        min_free_memory: 4Gi
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []struct{ pool, mem uint64 }{{1 << 30, 0}, {20 << 30, 4 << 30}} {
+		h := cfg.KVM[0].Hosts[i]
+		if h.MinPoolAvailableBytes != want.pool || h.MinFreeMemoryBytes != want.mem {
+			t.Errorf("hosts[%d]: min_pool_available %d, min_free_memory %d; want %d, %d",
+				i, h.MinPoolAvailableBytes, h.MinFreeMemoryBytes, want.pool, want.mem)
+		}
 	}
 }

@@ -124,19 +124,23 @@ type GCP struct {
 
 // KVM is a group of hosts sharing SSH and libvirt settings.
 type KVM struct {
-	Name                  string     `yaml:"name"`
-	User                  string     `yaml:"user,omitempty"`
-	PrivateKeyFile        string     `yaml:"private_key_file,omitempty"`
-	PassphraseFile        string     `yaml:"passphrase_file,omitempty"`
-	KnownHostsFile        string     `yaml:"known_hosts_file,omitempty"`
-	InsecureIgnoreHostKey bool       `yaml:"insecure_ignore_host_key,omitempty"`
-	LibvirtSocket         string     `yaml:"libvirt_socket,omitempty"`
-	LibvirtURI            string     `yaml:"libvirt_uri,omitempty"`
-	Pool                  string     `yaml:"pool,omitempty"`
-	MaxConcurrentDials    int        `yaml:"max_concurrent_dials,omitempty"`
-	DialTimeout           Duration   `yaml:"dial_timeout,omitempty"`
-	Hosts                 []*KVMHost `yaml:"hosts"`
-	Check                 `yaml:",inline"`
+	Name                  string   `yaml:"name"`
+	User                  string   `yaml:"user,omitempty"`
+	PrivateKeyFile        string   `yaml:"private_key_file,omitempty"`
+	PassphraseFile        string   `yaml:"passphrase_file,omitempty"`
+	KnownHostsFile        string   `yaml:"known_hosts_file,omitempty"`
+	InsecureIgnoreHostKey bool     `yaml:"insecure_ignore_host_key,omitempty"`
+	LibvirtSocket         string   `yaml:"libvirt_socket,omitempty"`
+	LibvirtURI            string   `yaml:"libvirt_uri,omitempty"`
+	Pool                  string   `yaml:"pool,omitempty"`
+	MaxConcurrentDials    int      `yaml:"max_concurrent_dials,omitempty"`
+	DialTimeout           Duration `yaml:"dial_timeout,omitempty"`
+	// MinPoolAvailable and MinFreeMemory are byte quantities ("20GiB"),
+	// optional, overridable per host (docs/configuration.md: "KVM").
+	MinPoolAvailable string     `yaml:"min_pool_available,omitempty"`
+	MinFreeMemory    string     `yaml:"min_free_memory,omitempty"`
+	Hosts            []*KVMHost `yaml:"hosts"`
+	Check            `yaml:",inline"`
 }
 
 // KVMHost is one host. After Load, User, Pool and PrivateKeyFile hold the
@@ -148,6 +152,13 @@ type KVMHost struct {
 	User           string `yaml:"user,omitempty"`
 	Pool           string `yaml:"pool,omitempty"`
 	PrivateKeyFile string `yaml:"private_key_file,omitempty"`
+	// MinPoolAvailable and MinFreeMemory override the entry's; after Load
+	// they hold the effective values, and the Bytes fields below them
+	// parsed (0: not set).
+	MinPoolAvailable      string `yaml:"min_pool_available,omitempty"`
+	MinFreeMemory         string `yaml:"min_free_memory,omitempty"`
+	MinPoolAvailableBytes uint64 `yaml:"-"`
+	MinFreeMemoryBytes    uint64 `yaml:"-"`
 }
 
 // Validate implements Entry.
@@ -197,6 +208,13 @@ func (v *KVM) Validate(where string) error {
 	}
 	if len(v.Hosts) == 0 {
 		return fmt.Errorf("%s: hosts: missing (at least one host is required)", where)
+	}
+	var unused uint64
+	if err := byteMinimum(where, "min_pool_available", v.MinPoolAvailable, &unused); err != nil {
+		return err
+	}
+	if err := byteMinimum(where, "min_free_memory", v.MinFreeMemory, &unused); err != nil {
+		return err
 	}
 	for _, f := range []struct{ field, path string }{
 		{"private_key_file", v.PrivateKeyFile},
@@ -263,6 +281,27 @@ func (h *KVMHost) resolve(v *KVM, where string) error {
 	}
 	if h.PrivateKeyFile == "" {
 		return fmt.Errorf("%s: private_key_file: missing (set it on the kvm entry or on every host)", where)
+	}
+	return h.resolveMinimums(v, where)
+}
+
+// resolveMinimums takes the entry's minimums where the host sets none and
+// parses them; a bad one of the entry is reported once, as the entry's.
+func (h *KVMHost) resolveMinimums(v *KVM, where string) error {
+	for _, m := range []struct {
+		field       string
+		own, parent *string
+		dst         *uint64
+	}{
+		{"min_pool_available", &h.MinPoolAvailable, &v.MinPoolAvailable, &h.MinPoolAvailableBytes},
+		{"min_free_memory", &h.MinFreeMemory, &v.MinFreeMemory, &h.MinFreeMemoryBytes},
+	} {
+		if *m.own == "" {
+			*m.own = *m.parent
+		}
+		if err := byteMinimum(where, m.field, *m.own, m.dst); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -4,15 +4,14 @@ package kvm_test
 
 import (
 	"bufio"
-	"context"
 	"os"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
 	"github.com/egress-proxies/provider_health_exporter/collector/kvm"
+	"github.com/egress-proxies/provider_health_exporter/config"
 )
 
 // TestIntegrationHeadroom: against the real sshd and the session libvirtd,
@@ -21,18 +20,20 @@ import (
 // the host's free memory.
 func TestIntegrationHeadroom(t *testing.T) {
 	e := loadEnv(t)
-	c := e.checker(t, nil)
 	run := func(mins kvm.Minimums) (collector.Reason, string, uint64) {
 		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		reason, msg, free, err := c.HeadroomForTest(ctx, logger(t), target, mins)
-		if err != nil {
-			t.Fatalf("%s: %v", reason, err)
+		c := e.checker(t, func(cfg *config.KVM) {
+			cfg.Hosts[0].MinPoolAvailableBytes, cfg.Hosts[0].MinFreeMemoryBytes = mins.PoolAvailable, mins.FreeMemory
+		})
+		v := check(t, c)
+		f := factsOf(t, v)
+		answered := v.Reason == collector.ReasonReady || v.Reason == kvm.ReasonHostMemoryLow || v.Reason == kvm.ReasonPoolFull
+		if answered && f.FreeMemoryKnown != (mins.FreeMemory > 0) {
+			t.Errorf("free memory known %v with min_free_memory %d (%s %q)", f.FreeMemoryKnown, mins.FreeMemory, v.Reason, v.Message)
 		}
-		return reason, msg, free
+		return v.Reason, v.Message, f.FreeMemoryBytes
 	}
-	v := check(t, c)
+	v := check(t, e.checker(t, nil))
 	want(t, v, collector.ReasonReady)
 	available := factsOf(t, v).AvailableBytes
 	if available == 0 {

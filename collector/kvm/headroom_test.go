@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/egress-proxies/provider_health_exporter/collector"
 	"github.com/egress-proxies/provider_health_exporter/config"
 )
@@ -98,9 +100,9 @@ func TestHeadroomVerdict(t *testing.T) {
 		{"free memory not asked for", collector.ReasonReady, 30 * gib, Minimums{PoolAvailable: 20 * gib}, 0, collector.ReasonReady, ""},
 		{"pool full wins over memory low", collector.ReasonReady, gib, Minimums{20 * gib, 4 * gib}, 0,
 			ReasonPoolFull, "pool default: 1 GiB available, 20 GiB required"},
-		{"pool state wins over pool full", collector.ReasonPoolInactive, 0, Minimums{20 * gib, 4 * gib}, 0,
-			collector.ReasonPoolInactive, ""},
-		{"pool missing wins", collector.ReasonPoolMissing, 0, Minimums{20 * gib, 4 * gib}, 0, collector.ReasonPoolMissing, ""},
+		{"pool state wins over pool full", ReasonPoolInactive, 0, Minimums{20 * gib, 4 * gib}, 0,
+			ReasonPoolInactive, ""},
+		{"pool missing wins", ReasonPoolMissing, 0, Minimums{20 * gib, 4 * gib}, 0, ReasonPoolMissing, ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			got, msg := headroomVerdict(tt.pool, "default", tt.available, tt.mins, tt.freeMemory)
@@ -152,7 +154,7 @@ func TestFreeMemoryOverTheWire(t *testing.T) {
 
 	fake.SetFault(FaultGarbageXDR, procNodeGetFreeMemory)
 	_, reason, err = c.checkFreeMemory(ctx, logger, h, s)
-	if reason != collector.ReasonLibvirtConnectionLost || err == nil || !strings.Contains(err.Error(), "malformed libvirt frame") {
+	if reason != ReasonLibvirtConnectionLost || err == nil || !strings.Contains(err.Error(), "malformed libvirt frame") {
 		t.Fatalf("got %s, %v; want LibvirtConnectionLost naming the malformed frame", reason, err)
 	}
 	if h.current(logger) != nil {
@@ -192,4 +194,68 @@ func TestFreeMemoryTimeout(t *testing.T) {
 func (r *recordingClient) NodeGetFreeMemory() (uint64, error) {
 	r.calls = append(r.calls, "NodeGetFreeMemory")
 	return 0, nil
+}
+
+// TestCheckHeadroom: the wired check. Without minimums a check on the kept
+// connection makes its 2 pool calls and no more; min_free_memory adds the
+// NodeGetFreeMemory call (3) and its series; the verdicts follow the
+// minimums with PoolFull before HostMemoryLow, and a pool-state reason
+// before both without the extra call.
+func TestCheckHeadroom(t *testing.T) {
+	e := newEnv(t)
+	e.fake.set(func(f *fakeLibvirt) { f.freeMemory = 3 << 30 })
+	run := func(mins Minimums) (collector.Verdict, map[string]int) {
+		t.Helper()
+		e.cfg.Hosts[0].MinPoolAvailableBytes, e.cfg.Hosts[0].MinFreeMemoryBytes = mins.PoolAvailable, mins.FreeMemory
+		c := e.checker()
+		check(t, c, hostName, time.Minute) // dials
+		before := e.fake.callCounts()
+		v := check(t, c, hostName, time.Minute)
+		after := e.fake.callCounts()
+		for k := range after {
+			after[k] -= before[k]
+		}
+		return v, after
+	}
+	v, calls := run(Minimums{})
+	if v.Reason != collector.ReasonReady || calls["NodeGetFreeMemory"] != 0 ||
+		calls["StoragePoolLookupByName"] != 1 || calls["StoragePoolGetInfo"] != 1 {
+		t.Errorf("no minimums: %s %q, calls %v; want Ready with the 2 pool calls", v.Reason, v.Message, calls)
+	}
+	f := v.Facts.(*Facts)
+	if _, ok := f.Details()["freeMemoryBytes"]; ok || f.FreeMemoryKnown {
+		t.Errorf("no minimums: free memory in the facts %+v", f)
+	}
+
+	v, calls = run(Minimums{PoolAvailable: 1 << 30, FreeMemory: 1 << 30})
+	if v.Reason != collector.ReasonReady || calls["NodeGetFreeMemory"] != 1 {
+		t.Errorf("met minimums: %s %q, calls %v; want Ready with 1 NodeGetFreeMemory", v.Reason, v.Message, calls)
+	}
+	d := v.Facts.Details()
+	for k, want := range map[string]string{"freeMemoryBytes": "3221225472", "minFreeMemoryBytes": "1073741824",
+		"poolAvailableBytes": "75161927680", "minPoolAvailableBytes": "1073741824"} {
+		if d[k] != want {
+			t.Errorf("details[%s] = %q, want %q", k, d[k], want)
+		}
+	}
+	want := `
+# HELP provider_health_kvm_host_free_memory_bytes Free memory of the host (NodeGetFreeMemory); only for hosts with min_free_memory.
+# TYPE provider_health_kvm_host_free_memory_bytes gauge
+provider_health_kvm_host_free_memory_bytes{name="lab",target="beelink"} 3.221225472e+09
+`
+	if err := testutil.CollectAndCompare(factsCollector{v.Facts}, strings.NewReader(want), "provider_health_kvm_host_free_memory_bytes"); err != nil {
+		t.Error(err)
+	}
+
+	if v, _ = run(Minimums{FreeMemory: 4 << 30}); v.Reason != ReasonHostMemoryLow || v.Message != "host free memory: 3 GiB, 4 GiB required" {
+		t.Errorf("min_free_memory 4GiB: %s %q, want HostMemoryLow", v.Reason, v.Message)
+	}
+	if v, _ = run(Minimums{PoolAvailable: 80 << 30, FreeMemory: 4 << 30}); v.Reason != ReasonPoolFull ||
+		v.Message != "pool default: 70 GiB available, 80 GiB required" {
+		t.Errorf("both short: %s %q, want PoolFull", v.Reason, v.Message)
+	}
+	e.fake.set(func(f *fakeLibvirt) { f.state = 0 })
+	if v, calls = run(Minimums{PoolAvailable: 80 << 30, FreeMemory: 4 << 30}); v.Reason != ReasonPoolInactive || calls["NodeGetFreeMemory"] != 0 {
+		t.Errorf("inactive pool: %s, calls %v; want PoolInactive without NodeGetFreeMemory", v.Reason, calls)
+	}
 }
