@@ -41,6 +41,9 @@ func TestLoadInvalid(t *testing.T) {
 		"invalid-empty-pool.yml":                 `kvm[0] "lab": pool: must not be empty`,
 		"invalid-zero-timeout.yml":               `kubernetes[0] "prod": timeout: must be positive, got 0s`,
 		"invalid-zero-dial-timeout.yml":          `kvm[0] "lab": dial_timeout: must be positive, got 0s`,
+		"invalid-can-i-without-namespace.yml":    `kubernetes[0] "prod": namespace: missing (required by can_i and min_quota_headroom)`,
+		"invalid-can-i-entry.yml":                `kubernetes[0] "prod": can_i[1]: can_i entry "Delete pods": verb "Delete" is not a lowercase name`,
+		"invalid-quota-headroom-quantity.yml":    `kubernetes[0] "prod": min_quota_headroom requests.memory: "4 GiB": quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'`,
 		"invalid-bad-quantity.yml":               `kvm[0] "lab": min_pool_available: quantity "20G": use a binary unit (Ki, Mi, Gi, Ti or KiB, MiB, GiB, TiB) or plain bytes`,
 		"invalid-negative-quantity.yml":          `kvm[0] "lab": hosts[1]: min_free_memory: quantity "-4Gi" is negative`,
 		// Errors in several sections: each is attributed to its own entry.

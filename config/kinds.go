@@ -2,8 +2,11 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -109,7 +112,13 @@ type Kubernetes struct {
 	Kubeconfig    string `yaml:"kubeconfig,omitempty"`
 	Context       string `yaml:"context,omitempty"`
 	LabelSelector string `yaml:"label_selector,omitempty"`
-	Check         `yaml:",inline"`
+	// Namespace, CanI and MinQuotaHeadroom are the optional headroom
+	// checks (docs/configuration.md: "Kubernetes"); the last two need the
+	// first. MinQuotaHeadroom maps a ResourceQuota resource to a quantity.
+	Namespace        string            `yaml:"namespace,omitempty"`
+	CanI             []string          `yaml:"can_i,omitempty"`
+	MinQuotaHeadroom map[string]string `yaml:"min_quota_headroom,omitempty"`
+	Check            `yaml:",inline"`
 }
 
 // GCP is one project.
@@ -166,8 +175,36 @@ func (k *Kubernetes) Validate(where string) error {
 	if k.Context != "" && k.Kubeconfig == "" {
 		return fmt.Errorf("%s: context: set without kubeconfig (the in-cluster config has no contexts)", where)
 	}
+	if err := k.validateHeadroom(where); err != nil {
+		return err
+	}
 	return readable(where, "kubeconfig", k.Kubeconfig)
 }
+
+// validateHeadroom checks the optional headroom keys: each can_i entry
+// and quantity must parse, and both need the namespace they are about.
+func (k *Kubernetes) validateHeadroom(where string) error {
+	if k.Namespace == "" && (len(k.CanI) > 0 || len(k.MinQuotaHeadroom) > 0) {
+		return fmt.Errorf("%s: namespace: missing (required by can_i and min_quota_headroom)", where)
+	}
+	if k.Namespace != "" && !namespaceName.MatchString(k.Namespace) {
+		return fmt.Errorf("%s: namespace: %q is not a namespace name (lowercase letters, digits and '-', at most 63)", where, k.Namespace)
+	}
+	for i, s := range k.CanI {
+		if _, err := ParseCanI(s); err != nil {
+			return fmt.Errorf("%s: can_i[%d]: %w", where, i, err)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(k.MinQuotaHeadroom)) {
+		if _, err := ParseQuotaMinimum(name, k.MinQuotaHeadroom[name]); err != nil {
+			return fmt.Errorf("%s: %w", where, err)
+		}
+	}
+	return nil
+}
+
+// namespaceName is a Kubernetes namespace name (an RFC 1123 label).
+var namespaceName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
 
 // Validate implements Entry.
 func (g *GCP) Validate(where string) error {

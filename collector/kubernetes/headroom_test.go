@@ -8,9 +8,12 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -19,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/config"
 )
 
 const headroomNamespace = "egress-proxies"
@@ -312,4 +316,85 @@ func TestQuotaUsagesAreTheConfiguredOnes(t *testing.T) {
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
+}
+
+// TestCheckHeadroom: the wired check. Without the headroom keys a check is
+// the list call alone and has no facts; with them the reviews and the
+// quota list follow a Ready list, their verdict is the check's, and the
+// configured resources become the quota series; a failed list asks
+// nothing more.
+func TestCheckHeadroom(t *testing.T) {
+	t.Parallel()
+	api := &headroomAPI{t: t, want: 2, asked: map[string]int{}, arrived: make(chan struct{}),
+		allowed: map[string]bool{"create pods": true},
+		quotas: []corev1.ResourceQuota{quota("compute", corev1.ResourceList{"pods": resource.MustParse("10"), "services": resource.MustParse("2")},
+			corev1.ResourceList{"pods": resource.MustParse("10"), "services": resource.MustParse("1")})}}
+	var lists atomic.Int32
+	var listFails atomic.Bool
+	srv := newAPIServer(t, true, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/api/v1/pods" {
+			lists.Add(1)
+			if listFails.Load() {
+				writeStatus(w, apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", errors.New("RBAC")), nil)
+				return
+			}
+			writePodList(w)
+			return
+		}
+		api.serve(w, r)
+	})
+	path := kubeconfig(t, srv.URL, srv.caPEM(), nil)
+	newChecker := func(cfg config.Kubernetes) *Checker {
+		cfg.Name, cfg.Kubeconfig, cfg.LabelSelector = "test", path, testSelector
+		c, err := New(&cfg, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	asked := func() int {
+		api.mu.Lock()
+		defer api.mu.Unlock()
+		n := 0
+		for _, v := range api.asked {
+			n += v
+		}
+		return n
+	}
+
+	if v := check(newChecker(config.Kubernetes{Namespace: headroomNamespace})); v.Reason != collector.ReasonReady || v.Facts != nil || asked() != 0 {
+		t.Errorf("namespace alone: %s %q, facts %v, %d headroom requests; want Ready, none, 0", v.Reason, v.Message, v.Facts, asked())
+	}
+	c := newChecker(config.Kubernetes{Namespace: headroomNamespace, CanI: []string{"create pods"}, MinQuotaHeadroom: map[string]string{"pods": "1"}})
+	v := check(c)
+	if v.Reason != ReasonQuotaExhausted || !strings.Contains(v.Message, "quota compute in namespace egress-proxies: pods used 10 of hard 10") || asked() != 2 {
+		t.Errorf("pods used up: %s %q after %d headroom requests; want QuotaExhausted after 2", v.Reason, v.Message, asked())
+	}
+	want := `
+# HELP provider_health_kubernetes_quota_hard A ResourceQuota's hard limit of a resource named in min_quota_headroom.
+# TYPE provider_health_kubernetes_quota_hard gauge
+provider_health_kubernetes_quota_hard{name="test",namespace="egress-proxies",quota="compute",resource="pods"} 10
+# HELP provider_health_kubernetes_quota_used A ResourceQuota's usage of a resource named in min_quota_headroom.
+# TYPE provider_health_kubernetes_quota_used gauge
+provider_health_kubernetes_quota_used{name="test",namespace="egress-proxies",quota="compute",resource="pods"} 10
+`
+	if err := testutil.CollectAndCompare(factsCollector{v.Facts}, strings.NewReader(want)); err != nil {
+		t.Error(err)
+	}
+	if d := v.Facts.Details(); d["canI create pods"] != "true" || d["quota compute pods"] != "10 of 10" || d["namespace"] != headroomNamespace {
+		t.Errorf("details %v", d)
+	}
+	listFails.Store(true)
+	before, beforeLists := asked(), lists.Load()
+	if v := check(c); v.Reason != collector.ReasonForbidden || asked() != before || lists.Load() != beforeLists+1 {
+		t.Errorf("list forbidden: %s %q, %d more headroom requests; want Forbidden, none", v.Reason, v.Message, asked()-before)
+	}
+}
+
+// factsCollector emits one cluster's facts, as the framework does.
+type factsCollector struct{ f collector.Facts }
+
+func (c factsCollector) Describe(chan<- *prometheus.Desc) {}
+func (c factsCollector) Collect(ch chan<- prometheus.Metric) {
+	c.f.Collect(ch, "test", TargetName)
 }
