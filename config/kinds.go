@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"maps"
+	"math"
 	"net"
 	"net/url"
 	"regexp"
@@ -128,7 +129,12 @@ type GCP struct {
 	CredentialsFile string `yaml:"credentials_file,omitempty"`
 	Filter          string `yaml:"filter,omitempty"`
 	Endpoint        string `yaml:"endpoint,omitempty"`
-	Check           `yaml:",inline"`
+	// Regions and MinQuotaHeadroom are the optional quota check
+	// (docs/configuration.md: "GCP"), set together: a quota metric
+	// (CPUS) maps to the least limit - usage each region must have.
+	Regions          []string           `yaml:"regions,omitempty"`
+	MinQuotaHeadroom map[string]float64 `yaml:"min_quota_headroom,omitempty"`
+	Check            `yaml:",inline"`
 }
 
 // KVM is a group of hosts sharing SSH and libvirt settings.
@@ -220,8 +226,50 @@ func (g *GCP) Validate(where string) error {
 			return fmt.Errorf("%s: endpoint: %q is not an http(s) URL", where, g.Endpoint)
 		}
 	}
+	if err := g.validateQuotas(where); err != nil {
+		return err
+	}
 	return readable(where, "credentials_file", g.CredentialsFile)
 }
+
+// validateQuotas checks the optional quota keys: both or neither, region
+// and metric names as Compute writes them, no negative minimum, no region
+// twice.
+func (g *GCP) validateQuotas(where string) error {
+	switch {
+	case len(g.Regions) > 0 && len(g.MinQuotaHeadroom) == 0:
+		return fmt.Errorf("%s: min_quota_headroom: missing (regions are read only for its quotas)", where)
+	case len(g.Regions) == 0 && len(g.MinQuotaHeadroom) > 0:
+		return fmt.Errorf("%s: regions: missing (required by min_quota_headroom)", where)
+	}
+	seen := map[string]int{}
+	for i, r := range g.Regions {
+		if !gcpRegion.MatchString(r) {
+			return fmt.Errorf("%s: regions[%d]: %q is not a region name like us-central1", where, i, r)
+		}
+		if j, dup := seen[r]; dup {
+			return fmt.Errorf("%s: regions[%d]: %q is already regions[%d]", where, i, r, j)
+		}
+		seen[r] = i
+	}
+	for _, m := range slices.Sorted(maps.Keys(g.MinQuotaHeadroom)) {
+		v := g.MinQuotaHeadroom[m]
+		if !gcpQuotaMetric.MatchString(m) {
+			return fmt.Errorf("%s: min_quota_headroom: %q is not a Compute quota metric like CPUS or IN_USE_ADDRESSES", where, m)
+		}
+		if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+			return fmt.Errorf("%s: min_quota_headroom %s: %v is not a non-negative number", where, m, v)
+		}
+	}
+	return nil
+}
+
+// gcpRegion and gcpQuotaMetric are how Compute writes a region's name and
+// a quota's metric.
+var (
+	gcpRegion      = regexp.MustCompile(`^[a-z]+(-[a-z0-9]+)+$`)
+	gcpQuotaMetric = regexp.MustCompile(`^[A-Z][A-Z0-9_]*$`)
+)
 
 // Validate implements Entry.
 func (v *KVM) Validate(where string) error {
