@@ -18,7 +18,7 @@ import (
 )
 
 // ReasonQuotaExhausted says a configured min_quota_headroom is not met in a
-// configured region (README: "Reasons"). Compute answered, so up = 1.
+// configured region (docs/metrics.md: "Reasons"). Compute answered, so up = 1.
 const ReasonQuotaExhausted collector.Reason = "QuotaExhausted"
 
 // quotaFieldMask keeps only what the headroom verdict reads of a region:

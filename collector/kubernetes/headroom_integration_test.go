@@ -26,7 +26,7 @@ const headroomNS = "headroom-it"
 
 // TestIntegrationHeadroom runs the headroom requests against the real
 // kube-apiserver with RBAC on: a ServiceAccount that may list but not
-// create Pods is Forbidden with the README's message; one that may do both
+// create Pods is Forbidden with the message docs/configuration.md ("Kubernetes") shows; one that may do both
 // is Ready; a ResourceQuota whose status (written through the status
 // subresource: no controller-manager runs) shows pods used up gives
 // QuotaExhausted, and freeing one gives Ready again.

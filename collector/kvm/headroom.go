@@ -42,7 +42,7 @@ type Minimums struct {
 }
 
 // headroomVerdict turns a check's readings into its verdict when the pool
-// check itself passed. The precedence is the README's: a pool-state reason
+// check itself passed. The precedence is docs/configuration.md's ("KVM"): a pool-state reason
 // (PoolInactive, ...) wins over PoolFull, which wins over HostMemoryLow, so
 // the most basic thing to fix is named first. poolReason is checkPool's
 // reason, available the pool's available bytes it read, freeMemory the
