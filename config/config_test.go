@@ -12,35 +12,42 @@ import (
 func TestLoadInvalid(t *testing.T) {
 	t.Parallel()
 	for file, want := range map[string]string{
-		"invalid-address-port.yml":               `kvm[0] "lab": hosts[0]: address: "127.0.0.1:99999" has an invalid port "99999"`,
-		"invalid-bad-duration.yml":               `line 2: defaults: timeout: "10 parsecs" is not a valid duration (examples: 500ms, 10s, 1m30s)`,
-		"invalid-context-without-kubeconfig.yml": `kubernetes[0] "prod": context: set without kubeconfig (the in-cluster config has no contexts)`,
-		"invalid-duplicate-host.yml":             `kvm[0] "lab": hosts[1]: name: "beelink" is already used by hosts[0]`,
-		"invalid-duplicate-key.yml":              `line 4: gcp[0] "crawl-prod": mapping key "project" already defined at line 3`,
-		"invalid-duplicate-name.yml":             `gcp[0] "prod": name: "prod" is already used by kubernetes[0] "prod" (names are unique across the file)`,
-		"invalid-endpoint.yml":                   `gcp[0] "crawl-prod": endpoint: "ftp://compute.example" is not an http(s) URL`,
-		"invalid-file-is-directory.yml":          `gcp[0] "crawl-prod": credentials_file: ../testdata/files is a directory`,
-		"invalid-host-key-file-missing.yml":      `kvm[0] "lab": hosts[0]: private_key_file: stat ../testdata/files/missing_ed25519: no such file or directory`,
-		"invalid-inline-secret.yml":              `line 5: kvm[0] "lab": unknown field "password"`,
-		"invalid-list-instead-of-map.yml":        `line 2: cannot unmarshal !!map into the kubernetes list (entries start with "- ")`,
-		"invalid-max-concurrent-dials.yml":       `kvm[0] "lab": max_concurrent_dials: must be at least 1, got 0`,
-		"invalid-missing-address.yml":            `kvm[0] "lab": hosts[0]: address: missing (required)`,
-		"invalid-missing-file.yml":               `kubernetes[0] "prod": kubeconfig: stat ../testdata/files/does-not-exist: no such file or directory`,
-		"invalid-missing-hosts.yml":              `kvm[0] "lab": hosts: missing (at least one host is required)`,
-		"invalid-missing-known-hosts.yml":        `kvm[0] "lab": known_hosts_file: missing (required unless insecure_ignore_host_key is true)`,
-		"invalid-missing-name.yml":               `gcp[0]: name: missing (required)`,
-		"invalid-missing-private-key.yml":        `kvm[0] "lab": hosts[0]: private_key_file: missing (set it on the kvm entry or on every host)`,
-		"invalid-missing-project.yml":            `gcp[0] "crawl-prod": project: missing (required)`,
-		"invalid-missing-user.yml":               `kvm[0] "lab": hosts[1]: user: missing (set user on the kvm entry or on every host)`,
-		"invalid-negative-min-interval.yml":      `line 2: defaults: min_interval: "-1m" is not a valid duration (examples: 500ms, 10s, 1m30s)`,
-		"invalid-two-documents.yml":              `more than one YAML document`,
-		"invalid-unknown-host-key.yml":           `line 8: kvm[0] "lab": hosts[0]: unknown field "port"`,
-		"invalid-unknown-top-level-key.yml":      `line 1: unknown field "providers"`,
-		"invalid-yaml-syntax.yml":                `yaml: line 3: mapping values are not allowed in this context`,
-		"invalid-zero-default-timeout.yml":       `defaults: timeout: must be positive, got 0s`,
-		"invalid-empty-pool.yml":                 `kvm[0] "lab": pool: must not be empty`,
-		"invalid-zero-timeout.yml":               `kubernetes[0] "prod": timeout: must be positive, got 0s`,
-		"invalid-zero-dial-timeout.yml":          `kvm[0] "lab": dial_timeout: must be positive, got 0s`,
+		"invalid-address-port.yml":                   `kvm[0] "lab": hosts[0]: address: "127.0.0.1:99999" has an invalid port "99999"`,
+		"invalid-bad-duration.yml":                   `line 2: defaults: timeout: "10 parsecs" is not a valid duration (examples: 500ms, 10s, 1m30s)`,
+		"invalid-context-without-kubeconfig.yml":     `kubernetes[0] "prod": context: set without kubeconfig (the in-cluster config has no contexts)`,
+		"invalid-duplicate-host.yml":                 `kvm[0] "lab": hosts[1]: name: "beelink" is already used by hosts[0]`,
+		"invalid-duplicate-key.yml":                  `line 4: gcp[0] "crawl-prod": mapping key "project" already defined at line 3`,
+		"invalid-duplicate-name.yml":                 `gcp[0] "prod": name: "prod" is already used by kubernetes[0] "prod" (names are unique across the file)`,
+		"invalid-endpoint.yml":                       `gcp[0] "crawl-prod": endpoint: "ftp://compute.example" is not an http(s) URL`,
+		"invalid-file-is-directory.yml":              `gcp[0] "crawl-prod": credentials_file: ../testdata/files is a directory`,
+		"invalid-host-key-file-missing.yml":          `kvm[0] "lab": hosts[0]: private_key_file: stat ../testdata/files/missing_ed25519: no such file or directory`,
+		"invalid-inline-secret.yml":                  `line 5: kvm[0] "lab": unknown field "password"`,
+		"invalid-list-instead-of-map.yml":            `line 2: cannot unmarshal !!map into the kubernetes list (entries start with "- ")`,
+		"invalid-max-concurrent-dials.yml":           `kvm[0] "lab": max_concurrent_dials: must be at least 1, got 0`,
+		"invalid-missing-address.yml":                `kvm[0] "lab": hosts[0]: address: missing (required)`,
+		"invalid-missing-file.yml":                   `kubernetes[0] "prod": kubeconfig: stat ../testdata/files/does-not-exist: no such file or directory`,
+		"invalid-missing-hosts.yml":                  `kvm[0] "lab": hosts: missing (at least one host is required)`,
+		"invalid-missing-known-hosts.yml":            `kvm[0] "lab": known_hosts_file: missing (required unless insecure_ignore_host_key is true)`,
+		"invalid-missing-name.yml":                   `gcp[0]: name: missing (required)`,
+		"invalid-missing-private-key.yml":            `kvm[0] "lab": hosts[0]: private_key_file: missing (set it on the kvm entry or on every host)`,
+		"invalid-missing-project.yml":                `gcp[0] "crawl-prod": project: missing (required)`,
+		"invalid-missing-user.yml":                   `kvm[0] "lab": hosts[1]: user: missing (set user on the kvm entry or on every host)`,
+		"invalid-negative-min-interval.yml":          `line 2: defaults: min_interval: "-1m" is not a valid duration (examples: 500ms, 10s, 1m30s)`,
+		"invalid-two-documents.yml":                  `more than one YAML document`,
+		"invalid-unknown-host-key.yml":               `line 8: kvm[0] "lab": hosts[0]: unknown field "port"`,
+		"invalid-unknown-top-level-key.yml":          `line 1: unknown field "providers"`,
+		"invalid-yaml-syntax.yml":                    `yaml: line 3: mapping values are not allowed in this context`,
+		"invalid-zero-default-timeout.yml":           `defaults: timeout: must be positive, got 0s`,
+		"invalid-empty-pool.yml":                     `kvm[0] "lab": pool: must not be empty`,
+		"invalid-zero-timeout.yml":                   `kubernetes[0] "prod": timeout: must be positive, got 0s`,
+		"invalid-zero-dial-timeout.yml":              `kvm[0] "lab": dial_timeout: must be positive, got 0s`,
+		"invalid-can-i-without-namespace.yml":        `kubernetes[0] "prod": namespace: missing (required by can_i and min_quota_headroom)`,
+		"invalid-can-i-entry.yml":                    `kubernetes[0] "prod": can_i[1]: can_i entry "Delete pods": verb "Delete" is not a lowercase name`,
+		"invalid-quota-headroom-quantity.yml":        `kubernetes[0] "prod": min_quota_headroom requests.memory: "4 GiB": quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'`,
+		"invalid-quota-headroom-without-regions.yml": `gcp[0] "crawl-prod": regions: missing (required by min_quota_headroom)`,
+		"invalid-negative-quota-headroom.yml":        `gcp[0] "crawl-prod": min_quota_headroom INSTANCES: -1 is not a non-negative number`,
+		"invalid-bad-quantity.yml":                   `kvm[0] "lab": min_pool_available: quantity "20G": use a binary unit (Ki, Mi, Gi, Ti or KiB, MiB, GiB, TiB) or plain bytes`,
+		"invalid-negative-quantity.yml":              `kvm[0] "lab": hosts[1]: min_free_memory: quantity "-4Gi" is negative`,
 		// Errors in several sections: each is attributed to its own entry.
 		"invalid-unknown-keys-in-two-sections.yml": `line 4: gcp[0] "g1": unknown field "bogus1"; line 8: kvm[0] "lab": unknown field "bogus2"`,
 		"invalid-errors-in-three-sections.yml": `line 2: defaults: timeout: "10 parsecs" is not a valid duration (examples: 500ms, 10s, 1m30s); ` +
@@ -270,5 +277,34 @@ func TestSectionOfAnotherKindIsStrict(t *testing.T) {
 	}
 	if e := cfg.Entries("toy")[0].(*nestedEntry); e.Auth.User != "u" || *e.Timeout != DefaultTimeout {
 		t.Errorf("decoded %+v", e)
+	}
+}
+
+// The kvm minimums: plain bytes or binary units, the entry's taken by a
+// host that sets none, a host's own winning.
+func TestKVMMinimums(t *testing.T) {
+	t.Parallel()
+	cfg, err := Parse([]byte(`
+kvm:
+  - name: lab
+    user: u
+    private_key_file: ../testdata/files/placeholder
+    insecure_ignore_host_key: true
+    min_pool_available: 1073741824
+    hosts:
+      - address: beelink.lab
+      - address: nuc.lab
+        min_pool_available: 20GiB
+        min_free_memory: 4Gi
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []struct{ pool, mem uint64 }{{1 << 30, 0}, {20 << 30, 4 << 30}} {
+		h := cfg.KVM[0].Hosts[i]
+		if h.MinPoolAvailableBytes != want.pool || h.MinFreeMemoryBytes != want.mem {
+			t.Errorf("hosts[%d]: min_pool_available %d, min_free_memory %d; want %d, %d",
+				i, h.MinPoolAvailableBytes, h.MinFreeMemoryBytes, want.pool, want.mem)
+		}
 	}
 }

@@ -2,8 +2,12 @@ package config
 
 import (
 	"fmt"
+	"maps"
+	"math"
 	"net"
 	"net/url"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -109,7 +113,13 @@ type Kubernetes struct {
 	Kubeconfig    string `yaml:"kubeconfig,omitempty"`
 	Context       string `yaml:"context,omitempty"`
 	LabelSelector string `yaml:"label_selector,omitempty"`
-	Check         `yaml:",inline"`
+	// Namespace, CanI and MinQuotaHeadroom are the optional headroom
+	// checks (docs/configuration.md: "Kubernetes"); the last two need the
+	// first. MinQuotaHeadroom maps a ResourceQuota resource to a quantity.
+	Namespace        string            `yaml:"namespace,omitempty"`
+	CanI             []string          `yaml:"can_i,omitempty"`
+	MinQuotaHeadroom map[string]string `yaml:"min_quota_headroom,omitempty"`
+	Check            `yaml:",inline"`
 }
 
 // GCP is one project.
@@ -119,24 +129,33 @@ type GCP struct {
 	CredentialsFile string `yaml:"credentials_file,omitempty"`
 	Filter          string `yaml:"filter,omitempty"`
 	Endpoint        string `yaml:"endpoint,omitempty"`
-	Check           `yaml:",inline"`
+	// Regions and MinQuotaHeadroom are the optional quota check
+	// (docs/configuration.md: "GCP"), set together: a quota metric
+	// (CPUS) maps to the least limit - usage each region must have.
+	Regions          []string           `yaml:"regions,omitempty"`
+	MinQuotaHeadroom map[string]float64 `yaml:"min_quota_headroom,omitempty"`
+	Check            `yaml:",inline"`
 }
 
 // KVM is a group of hosts sharing SSH and libvirt settings.
 type KVM struct {
-	Name                  string     `yaml:"name"`
-	User                  string     `yaml:"user,omitempty"`
-	PrivateKeyFile        string     `yaml:"private_key_file,omitempty"`
-	PassphraseFile        string     `yaml:"passphrase_file,omitempty"`
-	KnownHostsFile        string     `yaml:"known_hosts_file,omitempty"`
-	InsecureIgnoreHostKey bool       `yaml:"insecure_ignore_host_key,omitempty"`
-	LibvirtSocket         string     `yaml:"libvirt_socket,omitempty"`
-	LibvirtURI            string     `yaml:"libvirt_uri,omitempty"`
-	Pool                  string     `yaml:"pool,omitempty"`
-	MaxConcurrentDials    int        `yaml:"max_concurrent_dials,omitempty"`
-	DialTimeout           Duration   `yaml:"dial_timeout,omitempty"`
-	Hosts                 []*KVMHost `yaml:"hosts"`
-	Check                 `yaml:",inline"`
+	Name                  string   `yaml:"name"`
+	User                  string   `yaml:"user,omitempty"`
+	PrivateKeyFile        string   `yaml:"private_key_file,omitempty"`
+	PassphraseFile        string   `yaml:"passphrase_file,omitempty"`
+	KnownHostsFile        string   `yaml:"known_hosts_file,omitempty"`
+	InsecureIgnoreHostKey bool     `yaml:"insecure_ignore_host_key,omitempty"`
+	LibvirtSocket         string   `yaml:"libvirt_socket,omitempty"`
+	LibvirtURI            string   `yaml:"libvirt_uri,omitempty"`
+	Pool                  string   `yaml:"pool,omitempty"`
+	MaxConcurrentDials    int      `yaml:"max_concurrent_dials,omitempty"`
+	DialTimeout           Duration `yaml:"dial_timeout,omitempty"`
+	// MinPoolAvailable and MinFreeMemory are byte quantities ("20GiB"),
+	// optional, overridable per host (docs/configuration.md: "KVM").
+	MinPoolAvailable string     `yaml:"min_pool_available,omitempty"`
+	MinFreeMemory    string     `yaml:"min_free_memory,omitempty"`
+	Hosts            []*KVMHost `yaml:"hosts"`
+	Check            `yaml:",inline"`
 }
 
 // KVMHost is one host. After Load, User, Pool and PrivateKeyFile hold the
@@ -148,6 +167,13 @@ type KVMHost struct {
 	User           string `yaml:"user,omitempty"`
 	Pool           string `yaml:"pool,omitempty"`
 	PrivateKeyFile string `yaml:"private_key_file,omitempty"`
+	// MinPoolAvailable and MinFreeMemory override the entry's; after Load
+	// they hold the effective values, and the Bytes fields below them
+	// parsed (0: not set).
+	MinPoolAvailable      string `yaml:"min_pool_available,omitempty"`
+	MinFreeMemory         string `yaml:"min_free_memory,omitempty"`
+	MinPoolAvailableBytes uint64 `yaml:"-"`
+	MinFreeMemoryBytes    uint64 `yaml:"-"`
 }
 
 // Validate implements Entry.
@@ -155,8 +181,36 @@ func (k *Kubernetes) Validate(where string) error {
 	if k.Context != "" && k.Kubeconfig == "" {
 		return fmt.Errorf("%s: context: set without kubeconfig (the in-cluster config has no contexts)", where)
 	}
+	if err := k.validateHeadroom(where); err != nil {
+		return err
+	}
 	return readable(where, "kubeconfig", k.Kubeconfig)
 }
+
+// validateHeadroom checks the optional headroom keys: each can_i entry
+// and quantity must parse, and both need the namespace they are about.
+func (k *Kubernetes) validateHeadroom(where string) error {
+	if k.Namespace == "" && (len(k.CanI) > 0 || len(k.MinQuotaHeadroom) > 0) {
+		return fmt.Errorf("%s: namespace: missing (required by can_i and min_quota_headroom)", where)
+	}
+	if k.Namespace != "" && !namespaceName.MatchString(k.Namespace) {
+		return fmt.Errorf("%s: namespace: %q is not a namespace name (lowercase letters, digits and '-', at most 63)", where, k.Namespace)
+	}
+	for i, s := range k.CanI {
+		if _, err := ParseCanI(s); err != nil {
+			return fmt.Errorf("%s: can_i[%d]: %w", where, i, err)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(k.MinQuotaHeadroom)) {
+		if _, err := ParseQuotaMinimum(name, k.MinQuotaHeadroom[name]); err != nil {
+			return fmt.Errorf("%s: %w", where, err)
+		}
+	}
+	return nil
+}
+
+// namespaceName is a Kubernetes namespace name (an RFC 1123 label).
+var namespaceName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
 
 // Validate implements Entry.
 func (g *GCP) Validate(where string) error {
@@ -172,8 +226,50 @@ func (g *GCP) Validate(where string) error {
 			return fmt.Errorf("%s: endpoint: %q is not an http(s) URL", where, g.Endpoint)
 		}
 	}
+	if err := g.validateQuotas(where); err != nil {
+		return err
+	}
 	return readable(where, "credentials_file", g.CredentialsFile)
 }
+
+// validateQuotas checks the optional quota keys: both or neither, region
+// and metric names as Compute writes them, no negative minimum, no region
+// twice.
+func (g *GCP) validateQuotas(where string) error {
+	switch {
+	case len(g.Regions) > 0 && len(g.MinQuotaHeadroom) == 0:
+		return fmt.Errorf("%s: min_quota_headroom: missing (regions are read only for its quotas)", where)
+	case len(g.Regions) == 0 && len(g.MinQuotaHeadroom) > 0:
+		return fmt.Errorf("%s: regions: missing (required by min_quota_headroom)", where)
+	}
+	seen := map[string]int{}
+	for i, r := range g.Regions {
+		if !gcpRegion.MatchString(r) {
+			return fmt.Errorf("%s: regions[%d]: %q is not a region name like us-central1", where, i, r)
+		}
+		if j, dup := seen[r]; dup {
+			return fmt.Errorf("%s: regions[%d]: %q is already regions[%d]", where, i, r, j)
+		}
+		seen[r] = i
+	}
+	for _, m := range slices.Sorted(maps.Keys(g.MinQuotaHeadroom)) {
+		v := g.MinQuotaHeadroom[m]
+		if !gcpQuotaMetric.MatchString(m) {
+			return fmt.Errorf("%s: min_quota_headroom: %q is not a Compute quota metric like CPUS or IN_USE_ADDRESSES", where, m)
+		}
+		if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+			return fmt.Errorf("%s: min_quota_headroom %s: %v is not a non-negative number", where, m, v)
+		}
+	}
+	return nil
+}
+
+// gcpRegion and gcpQuotaMetric are how Compute writes a region's name and
+// a quota's metric.
+var (
+	gcpRegion      = regexp.MustCompile(`^[a-z]+(-[a-z0-9]+)+$`)
+	gcpQuotaMetric = regexp.MustCompile(`^[A-Z][A-Z0-9_]*$`)
+)
 
 // Validate implements Entry.
 func (v *KVM) Validate(where string) error {
@@ -197,6 +293,13 @@ func (v *KVM) Validate(where string) error {
 	}
 	if len(v.Hosts) == 0 {
 		return fmt.Errorf("%s: hosts: missing (at least one host is required)", where)
+	}
+	var unused uint64
+	if err := byteMinimum(where, "min_pool_available", v.MinPoolAvailable, &unused); err != nil {
+		return err
+	}
+	if err := byteMinimum(where, "min_free_memory", v.MinFreeMemory, &unused); err != nil {
+		return err
 	}
 	for _, f := range []struct{ field, path string }{
 		{"private_key_file", v.PrivateKeyFile},
@@ -263,6 +366,27 @@ func (h *KVMHost) resolve(v *KVM, where string) error {
 	}
 	if h.PrivateKeyFile == "" {
 		return fmt.Errorf("%s: private_key_file: missing (set it on the kvm entry or on every host)", where)
+	}
+	return h.resolveMinimums(v, where)
+}
+
+// resolveMinimums takes the entry's minimums where the host sets none and
+// parses them; a bad one of the entry is reported once, as the entry's.
+func (h *KVMHost) resolveMinimums(v *KVM, where string) error {
+	for _, m := range []struct {
+		field       string
+		own, parent *string
+		dst         *uint64
+	}{
+		{"min_pool_available", &h.MinPoolAvailable, &v.MinPoolAvailable, &h.MinPoolAvailableBytes},
+		{"min_free_memory", &h.MinFreeMemory, &v.MinFreeMemory, &h.MinFreeMemoryBytes},
+	} {
+		if *m.own == "" {
+			*m.own = *m.parent
+		}
+		if err := byteMinimum(where, m.field, *m.own, m.dst); err != nil {
+			return err
+		}
 	}
 	return nil
 }

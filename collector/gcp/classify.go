@@ -17,7 +17,8 @@ import (
 // Reasons is the closed reason set of a GCP project (docs/metrics.md: "Reasons"):
 // the HTTP API's, plus APIDisabled.
 func Reasons() collector.ReasonSet {
-	return collector.HTTPReasons(collector.ReasonDef{Reason: ReasonAPIDisabled, Up: true})
+	return collector.HTTPReasons(collector.ReasonDef{Reason: ReasonAPIDisabled, Up: true},
+		collector.ReasonDef{Reason: ReasonQuotaExhausted, Up: true})
 }
 
 // Name is the kind's name: its configuration section and provider label.

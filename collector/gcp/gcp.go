@@ -11,8 +11,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -66,8 +68,20 @@ type Checker struct {
 	// generated code does not pass to it.
 	deadlines *deadlineTransport
 
+	// regions and mins are the quota check (empty: none); metrics are
+	// mins' keys, sorted.
+	regions []string
+	mins    map[string]float64
+	metrics []string
+
 	mu     sync.Mutex
 	client *compute.InstancesClient
+	// regionsClient shares client's credentials and transport; nil
+	// without regions.
+	regionsClient *compute.RegionsClient
+	// noData is the last "no quota data" message logged, so that it is
+	// logged once per change, not at every check.
+	noData string
 	// credKey identifies the credentials the client was built with (a hash
 	// of the credentials file, or "adc"), so that a rotated file is picked
 	// up at the next check without a reload.
@@ -109,6 +123,9 @@ func New(cfg *config.GCP, logger *slog.Logger, opts ...Option) (*Checker, error)
 		credentialsFile: cfg.CredentialsFile,
 		logger:          logger,
 		dialer:          &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second},
+		regions:         cfg.Regions,
+		mins:            cfg.MinQuotaHeadroom,
+		metrics:         slices.Sorted(maps.Keys(cfg.MinQuotaHeadroom)),
 	}
 	for _, o := range opts {
 		o(c)
@@ -131,7 +148,7 @@ func (c *Checker) Check(ctx context.Context, logger *slog.Logger, target string)
 	if target != TargetName {
 		return collector.Verdict{Reason: collector.ReasonUnknown, Message: fmt.Sprintf("gcp has no target %q", target)}
 	}
-	client, release, err := c.acquire(ctx, logger)
+	client, regionsClient, release, err := c.acquire(ctx, logger)
 	if err != nil {
 		return verdict(ctx, logger, err)
 	}
@@ -169,7 +186,11 @@ func (c *Checker) Check(ctx context.Context, logger *slog.Logger, target string)
 		logger.Debug("bad response", "kind", kind)
 		return collector.Verdict{Reason: collector.ReasonBadResponse, Message: msg}
 	}
-	return collector.Verdict{Reason: collector.ReasonReady, Message: readyMessage(pairs)}
+	v := collector.Verdict{Reason: collector.ReasonReady, Message: readyMessage(pairs)}
+	if len(c.regions) > 0 {
+		v = c.checkQuotas(ctx, logger, regionsClient, v)
+	}
+	return v
 }
 
 // readyMessage says what the one page showed; with maxResults=1 that is at
@@ -198,20 +219,24 @@ func (c *Checker) closeIdleClient() error {
 		return nil
 	}
 	err := c.client.Close()
-	c.client = nil
+	if c.regionsClient != nil {
+		err = errors.Join(err, c.regionsClient.Close())
+	}
+	c.client, c.regionsClient = nil, nil
 	return err
 }
 
-// acquire returns the client for the current credentials, building it when
-// they changed. The release func must be called when the check is done.
-func (c *Checker) acquire(ctx context.Context, logger *slog.Logger) (*compute.InstancesClient, func(), error) {
+// acquire returns the clients for the current credentials (the regions
+// client nil without regions), building them when they changed. The
+// release func must be called when the check is done.
+func (c *Checker) acquire(ctx context.Context, logger *slog.Logger) (*compute.InstancesClient, *compute.RegionsClient, func(), error) {
 	key := "adc"
 	var data []byte
 	if c.credentialsFile != "" {
 		var err error
 		data, err = boundedfile.Read(c.credentialsFile, boundedfile.Credentials)
 		if err != nil {
-			return nil, nil, &credentialsError{err: fmt.Errorf("read credentials_file: %w", err)}
+			return nil, nil, nil, &credentialsError{err: fmt.Errorf("read credentials_file: %w", err)}
 		}
 		key = fmt.Sprintf("file:%x", sha256.Sum256(data))
 	}
@@ -219,12 +244,12 @@ func (c *Checker) acquire(ctx context.Context, logger *slog.Logger) (*compute.In
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
-		return nil, nil, errors.New("checker is closed (replaced by a reload)")
+		return nil, nil, nil, errors.New("checker is closed (replaced by a reload)")
 	}
 	if c.client == nil || c.credKey != key {
-		client, err := c.newClient(ctx, data)
+		client, regions, err := c.newClient(ctx, data)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		// The replaced client is not closed: closing a REST client only
 		// drops its http.Client (ours, nothing to release) and would make a
@@ -232,11 +257,11 @@ func (c *Checker) acquire(ctx context.Context, logger *slog.Logger) (*compute.In
 		if c.client != nil {
 			logger.Info("credentials changed, new Compute client built")
 		}
-		c.client, c.credKey = client, key
+		c.client, c.regionsClient, c.credKey = client, regions, key
 	}
 	c.active++
-	client := c.client
-	return client, func() {
+	client, regions := c.client, c.regionsClient
+	return client, regions, func() {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		c.active--
@@ -250,7 +275,32 @@ func (c *Checker) acquire(ctx context.Context, logger *slog.Logger) (*compute.In
 // deadlineTransport, then the auth transport, then base. It does no network
 // I/O except, for ADC off GCE, the one metadata-server probe of the process,
 // which is bounded by ctx.
-func (c *Checker) newClient(ctx context.Context, credsJSON []byte) (*compute.InstancesClient, error) {
+//
+// With regions it builds the Regions client too, with the same options:
+// one HTTP client, so one token serves both.
+func (c *Checker) newClient(ctx context.Context, credsJSON []byte) (*compute.InstancesClient, *compute.RegionsClient, error) {
+	opts, err := c.clientOptions(ctx, credsJSON)
+	if err != nil {
+		return nil, nil, err
+	}
+	client, err := compute.NewInstancesRESTClient(ctx, opts...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("build Compute client: %w", err)
+	}
+	if len(c.regions) == 0 {
+		return client, nil, nil
+	}
+	regions, err := compute.NewRegionsRESTClient(ctx, opts...)
+	if err != nil {
+		return nil, nil, errors.Join(fmt.Errorf("build Compute regions client: %w", err), client.Close())
+	}
+	return client, regions, nil
+}
+
+// clientOptions are the options of every Compute REST client of the
+// checker: the endpoint override and an HTTP client whose requests go
+// through deadlineTransport, the auth transport, then base.
+func (c *Checker) clientOptions(ctx context.Context, credsJSON []byte) ([]option.ClientOption, error) {
 	creds, err := c.credentials(ctx, credsJSON)
 	if err != nil {
 		return nil, &credentialsError{err: err}
@@ -277,11 +327,7 @@ func (c *Checker) newClient(ctx context.Context, credsJSON []byte) (*compute.Ins
 	if c.endpoint != "" {
 		opts = append(opts, option.WithEndpoint(c.endpoint))
 	}
-	client, err := compute.NewInstancesRESTClient(ctx, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("build Compute client: %w", err)
-	}
-	return client, nil
+	return opts, nil
 }
 
 // credentialsFromFile parses a credentials file; it makes no request.

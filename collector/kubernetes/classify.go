@@ -11,8 +11,10 @@ import (
 )
 
 // Reasons is the closed reason set of a Kubernetes cluster (docs/metrics.md:
-// "Reasons"): the HTTP API's.
-func Reasons() collector.ReasonSet { return collector.HTTPReasons() }
+// "Reasons"): the HTTP API's, and QuotaExhausted for min_quota_headroom.
+func Reasons() collector.ReasonSet {
+	return collector.HTTPReasons(collector.ReasonDef{Reason: ReasonQuotaExhausted, Up: true})
+}
 
 // Name is the kind's name: its configuration section and provider label.
 const Name = "kubernetes"

@@ -238,6 +238,13 @@ func TestIntegration(t *testing.T) {
 		wantReason(t, checkWith(t, path, config.DefaultLabelSelector), collector.ReasonTLSError)
 	})
 
+	t.Run("headroom: Forbidden without components/headroom, Ready with it", func(t *testing.T) {
+		wantReason(t, headroomCheckWith(t, saKubeconfig), collector.ReasonForbidden)
+		applyHeadroomComponent(t, admin)
+		checkHeadroomPermissions(t, cl.clientset(t, saToken, nil), cl.clientset(t, unboundToken, nil))
+		wantReason(t, headroomCheckWith(t, saKubeconfig), collector.ReasonReady)
+	})
+
 	// Last: nothing runs against the cluster after this.
 	t.Run("Unreachable when the apiserver is stopped", func(t *testing.T) {
 		out, err := exec.Command(cl.ctl, "stop-apiserver", cl.state).CombinedOutput()

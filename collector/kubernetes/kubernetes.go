@@ -46,6 +46,8 @@ var _ collector.Checker = (*Checker)(nil)
 type Checker struct {
 	cfg    *config.Kubernetes
 	logger *slog.Logger
+	// headroomSet are the parsed headroom keys (zero: none set).
+	headroomSet headroomSettings
 	// dialer opens every connection to the API server (WithDialer).
 	dialer *net.Dialer
 	// inCluster are the files of the in-cluster configuration.
@@ -80,8 +82,12 @@ func New(cfg *config.Kubernetes, logger *slog.Logger, opts ...Option) (*Checker,
 	if cfg == nil {
 		return nil, errors.New("kubernetes: nil configuration")
 	}
+	hs, err := newHeadroomSettings(cfg)
+	if err != nil {
+		return nil, err
+	}
 	c := &Checker{cfg: cfg, logger: logger, dialer: &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second},
-		inCluster: defaultInCluster}
+		inCluster: defaultInCluster, headroomSet: hs}
 	for _, o := range opts {
 		o(c)
 	}
@@ -112,6 +118,11 @@ func (c *Checker) Check(ctx context.Context, logger *slog.Logger, target string)
 		return collector.Verdict{Reason: collector.ReasonCredentialsUnavailable, Message: err.Error()}
 	}
 	v := c.list(ctx, logger, cl)
+	if v.Reason == collector.ReasonReady && c.headroomSet.set() {
+		// Only a cluster the exporter can list in is worth asking
+		// whether a proxy would fit (docs/configuration.md: "Kubernetes").
+		v = c.headroom(ctx, logger, cl, v)
+	}
 	v.Address = cl.host // the kubeconfig's server: target_info's address
 	if v.Reason == collector.ReasonUnauthorized {
 		// An exec plugin's credential without an expiry is reused until

@@ -53,6 +53,8 @@ func Reasons() collector.ReasonSet {
 		collector.ReasonDef{Reason: ReasonPoolBuilding, Up: true},
 		collector.ReasonDef{Reason: ReasonPoolDegraded, Up: true},
 		collector.ReasonDef{Reason: ReasonPoolInaccessible, Up: true},
+		collector.ReasonDef{Reason: ReasonPoolFull, Up: true},
+		collector.ReasonDef{Reason: ReasonHostMemoryLow, Up: true},
 		collector.UnknownReason(),
 	)
 }

@@ -22,6 +22,7 @@ type fakeLibvirt struct {
 	capacity   uint64
 	allocation uint64
 	available  uint64
+	freeMemory uint64
 	calls      map[string]int
 	// gate, when set, holds every ConnectToURI until it is closed: a
 	// dial that takes longer than the check that started it.

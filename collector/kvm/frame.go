@@ -312,6 +312,8 @@ func checkReply(proc, status uint32, payload []byte) error {
 	case procStoragePoolLookupByName:
 		r.string("pool name")
 		r.opaque(16, "pool uuid")
+	case procNodeGetFreeMemory:
+		r.uint32s(2) // freeMem, an unsigned hyper
 	case procStoragePoolGetInfo:
 		// state (an unsigned char takes 4 bytes in XDR), then capacity,
 		// allocation and available, each an unsigned hyper.

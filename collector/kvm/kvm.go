@@ -57,6 +57,8 @@ type Checker struct {
 type host struct {
 	name string
 	pool string
+	// mins are the host's headroom minimums (0: not set).
+	mins Minimums
 	set  settings
 	mu   sync.Mutex
 	sess *session
@@ -163,6 +165,7 @@ func New(cfg *config.KVM, logger *slog.Logger, opts ...Option) (*Checker, error)
 		hh := &host{
 			name: h.Name,
 			pool: h.Pool,
+			mins: Minimums{PoolAvailable: h.MinPoolAvailableBytes, FreeMemory: h.MinFreeMemoryBytes},
 			set:  hostSettings(cfg, h),
 		}
 		c.hosts = append(c.hosts, hh)
@@ -245,7 +248,26 @@ func (c *Checker) Check(ctx context.Context, logger *slog.Logger, target string)
 		defer s.goodbye(logger)
 	}
 	r.reason, r.state, r.info, r.err = c.checkPool(ctx, logger, h, s, kept)
+	c.checkHeadroom(ctx, logger, h, s, &r)
 	return h.verdict(logger, r)
+}
+
+// checkHeadroom compares a running pool's available bytes and, only when
+// min_free_memory is set (one more RPC), the host's free memory with the
+// host's minimums (docs/configuration.md: "KVM").
+func (c *Checker) checkHeadroom(ctx context.Context, logger *slog.Logger, h *host, s *session, r *result) {
+	if r.reason != collector.ReasonReady {
+		return
+	}
+	if h.mins.FreeMemory > 0 {
+		free, reason, err := c.checkFreeMemory(ctx, logger, h, s)
+		if err != nil {
+			r.reason, r.err = reason, err
+			return
+		}
+		r.free, r.freeKnown = free, true
+	}
+	r.reason, r.message = headroomVerdict(r.reason, h.pool, r.info.available, h.mins, r.free)
 }
 
 // session returns the kept connection of h, or the one the host's dial
@@ -446,11 +468,16 @@ type result struct {
 	pool   string
 	state  string
 	info   poolInfo
-	err    error
+	// free is the host's free memory when freeKnown (min_free_memory set
+	// and read); message, when not empty, is a headroom verdict's.
+	free      uint64
+	freeKnown bool
+	message   string
+	err       error
 }
 
 func (h *host) verdict(logger *slog.Logger, r result) collector.Verdict {
-	facts := &Facts{Pool: r.pool, PoolState: r.state}
+	facts := &Facts{Pool: r.pool, PoolState: r.state, Mins: h.mins, FreeMemoryKnown: r.freeKnown, FreeMemoryBytes: r.free}
 	if r.state != "" {
 		facts.CapacityBytes = r.info.capacity
 		facts.AllocationBytes = r.info.allocation
@@ -468,6 +495,8 @@ func (h *host) verdict(logger *slog.Logger, r result) collector.Verdict {
 	case r.err != nil:
 		v.Message = r.err.Error()
 		logger.Debug("check failed", "reason", r.reason, "err", r.err)
+	case r.message != "":
+		v.Message = r.message
 	case r.reason == collector.ReasonReady:
 		v.Message = fmt.Sprintf("pool %q is running", r.pool)
 	default:

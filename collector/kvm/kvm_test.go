@@ -194,6 +194,18 @@ func TestReasons(t *testing.T) {
 			wantDials: 1, wantConnects: 1,
 		},
 		{
+			name:      "PoolFull keeps the connection",
+			setup:     func(e *env) { e.cfg.Hosts[0].MinPoolAvailableBytes = e.fake.available + 1 },
+			steps:     []step{{want: ReasonPoolFull}, {want: ReasonPoolFull}},
+			wantDials: 1, wantConnects: 1,
+		},
+		{
+			name:      "HostMemoryLow keeps the connection",
+			setup:     func(e *env) { e.fake.freeMemory = 1 << 30; e.cfg.Hosts[0].MinFreeMemoryBytes = 2 << 30 },
+			steps:     []step{{want: ReasonHostMemoryLow}, {want: ReasonHostMemoryLow}},
+			wantDials: 1, wantConnects: 1,
+		},
+		{
 			name:      "PoolBuilding",
 			setup:     func(e *env) { e.fake.state = uint8(libvirt.StoragePoolBuilding) },
 			steps:     []step{{want: ReasonPoolBuilding}, {want: ReasonPoolBuilding}},

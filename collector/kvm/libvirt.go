@@ -22,6 +22,8 @@ type libvirtClient interface {
 	// check on a kept connection makes.
 	StoragePoolLookupByName(name string) (libvirt.StoragePool, error)
 	StoragePoolGetInfo(pool libvirt.StoragePool) (state uint8, capacity, allocation, available uint64, err error)
+	// NodeGetFreeMemory is made only for a host with min_free_memory.
+	NodeGetFreeMemory() (uint64, error)
 	// ConnectClose says goodbye when a kept connection is closed on
 	// purpose, so libvirtd does not log an error for a vanished client.
 	ConnectClose() error

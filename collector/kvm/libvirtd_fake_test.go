@@ -151,6 +151,9 @@ const DropPool = "drops-mid-check"
 // it finds every other name, so tests can name pools as they like.
 const MissingPool = "missing"
 
+// FakeFreeMemory is the host free memory the fake reports.
+const FakeFreeMemory = 3 << 30
+
 // errNoStoragePool is libvirt's VIR_ERR_NO_STORAGE_POOL.
 const errNoStoragePool = 49
 
@@ -182,6 +185,8 @@ func answer(proc uint32) (uint32, []byte) {
 	case procStoragePoolGetInfo:
 		w.u32(2) // running
 		w.u64(100<<30, 30<<30, 70<<30)
+	case procNodeGetFreeMemory:
+		w.u64(FakeFreeMemory)
 	default:
 		return statusError, errorPayload(1, "this fake libvirtd does not know that procedure")
 	}

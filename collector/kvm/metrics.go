@@ -1,6 +1,8 @@
 package kvm
 
 import (
+	"strconv"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
@@ -19,7 +21,9 @@ var (
 	poolCapacityDesc   = prometheus.NewDesc("provider_health_kvm_pool_capacity_bytes", "Storage pool capacity.", poolLabels, nil)
 	poolAllocationDesc = prometheus.NewDesc("provider_health_kvm_pool_allocation_bytes", "Storage pool allocation.", poolLabels, nil)
 	poolAvailableDesc  = prometheus.NewDesc("provider_health_kvm_pool_available_bytes", "Storage pool available space.", poolLabels, nil)
-	connectsDesc       = prometheus.NewDesc("provider_health_kvm_connects_total",
+	freeMemoryDesc     = prometheus.NewDesc("provider_health_kvm_host_free_memory_bytes",
+		"Free memory of the host (NodeGetFreeMemory); only for hosts with min_free_memory.", []string{"name", "target"}, nil)
+	connectsDesc = prometheus.NewDesc("provider_health_kvm_connects_total",
 		"SSH+libvirt sessions established to the host; flat in steady state.", []string{"name", "target"}, nil)
 )
 
@@ -42,6 +46,12 @@ type Facts struct {
 	// Connects counts the SSH+libvirt sessions established to the host
 	// since the exporter started.
 	Connects uint64
+	// Mins are the host's configured headroom minimums (0: not set).
+	Mins Minimums
+	// FreeMemoryBytes is what NodeGetFreeMemory said, when
+	// FreeMemoryKnown: min_free_memory is set and the call answered.
+	FreeMemoryBytes uint64
+	FreeMemoryKnown bool
 }
 
 var _ collector.Facts = (*Facts)(nil)
@@ -50,6 +60,9 @@ var _ collector.Facts = (*Facts)(nil)
 func (f *Facts) Collect(ch chan<- prometheus.Metric, name, target string) {
 	ch <- prometheus.MustNewConstMetric(hostInfoDesc, prometheus.GaugeValue, 1, name, target, f.User, f.LibvirtVersion)
 	ch <- prometheus.MustNewConstMetric(connectsDesc, prometheus.CounterValue, float64(f.Connects), name, target)
+	if f.FreeMemoryKnown {
+		ch <- prometheus.MustNewConstMetric(freeMemoryDesc, prometheus.GaugeValue, float64(f.FreeMemoryBytes), name, target)
+	}
 	if f.PoolState == "" {
 		return
 	}
@@ -72,14 +85,29 @@ func (f *Facts) Collect(ch chan<- prometheus.Metric, name, target string) {
 	}
 }
 
-// Details are the kvm facts of /api/v1/status.
+// Details are the kvm facts of /api/v1/status. The headroom readings and
+// minimums are there only for a host with a minimum set, so that the
+// status of one without is as before.
 func (f *Facts) Details() map[string]string {
-	return map[string]string{
+	d := map[string]string{
 		"user":           f.User,
 		"pool":           f.Pool,
 		"poolState":      f.PoolState,
 		"libvirtVersion": f.LibvirtVersion,
 	}
+	if f.Mins.PoolAvailable > 0 {
+		d["minPoolAvailableBytes"] = strconv.FormatUint(f.Mins.PoolAvailable, 10)
+		if f.PoolState != "" {
+			d["poolAvailableBytes"] = strconv.FormatUint(f.AvailableBytes, 10)
+		}
+	}
+	if f.Mins.FreeMemory > 0 {
+		d["minFreeMemoryBytes"] = strconv.FormatUint(f.Mins.FreeMemory, 10)
+		if f.FreeMemoryKnown {
+			d["freeMemoryBytes"] = strconv.FormatUint(f.FreeMemoryBytes, 10)
+		}
+	}
+	return d
 }
 
 // Facts answers for a host whose verdict the framework had to make up (a
@@ -93,5 +121,5 @@ func (c *Checker) Facts(target string) collector.Facts {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return &Facts{User: h.set.user, Pool: h.pool, LibvirtVersion: h.version, Connects: h.connects}
+	return &Facts{User: h.set.user, Pool: h.pool, LibvirtVersion: h.version, Connects: h.connects, Mins: h.mins}
 }

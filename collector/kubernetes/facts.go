@@ -1,0 +1,122 @@
+package kubernetes
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/config"
+)
+
+// The kubernetes families of the metrics table of docs/metrics.md:
+// "Metrics": the configured resources of the namespace's ResourceQuotas.
+var (
+	quotaLabels   = []string{"name", "namespace", "quota", "resource"}
+	quotaHardDesc = prometheus.NewDesc("provider_health_kubernetes_quota_hard",
+		"A ResourceQuota's hard limit of a resource named in min_quota_headroom.", quotaLabels, nil)
+	quotaUsedDesc = prometheus.NewDesc("provider_health_kubernetes_quota_used",
+		"A ResourceQuota's usage of a resource named in min_quota_headroom.", quotaLabels, nil)
+)
+
+// headroomSettings are an entry's parsed headroom keys; a zero value (no
+// namespace) means the check is the list call alone.
+type headroomSettings struct {
+	namespace string
+	canI      []CanI
+	mins      map[corev1.ResourceName]resource.Quantity
+}
+
+// newHeadroomSettings parses the headroom keys, which the configuration
+// loader has already checked.
+func newHeadroomSettings(cfg *config.Kubernetes) (headroomSettings, error) {
+	hs := headroomSettings{namespace: cfg.Namespace}
+	for _, s := range cfg.CanI {
+		ci, err := ParseCanI(s)
+		if err != nil {
+			return headroomSettings{}, err
+		}
+		hs.canI = append(hs.canI, ci)
+	}
+	if len(cfg.MinQuotaHeadroom) > 0 {
+		hs.mins = make(map[corev1.ResourceName]resource.Quantity, len(cfg.MinQuotaHeadroom))
+		for _, name := range slices.Sorted(maps.Keys(cfg.MinQuotaHeadroom)) {
+			q, err := ParseQuotaMinimum(name, cfg.MinQuotaHeadroom[name])
+			if err != nil {
+				return headroomSettings{}, err
+			}
+			hs.mins[corev1.ResourceName(name)] = q
+		}
+	}
+	return hs, nil
+}
+
+func (hs headroomSettings) set() bool { return len(hs.canI) > 0 || len(hs.mins) > 0 }
+
+// headroom runs the headroom part of a check whose list call passed:
+// the can_i reviews and the quota list, then their verdict. v is the list
+// call's Ready verdict.
+func (c *Checker) headroom(ctx context.Context, logger *slog.Logger, cl *client, v collector.Verdict) collector.Verdict {
+	hs := c.headroomSet
+	facts := &Facts{Namespace: hs.namespace}
+	v.Facts = facts
+	h, reason, err := c.readHeadroom(ctx, logger, cl, hs.namespace, hs.canI, hs.mins)
+	if err != nil {
+		logger.Debug("headroom requests failed", "reason", reason, "err", err)
+		v.Reason, v.Message = reason, err.Error()
+		return v
+	}
+	facts.Headroom = h
+	reason, msg := evaluateHeadroom(hs.namespace, h, hs.mins)
+	switch {
+	case reason != collector.ReasonReady:
+		v.Reason, v.Message = reason, msg
+	case msg != "":
+		v.Message += "; " + msg
+	}
+	return v
+}
+
+// Facts are the headroom readings of a cluster with namespace, can_i or
+// min_quota_headroom set; a check without them has none.
+type Facts struct {
+	Namespace string
+	Headroom
+}
+
+var _ collector.Facts = (*Facts)(nil)
+
+// Collect sends the quota series of the configured resources.
+func (f *Facts) Collect(ch chan<- prometheus.Metric, name, _ string) {
+	for _, q := range f.Quotas {
+		ch <- prometheus.MustNewConstMetric(quotaHardDesc, prometheus.GaugeValue, q.Hard.AsApproximateFloat64(),
+			name, f.Namespace, q.Quota, string(q.Resource))
+		if !q.NoUsage {
+			ch <- prometheus.MustNewConstMetric(quotaUsedDesc, prometheus.GaugeValue, q.Used.AsApproximateFloat64(),
+				name, f.Namespace, q.Quota, string(q.Resource))
+		}
+	}
+}
+
+// Details are the headroom readings of /api/v1/status: each can_i answer
+// and each configured resource's used and hard of each quota.
+func (f *Facts) Details() map[string]string {
+	d := map[string]string{"namespace": f.Namespace}
+	for _, a := range f.CanI {
+		d["canI "+a.String()] = fmt.Sprint(a.Allowed)
+	}
+	for _, q := range f.Quotas {
+		used := q.Used.String()
+		if q.NoUsage {
+			used = "unknown"
+		}
+		d["quota "+q.Quota+" "+string(q.Resource)] = used + " of " + q.Hard.String()
+	}
+	return d
+}

@@ -1,0 +1,138 @@
+package kvm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/digitalocean/go-libvirt"
+
+	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/config"
+)
+
+// The headroom reasons of a KVM host (docs/metrics.md: "Reasons"): libvirtd answered,
+// so up = 1, but a proxy's volume or memory would not fit.
+const (
+	// ReasonPoolFull: the pool's available bytes are below min_pool_available.
+	ReasonPoolFull collector.Reason = "PoolFull"
+	// ReasonHostMemoryLow: the host's free memory is below min_free_memory.
+	ReasonHostMemoryLow collector.Reason = "HostMemoryLow"
+)
+
+// procNodeGetFreeMemory is REMOTE_PROC_NODE_GET_FREE_MEMORY (remote_protocol.x):
+// the one extra call of a check whose host sets min_free_memory.
+const procNodeGetFreeMemory = 102
+
+// ProcNodeGetFreeMemory names the procedure for tests outside the package.
+const ProcNodeGetFreeMemory = procNodeGetFreeMemory
+
+// Minimums are a host's headroom requirements in bytes; 0 means not set.
+type Minimums struct {
+	// PoolAvailable is min_pool_available: compared with the available
+	// bytes the pool-info call already read, so it costs no RPC.
+	PoolAvailable uint64
+	// FreeMemory is min_free_memory: only when it is set does a check make
+	// the NodeGetFreeMemory call.
+	FreeMemory uint64
+}
+
+// headroomVerdict turns a check's readings into its verdict when the pool
+// check itself passed. The precedence is docs/configuration.md's ("KVM"): a pool-state reason
+// (PoolInactive, ...) wins over PoolFull, which wins over HostMemoryLow, so
+// the most basic thing to fix is named first. poolReason is checkPool's
+// reason, available the pool's available bytes it read, freeMemory the
+// NodeGetFreeMemory reading (ignored unless mins.FreeMemory is set). An empty
+// message means the pool verdict's own message stands.
+func headroomVerdict(poolReason collector.Reason, pool string, available uint64, mins Minimums, freeMemory uint64) (collector.Reason, string) {
+	if poolReason != collector.ReasonReady {
+		return poolReason, ""
+	}
+	if mins.PoolAvailable > 0 && available < mins.PoolAvailable {
+		have, want := formatBytePair(available, mins.PoolAvailable)
+		return ReasonPoolFull, fmt.Sprintf("pool %s: %s available, %s required", pool, have, want)
+	}
+	if mins.FreeMemory > 0 && freeMemory < mins.FreeMemory {
+		have, want := formatBytePair(freeMemory, mins.FreeMemory)
+		return ReasonHostMemoryLow, fmt.Sprintf("host free memory: %s, %s required", have, want)
+	}
+	return collector.ReasonReady, ""
+}
+
+// checkFreeMemory makes the NodeGetFreeMemory call on s, h's kept connection,
+// and classifies a failure as checkPool does: libvirtd answering with an
+// error keeps the connection (Unknown), the end of ctx is Timeout, anything
+// else is a lost connection, which is dropped so the next check redials.
+func (c *Checker) checkFreeMemory(ctx context.Context, logger *slog.Logger, h *host, s *session) (uint64, collector.Reason, error) {
+	lv := loggedClient{next: s.lv, logger: logger}
+	var free uint64
+	err := s.bound(ctx, func() error {
+		var err error
+		free, err = lv.NodeGetFreeMemory()
+		if err != nil {
+			return fmt.Errorf("get free memory of host: %w", err)
+		}
+		return nil
+	})
+	if err == nil {
+		return free, collector.ReasonReady, nil
+	}
+	if collector.Ended(ctx) {
+		h.drop(s)
+		return 0, collector.ReasonTimeout, err
+	}
+	var lerr libvirt.Error
+	if errors.As(err, &lerr) || errors.Is(err, libvirt.ErrUnsupported) {
+		return 0, collector.ReasonUnknown, err
+	}
+	h.drop(s)
+	return 0, ReasonLibvirtConnectionLost, err
+}
+
+func (c checkedClient) NodeGetFreeMemory() (uint64, error) {
+	v, err := c.next.NodeGetFreeMemory()
+	return v, c.explain(err)
+}
+
+func (c loggedClient) NodeGetFreeMemory() (uint64, error) {
+	start := time.Now()
+	v, err := c.next.NodeGetFreeMemory()
+	c.log("NodeGetFreeMemory", start, err, "freeMemory", v)
+	return v, err
+}
+
+// ParseBytes reads a byte quantity of the file (min_pool_available,
+// min_free_memory); the configuration loader is where it is used.
+func ParseBytes(s string) (uint64, error) { return config.ParseBytes(s) }
+
+// formatBytes writes n in binary units with at most one decimal: "300 MiB",
+// "1.5 GiB", "512 B".
+func formatBytes(n uint64) string {
+	const units = "KMGTPE"
+	if n < 1024 {
+		return strconv.FormatUint(n, 10) + " B"
+	}
+	v, i := float64(n)/1024, 0
+	for v >= 1024 && i < len(units)-1 {
+		v /= 1024
+		i++
+	}
+	s := strconv.FormatFloat(v, 'f', 1, 64)
+	return strings.TrimSuffix(s, ".0") + " " + units[i:i+1] + "iB"
+}
+
+// formatBytePair formats what was found and what was required; when
+// rounding makes them read the same ("20 GiB available, 20 GiB required" for
+// one byte short), both get their exact byte counts too.
+func formatBytePair(have, want uint64) (string, string) {
+	h, w := formatBytes(have), formatBytes(want)
+	if h == w && have != want {
+		h = fmt.Sprintf("%s (%d bytes)", h, have)
+		w = fmt.Sprintf("%s (%d bytes)", w, want)
+	}
+	return h, w
+}
