@@ -31,6 +31,11 @@ type Kind struct {
 	// way a check does and says what a check would reject, for
 	// --config.check.
 	FileWarnings func(entry config.Entry) []string
+	// EntryReasons, when set, is the reason set of one entry, a subset of
+	// Reasons: reasons that only an opt-in key's check gives are left out
+	// of the state set of an entry that does not set it, so that opting in
+	// is what adds their series (docs/configuration.md).
+	EntryReasons func(entry config.Entry) ReasonSet
 	// MultiTarget is set when an entry has several targets, one per item
 	// of its configuration, which /probe selects with target=; /sd then
 	// lists each target with its own target parameter, so that each is
@@ -82,8 +87,12 @@ func Entries(kinds []Kind, cfg *config.Config, logger *slog.Logger) []Entry {
 	for _, k := range kinds {
 		for _, ce := range cfg.Entries(k.Name()) {
 			name, check := ce.EntryName(), ce.Settings()
+			reasons := k.Reasons
+			if k.EntryReasons != nil {
+				reasons = k.EntryReasons(ce)
+			}
 			out = append(out, Entry{
-				Kind: k.Name(), Name: name, Reasons: k.Reasons,
+				Kind: k.Name(), Name: name, Reasons: reasons,
 				Timeout: check.TimeoutDuration(), MinInterval: check.MinIntervalDuration(),
 				Fingerprint: fingerprint(ce),
 				Build: func() (Checker, error) {

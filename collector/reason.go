@@ -3,6 +3,7 @@ package collector
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -60,6 +61,18 @@ func (s ReasonSet) Up(r Reason) bool {
 }
 
 // Contains reports whether r is in the set.
+// Without is the set less the given reasons, in the same order: the set of
+// an entry that does not opt in to the checks that give them.
+func (s ReasonSet) Without(rs ...Reason) ReasonSet {
+	out := make(ReasonSet, 0, len(s))
+	for _, d := range s {
+		if !slices.Contains(rs, d.Reason) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
 func (s ReasonSet) Contains(r Reason) bool {
 	for _, d := range s {
 		if d.Reason == r {

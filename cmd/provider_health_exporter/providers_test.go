@@ -4,6 +4,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
@@ -37,6 +39,8 @@ kvm:
     user: u
     private_key_file: placeholder
     insecure_ignore_host_key: true
+    user: proxyops
+    private_key_file: /dev/null
     hosts:
       - address: 127.0.0.1:1
 `
@@ -92,6 +96,70 @@ func TestKindsTable(t *testing.T) {
 		seen[k.Name()] = true
 		if !validCollect(kinds, k.Name()) {
 			t.Errorf("collect[]=%s is refused", k.Name())
+		}
+	}
+}
+
+// TestOptInReasons: the reasons only a headroom key's check gives are in an
+// entry's state set when, and only when, the entry sets that key, so that a
+// configuration without them exports exactly the series it did before
+// (docs/configuration.md).
+func TestOptInReasons(t *testing.T) {
+	t.Parallel()
+	key := filepath.Join(t.TempDir(), "key")
+	if err := os.WriteFile(key, []byte("a key"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Parse([]byte(strings.ReplaceAll(`
+kubernetes:
+  - name: k-plain
+  - name: k-quota
+    namespace: egress-proxies
+    min_quota_headroom: {pods: "1"}
+gcp:
+  - name: g-plain
+    project: crawl-prod-123
+  - name: g-quota
+    project: crawl-prod-123
+    regions: [us-central1]
+    min_quota_headroom: {CPUS: 8}
+kvm:
+  - name: v-plain
+    insecure_ignore_host_key: true
+    user: proxyops
+    private_key_file: KEY
+    hosts: [{address: 127.0.0.1:22}]
+  - name: pool
+    insecure_ignore_host_key: true
+    user: proxyops
+    private_key_file: KEY
+    hosts: [{address: 127.0.0.1:22, min_pool_available: 20GiB}]
+  - name: memory
+    insecure_ignore_host_key: true
+    user: proxyops
+    private_key_file: KEY
+    min_free_memory: 4GiB
+    hosts: [{address: 127.0.0.1:22}]
+`, "KEY", key)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]collector.Reason{
+		"kubernetes/k-quota": {"QuotaExhausted"},
+		"gcp/g-quota":        {"QuotaExhausted"},
+		"kvm/pool":         {"PoolFull"},
+		"kvm/memory":       {"HostMemoryLow"},
+	}
+	optIn := []collector.Reason{"QuotaExhausted", "PoolFull", "HostMemoryLow"}
+	for _, e := range entries(cfg, slog.New(slog.DiscardHandler)) {
+		key := e.Kind + "/" + e.Name
+		for _, r := range optIn {
+			if got, w := e.Reasons.Contains(r), slices.Contains(want[key], r); got != w {
+				t.Errorf("%s: reason %s in the state set: %v, want %v", key, r, got, w)
+			}
+		}
+		if err := e.Reasons.Validate(); err != nil {
+			t.Errorf("%s: %v", key, err)
 		}
 	}
 }

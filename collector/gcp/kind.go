@@ -13,6 +13,13 @@ func Kind() collector.Kind {
 	return collector.Kind{
 		Section: config.GCPSection(),
 		Reasons: Reasons(),
+		// QuotaExhausted only where regions are checked (docs/configuration.md).
+		EntryReasons: func(e config.Entry) collector.ReasonSet {
+			if g, ok := e.(*config.GCP); ok && len(g.Regions) > 0 {
+				return Reasons()
+			}
+			return Reasons().Without(ReasonQuotaExhausted)
+		},
 		NewChecker: func(e config.Entry, logger *slog.Logger) (collector.Checker, error) {
 			c, ok := e.(*config.GCP)
 			if !ok {

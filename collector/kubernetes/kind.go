@@ -13,6 +13,13 @@ func Kind() collector.Kind {
 	return collector.Kind{
 		Section: config.KubernetesSection(),
 		Reasons: Reasons(),
+		// QuotaExhausted only where quotas are checked (docs/configuration.md).
+		EntryReasons: func(e config.Entry) collector.ReasonSet {
+			if k, ok := e.(*config.Kubernetes); ok && len(k.MinQuotaHeadroom) > 0 {
+				return Reasons()
+			}
+			return Reasons().Without(ReasonQuotaExhausted)
+		},
 		NewChecker: func(e config.Entry, logger *slog.Logger) (collector.Checker, error) {
 			c, ok := e.(*config.Kubernetes)
 			if !ok {

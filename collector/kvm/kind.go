@@ -14,6 +14,27 @@ func Kind() collector.Kind {
 		Section:     config.KVMSection(),
 		Reasons:     Reasons(),
 		MultiTarget: true, // one target per host
+		// PoolFull and HostMemoryLow only where their minimum is set, on
+		// the entry or one of its hosts (docs/configuration.md).
+		EntryReasons: func(e config.Entry) collector.ReasonSet {
+			k, ok := e.(*config.KVM)
+			if !ok {
+				return Reasons()
+			}
+			pool, memory := k.MinPoolAvailable != "", k.MinFreeMemory != ""
+			for _, h := range k.Hosts {
+				pool = pool || h.MinPoolAvailable != ""
+				memory = memory || h.MinFreeMemory != ""
+			}
+			set := Reasons()
+			if !pool {
+				set = set.Without(ReasonPoolFull)
+			}
+			if !memory {
+				set = set.Without(ReasonHostMemoryLow)
+			}
+			return set
+		},
 		NewChecker: func(e config.Entry, logger *slog.Logger) (collector.Checker, error) {
 			c, ok := e.(*config.KVM)
 			if !ok {
