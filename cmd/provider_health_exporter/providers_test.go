@@ -147,8 +147,8 @@ kvm:
 	want := map[string][]collector.Reason{
 		"kubernetes/k-quota": {"QuotaExhausted"},
 		"gcp/g-quota":        {"QuotaExhausted"},
-		"kvm/pool":         {"PoolFull"},
-		"kvm/memory":       {"HostMemoryLow"},
+		"kvm/pool":           {"PoolFull"},
+		"kvm/memory":         {"HostMemoryLow"},
 	}
 	optIn := []collector.Reason{"QuotaExhausted", "PoolFull", "HostMemoryLow"}
 	for _, e := range entries(cfg, slog.New(slog.DiscardHandler)) {
