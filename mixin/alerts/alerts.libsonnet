@@ -1,6 +1,18 @@
 // The alerts of docs/alerts.md's "Alerts" section. Severity follows what a human has to do:
 //   critical: act now, nothing recovers by itself or a whole provider is lost;
 //   warning:  look during working hours, or it may clear by itself.
+
+// seconds(field, '24h') is 86400: a whole positive number and one unit of s,
+// m, h, d or w, which is all a _config duration needs; field names it in
+// the error.
+local seconds(field, d) =
+  local units = { s: 1, m: 60, h: 3600, d: 86400, w: 604800 };
+  local n = std.length(d);
+  local digits = std.all([std.member('0123456789', ch) for ch in std.stringChars(d[0:n - 1])]);
+  if n < 2 || !digits || !std.objectHas(units, d[n - 1]) || std.parseInt(d[0:n - 1]) == 0
+  then error '%s: duration %s: want a whole positive number and one unit of s, m, h, d or w' % [field, d]
+  else std.parseInt(d[0:n - 1]) * units[d[n - 1]];
+
 local cfg(c) =
   // With showMultiCluster, one ruler sees the exporters of several clusters
   // (Thanos, Mimir): every join and aggregation keeps the cluster label, so
@@ -19,6 +31,15 @@ local cfg(c) =
     nearTimeoutFraction: '%g' % c.nearTimeoutFraction,
     kvmPoolLowSpaceFraction: '%g' % c.kvmPoolLowSpaceFraction,
     kvmReconnectsPerHour: '%g' % c.kvmReconnectsPerHour,
+    providerQuotaNearLimitFraction: '%g' % c.providerQuotaNearLimitFraction,
+    quotaNearLimitPercent: std.toString(std.round(c.providerQuotaNearLimitFraction * 100)) + '%',
+    // predict_linear takes its horizon in seconds, and Prometheus 2's PromQL
+    // has no duration arithmetic.
+    kvmPoolFillingUpHorizonSeconds: '%d' % seconds('kvmPoolFillingUpHorizon', c.kvmPoolFillingUpHorizon),
+    kvmPoolMinAvailableBytes:
+      if std.isNumber(c.kvmPoolMinAvailableBytes) && c.kvmPoolMinAvailableBytes >= 0
+      then '%d' % c.kvmPoolMinAvailableBytes
+      else error 'kvmPoolMinAvailableBytes: want a number of bytes, 0 or more, got %s' % [c.kvmPoolMinAvailableBytes],
     // An alert's description names its cluster only where there are several.
     inCluster: if c.showMultiCluster then '{{ with $labels.%s }} in cluster {{ . }}{{ end }}' % c.clusterLabel else '',
   };
@@ -40,6 +61,19 @@ local currentReason(c) =
   '{{ with printf "provider_health_reason{%s} == 1" ' % s.matchers
   + s.args + ' | query }}'
   + '{{ range . }}{{ .Labels.reason }}{{ end }}{{ else }}unknown{{ end }}';
+
+// A template fragment printing the value of query (a metric, or a function
+// of it: %s stands for the selector's matchers) in the alert's own scrape,
+// formatted by the template function format and followed by unit; nothing
+// when the series is gone. It prints every series the query returns, not the
+// first: the order of a query's result is not defined, so a query that
+// wrongly returns two series (another cluster's) then shows in every test
+// run instead of in some.
+local valueOf(c, query, labels, format='humanize', unit='') =
+  local s = same(c, labels);
+  local q = if std.findSubstr('%s', query) == [] then query + '{%s}' else query;
+  '{{ range printf "%s" %s | query }}{{ . | value | %s }}%s{{ end }}'
+  % [q % s.matchers, s.args, format, unit];
 
 // absent() has no labels to group by: with several clusters it fires only
 // when every cluster's exporter is gone. The middle term is its per-cluster
@@ -70,8 +104,11 @@ local exporterDownExpr(c) =
   prometheusAlerts+:: {
     local c = cfg($._config),
     local reasonsOf = same(c, ['job', 'provider', 'name']),
-    local timeoutOf = same(c, ['job', 'instance', 'provider', 'name']),
-    local poolOf = same(c, ['job', 'instance', 'name', 'target', 'pool']),
+    local timeoutLabels = ['job', 'instance', 'provider', 'name'],
+    local poolLabels = ['job', 'instance', 'name', 'target', 'pool'],
+    local gcpQuotaLabels = ['job', 'instance', 'name', 'region', 'metric'],
+    local kubernetesQuotaLabels = ['job', 'instance', 'name', 'namespace', 'quota', 'resource'],
+    local lossPerHour = '-3600 * deriv(provider_health_kvm_pool_available_bytes{%%s}[%s])' % c.kvmPoolFillingUpWindow,
     groups+: [
       {
         name: 'provider-health-exporter',
@@ -186,9 +223,8 @@ local exporterDownExpr(c) =
                 'The check of target {{ $labels.target }} of the {{ $labels.provider }} provider '
                 + '{{ $labels.name }} took {{ $value | humanizeDuration }}, more than '
                 + c.nearTimeoutPercent + ' of its budget of '
-                + '{{ with printf "provider_health_check_timeout_seconds{%s}" ' % timeoutOf.matchers
-                + timeoutOf.args + ' | query }}'
-                + '{{ . | first | value | humanizeDuration }}{{ end }}, for more than ' + c.nearTimeoutFor
+                + valueOf(c, 'provider_health_check_timeout_seconds', timeoutLabels, 'humanizeDuration')
+                + ', for more than ' + c.nearTimeoutFor
                 + '. It will soon report Timeout.',
             },
           },
@@ -208,10 +244,69 @@ local exporterDownExpr(c) =
               description:
                 'Storage pool {{ $labels.pool }} on KVM host {{ $labels.target }} ({{ $labels.name }}) '
                 + 'has {{ $value | humanizePercentage }} of its capacity available '
-                + '({{ with printf "provider_health_kvm_pool_available_bytes{%s}" ' % poolOf.matchers
-                + poolOf.args + ' | query }}'
-                + '{{ . | first | value | humanize1024 }}B{{ end }}), below the threshold of '
+                + '(' + valueOf(c, 'provider_health_kvm_pool_available_bytes', poolLabels, 'humanize1024', 'B')
+                + '), below the threshold of '
                 + c.lowSpacePercent + '.',
+            },
+          },
+          {
+            alert: 'KVMPoolFillingUp',
+            // Like node-mixin's NodeFilesystemSpaceFillingUp: the trend of
+            // the last window, extrapolated over the horizon. A pool already
+            // below the minimum is PoolFull (ProviderNotReady) or
+            // KVMPoolLowSpace's business, not a forecast.
+            expr: |||
+              (
+                predict_linear(provider_health_kvm_pool_available_bytes{%(providerHealthSelector)s}[%(kvmPoolFillingUpWindow)s], %(kvmPoolFillingUpHorizonSeconds)s)
+                  < %(kvmPoolMinAvailableBytes)s
+              )
+              and
+                provider_health_kvm_pool_available_bytes{%(providerHealthSelector)s} > %(kvmPoolMinAvailableBytes)s
+            ||| % c,
+            'for': c.kvmPoolFillingUpFor,
+            labels: { severity: c.warningSeverity },
+            annotations: {
+              summary: 'A KVM storage pool is filling up.',
+              description:
+                'Storage pool {{ $labels.pool }} on KVM host {{ $labels.target }} ({{ $labels.name }}) has '
+                + valueOf(c, 'provider_health_kvm_pool_available_bytes', poolLabels, 'humanize1024', 'B')
+                + ' available and lost '
+                + valueOf(c, lossPerHour, poolLabels, 'humanize1024', 'B')
+                + ' per hour over the last '
+                + c.kvmPoolFillingUpWindow + ': at that rate it '
+                + (if c.kvmPoolMinAvailableBytes == '0' then 'is full'
+                   else 'falls below {{ "%s" | humanize1024 }}B' % c.kvmPoolMinAvailableBytes)
+                + ' within ' + c.kvmPoolFillingUpHorizon + '.',
+            },
+          },
+          {
+            alert: 'ProviderQuotaNearLimit',
+            // Only the quotas configured in min_quota_headroom are exported.
+            // A limit of 0 gives NaN (nothing used) or +Inf (used anyway).
+            expr: |||
+              (
+                provider_health_gcp_quota_usage{%(providerHealthSelector)s}
+                  / provider_health_gcp_quota_limit{%(providerHealthSelector)s}
+                or
+                provider_health_kubernetes_quota_used{%(providerHealthSelector)s}
+                  / provider_health_kubernetes_quota_hard{%(providerHealthSelector)s}
+              ) > %(providerQuotaNearLimitFraction)s
+            ||| % c,
+            'for': c.providerQuotaNearLimitFor,
+            labels: { severity: c.warningSeverity },
+            annotations: {
+              summary: 'A provider quota is nearly used up.',
+              description:
+                '{{ if $labels.region }}GCP quota {{ $labels.metric }} of {{ $labels.name }} in region {{ $labels.region }} is at '
+                + '{{ $value | humanizePercentage }} of its limit ('
+                + valueOf(c, 'provider_health_gcp_quota_usage', gcpQuotaLabels) + ' of '
+                + valueOf(c, 'provider_health_gcp_quota_limit', gcpQuotaLabels) + ')'
+                + '{{ else }}ResourceQuota {{ $labels.quota }} in namespace {{ $labels.namespace }} ({{ $labels.name }}) '
+                + 'is at {{ $value | humanizePercentage }} of its {{ $labels.resource }} limit ('
+                + valueOf(c, 'provider_health_kubernetes_quota_used', kubernetesQuotaLabels) + ' of '
+                + valueOf(c, 'provider_health_kubernetes_quota_hard', kubernetesQuotaLabels) + ')'
+                + '{{ end }}, above ' + c.quotaNearLimitPercent + ' for more than ' + c.providerQuotaNearLimitFor
+                + '. Once less than its min_quota_headroom is left, the check reports QuotaExhausted.',
             },
           },
           {
