@@ -2,16 +2,7 @@
 //   critical: act now, nothing recovers by itself or a whole provider is lost;
 //   warning:  look during working hours, or it may clear by itself.
 
-// seconds(field, '24h') is 86400: a whole positive number and one unit of s,
-// m, h, d or w, which is all a _config duration needs; field names it in
-// the error.
-local seconds(field, d) =
-  local units = { s: 1, m: 60, h: 3600, d: 86400, w: 604800 };
-  local n = std.length(d);
-  local digits = std.all([std.member('0123456789', ch) for ch in std.stringChars(d[0:n - 1])]);
-  if n < 2 || !digits || !std.objectHas(units, d[n - 1]) || std.parseInt(d[0:n - 1]) == 0
-  then error '%s: duration %s: want a whole positive number and one unit of s, m, h, d or w' % [field, d]
-  else std.parseInt(d[0:n - 1]) * units[d[n - 1]];
+local duration = import '../lib/duration.libsonnet';
 
 local cfg(c) =
   // With showMultiCluster, one ruler sees the exporters of several clusters
@@ -33,9 +24,8 @@ local cfg(c) =
     kvmReconnectsPerHour: '%g' % c.kvmReconnectsPerHour,
     providerQuotaNearLimitFraction: '%g' % c.providerQuotaNearLimitFraction,
     quotaNearLimitPercent: std.toString(std.round(c.providerQuotaNearLimitFraction * 100)) + '%',
-    // predict_linear takes its horizon in seconds, and Prometheus 2's PromQL
-    // has no duration arithmetic.
-    kvmPoolFillingUpHorizonSeconds: '%d' % seconds('kvmPoolFillingUpHorizon', c.kvmPoolFillingUpHorizon),
+    // predict_linear's horizon is a number of seconds.
+    kvmPoolFillingUpHorizonSeconds: '%d' % duration.seconds('kvmPoolFillingUpHorizon', c.kvmPoolFillingUpHorizon),
     kvmPoolMinAvailableBytes:
       if std.isNumber(c.kvmPoolMinAvailableBytes) && c.kvmPoolMinAvailableBytes >= 0
       then '%d' % c.kvmPoolMinAvailableBytes
