@@ -823,6 +823,19 @@ func exprReplace(old, repl string) func(*rule) bool {
 	return func(r *rule) bool { return replaceIn(&r.Expr, old, repl) }
 }
 
+// exprCut drops the expression from the first sep on: a term that guards
+// against something goes missing.
+func exprCut(sep string) func(*rule) bool {
+	return func(r *rule) bool {
+		i := strings.Index(r.Expr, sep)
+		if i < 0 {
+			return false
+		}
+		r.Expr = r.Expr[:i]
+		return true
+	}
+}
+
 func noFor(r *rule) bool {
 	changed := r.For != "0s"
 	r.For = "0s"
@@ -831,14 +844,7 @@ func noFor(r *rule) bool {
 
 var mutants = []mutant{
 	{"ProviderHealthExporterDown", "fires at once", noFor},
-	{"ProviderHealthExporterDown", "misses a job without targets", func(r *rule) bool {
-		i := strings.Index(r.Expr, "\nor\n")
-		if i < 0 {
-			return false
-		}
-		r.Expr = r.Expr[:i]
-		return true
-	}},
+	{"ProviderHealthExporterDown", "misses a job without targets", exprCut("\nor\n")},
 	{"ProviderHealthConfigReloadFailed", "fires at once", noFor},
 	{"ProviderHealthConfigReloadFailed", "ignores the job", exprReplace(`{job="provider-health"}`, "")},
 	{"ProviderNotReady", "fires at once", noFor},
@@ -851,36 +857,15 @@ var mutants = []mutant{
 	{"ProviderActionRequired", "fires at once", noFor},
 	{"ProviderActionRequired", "fires for a transient reason", exprReplace(`reason=~"`, `reason=~"Unreachable|`)},
 	{"ProviderUnavailable", "fires at once", noFor},
-	{"ProviderUnavailable", "ignores a target another replica sees ready", func(r *rule) bool {
-		i := strings.Index(r.Expr, "unless")
-		if i < 0 {
-			return false
-		}
-		r.Expr = r.Expr[:i]
-		return true
-	}},
+	{"ProviderUnavailable", "ignores a target another replica sees ready", exprCut("unless")},
 	{"ProviderCheckNearTimeout", "fires at once", noFor},
-	{"ProviderCheckNearTimeout", "fires for checks that already timed out", func(r *rule) bool {
-		i := strings.Index(r.Expr, "unless")
-		if i < 0 {
-			return false
-		}
-		r.Expr = r.Expr[:i]
-		return true
-	}},
+	{"ProviderCheckNearTimeout", "fires for checks that already timed out", exprCut("unless")},
 	{"ProviderCheckNearTimeout", "joins replicas many-to-many", exprReplace("on (job, instance, provider, name) group_left", "on (provider, name) group_left")},
 	{"ProviderCheckNearTimeout", "uses a lower threshold", exprReplace("(0.8 *", "(0.6 *")},
 	{"KVMPoolLowSpace", "fires at once", noFor},
 	{"KVMPoolLowSpace", "uses a higher threshold", exprReplace(") < 0.1", ") < 0.25")},
 	{"KVMPoolFillingUp", "fires at once", noFor},
-	{"KVMPoolFillingUp", "forecasts a pool that is already full", func(r *rule) bool {
-		i := strings.Index(r.Expr, "\nand\n")
-		if i < 0 {
-			return false
-		}
-		r.Expr = r.Expr[:i]
-		return true
-	}},
+	{"KVMPoolFillingUp", "forecasts a pool that is already full", exprCut("\nand\n")},
 	{"KVMPoolFillingUp", "looks a shorter horizon ahead", exprReplace("[6h], 86400)", "[6h], 3600)")},
 	{"ProviderQuotaNearLimit", "fires at once", noFor},
 	{"ProviderQuotaNearLimit", "uses a lower threshold", exprReplace(") > 0.9", ") > 0.8")},
