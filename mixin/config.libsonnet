@@ -18,6 +18,8 @@
     kvmPoolLowSpaceFor: '15m',
     configReloadFailedFor: '5m',
     kvmReconnectsFor: '15m',
+    providerQuotaNearLimitFor: '15m',
+    kvmPoolFillingUpFor: '1h',
 
     // A check whose duration is above this fraction of the budget its scrape
     // gave it is about to turn into a Timeout verdict.
@@ -26,6 +28,23 @@
     // A KVM storage pool whose available bytes are below this fraction of its
     // capacity cannot take many more proxy disks.
     kvmPoolLowSpaceFraction: 0.1,
+
+    // A configured quota (a GCP region's quota metric, a Kubernetes
+    // ResourceQuota's resource: the min_quota_headroom keys of
+    // docs/configuration.md) whose usage is above this fraction of its limit
+    // raises ProviderQuotaNearLimit, before the check turns QuotaExhausted.
+    providerQuotaNearLimitFraction: 0.9,
+
+    // KVMPoolFillingUp extrapolates each pool's available bytes over the
+    // last kvmPoolFillingUpWindow and fires when they would fall below
+    // kvmPoolMinAvailableBytes within kvmPoolFillingUpHorizon. The exporter
+    // exports no series for a host's min_pool_available, so the minimum is
+    // set here: 0 (the default) warns before the pool is full; set it to the
+    // smallest min_pool_available of your kvm entries to warn before the
+    // check turns PoolFull. Durations in s, m, h, d or w.
+    kvmPoolFillingUpWindow: '6h',
+    kvmPoolFillingUpHorizon: '24h',
+    kvmPoolMinAvailableBytes: 0,
 
     // Kept KVM connections are reused across scrapes, so sessions established
     // per hour stay near zero in steady state; more than this means the

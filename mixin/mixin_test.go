@@ -44,6 +44,18 @@ var unstableMetrics = map[string][]string{
 	"provider_health_exporter_build_info":                                   {"version", "revision", "branch", "goversion", "goos", "goarch", "tags"},
 }
 
+// headroomMetrics are exported only for entries that set a headroom key
+// (docs/configuration.md: min_quota_headroom, min_free_memory), which the
+// golden file's configuration leaves unset so that it shows a setup without
+// them unchanged; their labels are those of docs/metrics.md's "Metrics".
+var headroomMetrics = map[string][]string{
+	"provider_health_gcp_quota_limit":            {"name", "region", "metric"},
+	"provider_health_gcp_quota_usage":            {"name", "region", "metric"},
+	"provider_health_kubernetes_quota_hard":      {"name", "namespace", "quota", "resource"},
+	"provider_health_kubernetes_quota_used":      {"name", "namespace", "quota", "resource"},
+	"provider_health_kvm_host_free_memory_bytes": {"name", "target"},
+}
+
 var goldenSeriesRE = regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? `)
 var goldenLabelRE = regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)="(?:[^"\\]|\\.)*"`)
 
@@ -54,6 +66,9 @@ func goldenMetrics() map[string][]string {
 	}
 	out := map[string][]string{}
 	for k, v := range unstableMetrics {
+		out[k] = v
+	}
+	for k, v := range headroomMetrics {
 		out[k] = v
 	}
 	for _, line := range strings.Split(string(b), "\n") {
@@ -101,6 +116,8 @@ var specAlerts = []string{
 	"ProviderCheckNearTimeout",
 	"KVMPoolLowSpace",
 	"ProviderHealthConfigReloadFailed",
+	"ProviderQuotaNearLimit",
+	"KVMPoolFillingUp",
 }
 
 const runbookURLPrefix = "https://github.com/egress-proxies/provider_health_exporter/blob/main/mixin/runbook.md#"
@@ -806,6 +823,19 @@ func exprReplace(old, repl string) func(*rule) bool {
 	return func(r *rule) bool { return replaceIn(&r.Expr, old, repl) }
 }
 
+// exprCut drops the expression from the first sep on: a term that guards
+// against something goes missing.
+func exprCut(sep string) func(*rule) bool {
+	return func(r *rule) bool {
+		i := strings.Index(r.Expr, sep)
+		if i < 0 {
+			return false
+		}
+		r.Expr = r.Expr[:i]
+		return true
+	}
+}
+
 func noFor(r *rule) bool {
 	changed := r.For != "0s"
 	r.For = "0s"
@@ -814,14 +844,7 @@ func noFor(r *rule) bool {
 
 var mutants = []mutant{
 	{"ProviderHealthExporterDown", "fires at once", noFor},
-	{"ProviderHealthExporterDown", "misses a job without targets", func(r *rule) bool {
-		i := strings.Index(r.Expr, "\nor\n")
-		if i < 0 {
-			return false
-		}
-		r.Expr = r.Expr[:i]
-		return true
-	}},
+	{"ProviderHealthExporterDown", "misses a job without targets", exprCut("\nor\n")},
 	{"ProviderHealthConfigReloadFailed", "fires at once", noFor},
 	{"ProviderHealthConfigReloadFailed", "ignores the job", exprReplace(`{job="provider-health"}`, "")},
 	{"ProviderNotReady", "fires at once", noFor},
@@ -834,27 +857,27 @@ var mutants = []mutant{
 	{"ProviderActionRequired", "fires at once", noFor},
 	{"ProviderActionRequired", "fires for a transient reason", exprReplace(`reason=~"`, `reason=~"Unreachable|`)},
 	{"ProviderUnavailable", "fires at once", noFor},
-	{"ProviderUnavailable", "ignores a target another replica sees ready", func(r *rule) bool {
-		i := strings.Index(r.Expr, "unless")
-		if i < 0 {
-			return false
-		}
-		r.Expr = r.Expr[:i]
-		return true
-	}},
+	{"ProviderUnavailable", "ignores a target another replica sees ready", exprCut("unless")},
 	{"ProviderCheckNearTimeout", "fires at once", noFor},
-	{"ProviderCheckNearTimeout", "fires for checks that already timed out", func(r *rule) bool {
-		i := strings.Index(r.Expr, "unless")
-		if i < 0 {
-			return false
-		}
-		r.Expr = r.Expr[:i]
-		return true
-	}},
+	{"ProviderCheckNearTimeout", "fires for checks that already timed out", exprCut("unless")},
 	{"ProviderCheckNearTimeout", "joins replicas many-to-many", exprReplace("on (job, instance, provider, name) group_left", "on (provider, name) group_left")},
 	{"ProviderCheckNearTimeout", "uses a lower threshold", exprReplace("(0.8 *", "(0.6 *")},
 	{"KVMPoolLowSpace", "fires at once", noFor},
 	{"KVMPoolLowSpace", "uses a higher threshold", exprReplace(") < 0.1", ") < 0.25")},
+	{"KVMPoolFillingUp", "fires at once", noFor},
+	{"KVMPoolFillingUp", "forecasts a pool that is already full", exprCut("\nand\n")},
+	{"KVMPoolFillingUp", "looks a shorter horizon ahead", exprReplace("[6h], 86400)", "[6h], 3600)")},
+	{"ProviderQuotaNearLimit", "fires at once", noFor},
+	{"ProviderQuotaNearLimit", "uses a lower threshold", exprReplace(") > 0.9", ") > 0.8")},
+	{"ProviderQuotaNearLimit", "fires at the threshold", exprReplace(") > 0.9", ") >= 0.9")},
+	{"ProviderQuotaNearLimit", "ignores Kubernetes quotas", func(r *rule) bool {
+		i, j := strings.Index(r.Expr, "\n  or\n"), strings.Index(r.Expr, "\n) >")
+		if i < 0 || j < i {
+			return false
+		}
+		r.Expr = r.Expr[:i] + r.Expr[j:]
+		return true
+	}},
 	{"KVMConnectionFlapping", "fires at once", noFor},
 	{"KVMConnectionFlapping", "counts an exporter restart", exprReplace("[1h]) > 6", "[1h]) > 0")},
 }
@@ -937,8 +960,9 @@ func replaceAllIn(field *string, old, repl string) bool {
 	return true
 }
 
-// multiClusterMutants are rules that merge two clusters' series; the
-// two-cluster tests of tests/multicluster must reject each.
+// multiClusterMutants are rules that merge two clusters' series, and one
+// that drops the KVM pool minimum that rendering sets; the two-cluster tests
+// of tests/multicluster must reject each.
 var multiClusterMutants = []mutant{
 	{"ProviderHealthExporterDown", "misses an exporter gone from one cluster", func(r *rule) bool {
 		i, j := strings.Index(r.Expr, "\nor\n("), strings.LastIndex(r.Expr, ")\nor\n")
@@ -952,6 +976,11 @@ var multiClusterMutants = []mutant{
 	{"ProviderUnavailable", "merges the clusters", dropCluster},
 	{"ProviderCheckNearTimeout", "joins the clusters many-to-many", dropCluster},
 	{"KVMPoolLowSpace", "quotes another cluster's pool", dropCluster},
+	{"KVMPoolFillingUp", "quotes another cluster's pool", dropCluster},
+	{"ProviderQuotaNearLimit", "quotes another cluster's quota", dropCluster},
+	// Not a cluster mistake: this rendering is also the one with a KVM pool
+	// minimum (tests/multicluster/alerts.jsonnet), and its test must see it.
+	{"KVMPoolFillingUp", "forecasts zero instead of the minimum", exprReplace("< 21474836480", "< 0")},
 }
 
 // TestMultiClusterRuleTestsCatchBrokenRules: the rules rendered with

@@ -1,6 +1,9 @@
 // The alerts of docs/alerts.md's "Alerts" section. Severity follows what a human has to do:
 //   critical: act now, nothing recovers by itself or a whole provider is lost;
 //   warning:  look during working hours, or it may clear by itself.
+
+local duration = import '../lib/duration.libsonnet';
+
 local cfg(c) =
   // With showMultiCluster, one ruler sees the exporters of several clusters
   // (Thanos, Mimir): every join and aggregation keeps the cluster label, so
@@ -19,6 +22,14 @@ local cfg(c) =
     nearTimeoutFraction: '%g' % c.nearTimeoutFraction,
     kvmPoolLowSpaceFraction: '%g' % c.kvmPoolLowSpaceFraction,
     kvmReconnectsPerHour: '%g' % c.kvmReconnectsPerHour,
+    providerQuotaNearLimitFraction: '%g' % c.providerQuotaNearLimitFraction,
+    quotaNearLimitPercent: std.toString(std.round(c.providerQuotaNearLimitFraction * 100)) + '%',
+    // predict_linear's horizon is a number of seconds.
+    kvmPoolFillingUpHorizonSeconds: '%d' % duration.seconds('kvmPoolFillingUpHorizon', c.kvmPoolFillingUpHorizon),
+    kvmPoolMinAvailableBytes:
+      if std.isNumber(c.kvmPoolMinAvailableBytes) && c.kvmPoolMinAvailableBytes >= 0
+      then '%d' % c.kvmPoolMinAvailableBytes
+      else error 'kvmPoolMinAvailableBytes: want a number of bytes, 0 or more, got %s' % [c.kvmPoolMinAvailableBytes],
     // An alert's description names its cluster only where there are several.
     inCluster: if c.showMultiCluster then '{{ with $labels.%s }} in cluster {{ . }}{{ end }}' % c.clusterLabel else '',
   };
@@ -40,6 +51,19 @@ local currentReason(c) =
   '{{ with printf "provider_health_reason{%s} == 1" ' % s.matchers
   + s.args + ' | query }}'
   + '{{ range . }}{{ .Labels.reason }}{{ end }}{{ else }}unknown{{ end }}';
+
+// A template fragment printing the value of query (a metric, or a function
+// of it: %s stands for the selector's matchers) in the alert's own scrape,
+// formatted by the template function format and followed by unit; nothing
+// when the series is gone. It prints every series the query returns, not the
+// first: the order of a query's result is not defined, so a query that
+// wrongly returns two series (another cluster's) then shows in every test
+// run instead of in some.
+local valueOf(c, query, labels, format='humanize', unit='') =
+  local s = same(c, labels);
+  local q = if std.findSubstr('%s', query) == [] then query + '{%s}' else query;
+  '{{ range printf "%s" %s | query }}{{ . | value | %s }}%s{{ end }}'
+  % [q % s.matchers, s.args, format, unit];
 
 // absent() has no labels to group by: with several clusters it fires only
 // when every cluster's exporter is gone. The middle term is its per-cluster
@@ -70,8 +94,11 @@ local exporterDownExpr(c) =
   prometheusAlerts+:: {
     local c = cfg($._config),
     local reasonsOf = same(c, ['job', 'provider', 'name']),
-    local timeoutOf = same(c, ['job', 'instance', 'provider', 'name']),
-    local poolOf = same(c, ['job', 'instance', 'name', 'target', 'pool']),
+    local timeoutLabels = ['job', 'instance', 'provider', 'name'],
+    local poolLabels = ['job', 'instance', 'name', 'target', 'pool'],
+    local gcpQuotaLabels = ['job', 'instance', 'name', 'region', 'metric'],
+    local kubernetesQuotaLabels = ['job', 'instance', 'name', 'namespace', 'quota', 'resource'],
+    local lossPerHour = '-3600 * deriv(provider_health_kvm_pool_available_bytes{%%s}[%s])' % c.kvmPoolFillingUpWindow,
     groups+: [
       {
         name: 'provider-health-exporter',
@@ -186,9 +213,8 @@ local exporterDownExpr(c) =
                 'The check of target {{ $labels.target }} of the {{ $labels.provider }} provider '
                 + '{{ $labels.name }} took {{ $value | humanizeDuration }}, more than '
                 + c.nearTimeoutPercent + ' of its budget of '
-                + '{{ with printf "provider_health_check_timeout_seconds{%s}" ' % timeoutOf.matchers
-                + timeoutOf.args + ' | query }}'
-                + '{{ . | first | value | humanizeDuration }}{{ end }}, for more than ' + c.nearTimeoutFor
+                + valueOf(c, 'provider_health_check_timeout_seconds', timeoutLabels, 'humanizeDuration')
+                + ', for more than ' + c.nearTimeoutFor
                 + '. It will soon report Timeout.',
             },
           },
@@ -208,10 +234,69 @@ local exporterDownExpr(c) =
               description:
                 'Storage pool {{ $labels.pool }} on KVM host {{ $labels.target }} ({{ $labels.name }}) '
                 + 'has {{ $value | humanizePercentage }} of its capacity available '
-                + '({{ with printf "provider_health_kvm_pool_available_bytes{%s}" ' % poolOf.matchers
-                + poolOf.args + ' | query }}'
-                + '{{ . | first | value | humanize1024 }}B{{ end }}), below the threshold of '
+                + '(' + valueOf(c, 'provider_health_kvm_pool_available_bytes', poolLabels, 'humanize1024', 'B')
+                + '), below the threshold of '
                 + c.lowSpacePercent + '.',
+            },
+          },
+          {
+            alert: 'KVMPoolFillingUp',
+            // Like node-mixin's NodeFilesystemSpaceFillingUp: the trend of
+            // the last window, extrapolated over the horizon. A pool already
+            // below the minimum is PoolFull (ProviderNotReady) or
+            // KVMPoolLowSpace's business, not a forecast.
+            expr: |||
+              (
+                predict_linear(provider_health_kvm_pool_available_bytes{%(providerHealthSelector)s}[%(kvmPoolFillingUpWindow)s], %(kvmPoolFillingUpHorizonSeconds)s)
+                  < %(kvmPoolMinAvailableBytes)s
+              )
+              and
+                provider_health_kvm_pool_available_bytes{%(providerHealthSelector)s} > %(kvmPoolMinAvailableBytes)s
+            ||| % c,
+            'for': c.kvmPoolFillingUpFor,
+            labels: { severity: c.warningSeverity },
+            annotations: {
+              summary: 'A KVM storage pool is filling up.',
+              description:
+                'Storage pool {{ $labels.pool }} on KVM host {{ $labels.target }} ({{ $labels.name }}) has '
+                + valueOf(c, 'provider_health_kvm_pool_available_bytes', poolLabels, 'humanize1024', 'B')
+                + ' available and lost '
+                + valueOf(c, lossPerHour, poolLabels, 'humanize1024', 'B')
+                + ' per hour over the last '
+                + c.kvmPoolFillingUpWindow + ': at that rate it '
+                + (if c.kvmPoolMinAvailableBytes == '0' then 'is full'
+                   else 'falls below {{ "%s" | humanize1024 }}B' % c.kvmPoolMinAvailableBytes)
+                + ' within ' + c.kvmPoolFillingUpHorizon + '.',
+            },
+          },
+          {
+            alert: 'ProviderQuotaNearLimit',
+            // Only the quotas configured in min_quota_headroom are exported.
+            // A limit of 0 gives NaN (nothing used) or +Inf (used anyway).
+            expr: |||
+              (
+                provider_health_gcp_quota_usage{%(providerHealthSelector)s}
+                  / provider_health_gcp_quota_limit{%(providerHealthSelector)s}
+                or
+                provider_health_kubernetes_quota_used{%(providerHealthSelector)s}
+                  / provider_health_kubernetes_quota_hard{%(providerHealthSelector)s}
+              ) > %(providerQuotaNearLimitFraction)s
+            ||| % c,
+            'for': c.providerQuotaNearLimitFor,
+            labels: { severity: c.warningSeverity },
+            annotations: {
+              summary: 'A provider quota is nearly used up.',
+              description:
+                '{{ if $labels.region }}GCP quota {{ $labels.metric }} of {{ $labels.name }} in region {{ $labels.region }} is at '
+                + '{{ $value | humanizePercentage }} of its limit ('
+                + valueOf(c, 'provider_health_gcp_quota_usage', gcpQuotaLabels) + ' of '
+                + valueOf(c, 'provider_health_gcp_quota_limit', gcpQuotaLabels) + ')'
+                + '{{ else }}ResourceQuota {{ $labels.quota }} in namespace {{ $labels.namespace }} ({{ $labels.name }}) '
+                + 'is at {{ $value | humanizePercentage }} of its {{ $labels.resource }} limit ('
+                + valueOf(c, 'provider_health_kubernetes_quota_used', kubernetesQuotaLabels) + ' of '
+                + valueOf(c, 'provider_health_kubernetes_quota_hard', kubernetesQuotaLabels) + ')'
+                + '{{ end }}, above ' + c.quotaNearLimitPercent + ' for more than ' + c.providerQuotaNearLimitFor
+                + '. Once less than its min_quota_headroom is left, the check reports QuotaExhausted.',
             },
           },
           {

@@ -1,6 +1,7 @@
 // "Provider health / Overview": can each provider host proxies, and if not,
 // why, since when, and how close the checks are to their budget.
 local g = import '../lib/dashboard.libsonnet';
+local duration = import '../lib/duration.libsonnet';
 
 {
   grafanaDashboards+:: {
@@ -142,6 +143,55 @@ local g = import '../lib/dashboard.libsonnet';
         g.tableTarget('max by (name, target, user, libvirt_version) (provider_health_kvm_host_info{%s})' % kvmSel),
       ]) + g.size(10, 8)
       + g.organize({ name: 'Name', target: 'Host', user: 'User', libvirt_version: 'libvirt' }, ['Time', 'Value']),
+
+      // Headroom: what the opt-in headroom keys of docs/configuration.md
+      // (min_quota_headroom, min_pool_available, min_free_memory) read. Its
+      // series exist only for entries that set them, like the two alerts
+      // that watch them (ProviderQuotaNearLimit, KVMPoolFillingUp).
+      g.row('Headroom'),
+
+      g.barGauge('Quota used', 'Usage of each configured quota as a share of its limit: GCP per region and quota metric, Kubernetes per ResourceQuota and resource. ProviderQuotaNearLimit fires above %d%%; the check reports QuotaExhausted once less than min_quota_headroom is left.' % std.round(c.providerQuotaNearLimitFraction * 100), [
+        g.target(|||
+          max by (name, region, metric) (
+            provider_health_gcp_quota_usage{%(kvmSel)s}
+            / provider_health_gcp_quota_limit{%(kvmSel)s}
+          )
+        ||| % { kvmSel: kvmSel }, '{{name}} {{region}} {{metric}}'),
+        g.target(|||
+          max by (name, namespace, quota, resource) (
+            provider_health_kubernetes_quota_used{%(kvmSel)s}
+            / provider_health_kubernetes_quota_hard{%(kvmSel)s}
+          )
+        ||| % { kvmSel: kvmSel }, '{{name}} {{namespace}}/{{quota}} {{resource}}'),
+      ]) + g.size(8, 8) + g.unit('percentunit')
+      + { fieldConfig+: { defaults+: { min: 0, max: 1 } } }
+      + g.thresholds([[null, 'green'], [c.providerQuotaNearLimitFraction, 'red']]),
+
+      g.table('GCP quota per region', 'Usage and limit of each configured quota metric in each configured region (regions.get). A region Compute answered without quota data has no row.', [
+        g.tableTarget('max by (name, region, metric) (provider_health_gcp_quota_usage{%s})' % kvmSel),
+        g.tableTarget('max by (name, region, metric) (provider_health_gcp_quota_limit{%s})' % kvmSel),
+      ]) + g.size(8, 8)
+      + g.mergeTables()
+      + g.organize({ name: 'Name', region: 'Region', metric: 'Metric', 'Value #A': 'Usage', 'Value #B': 'Limit' }),
+
+      g.table('Kubernetes ResourceQuotas', 'Used and hard of each configured resource in each ResourceQuota of the namespace; CPU in cores, memory in bytes.', [
+        g.tableTarget('max by (name, namespace, quota, resource) (provider_health_kubernetes_quota_used{%s})' % kvmSel),
+        g.tableTarget('max by (name, namespace, quota, resource) (provider_health_kubernetes_quota_hard{%s})' % kvmSel),
+      ]) + g.size(8, 8)
+      + g.mergeTables()
+      + g.organize({ name: 'Name', namespace: 'Namespace', quota: 'ResourceQuota', resource: 'Resource', 'Value #A': 'Used', 'Value #B': 'Hard' }),
+
+      g.timeseries('KVM pool available against minimum', "Available bytes of each KVM storage pool (solid), and where the trend of the last %(w)s puts them %(h)s later (dashed), which KVMPoolFillingUp compares with the red line (the mixin's kvmPoolMinAvailableBytes; the exporter reports PoolFull below each host's min_pool_available)." % { w: c.kvmPoolFillingUpWindow, h: c.kvmPoolFillingUpHorizon }, [
+        g.target('max by (name, target, pool) (provider_health_kvm_pool_available_bytes{%s})' % kvmSel, hostLegend),
+        g.target('max by (name, target, pool) (predict_linear(provider_health_kvm_pool_available_bytes{%s}[%s], %d))' % [kvmSel, c.kvmPoolFillingUpWindow, duration.seconds('kvmPoolFillingUpHorizon', c.kvmPoolFillingUpHorizon)], 'in %s %s' % [c.kvmPoolFillingUpHorizon, hostLegend]),
+      ]) + g.size(12, 8) + g.unit('bytes')
+      + g.overrideByRegexp('/^in /', { 'custom.lineStyle': { fill: 'dash', dash: [10, 10] } })
+      + g.thresholds([[null, 'red'], [c.kvmPoolMinAvailableBytes, 'green']])
+      + { fieldConfig+: { defaults+: { custom+: { thresholdsStyle: { mode: 'line' } } } } },
+
+      g.timeseries('KVM host free memory', "Free memory of each KVM host (libvirt's NodeGetFreeMemory), for hosts whose entry sets min_free_memory; below it the check reports HostMemoryLow.", [
+        g.target('max by (name, target) (provider_health_kvm_host_free_memory_bytes{%s})' % kvmSel, '{{name}}/{{target}}'),
+      ]) + g.size(12, 8) + g.unit('bytes'),
     ]),
   },
 }

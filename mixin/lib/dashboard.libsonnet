@@ -138,6 +138,16 @@ local panel(type, title, description, targets) = {
       },
     },
 
+  // A row across the grid: the panels after it, up to the next row, are
+  // its own, and Grafana folds them away when it is collapsed.
+  row(title):: {
+    type: 'row',
+    title: title,
+    collapsed: false,
+    panels: [],
+    gridPos: { w: 24, h: 1 },
+  },
+
   // Hides the time column and renames the others, for instant tables.
   organize(renames, exclude=['Time'])::
     {

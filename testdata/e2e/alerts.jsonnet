@@ -15,6 +15,8 @@ local mixin = (import '../../mixin/mixin.libsonnet') + {
     kvmPoolLowSpaceFor: '5s',
     configReloadFailedFor: '3s',
     kvmReconnectsFor: '5s',
+    providerQuotaNearLimitFor: '5s',
+    kvmPoolFillingUpFor: '5s',
   },
 };
 

@@ -44,7 +44,8 @@ jq -e '[.dashboards[].templating.list[] | select(.name == "cluster")] | length =
 out="$(render "{ showMultiCluster: true }")"
 jq -e '[.dashboards[].templating.list[] | select(.name == "cluster")] | .[0].hide == 0' <<<"$out" >/dev/null \
   || fail "the cluster variable is hidden although showMultiCluster is on"
-missing="$(jq -r '.dashboards[].panels[].targets[].expr | select(contains("cluster=~\"$cluster\"") | not)' <<<"$out")"
+# Rows have no query of their own.
+missing="$(jq -r '.dashboards[].panels[] | (.targets // [])[].expr | select(contains("cluster=~\"$cluster\"") | not)' <<<"$out")"
 [[ -z "$missing" ]] || fail "dashboard queries without the cluster filter under showMultiCluster: $missing"
 
 # An alert that comes with its own runbook_url (here from a layer under the
