@@ -392,8 +392,8 @@ func applyDeployManifests(t *testing.T, cl *cluster, w *warnings) {
 		t.Logf("dry-run created %s %s/%s", obj.GetKind(), obj.GetNamespace(), obj.GetName())
 	}
 	sort.Strings(operatorKinds)
-	if fmt.Sprint(operatorKinds) != "[PrometheusRule ServiceMonitor]" {
-		t.Errorf("components/prometheus-operator renders operator kinds %v, want PrometheusRule and ServiceMonitor", operatorKinds)
+	if fmt.Sprint(operatorKinds) != "[PrometheusRule ScrapeConfig ServiceMonitor]" {
+		t.Errorf("components/prometheus-operator renders operator kinds %v, want PrometheusRule, ScrapeConfig and ServiceMonitor", operatorKinds)
 	}
 	for _, obj := range base {
 		if obj.GetKind() == "Namespace" {
