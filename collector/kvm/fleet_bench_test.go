@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/digitalocean/go-libvirt"
 	"github.com/prometheus/common/expfmt"
 	"golang.org/x/crypto/ssh"
 
@@ -201,8 +203,9 @@ func startFleet(b *testing.B, n, hung int, key ssh.PublicKey, knownHosts string,
 // fleetScenario is one fleet BenchmarkFleet scrapes.
 type fleetScenario struct {
 	hosts               int
-	hung, missing, drop int // percent of the hosts
-	knownHostsPad       int // extra known_hosts lines, for hosts not checked
+	hung, missing, drop int  // percent of the hosts
+	knownHostsPad       int  // extra known_hosts lines, for hosts not checked
+	freeMemory          bool // min_free_memory set: one more RPC a check
 }
 
 func (sc fleetScenario) String() string {
@@ -218,6 +221,9 @@ func (sc fleetScenario) String() string {
 	}
 	if sc.knownHostsPad > 0 {
 		name += fmt.Sprintf("/known_hosts=%d", sc.hosts+sc.knownHostsPad)
+	}
+	if sc.freeMemory {
+		name += "/min_free_memory"
 	}
 	return name
 }
@@ -245,6 +251,7 @@ func BenchmarkFleet(b *testing.B) {
 	for _, sc := range []fleetScenario{
 		{hosts: 1},
 		{hosts: 100},
+		{hosts: 100, freeMemory: true},
 		{hosts: 1000},
 		{hosts: 1000, knownHostsPad: 4000},
 		{hosts: 1000, hung: 10},
@@ -301,8 +308,12 @@ func benchFleet(b *testing.B, sc fleetScenario) {
 		if (role == roleHung) != h.silent {
 			b.Fatalf("host %d: the fleet and the benchmark disagree on whether it hangs", i)
 		}
-		cfg.Hosts = append(cfg.Hosts, &config.KVMHost{Address: h.addr, Name: name, User: "proxyops",
-			Pool: pool, PrivateKeyFile: keyFile})
+		host := &config.KVMHost{Address: h.addr, Name: name, User: "proxyops", Pool: pool, PrivateKeyFile: keyFile}
+		if sc.freeMemory {
+			// Below what the fake reports: the host stays Ready.
+			host.MinFreeMemory, host.MinFreeMemoryBytes = "1GiB", 1<<30
+		}
+		cfg.Hosts = append(cfg.Hosts, host)
 	}
 
 	// The baseline: everything but the exporter's checker and engine.
@@ -314,7 +325,7 @@ func benchFleet(b *testing.B, sc fleetScenario) {
 	rssBefore := rss(b)
 	goroutinesBefore := runtime.NumGoroutine()
 
-	var dials atomic.Int64
+	var dials, rpcs atomic.Int64
 	logger := slog.New(slog.DiscardHandler)
 	engine := collector.NewEngine(logger)
 	b.Cleanup(engine.Close)
@@ -331,6 +342,8 @@ func benchFleet(b *testing.B, sc fleetScenario) {
 				dials.Add(1)
 				return nil
 			}
+			newClient := c.newClient
+			c.newClient = func(conn net.Conn) libvirtClient { return countingClient{newClient(conn), &rpcs} }
 			checker = c
 			return c, nil
 		},
@@ -423,7 +436,7 @@ func benchFleet(b *testing.B, sc fleetScenario) {
 		defer pprof.StopCPUProfile()
 	}
 
-	dialsBefore := dials.Load()
+	dialsBefore, rpcsBefore := dials.Load(), rpcs.Load()
 	cpuBefore := cpuTime()
 	var notReady, wrong, totalBytes int
 	for b.Loop() {
@@ -434,6 +447,7 @@ func benchFleet(b *testing.B, sc fleetScenario) {
 	}
 	steadyCPU := cpuTime() - cpuBefore
 	steadyDials := dials.Load() - dialsBefore
+	steadyRPCs := rpcs.Load() - rpcsBefore
 
 	// Fully cached: the same entry with min_interval 1h keeps the checker
 	// and serves every verdict from the cache; no check runs.
@@ -472,6 +486,7 @@ func benchFleet(b *testing.B, sc fleetScenario) {
 	b.ReportMetric(rssPerHost, "rss-B/host")
 	b.ReportMetric(goroutinesPerHost, "goroutines/host")
 	b.ReportMetric(float64(steadyDials)/float64(b.N), "dials/scrape")
+	b.ReportMetric(float64(steadyRPCs)/float64(b.N)/float64(n), "rpcs/host/scrape")
 	b.ReportMetric(steadyCPU.Seconds()*1000/float64(b.N), "cpu-ms/scrape")
 	b.ReportMetric(cachedCPU.Seconds()*1000/cachedScrapes, "cached-cpu-ms/scrape")
 	b.ReportMetric(cachedWall.Seconds()*1000/cachedScrapes, "cached-ms/scrape")
@@ -547,4 +562,27 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// countingClient counts the calls a check makes on a kept connection: the
+// pool lookup and info, and the free memory only where min_free_memory is
+// set (docs/scaling.md: "Performance").
+type countingClient struct {
+	libvirtClient
+	calls *atomic.Int64
+}
+
+func (c countingClient) StoragePoolLookupByName(name string) (libvirt.StoragePool, error) {
+	c.calls.Add(1)
+	return c.libvirtClient.StoragePoolLookupByName(name)
+}
+
+func (c countingClient) StoragePoolGetInfo(p libvirt.StoragePool) (uint8, uint64, uint64, uint64, error) {
+	c.calls.Add(1)
+	return c.libvirtClient.StoragePoolGetInfo(p)
+}
+
+func (c countingClient) NodeGetFreeMemory() (uint64, error) {
+	c.calls.Add(1)
+	return c.libvirtClient.NodeGetFreeMemory()
 }
