@@ -60,7 +60,6 @@ func (s ReasonSet) Up(r Reason) bool {
 	return false
 }
 
-// Contains reports whether r is in the set.
 // Without is the set less the given reasons, in the same order: the set of
 // an entry that does not opt in to the checks that give them.
 func (s ReasonSet) Without(rs ...Reason) ReasonSet {
@@ -73,6 +72,7 @@ func (s ReasonSet) Without(rs ...Reason) ReasonSet {
 	return out
 }
 
+// Contains reports whether r is in the set.
 func (s ReasonSet) Contains(r Reason) bool {
 	for _, d := range s {
 		if d.Reason == r {
