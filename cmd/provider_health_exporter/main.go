@@ -99,21 +99,25 @@ func run(args []string, stdout, stderr *os.File) int {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	go func() {
-		for {
-			select {
-			case <-hup:
-				if err := x.reload(); err != nil {
-					logger.Error("error reloading config", "err", err)
-				}
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
+	go reloadOnSignal(ctx, hup, x, logger)
 
 	srv := newServer(underPrefix(paths.routePrefix, x.handler()), x, *maxRequests)
 	return serve(ctx, srv, toolkitFlags, logger)
+}
+
+// reloadOnSignal reloads the configuration at each signal on hup (SIGHUP)
+// until ctx ends.
+func reloadOnSignal(ctx context.Context, hup <-chan os.Signal, x *exporter, logger *slog.Logger) {
+	for {
+		select {
+		case <-hup:
+			if err := x.reload(); err != nil {
+				logger.Error("error reloading config", "err", err)
+			}
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 // serve runs srv until it fails or ctx ends (SIGINT, SIGTERM), then shuts
