@@ -39,8 +39,6 @@ kvm:
     user: u
     private_key_file: placeholder
     insecure_ignore_host_key: true
-    user: proxyops
-    private_key_file: /dev/null
     hosts:
       - address: 127.0.0.1:1
 `
