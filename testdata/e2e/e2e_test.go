@@ -13,6 +13,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"html"
 	"io"
 	"maps"
 	"net"
@@ -63,6 +64,11 @@ const (
 	// fullMinimum is min_pool_available of fullName: far above any disk
 	// the test runs on, so the verdict is PoolFull.
 	fullMinimum = "1000TiB"
+	// quotaName is the gcp entry of the headroom check: regions.get of
+	// quotaRegion answers testdata/gcp/regions-exhausted.json, where
+	// IN_USE_ADDRESSES is used up (8 of 8).
+	quotaName   = "e2e-gcp-quota"
+	quotaRegion = "europe-west4"
 	accessToken = "ya29.e2e-access-token"
 )
 
@@ -109,6 +115,9 @@ func TestEndToEnd(t *testing.T) {
 		"Kubeconfig": kubeconfig, "KubeName": kubeName,
 		"GCPName": gcpName, "Project": gcpProject, "SAFile": saFile, "ComputeURL": compute.URL,
 		"KVMName": kvmName, "KVMHost": kvmHost, "KVMAddress": net.JoinHostPort("127.0.0.1", strconv.Itoa(closedPort)), "SSHKey": sshKey,
+		// A second gcp entry, with quota headroom: QuotaExhausted from a
+		// recorded regions.get body.
+		"Quota": true, "QuotaName": quotaName, "QuotaRegion": quotaRegion,
 	}
 	// With root, a second kvm entry checks a real host (sshd + libvirtd
 	// of testdata/kvm/ctl.sh) with a min_pool_available its pool cannot
@@ -242,6 +251,8 @@ func TestEndToEnd(t *testing.T) {
 		})
 	}
 	step("Prometheus has the verdicts: kvm Unreachable, kubernetes and gcp Ready")
+	checkQuotaExhausted(t, prom, exporterURL)
+	step("QuotaExhausted from a recorded regions.get body in Prometheus, /metrics, /probe, /api/v1/status and the status page")
 	if headroom {
 		checkPoolFull(t, prom, exporterURL, cfgData["FullPool"].(string))
 		step("PoolFull from the real libvirtd in Prometheus, /metrics, /probe, /api/v1/status and the status page")
@@ -272,6 +283,7 @@ func TestEndToEnd(t *testing.T) {
 		"gcp/" + gcpName + "/compute":           "Ready ready=true",
 		"kvm/" + kvmName + "/" + kvmHost:        "Unreachable ready=false",
 	}
+	wantStatus["gcp/"+quotaName+"/compute"] = "QuotaExhausted ready=false"
 	if headroom {
 		wantStatus["kvm/"+fullName+"/"+fullHost] = "PoolFull ready=false"
 	}
@@ -280,7 +292,7 @@ func TestEndToEnd(t *testing.T) {
 	}
 	secrets := func() []string { return append([]string{kubeToken, accessToken, "PRIVATE KEY"}, assertions.list()...) }
 	for _, path := range []string{"/", "/config", "/api/v1/status", "/metrics",
-		"/probe?name=" + kubeName + "&debug=true", "/probe?name=" + gcpName + "&debug=true", "/probe?name=" + kvmName + "&debug=true", "/probe?name=" + fullName + "&debug=true"} {
+		"/probe?name=" + kubeName + "&debug=true", "/probe?name=" + gcpName + "&debug=true", "/probe?name=" + kvmName + "&debug=true", "/probe?name=" + fullName + "&debug=true", "/probe?name=" + quotaName + "&debug=true"} {
 		body := get(t, exporterURL+path)
 		for _, secret := range secrets() {
 			if strings.Contains(body, secret) {
@@ -296,19 +308,27 @@ func TestEndToEnd(t *testing.T) {
 	unavailable := alertMatch{name: "ProviderUnavailable", labels: map[string]string{
 		"job": job, "provider": "kvm", "name": kvmName, "severity": "critical",
 	}, description: "reasons: Unreachable."}
-	kvmAlerts := []alertMatch{notReady, unavailable}
+	// The QuotaExhausted entry: not ready, the entry's only target, and
+	// its IN_USE_ADDRESSES quota at 100% of its limit.
+	headroomAlerts := []alertMatch{notReady, unavailable, {name: "ProviderNotReady", labels: map[string]string{
+		"job": job, "instance": exporterAddr, "provider": "gcp", "name": quotaName, "target": "compute", "severity": "warning",
+	}, description: "reason: QuotaExhausted."}, {name: "ProviderUnavailable", labels: map[string]string{
+		"job": job, "provider": "gcp", "name": quotaName, "severity": "critical",
+	}, description: "reasons: QuotaExhausted."}, {name: "ProviderQuotaNearLimit", labels: map[string]string{
+		"job": job, "instance": exporterAddr, "name": quotaName, "region": quotaRegion, "metric": "IN_USE_ADDRESSES", "severity": "warning",
+	}, description: "GCP quota IN_USE_ADDRESSES of " + quotaName + " in region " + quotaRegion + " is at 100% of its limit (8 of 8)"}}
 	if headroom {
 		// The PoolFull entry's one host is not ready: ProviderNotReady
 		// names the reason, and ProviderUnavailable fires for the entry
 		// too, since it has no other host.
-		kvmAlerts = append(kvmAlerts, alertMatch{name: "ProviderNotReady", labels: map[string]string{
+		headroomAlerts = append(headroomAlerts, alertMatch{name: "ProviderNotReady", labels: map[string]string{
 			"job": job, "instance": exporterAddr, "provider": "kvm", "name": fullName, "target": fullHost, "severity": "warning",
 		}, description: "reason: PoolFull."}, alertMatch{name: "ProviderUnavailable", labels: map[string]string{
 			"job": job, "provider": "kvm", "name": fullName, "severity": "critical",
 		}, description: "reasons: PoolFull."})
 	}
 	allIn := func(alerts []alert, state string) bool {
-		for _, m := range kvmAlerts {
+		for _, m := range headroomAlerts {
 			if !m.in(alerts, state) {
 				return false
 			}
@@ -327,7 +347,7 @@ func TestEndToEnd(t *testing.T) {
 	// else may be pending or firing, above all nothing for the healthy
 	// targets.
 	for _, a := range prom.alerts() {
-		if !expected(a, kvmAlerts...) {
+		if !expected(a, headroomAlerts...) {
 			t.Errorf("unexpected alert in Prometheus: %s", a)
 		}
 	}
@@ -339,9 +359,10 @@ func TestEndToEnd(t *testing.T) {
 	})
 	step("webhook received the kvm alerts from Alertmanager")
 
-	// 4. A reload that drops the kvm entry is in force at once; the kvm
-	// alerts resolve.
+	// 4. A reload that drops the kvm entries and the QuotaExhausted gcp
+	// entry is in force at once; their alerts resolve.
 	before := exporterMetric(t, exporterURL, "provider_health_exporter_config_last_reload_success_timestamp_seconds")
+	cfgData["Quota"] = false
 	withoutKVM, _, _ := strings.Cut(exporterConfigTmpl, "kvm:")
 	writeTemplate(t, exporterConfig, withoutKVM, cfgData)
 	if code, body := post(t, exporterURL+"/-/reload"); code != http.StatusOK {
@@ -364,7 +385,7 @@ func TestEndToEnd(t *testing.T) {
 	waitFor(t, "the kvm alerts to resolve in Prometheus", prometheus, func() (bool, string) {
 		alerts := prom.alerts()
 		for _, a := range alerts {
-			if a.Labels["provider"] == "kvm" || realDiskAlert(a) {
+			if a.Labels["provider"] == "kvm" || a.Labels["name"] == quotaName || realDiskAlert(a) {
 				return false, fmt.Sprint(alerts)
 			}
 		}
@@ -443,7 +464,7 @@ func TestEndToEnd(t *testing.T) {
 	// Nothing ever reached the webhook about the healthy providers, and
 	// nothing but the expected alerts.
 	for _, a := range hook.alerts() {
-		if !expected(a, append(kvmAlerts, reloadFailed, exporterDown)...) {
+		if !expected(a, append(headroomAlerts, reloadFailed, exporterDown)...) {
 			t.Errorf("unexpected alert at the webhook: %s", a)
 		}
 	}
@@ -459,16 +480,48 @@ func TestEndToEnd(t *testing.T) {
 
 // checkPoolFull asserts that the fullName entry's host, a real libvirtd whose
 // pool has less than fullMinimum available, is PoolFull with up 1 and ready
-// 0 everywhere the exporter shows it: in Prometheus, in /metrics, in
-// /probe, in /api/v1/status (with the message and the headroom read) and
-// on the status page (docs/configuration.md: "KVM").
+// 0 everywhere the exporter shows it, with the headroom it read
+// (docs/configuration.md: "KVM").
 func checkPoolFull(t *testing.T, prom *promAPI, exporterURL, pool string) {
 	t.Helper()
-	sel := `provider="kvm",name="` + fullName + `",target="` + fullHost + `"`
+	msg := regexp.MustCompile(`^pool ` + regexp.QuoteMeta(pool) + `: [0-9.]+ [KMGTPE]?i?B available, 1000 TiB required$`)
+	details := checkHeadroom(t, prom, exporterURL, "kvm", fullName, fullHost, "PoolFull", msg)
+	avail, err := strconv.ParseUint(details["poolAvailableBytes"], 10, 64)
+	if err != nil || avail == 0 || avail >= 1000<<40 || details["minPoolAvailableBytes"] != strconv.FormatUint(1000<<40, 10) {
+		t.Errorf("/api/v1/status details %v: want poolAvailableBytes the real pool's (> 0, < %s) and minPoolAvailableBytes %d", details, fullMinimum, uint64(1000<<40))
+	}
+}
+
+// checkQuotaExhausted asserts that the quotaName entry, whose regions.get
+// answers testdata/gcp/regions-exhausted.json, is QuotaExhausted with up 1
+// and ready 0 everywhere the exporter shows it, with the quota it read
+// (docs/configuration.md: "GCP").
+func checkQuotaExhausted(t *testing.T, prom *promAPI, exporterURL string) {
+	t.Helper()
+	msg := regexp.MustCompile(`^region ` + quotaRegion + `: quota IN_USE_ADDRESSES usage 8 of limit 8 leaves 0, 1 required$`)
+	details := checkHeadroom(t, prom, exporterURL, "gcp", quotaName, "compute", "QuotaExhausted", msg)
+	if got := details["quota "+quotaRegion+" IN_USE_ADDRESSES"]; got != "8 of 8" {
+		t.Errorf("/api/v1/status details %v: quota %s IN_USE_ADDRESSES %q, want \"8 of 8\"", details, quotaRegion, got)
+	}
+	sel := `{name="` + quotaName + `",region="` + quotaRegion + `",metric="IN_USE_ADDRESSES"}`
+	for _, q := range []string{"provider_health_gcp_quota_usage" + sel, "provider_health_gcp_quota_limit" + sel} {
+		if got := prom.query(q); len(got) != 1 || got[0].value != "8" {
+			t.Errorf("%s = %v in Prometheus, want 8", q, got)
+		}
+	}
+}
+
+// checkHeadroom asserts that target of entry name is not ready for reason
+// with up 1 everywhere the exporter shows it: in Prometheus, in /metrics,
+// in /probe, in /api/v1/status with a message matching msg, and on the
+// status page. It returns the target's details from /api/v1/status.
+func checkHeadroom(t *testing.T, prom *promAPI, exporterURL, provider, name, target, reason string, msg *regexp.Regexp) map[string]string {
+	t.Helper()
+	sel := `provider="` + provider + `",name="` + name + `",target="` + target + `"`
 	// A first SSH dial on a loaded machine may outlast a check's budget
 	// (Timeout); the next scrape redials, so wait for the verdict.
 	for _, w := range []struct{ query, value string }{
-		{`provider_health_reason{` + sel + `,reason="PoolFull"}`, "1"},
+		{`provider_health_reason{` + sel + `,reason="` + reason + `"}`, "1"},
 		{`sum(provider_health_reason{` + sel + `})`, "1"},
 		{`provider_health_up{` + sel + `}`, "1"},
 		{`provider_health_ready{` + sel + `}`, "0"},
@@ -479,18 +532,17 @@ func checkPoolFull(t *testing.T, prom *promAPI, exporterURL, pool string) {
 		})
 	}
 
-	want := map[string]string{"provider_health_up": "1", "provider_health_ready": "0", "provider_health_reason/PoolFull": "1"}
-	labels := map[string]string{"provider": "kvm", "name": fullName, "target": fullHost}
-	for _, path := range []string{"/metrics", "/probe?name=" + fullName + "&target=" + fullHost} {
+	want := map[string]string{"provider_health_up": "1", "provider_health_ready": "0", "provider_health_reason/" + reason: "1"}
+	labels := map[string]string{"provider": provider, "name": name, "target": target}
+	for _, path := range []string{"/metrics", "/probe?name=" + name + "&target=" + target} {
 		got := reasonSeries(get(t, exporterURL+path), labels)
 		if fmt.Sprint(got) != fmt.Sprint(want) {
-			t.Errorf("%s: series of %s/%s %v, want %v", path, fullName, fullHost, got, want)
+			t.Errorf("%s: series of %s/%s %v, want %v", path, name, target, got, want)
 		}
 	}
 
 	var status struct {
 		Providers []struct {
-			Name    string `json:"name"`
 			Targets []struct {
 				Target  string            `json:"target"`
 				Ready   bool              `json:"ready"`
@@ -501,24 +553,20 @@ func checkPoolFull(t *testing.T, prom *promAPI, exporterURL, pool string) {
 			} `json:"targets"`
 		} `json:"providers"`
 	}
-	must(t, json.Unmarshal([]byte(get(t, exporterURL+"/api/v1/status?name="+fullName)), &status))
+	must(t, json.Unmarshal([]byte(get(t, exporterURL+"/api/v1/status?name="+name)), &status))
 	if len(status.Providers) != 1 || len(status.Providers[0].Targets) != 1 {
-		t.Fatalf("/api/v1/status?name=%s: %+v, want one provider with one target", fullName, status)
+		t.Fatalf("/api/v1/status?name=%s: %+v, want one provider with one target", name, status)
 	}
 	tg := status.Providers[0].Targets[0]
-	msg := regexp.MustCompile(`^pool ` + regexp.QuoteMeta(pool) + `: [0-9.]+ [KMGTPE]?i?B available, 1000 TiB required$`)
-	if tg.Target != fullHost || tg.Reason != "PoolFull" || tg.Ready || !tg.Up || !msg.MatchString(tg.Message) {
-		t.Errorf("/api/v1/status: target %q reason %q ready=%v up=%v message %q; want %s PoolFull ready=false up=true and a message matching %s",
-			tg.Target, tg.Reason, tg.Ready, tg.Up, tg.Message, fullHost, msg)
-	}
-	avail, err := strconv.ParseUint(tg.Details["poolAvailableBytes"], 10, 64)
-	if err != nil || avail == 0 || avail >= 1000<<40 || tg.Details["minPoolAvailableBytes"] != strconv.FormatUint(1000<<40, 10) {
-		t.Errorf("/api/v1/status details %v: want poolAvailableBytes the real pool's (> 0, < %s) and minPoolAvailableBytes %d", tg.Details, fullMinimum, uint64(1000<<40))
+	if tg.Target != target || tg.Reason != reason || tg.Ready || !tg.Up || !msg.MatchString(tg.Message) {
+		t.Errorf("/api/v1/status: target %q reason %q ready=%v up=%v message %q; want %s %s ready=false up=true and a message matching %s",
+			tg.Target, tg.Reason, tg.Ready, tg.Up, tg.Message, target, reason, msg)
 	}
 	page := get(t, exporterURL+"/")
-	if !strings.Contains(page, ">PoolFull<") || tg.Message == "" || !strings.Contains(page, tg.Message) {
-		t.Errorf("the status page does not show PoolFull with its message %q:\n%s", tg.Message, grepLines(page, fullHost))
+	if !strings.Contains(page, ">"+reason+"<") || tg.Message == "" || !strings.Contains(page, html.EscapeString(tg.Message)) {
+		t.Errorf("the status page does not show %s with its message %q:\n%s", reason, tg.Message, grepLines(page, name))
 	}
+	return tg.Details
 }
 
 var seriesLine = regexp.MustCompile(`^(provider_health_(?:up|ready|reason))\{(.*)\} (\S+)$`)
@@ -594,6 +642,14 @@ gcp:
     project: {{.Project}}
     credentials_file: {{.SAFile}}
     endpoint: {{.ComputeURL}}
+{{- if .Quota}}
+  - name: {{.QuotaName}}
+    project: {{.Project}}
+    credentials_file: {{.SAFile}}
+    endpoint: {{.ComputeURL}}
+    regions: [{{.QuotaRegion}}]
+    min_quota_headroom: {IN_USE_ADDRESSES: 1}
+{{- end}}
 kvm:
   - name: {{.KVMName}}
     user: proxyops
@@ -930,17 +986,36 @@ func newTokenServer(t *testing.T, assertions *strSet) *stubServer {
 	})
 }
 
-// newComputeAPI answers the Compute aggregatedList page with a body recorded
-// in the real API's shape.
+// newComputeAPI answers the Compute aggregatedList page, and regions.get of
+// quotaRegion, with bodies recorded in the real API's shape.
 func newComputeAPI(t *testing.T, root string) *stubServer {
 	body, err := os.ReadFile(filepath.Join(root, "testdata", "gcp", "aggregated-instances.json"))
 	if err != nil {
 		body = []byte(`{"kind":"compute#instanceAggregatedList","id":"projects/` + gcpProject + `/aggregated/instances","items":{}}`)
 	}
+	regionBody, err := os.ReadFile(filepath.Join(root, "testdata", "gcp", "regions-exhausted.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	path := "/compute/v1/projects/" + gcpProject + "/aggregated/instances"
+	regionPath := "/compute/v1/projects/" + gcpProject + "/regions/" + quotaRegion
 	return newStub(t, "Compute API", false, func(w http.ResponseWriter, r *http.Request) error {
+		if r.Method == http.MethodGet && r.URL.Path == regionPath {
+			// regions.get of the QuotaExhausted entry, with the field mask
+			// that keeps only the quotas (the recorded body is the
+			// unmasked answer: the client ignores the rest).
+			if got := r.Header.Get("X-Goog-FieldMask"); got != "quotas,quotaStatusWarning" {
+				return fmt.Errorf("X-Goog-FieldMask %q, want quotas,quotaStatusWarning", got)
+			}
+			if got := r.Header.Get("Authorization"); got != "Bearer "+accessToken {
+				return fmt.Errorf("Authorization %q", got)
+			}
+			w.Header().Set("Content-Type", "application/json; charset=UTF-8")
+			w.Write(regionBody)
+			return nil
+		}
 		if r.Method != http.MethodGet || r.URL.Path != path {
-			return fmt.Errorf("want GET %s", path)
+			return fmt.Errorf("want GET %s or %s", path, regionPath)
 		}
 		if q := r.URL.Query(); q.Get("maxResults") != "1" || q.Get("filter") == "" {
 			return fmt.Errorf("query %v, want maxResults=1 and a filter", q)
