@@ -76,6 +76,11 @@ const (
 // and a Compute API that answer, a KVM host whose port is closed), has a
 // real Prometheus scrape it and evaluate the mixin's alerts (rendered with
 // short `for` durations), and a real Alertmanager deliver them to a webhook.
+// Two entries set headroom keys (docs/configuration.md): a gcp entry whose
+// recorded regions.get body has a quota used up (QuotaExhausted) and, as
+// root, a kvm entry on a real sshd + libvirtd whose pool has less than its
+// min_pool_available (PoolFull); each reason is asserted in Prometheus,
+// /metrics, /probe, /api/v1/status, the status page and a notification.
 // It then reloads the exporter with a good and with a broken configuration
 // and finally stops it.
 func TestEndToEnd(t *testing.T) {
