@@ -25,10 +25,14 @@
 # 127.0.0.1 and in a temporary directory:
 #   - starts loopback stand-ins: a Kubernetes API (HTTPS) answering the Pod
 #     list, a Compute API answering aggregatedList with
-#     testdata/gcp/aggregated-instances.json, an OAuth token endpoint for a
-#     service-account file, and the Alertmanager webhook receiver;
-#   - starts the exporter with a kubernetes entry (Ready), a gcp entry (Ready)
-#     and a kvm entry whose host is a closed loopback port (Unreachable), with
+#     testdata/gcp/aggregated-instances.json and regions.get of europe-west4
+#     with testdata/gcp/regions-exhausted.json, an OAuth token endpoint for a
+#     service-account file, and the Alertmanager webhook receiver; as root,
+#     a real KVM host too (sshd + libvirtd of testdata/kvm/ctl.sh);
+#   - starts the exporter with a kubernetes entry (Ready), a gcp entry (Ready),
+#     a gcp entry with min_quota_headroom (QuotaExhausted), a kvm entry whose
+#     host is a closed loopback port (Unreachable) and, as root, a kvm entry
+#     on the real host with min_pool_available 1000TiB (PoolFull), with
 #     an ssh-keygen key, HOME set to an empty directory and GCE_METADATA_HOST
 #     set to 127.0.0.1:1;
 #   - renders testdata/e2e/alerts.jsonnet (the mixin with `for` of seconds),
@@ -36,10 +40,13 @@
 #     (group_wait 1s, no cluster);
 #   - asserts the target is up, then loads the rules (SIGHUP) and asserts
 #     every rule is healthy, the verdicts and the budget from the scrape
-#     timeout header in PromQL, ProviderNotReady and
-#     ProviderUnavailable firing for the kvm entry only (labels, description
-#     naming the reason) and delivered to the webhook; reloads the exporter
-#     without the kvm entry (200, alerts resolve); reloads a broken file (500,
+#     timeout header in PromQL, QuotaExhausted and PoolFull (up 1, ready 0)
+#     in Prometheus, /metrics, /probe, /api/v1/status and the status page
+#     with their messages, ProviderNotReady and ProviderUnavailable firing
+#     for the not-ready entries only (labels, description naming the reason)
+#     and ProviderQuotaNearLimit for the exhausted quota, all delivered to
+#     the webhook; reloads the exporter without the kvm entries and the
+#     QuotaExhausted one (200, alerts resolve); reloads a broken file (500,
 #     gauge 0, ProviderHealthConfigReloadFailed fires); stops the exporter
 #     (ProviderHealthExporterDown fires).
 # TestShardedKVM (testdata/e2e/shard_test.go; needs root, skipped without)
