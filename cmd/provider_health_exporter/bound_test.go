@@ -2,11 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/rsa"
-	"crypto/x509"
-	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"io"
 	"log/slog"
@@ -51,24 +46,8 @@ func TestAbandonedDebugProbesShareOneCheck(t *testing.T) {
 	defer close(release)
 
 	dir := t.TempDir()
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	der, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sa, err := json.Marshal(map[string]string{
-		"type": "service_account", "project_id": "crawl-prod-123", "private_key_id": "0123456789abcdef",
-		"private_key":  string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})),
-		"client_email": "exporter@crawl-prod-123.iam.gserviceaccount.com", "token_uri": tokens.URL + "/token",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	creds := filepath.Join(dir, "gcp.json")
-	if err := os.WriteFile(creds, sa, 0o600); err != nil {
+	if err := os.WriteFile(creds, []byte(serviceAccountJSON(t, tokens.URL+"/token")), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	// A timeout far beyond the test, so however slow the machine, the one

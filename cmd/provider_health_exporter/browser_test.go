@@ -8,8 +8,6 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
-	"crypto/rsa"
-	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
@@ -231,29 +229,6 @@ kvm:
 		return resp.StatusCode == http.StatusOK, resp.Status
 	})
 	return base
-}
-
-// serviceAccountJSON is a service-account key whose token_uri is the
-// loopback token endpoint.
-func serviceAccountJSON(t *testing.T, tokenURL string) string {
-	t.Helper()
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	der, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := json.Marshal(map[string]string{
-		"type": "service_account", "project_id": gcpReadyName, "private_key_id": "0123456789abcdef",
-		"private_key":  string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})),
-		"client_email": "exporter@" + gcpReadyName + ".iam.gserviceaccount.com", "token_uri": tokenURL,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
 }
 
 // writeSSHMaterial writes a key that parses and a known_hosts naming another

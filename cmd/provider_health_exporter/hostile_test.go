@@ -117,7 +117,7 @@ func TestNothingReadCanHangOrExhaust(t *testing.T) {
 	t.Cleanup(apiserver.Close)
 
 	creds := filepath.Join(dir, "gcp.json")
-	writeFile(t, creds, serviceAccount(t, tokens.URL))
+	writeFile(t, creds, serviceAccountJSON(t, tokens.URL+"/token"))
 	kubeconfig := func(name, user string) string {
 		p := filepath.Join(dir, name)
 		writeFile(t, p, "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:1\n"+
@@ -151,11 +151,11 @@ func TestNothingReadCanHangOrExhaust(t *testing.T) {
 	writeFile(t, podsKubeconfig, "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n- name: c\n  cluster:\n    server: "+pods.URL+
 		"\ncontexts:\n- name: c\n  context: {cluster: c}\n")
 	pipeCreds := filepath.Join(dir, "pipe-gcp.json")
-	writeFile(t, pipeCreds, serviceAccount(t, tokens.URL))
+	writeFile(t, pipeCreds, serviceAccountJSON(t, tokens.URL+"/token"))
 	// A credentials file of 1 GiB (sparse: it costs no disk) and a token
 	// file that is /dev/zero: read whole, either would exhaust memory.
 	sparseCreds := filepath.Join(dir, "sparse-gcp.json")
-	writeFile(t, sparseCreds, serviceAccount(t, tokens.URL))
+	writeFile(t, sparseCreds, serviceAccountJSON(t, tokens.URL+"/token"))
 	zeroToken := filepath.Join(dir, "zero-token")
 	writeFile(t, zeroToken, "t")
 	zeroKubeconfig := kubeconfig("zero-kubeconfig", "    tokenFile: "+zeroToken+"\n")
@@ -362,9 +362,9 @@ func writeExecutable(t *testing.T, path, body string) {
 	}
 }
 
-// serviceAccount is a service-account credentials file whose tokens come
-// from tokenURL.
-func serviceAccount(t *testing.T, tokenURL string) string {
+// serviceAccountJSON is a service-account credentials file whose tokens
+// come from tokenURL, a loopback token endpoint.
+func serviceAccountJSON(t *testing.T, tokenURL string) string {
 	t.Helper()
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
@@ -377,7 +377,7 @@ func serviceAccount(t *testing.T, tokenURL string) string {
 	sa, err := json.Marshal(map[string]string{
 		"type": "service_account", "project_id": "crawl-prod-123", "private_key_id": "0123456789abcdef",
 		"private_key":  string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})),
-		"client_email": "exporter@crawl-prod-123.iam.gserviceaccount.com", "token_uri": tokenURL + "/token",
+		"client_email": "exporter@crawl-prod-123.iam.gserviceaccount.com", "token_uri": tokenURL,
 	})
 	if err != nil {
 		t.Fatal(err)
