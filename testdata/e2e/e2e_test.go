@@ -64,6 +64,11 @@ const (
 	// fullMinimum is min_pool_available of fullName: far above any disk
 	// the test runs on, so the verdict is PoolFull.
 	fullMinimum = "1000TiB"
+	// memName is the kvm entry whose host, the same real libvirtd, has a
+	// min_free_memory no machine meets: HostMemoryLow, from the real
+	// NodeGetFreeMemory.
+	memName = "e2e-kvm-memory"
+	memHost = "memory-low-host"
 	// quotaName is the gcp entry of the headroom check: regions.get of
 	// quotaRegion answers testdata/gcp/regions-exhausted.json, where
 	// IN_USE_ADDRESSES is used up (8 of 8).
@@ -133,6 +138,7 @@ func TestEndToEnd(t *testing.T) {
 		kvm := startKVMHosts(t, root, 1)
 		maps.Copy(cfgData, map[string]any{
 			"FullName": fullName, "FullHost": fullHost, "FullMinimum": fullMinimum, "FullAddress": kvm.addresses[0],
+			"MemName": memName, "MemHost": memHost,
 			"FullUser": kvm.env["KVM_IT_USER"], "FullKey": kvm.env["KVM_IT_KEY"], "FullKnownHosts": kvm.env["KVM_IT_KNOWN_HOSTS"],
 			"FullSocket": kvm.env["KVM_IT_SOCKET"], "FullURI": kvm.env["KVM_IT_URI"], "FullPool": kvm.env["KVM_IT_POOL"],
 		})
@@ -260,7 +266,8 @@ func TestEndToEnd(t *testing.T) {
 	step("QuotaExhausted from a recorded regions.get body in Prometheus, /metrics, /probe, /api/v1/status and the status page")
 	if headroom {
 		checkPoolFull(t, prom, exporterURL, cfgData["FullPool"].(string))
-		step("PoolFull from the real libvirtd in Prometheus, /metrics, /probe, /api/v1/status and the status page")
+		checkHostMemoryLow(t, prom, exporterURL)
+		step("PoolFull and HostMemoryLow from the real libvirtd in Prometheus, /metrics, /probe, /api/v1/status and the status page")
 	}
 
 	// The status API says the same, and no secret shows anywhere: not on
@@ -291,13 +298,14 @@ func TestEndToEnd(t *testing.T) {
 	wantStatus["gcp/"+quotaName+"/compute"] = "QuotaExhausted ready=false"
 	if headroom {
 		wantStatus["kvm/"+fullName+"/"+fullHost] = "PoolFull ready=false"
+		wantStatus["kvm/"+memName+"/"+memHost] = "HostMemoryLow ready=false"
 	}
 	if fmt.Sprint(gotStatus) != fmt.Sprint(wantStatus) {
 		t.Errorf("/api/v1/status: %v, want %v", gotStatus, wantStatus)
 	}
 	secrets := func() []string { return append([]string{kubeToken, accessToken, "PRIVATE KEY"}, assertions.list()...) }
 	for _, path := range []string{"/", "/config", "/api/v1/status", "/metrics",
-		"/probe?name=" + kubeName + "&debug=true", "/probe?name=" + gcpName + "&debug=true", "/probe?name=" + kvmName + "&debug=true", "/probe?name=" + fullName + "&debug=true", "/probe?name=" + quotaName + "&debug=true"} {
+		"/probe?name=" + kubeName + "&debug=true", "/probe?name=" + gcpName + "&debug=true", "/probe?name=" + kvmName + "&debug=true", "/probe?name=" + fullName + "&debug=true", "/probe?name=" + memName + "&debug=true", "/probe?name=" + quotaName + "&debug=true"} {
 		body := get(t, exporterURL+path)
 		for _, secret := range secrets() {
 			if strings.Contains(body, secret) {
@@ -330,7 +338,11 @@ func TestEndToEnd(t *testing.T) {
 			"job": job, "instance": exporterAddr, "provider": "kvm", "name": fullName, "target": fullHost, "severity": "warning",
 		}, description: "reason: PoolFull."}, alertMatch{name: "ProviderUnavailable", labels: map[string]string{
 			"job": job, "provider": "kvm", "name": fullName, "severity": "critical",
-		}, description: "reasons: PoolFull."})
+		}, description: "reasons: PoolFull."}, alertMatch{name: "ProviderNotReady", labels: map[string]string{
+			"job": job, "instance": exporterAddr, "provider": "kvm", "name": memName, "target": memHost, "severity": "warning",
+		}, description: "reason: HostMemoryLow."}, alertMatch{name: "ProviderUnavailable", labels: map[string]string{
+			"job": job, "provider": "kvm", "name": memName, "severity": "critical",
+		}, description: "reasons: HostMemoryLow."})
 	}
 	allIn := func(alerts []alert, state string) bool {
 		for _, m := range headroomAlerts {
@@ -497,6 +509,19 @@ func checkPoolFull(t *testing.T, prom *promAPI, exporterURL, pool string) {
 	}
 }
 
+// checkHostMemoryLow asserts that the memName entry's host, the real
+// libvirtd asked NodeGetFreeMemory, is HostMemoryLow with up 1 and ready 0
+// everywhere the exporter shows it, with the free memory it read.
+func checkHostMemoryLow(t *testing.T, prom *promAPI, exporterURL string) {
+	t.Helper()
+	msg := regexp.MustCompile(`^host free memory: [0-9.]+ [KMGTPE]?i?B, 1000 TiB required$`)
+	details := checkHeadroom(t, prom, exporterURL, "kvm", memName, memHost, "HostMemoryLow", msg)
+	free, err := strconv.ParseUint(details["freeMemoryBytes"], 10, 64)
+	if err != nil || free == 0 || free >= 1000<<40 {
+		t.Errorf("/api/v1/status details %v: want freeMemoryBytes the real host's (> 0, < %s)", details, fullMinimum)
+	}
+}
+
 // checkQuotaExhausted asserts that the quotaName entry, whose regions.get
 // answers testdata/gcp/regions-exhausted.json, is QuotaExhausted with up 1
 // and ready 0 everywhere the exporter shows it, with the quota it read
@@ -606,12 +631,13 @@ func reasonSeries(body string, labels map[string]string) map[string]string {
 	return out
 }
 
-// realDiskAlert reports whether a is a pool-space alert of the PoolFull
-// entry's host. Its pool is a directory on the machine's own disk, whose
+// realDiskAlert reports whether a is a pool-space alert of the PoolFull or
+// HostMemoryLow entry's host. Its pool is a directory on the machine's own disk, whose
 // free space and trend the test does not control: KVMPoolLowSpace and
 // KVMPoolFillingUp may rightly fire for it, or not.
 func realDiskAlert(a alert) bool {
-	return (a.Labels["alertname"] == "KVMPoolLowSpace" || a.Labels["alertname"] == "KVMPoolFillingUp") && a.Labels["name"] == fullName
+	return (a.Labels["alertname"] == "KVMPoolLowSpace" || a.Labels["alertname"] == "KVMPoolFillingUp") &&
+		(a.Labels["name"] == fullName || a.Labels["name"] == memName)
 }
 
 // --- configuration templates ---------------------------------------------
@@ -675,6 +701,17 @@ kvm:
     hosts:
       - address: {{.FullAddress}}
         name: {{.FullHost}}
+  - name: {{.MemName}}
+    user: {{.FullUser}}
+    private_key_file: {{.FullKey}}
+    known_hosts_file: {{.FullKnownHosts}}
+    libvirt_socket: {{.FullSocket}}
+    libvirt_uri: {{.FullURI}}
+    pool: {{.FullPool}}
+    min_free_memory: {{.FullMinimum}}
+    hosts:
+      - address: {{.FullAddress}}
+        name: {{.MemHost}}
 {{- end}}
 `
 
