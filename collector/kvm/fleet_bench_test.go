@@ -331,7 +331,7 @@ func benchFleet(b *testing.B, sc fleetScenario) {
 	b.Cleanup(engine.Close)
 	var checker *Checker
 	entry := collector.Entry{
-		Kind: "kvm", Name: cfg.Name, Reasons: Reasons(), Timeout: time.Duration(config.DefaultTimeout),
+		Kind: "kvm", Name: cfg.Name, Reasons: Kind().EntryReasons(cfg), Timeout: time.Duration(config.DefaultTimeout),
 		Fingerprint: "fleet",
 		Build: func() (collector.Checker, error) {
 			c, err := New(cfg, logger)
