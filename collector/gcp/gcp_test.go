@@ -687,8 +687,6 @@ func TestCredentialsFileContents(t *testing.T) {
 // TestApplicationDefaultCredentials covers ADC, with the metadata server
 // and the gcloud configuration kept on loopback and in a temp dir.
 func TestApplicationDefaultCredentials(t *testing.T) {
-	// A metadata server that refuses connections for the whole test.
-	closedPort := func(t *testing.T) string { return testnet.RefusedAddr(t) }
 	metadataNoAccount := httptest.NewServer(http.NotFoundHandler())
 	defer metadataNoAccount.Close()
 
@@ -699,16 +697,16 @@ func TestApplicationDefaultCredentials(t *testing.T) {
 		want  collector.Reason
 	}{
 		{"no credentials, metadata server refuses", func(t *testing.T, _ *tokenServer) (string, string) {
-			return closedPort(t), ""
+			return testnet.RefusedAddr(t), ""
 		}, collector.ReasonCredentialsUnavailable},
 		{"no credentials, VM without service account", func(_ *testing.T, _ *tokenServer) (string, string) {
 			return strings.TrimPrefix(metadataNoAccount.URL, "http://"), ""
 		}, collector.ReasonCredentialsUnavailable},
 		{"GOOGLE_APPLICATION_CREDENTIALS names a missing file", func(t *testing.T, _ *tokenServer) (string, string) {
-			return closedPort(t), filepath.Join(t.TempDir(), "missing.json")
+			return testnet.RefusedAddr(t), filepath.Join(t.TempDir(), "missing.json")
 		}, collector.ReasonCredentialsUnavailable},
 		{"GOOGLE_APPLICATION_CREDENTIALS names a service account", func(t *testing.T, tokens *tokenServer) (string, string) {
-			return closedPort(t), writeServiceAccount(t, t.TempDir(), tokens.URL+"/token", "adc@crawl-prod-123.iam.gserviceaccount.com")
+			return testnet.RefusedAddr(t), writeServiceAccount(t, t.TempDir(), tokens.URL+"/token", "adc@crawl-prod-123.iam.gserviceaccount.com")
 		}, collector.ReasonReady},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

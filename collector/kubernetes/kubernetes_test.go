@@ -362,13 +362,6 @@ func selfSignedPEM(t *testing.T) []byte {
 	return testcert.New(t, "some other CA").CertPEM
 }
 
-// closedPort returns a loopback address that refuses connections for the
-// whole test (held by a bound socket, so no parallel listener can take it).
-func closedPort(t *testing.T) string {
-	t.Helper()
-	return testnet.RefusedAddr(t)
-}
-
 // silentListener accepts connections and never says anything.
 func silentListener(t *testing.T) string {
 	t.Helper()
@@ -410,7 +403,7 @@ func TestTransportFailures(t *testing.T) {
 	t.Parallel()
 	t.Run("refused", func(t *testing.T) {
 		t.Parallel()
-		c := newTestChecker(t, kubeconfig(t, "https://"+closedPort(t), selfSignedPEM(t), nil))
+		c := newTestChecker(t, kubeconfig(t, "https://"+testnet.RefusedAddr(t), selfSignedPEM(t), nil))
 		if v := check(c); v.Reason != collector.ReasonUnreachable {
 			t.Errorf("reason = %s (%s), want Unreachable", v.Reason, v.Message)
 		}
@@ -551,7 +544,7 @@ func TestKubeconfigRepaired(t *testing.T) {
 func TestContextSelectsCluster(t *testing.T) {
 	t.Parallel()
 	srv := newAPIServer(t, true, func(w http.ResponseWriter, _ *http.Request) { writePodList(w) })
-	path := kubeconfig(t, "https://"+closedPort(t), selfSignedPEM(t), func(kc *clientcmdapi.Config) {
+	path := kubeconfig(t, "https://"+testnet.RefusedAddr(t), selfSignedPEM(t), func(kc *clientcmdapi.Config) {
 		kc.Clusters["real"] = &clientcmdapi.Cluster{Server: srv.URL, CertificateAuthorityData: srv.caPEM()}
 		kc.Contexts["real"] = &clientcmdapi.Context{Cluster: "real", AuthInfo: "exporter"}
 	})
