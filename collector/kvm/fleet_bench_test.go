@@ -729,3 +729,18 @@ func (c countingClient) NodeGetFreeMemory() (uint64, error) {
 	c.calls.Add(1)
 	return c.libvirtClient.NodeGetFreeMemory()
 }
+
+func (c countingClient) StorageVolLookupByName(p libvirt.StoragePool, name string) (libvirt.StorageVol, error) {
+	c.calls.Add(1)
+	return c.libvirtClient.StorageVolLookupByName(p, name)
+}
+
+func (c countingClient) NetworkLookupByName(name string) (libvirt.Network, error) {
+	c.calls.Add(1)
+	return c.libvirtClient.NetworkLookupByName(name)
+}
+
+func (c countingClient) NetworkIsActive(n libvirt.Network) (int32, error) {
+	c.calls.Add(1)
+	return c.libvirtClient.NetworkIsActive(n)
+}

@@ -14,17 +14,20 @@ func Kind() collector.Kind {
 		Section:     config.KVMSection(),
 		Reasons:     Reasons(),
 		MultiTarget: true, // one target per host
-		// PoolFull and HostMemoryLow only where their minimum is set, on
-		// the entry or one of its hosts (docs/configuration.md).
+		// PoolFull and HostMemoryLow only where their minimum is set, the
+		// placement reasons only where volume or network is, on the entry
+		// or one of its hosts (docs/configuration.md).
 		EntryReasons: func(e config.Entry) collector.ReasonSet {
 			k, ok := e.(*config.KVM)
 			if !ok {
 				return Reasons()
 			}
 			pool, memory := k.MinPoolAvailable != "", k.MinFreeMemory != ""
+			volume, network := k.Volume != "", k.Network != ""
 			for _, h := range k.Hosts {
 				pool = pool || h.MinPoolAvailable != ""
 				memory = memory || h.MinFreeMemory != ""
+				volume, network = volume || h.Volume != "", network || h.Network != ""
 			}
 			set := Reasons()
 			if !pool {
@@ -32,6 +35,12 @@ func Kind() collector.Kind {
 			}
 			if !memory {
 				set = set.Without(ReasonHostMemoryLow)
+			}
+			if !volume {
+				set = set.Without(ReasonVolumeMissing)
+			}
+			if !network {
+				set = set.Without(ReasonNetworkMissing, ReasonNetworkInactive)
 			}
 			return set
 		},

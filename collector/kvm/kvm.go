@@ -36,6 +36,9 @@ type Checker struct {
 	// scrape's budget, so a host that hangs mid-dial gives its slot back
 	// early (docs/configuration.md: "KVM").
 	dialTimeout time.Duration
+	// lateGrace is how long a check's libvirt call may go on past the
+	// check's deadline before its connection is closed (lateAnswerGrace).
+	lateGrace time.Duration
 
 	// dialer opens every TCP connection to a host (WithDialer); newClient
 	// is the seam where tests put a fake libvirt behind the SSH channel.
@@ -75,6 +78,12 @@ type host struct {
 	// finds nothing new, so that their metrics are not collected again
 	// (collector.Facts).
 	facts *Facts
+	// volume and network are the host's placement keys ("": not checked).
+	volume, network string
+	// lastDrop is why the host's last connection was dropped, until a
+	// connection outlives a check: a host that loses every connection the
+	// same way is logged at info once, then at debug.
+	lastDrop string
 }
 
 // Backoff of a host whose dials keep failing (docs/configuration.md: "KVM"): one failed
@@ -148,6 +157,7 @@ func New(cfg *config.KVM, logger *slog.Logger, opts ...Option) (*Checker, error)
 	c := &Checker{
 		byName:      make(map[string]*host, len(cfg.Hosts)),
 		dialTimeout: dialTimeout,
+		lateGrace:   lateAnswerGrace,
 		dialer:      &net.Dialer{},
 		newClient:   newLibvirtClient,
 		material:    newMaterial(),
@@ -163,10 +173,12 @@ func New(cfg *config.KVM, logger *slog.Logger, opts ...Option) (*Checker, error)
 			return nil, fmt.Errorf("duplicate host name %q", h.Name)
 		}
 		hh := &host{
-			name: h.Name,
-			pool: h.Pool,
-			mins: Minimums{PoolAvailable: h.MinPoolAvailableBytes, FreeMemory: h.MinFreeMemoryBytes},
-			set:  hostSettings(cfg, h),
+			name:    h.Name,
+			pool:    h.Pool,
+			mins:    Minimums{PoolAvailable: h.MinPoolAvailableBytes, FreeMemory: h.MinFreeMemoryBytes},
+			volume:  h.Volume,
+			network: h.Network,
+			set:     hostSettings(cfg, h),
 		}
 		c.hosts = append(c.hosts, hh)
 		c.byName[h.Name] = hh
@@ -247,14 +259,29 @@ func (c *Checker) Check(ctx context.Context, logger *slog.Logger, target string)
 	if transient {
 		defer s.goodbye(logger)
 	}
-	r.reason, r.state, r.info, r.err = c.checkPool(ctx, logger, h, s, kept)
+	if collector.Ended(ctx) {
+		// The dial ended as the deadline came: a call now would have no
+		// time to answer and would cost the new connection.
+		r.reason, r.err = collector.ReasonTimeout, fmt.Errorf("connected, but no time was left for the check: %w", context.Cause(ctx))
+		return h.verdict(logger, r)
+	}
+	r.reason, r.state, r.info, r.handle, r.err = c.checkPool(ctx, logger, h, s, kept)
 	c.checkHeadroom(ctx, logger, h, s, &r)
+	if kept && !s.isDead() {
+		// The connection outlived a check: a later drop is news.
+		h.mu.Lock()
+		h.lastDrop = ""
+		h.mu.Unlock()
+	}
 	return h.verdict(logger, r)
 }
 
 // checkHeadroom compares a running pool's available bytes and, only when
 // min_free_memory is set (one more RPC), the host's free memory with the
-// host's minimums (docs/configuration.md: "KVM").
+// host's minimums, and checks the volume and network when they are set
+// (one RPC each), in the order of docs/configuration.md ("KVM"): PoolFull,
+// VolumeMissing, NetworkMissing, NetworkInactive, HostMemoryLow. What an
+// earlier one finds is the verdict, and the later ones are not asked.
 func (c *Checker) checkHeadroom(ctx context.Context, logger *slog.Logger, h *host, s *session, r *result) {
 	if r.reason != collector.ReasonReady {
 		return
@@ -266,6 +293,13 @@ func (c *Checker) checkHeadroom(ctx context.Context, logger *slog.Logger, h *hos
 			return
 		}
 		r.free, r.freeKnown = free, true
+	}
+	r.reason, r.message = headroomVerdict(r.reason, h.pool, r.info.available, Minimums{PoolAvailable: h.mins.PoolAvailable}, 0)
+	if r.reason != collector.ReasonReady {
+		return
+	}
+	if c.checkPlacement(ctx, logger, h, s, r); r.reason != collector.ReasonReady {
+		return
 	}
 	r.reason, r.message = headroomVerdict(r.reason, h.pool, r.info.available, h.mins, r.free)
 }
@@ -337,6 +371,7 @@ func (c *Checker) runDial(j *dialJob) {
 	case c.ctx.Err() != nil:
 		// Closed while dialing: says nothing about the host.
 		if s != nil {
+			j.logger.Debug(dropLogged, "why", "the checker was closed (reload or shutdown) while the connection was made")
 			defer s.close()
 		}
 		s, err = nil, errClosed
@@ -379,88 +414,139 @@ func (c *Checker) endDial(j *dialJob, s *session, err error) {
 func (h *host) current(logger *slog.Logger) *session {
 	h.mu.Lock()
 	s := h.sess
-	if s != nil && s.isDead() {
-		h.sess = nil
-	}
 	h.mu.Unlock()
 	if s == nil {
 		return nil
 	}
 	if s.isDead() {
-		logger.Debug("kept connection is gone, redialing")
-		s.close()
+		h.drop(logger, s, "the connection ended since the last check (closed by the host, sshd or the network)", nil)
 		return nil
 	}
 	return s
 }
 
-// drop forgets s if it is still the kept session of h and closes it.
-func (h *host) drop(s *session) {
+// dropLogged is the message of every dropped connection: each connection
+// the exporter establishes is either kept or dropped with this line and its
+// reason (docs/scaling.md: "Performance").
+const dropLogged = "kept connection dropped"
+
+// drop forgets s if it is still the kept session of h, closes it, and logs
+// why: at info, or at debug when the host's last connection went the same
+// way and no connection has outlived a check since.
+func (h *host) drop(logger *slog.Logger, s *session, why string, err error) {
 	h.mu.Lock()
 	if h.sess == s {
 		h.sess = nil
 	}
+	repeat := h.lastDrop == why
+	h.lastDrop = why
+	connects := h.connects
 	h.mu.Unlock()
 	s.close()
+	level := slog.LevelInfo
+	if repeat {
+		level = slog.LevelDebug
+	}
+	attrs := []any{"why", why, "connects", connects}
+	if err != nil {
+		attrs = append(attrs, "err", err)
+	}
+	logger.Log(context.Background(), level, dropLogged, attrs...)
+}
+
+// callFailed classifies the failure of a call on s that libvirt did not
+// answer with an error the caller knows: the end of ctx is Timeout (the
+// connection is dropped only when the call outlived its grace, see call),
+// another libvirt error keeps the connection (Unknown), and anything else
+// is a lost connection, which is dropped so that the next check redials.
+func (h *host) callFailed(ctx context.Context, logger *slog.Logger, s *session, err error) (collector.Reason, error) {
+	if collector.Ended(ctx) {
+		if s.isDead() {
+			h.drop(logger, s, "a libvirt call was still unanswered after the check's deadline and its grace", err)
+		}
+		return collector.ReasonTimeout, err
+	}
+	if libvirtError(err) {
+		// libvirtd answered: the connection is fine.
+		return collector.ReasonUnknown, err
+	}
+	h.drop(logger, s, "the connection broke during a libvirt call", err)
+	return ReasonLibvirtConnectionLost, err
 }
 
 type poolInfo struct {
 	capacity, allocation, available uint64
 }
 
-// checkPool makes the only calls a check on a kept connection makes. A pool
-// verdict keeps the connection; a transport failure or the end of ctx drops
-// it.
-func (c *Checker) checkPool(ctx context.Context, logger *slog.Logger, h *host, s *session, kept bool) (collector.Reason, string, poolInfo, error) {
+// checkPool reads the pool's state and sizes: StoragePoolGetInfo on the
+// pool handle the connection keeps, the one call of a steady check. The
+// handle is looked up when the connection has none for this pool (a new
+// connection, a reload that changed the pool) and again, once, when libvirt
+// says the pool it names is gone: undefined, or defined again under the
+// same name with a new UUID. Only when that lookup fails too is the verdict
+// PoolMissing. A pool verdict keeps the connection; a transport failure, or
+// a call still unanswered well past the deadline, drops it.
+func (c *Checker) checkPool(ctx context.Context, logger *slog.Logger, h *host, s *session, kept bool) (collector.Reason, string, poolInfo, libvirt.StoragePool, error) {
 	lv := loggedClient{next: s.lv, logger: logger}
 	var (
 		state uint8
 		info  poolInfo
+		pool  libvirt.StoragePool
 	)
-	err := s.bound(ctx, func() error {
-		p, err := lv.StoragePoolLookupByName(h.pool)
-		if err != nil {
-			return fmt.Errorf("look up pool %q: %w", h.pool, err)
+	err := s.call(ctx, func() error {
+		p, handle := s.poolHandle(h.pool)
+		var err error
+		if !handle {
+			if p, err = lv.StoragePoolLookupByName(h.pool); err != nil {
+				return fmt.Errorf("look up pool %q: %w", h.pool, err)
+			}
 		}
 		state, info.capacity, info.allocation, info.available, err = lv.StoragePoolGetInfo(p)
+		if handle && libvirtCode(err, libvirt.ErrNoStoragePool) {
+			logger.Debug("the kept pool handle is stale, looking the pool up again", "pool", h.pool, "err", err)
+			s.forgetPool()
+			if p, err = lv.StoragePoolLookupByName(h.pool); err != nil {
+				return fmt.Errorf("look up pool %q: %w", h.pool, err)
+			}
+			state, info.capacity, info.allocation, info.available, err = lv.StoragePoolGetInfo(p)
+		}
 		if err != nil {
 			return fmt.Errorf("get info of pool %q: %w", h.pool, err)
 		}
+		s.keepPool(p)
+		pool = p
 		return nil
 	})
 	if err != nil {
-		if collector.Ended(ctx) {
-			h.drop(s)
-			return collector.ReasonTimeout, "", info, err
+		if !collector.Ended(ctx) && libvirtCode(err, libvirt.ErrNoStoragePool) {
+			return ReasonPoolMissing, "", info, pool, err
 		}
-		var lerr libvirt.Error
-		if errors.As(err, &lerr) || errors.Is(err, libvirt.ErrUnsupported) {
-			// libvirtd answered: the connection is fine.
-			if lerr.Code == uint32(libvirt.ErrNoStoragePool) {
-				return ReasonPoolMissing, "", info, err
-			}
-			return collector.ReasonUnknown, "", info, err
-		}
-		h.drop(s)
-		if kept {
+		if kept && !collector.Ended(ctx) && !libvirtError(err) {
 			err = fmt.Errorf("kept connection lost: %w", err)
 		}
-		return ReasonLibvirtConnectionLost, "", info, err
+		reason, err := h.callFailed(ctx, logger, s, err)
+		return reason, "", info, pool, err
 	}
 	word := poolStateWord(state)
 	switch libvirt.StoragePoolState(state) {
 	case libvirt.StoragePoolRunning:
-		return collector.ReasonReady, word, info, nil
+		return collector.ReasonReady, word, info, pool, nil
 	case libvirt.StoragePoolInactive:
-		return ReasonPoolInactive, word, info, nil
+		return ReasonPoolInactive, word, info, pool, nil
 	case libvirt.StoragePoolBuilding:
-		return ReasonPoolBuilding, word, info, nil
+		return ReasonPoolBuilding, word, info, pool, nil
 	case libvirt.StoragePoolDegraded:
-		return ReasonPoolDegraded, word, info, nil
+		return ReasonPoolDegraded, word, info, pool, nil
 	case libvirt.StoragePoolInaccessible:
-		return ReasonPoolInaccessible, word, info, nil
+		return ReasonPoolInaccessible, word, info, pool, nil
 	}
-	return collector.ReasonUnknown, "", info, fmt.Errorf("pool %q has state %d, which this exporter does not know", h.pool, state)
+	return collector.ReasonUnknown, "", info, pool, fmt.Errorf("pool %q has state %d, which this exporter does not know", h.pool, state)
+}
+
+// libvirtError tells whether libvirtd answered err: the connection is fine.
+func libvirtError(err error) bool {
+	var lerr libvirt.Error
+	return errors.As(err, &lerr) || errors.Is(err, libvirt.ErrUnsupported)
 }
 
 type result struct {
@@ -468,6 +554,8 @@ type result struct {
 	pool   string
 	state  string
 	info   poolInfo
+	// handle is the pool's handle, for the volume lookup.
+	handle libvirt.StoragePool
 	// free is the host's free memory when freeKnown (min_free_memory set
 	// and read); message, when not empty, is a headroom verdict's.
 	free      uint64
@@ -477,7 +565,8 @@ type result struct {
 }
 
 func (h *host) verdict(logger *slog.Logger, r result) collector.Verdict {
-	facts := &Facts{Pool: r.pool, PoolState: r.state, Mins: h.mins, FreeMemoryKnown: r.freeKnown, FreeMemoryBytes: r.free}
+	facts := &Facts{Pool: r.pool, PoolState: r.state, Mins: h.mins, FreeMemoryKnown: r.freeKnown, FreeMemoryBytes: r.free,
+		Volume: h.volume, Network: h.network}
 	if r.state != "" {
 		facts.CapacityBytes = r.info.capacity
 		facts.AllocationBytes = r.info.allocation
@@ -513,12 +602,14 @@ func (c *Checker) Close() error {
 	c.cancel()
 	c.dials.close(func(j *dialJob, err error) { c.endDial(j, nil, err) })
 	var wg sync.WaitGroup
+	closed := 0
 	for _, h := range c.hosts {
 		h.mu.Lock()
 		s := h.sess
 		h.sess = nil
 		h.mu.Unlock()
 		if s != nil {
+			closed++
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -527,6 +618,11 @@ func (c *Checker) Close() error {
 		}
 	}
 	wg.Wait()
+	if closed > 0 {
+		// One line for the whole entry: every kept connection of a reload
+		// or a shutdown ends here, on purpose.
+		c.logger.Debug("kept connections closed: the checker was closed (reload or shutdown)", "connections", closed)
+	}
 	return nil
 }
 
@@ -562,7 +658,9 @@ func (c *Checker) Adopt(old collector.Checker) {
 		}
 		h.mu.Unlock()
 		if s != nil {
-			s.goodbye(c.logger.With("target", h.name))
+			logger := c.logger.With("target", h.name)
+			logger.Info(dropLogged, "why", "its connection settings changed on reload")
+			s.goodbye(logger)
 		}
 	}
 }

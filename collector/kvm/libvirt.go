@@ -18,12 +18,19 @@ type libvirtClient interface {
 	ConnectToURI(uri libvirt.ConnectURI) error
 	// ConnectGetLibVersion is asked once per connection, for kvm_host_info.
 	ConnectGetLibVersion() (uint64, error)
-	// StoragePoolLookupByName and StoragePoolGetInfo are the only calls a
-	// check on a kept connection makes.
+	// StoragePoolGetInfo is the one call of a steady check; the pool's
+	// handle is looked up (StoragePoolLookupByName) once per connection,
+	// and again only when libvirt says the pool it names is gone.
 	StoragePoolLookupByName(name string) (libvirt.StoragePool, error)
 	StoragePoolGetInfo(pool libvirt.StoragePool) (state uint8, capacity, allocation, available uint64, err error)
 	// NodeGetFreeMemory is made only for a host with min_free_memory.
 	NodeGetFreeMemory() (uint64, error)
+	// StorageVolLookupByName is made only for a host with volume, and
+	// NetworkIsActive only for one with network, whose handle is looked
+	// up (NetworkLookupByName) as the pool's is.
+	StorageVolLookupByName(pool libvirt.StoragePool, name string) (libvirt.StorageVol, error)
+	NetworkLookupByName(name string) (libvirt.Network, error)
+	NetworkIsActive(network libvirt.Network) (int32, error)
 	// ConnectClose says goodbye when a kept connection is closed on
 	// purpose, so libvirtd does not log an error for a vanished client.
 	ConnectClose() error
