@@ -52,8 +52,8 @@
     kvmReconnectsPerHour: 6,
 
     // Reasons (docs/metrics.md: "Reasons") that waiting does not fix: a human has to change a
-    // credential, a key, an API setting, a filter or a pool. They raise
-    // ProviderActionRequired on top of ProviderNotReady.
+    // credential, a key, an API setting, a filter, a pool, a volume or a
+    // network. They raise ProviderActionRequired on top of ProviderNotReady.
     actionRequiredReasons: [
       'APIDisabled',
       'CredentialsUnavailable',
@@ -62,6 +62,8 @@
       'HostKeyUnknown',
       'InvalidRequest',
       'LibvirtConnectFailed',
+      'NetworkInactive',
+      'NetworkMissing',
       'NotFound',
       'PoolInactive',
       'PoolMissing',
@@ -69,6 +71,7 @@
       'SSHMaterialInvalid',
       'TLSError',
       'Unauthorized',
+      'VolumeMissing',
     ],
 
     // Labels that identify one exporter's view of a target. Joins between
