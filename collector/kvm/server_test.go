@@ -39,9 +39,9 @@ type sshServer struct {
 	// answer, when set, answers the forwarded socket's channel in this
 	// process instead of connecting to the socket: a fleet of thousands
 	// of hosts would otherwise spend two more descriptors per host.
-	answer func(net.Conn)
-	mode       atomic.Int32
-	accepted   atomic.Int64 // TCP connections accepted: the number of dials
+	answer   func(net.Conn)
+	mode     atomic.Int32
+	accepted atomic.Int64 // TCP connections accepted: the number of dials
 
 	mu    sync.Mutex
 	conns map[net.Conn]struct{}
