@@ -282,19 +282,28 @@ func (s *session) bound(ctx context.Context, fn func() error) error {
 const lateAnswerGrace = collector.AbandonGrace / 2
 
 // call runs fn, a libvirt call for a check bound to ctx, on s (bound's
-// counterpart for checks on a kept connection). When ctx ends first, call
-// returns ctx's error whatever fn says, and closes the session only if fn
-// has not returned within lateAnswerGrace after that; callers tell the two
-// apart with isDead.
+// counterpart for checks on a kept connection). When ctx has ended by the
+// time fn returns, call returns ctx's error whatever fn said; the session is
+// closed only if fn has not returned lateAnswerGrace after ctx's deadline
+// (after its end, for a context without one). Callers tell the two apart
+// with isDead.
 func (s *session) call(ctx context.Context, fn func() error) error {
 	w := &lateCall{s: s, grace: s.grace}
 	if w.grace <= 0 {
 		w.grace = lateAnswerGrace
 	}
-	stop := context.AfterFunc(ctx, w.arm)
+	var stop func() bool
+	if d, ok := ctx.Deadline(); ok {
+		// One timer at the deadline plus the grace: registering with the
+		// context (context.AfterFunc) cost several times more, at one call
+		// per host and scrape.
+		w.timer = time.AfterFunc(time.Until(d)+w.grace, w.expire)
+	} else {
+		stop = context.AfterFunc(ctx, w.arm)
+	}
 	err := fn()
-	if stop() {
-		return err
+	if stop != nil {
+		stop()
 	}
 	if w.finish() {
 		s.close() // waits for the close the grace timer started
@@ -303,14 +312,17 @@ func (s *session) call(ctx context.Context, fn func() error) error {
 		}
 		return fmt.Errorf("%w: no answer within %s after it, connection closed: %w", context.Cause(ctx), w.grace, err)
 	}
-	if err != nil {
+	switch {
+	case ctx.Err() == nil:
+		return err
+	case err != nil:
 		return fmt.Errorf("%w: %w", context.Cause(ctx), err)
 	}
 	return fmt.Errorf("%w: libvirtd answered after it; the connection is kept", context.Cause(ctx))
 }
 
 // lateCall closes a session whose call goes on lateAnswerGrace past the
-// end of its context.
+// deadline (or the end) of its context.
 type lateCall struct {
 	s      *session
 	grace  time.Duration
@@ -320,7 +332,7 @@ type lateCall struct {
 	timer  *time.Timer
 }
 
-// arm starts the grace; called when the context ends.
+// arm starts the grace; called when a context without a deadline ends.
 func (w *lateCall) arm() {
 	w.mu.Lock()
 	defer w.mu.Unlock()

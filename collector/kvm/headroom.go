@@ -90,7 +90,7 @@ func (c checkedClient) NodeGetFreeMemory() (uint64, error) {
 func (c loggedClient) NodeGetFreeMemory() (uint64, error) {
 	start := time.Now()
 	v, err := c.next.NodeGetFreeMemory()
-	c.log("NodeGetFreeMemory", start, err, "freeMemory", v)
+	c.log("NodeGetFreeMemory", start, err, slog.Uint64("freeMemory", v))
 	return v, err
 }
 

@@ -80,6 +80,8 @@ type host struct {
 	facts *Facts
 	// volume and network are the host's placement keys ("": not checked).
 	volume, network string
+	// ready is the message of a Ready verdict for its pool.
+	ready struct{ pool, msg string }
 	// lastDrop is why the host's last connection was dropped, until a
 	// connection outlives a check: a host that loses every connection the
 	// same way is logged at info once, then at debug.
@@ -565,19 +567,22 @@ type result struct {
 }
 
 func (h *host) verdict(logger *slog.Logger, r result) collector.Verdict {
-	facts := &Facts{Pool: r.pool, PoolState: r.state, Mins: h.mins, FreeMemoryKnown: r.freeKnown, FreeMemoryBytes: r.free,
+	// Built on the stack and compared with the last ones: a steady check
+	// finds what the one before found and hands out the same Facts.
+	f := Facts{Pool: r.pool, PoolState: r.state, Mins: h.mins, FreeMemoryKnown: r.freeKnown, FreeMemoryBytes: r.free,
 		Volume: h.volume, Network: h.network}
 	if r.state != "" {
-		facts.CapacityBytes = r.info.capacity
-		facts.AllocationBytes = r.info.allocation
-		facts.AvailableBytes = r.info.available
+		f.CapacityBytes = r.info.capacity
+		f.AllocationBytes = r.info.allocation
+		f.AvailableBytes = r.info.available
 	}
 	h.mu.Lock()
-	facts.User, facts.LibvirtVersion, facts.Connects = h.set.user, h.version, h.connects
-	if h.facts != nil && *h.facts == *facts {
-		facts = h.facts
+	f.User, f.LibvirtVersion, f.Connects = h.set.user, h.version, h.connects
+	if h.facts == nil || *h.facts != f {
+		changed := f // f itself stays on the stack
+		h.facts = &changed
 	}
-	h.facts = facts
+	facts := h.facts
 	h.mu.Unlock()
 	v := collector.Verdict{Reason: r.reason, Facts: facts}
 	switch {
@@ -587,11 +592,22 @@ func (h *host) verdict(logger *slog.Logger, r result) collector.Verdict {
 	case r.message != "":
 		v.Message = r.message
 	case r.reason == collector.ReasonReady:
-		v.Message = fmt.Sprintf("pool %q is running", r.pool)
+		v.Message = h.readyMessage(r.pool)
 	default:
 		v.Message = fmt.Sprintf("pool %q is %s", r.pool, r.state)
 	}
 	return v
+}
+
+// readyMessage is the message of a Ready verdict, made once per pool name
+// rather than at every check.
+func (h *host) readyMessage(pool string) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ready.pool != pool || h.ready.msg == "" {
+		h.ready.pool, h.ready.msg = pool, fmt.Sprintf("pool %q is running", pool)
+	}
+	return h.ready.msg
 }
 
 // Close closes every kept connection. Checks still running finish on their

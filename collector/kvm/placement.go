@@ -146,20 +146,20 @@ func (c checkedClient) NetworkIsActive(n libvirt.Network) (int32, error) {
 func (c loggedClient) StorageVolLookupByName(pool libvirt.StoragePool, name string) (libvirt.StorageVol, error) {
 	start := time.Now()
 	v, err := c.next.StorageVolLookupByName(pool, name)
-	c.log("StorageVolLookupByName", start, err, "pool", pool.Name, "volume", name)
+	c.log("StorageVolLookupByName", start, err, slog.String("pool", pool.Name), slog.String("volume", name))
 	return v, err
 }
 
 func (c loggedClient) NetworkLookupByName(name string) (libvirt.Network, error) {
 	start := time.Now()
 	n, err := c.next.NetworkLookupByName(name)
-	c.log("NetworkLookupByName", start, err, "network", name)
+	c.log("NetworkLookupByName", start, err, slog.String("network", name))
 	return n, err
 }
 
 func (c loggedClient) NetworkIsActive(n libvirt.Network) (int32, error) {
 	start := time.Now()
 	a, err := c.next.NetworkIsActive(n)
-	c.log("NetworkIsActive", start, err, "network", n.Name, "active", a)
+	c.log("NetworkIsActive", start, err, slog.String("network", n.Name), slog.Int("active", int(a)))
 	return a, err
 }
