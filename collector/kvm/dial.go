@@ -310,15 +310,25 @@ func (s *session) call(ctx context.Context, fn func() error) error {
 		if err == nil {
 			err = errors.New("session closed")
 		}
-		return fmt.Errorf("%w: no answer within %s after it, connection closed: %w", context.Cause(ctx), w.grace, err)
+		return fmt.Errorf("%w: no answer within %s after it, connection closed: %w", endedCause(ctx), w.grace, err)
 	}
 	switch {
-	case ctx.Err() == nil:
+	case !collector.Ended(ctx):
 		return err
 	case err != nil:
-		return fmt.Errorf("%w: %w", context.Cause(ctx), err)
+		return fmt.Errorf("%w: %w", endedCause(ctx), err)
 	}
-	return fmt.Errorf("%w: libvirtd answered after it; the connection is kept", context.Cause(ctx))
+	return fmt.Errorf("%w: libvirtd answered after it; the connection is kept", endedCause(ctx))
+}
+
+// endedCause is why ctx ended: its cause, or DeadlineExceeded when its
+// deadline has passed but its timer has not fired yet, as happens on a
+// loaded machine (collector.Ended).
+func endedCause(ctx context.Context) error {
+	if err := context.Cause(ctx); err != nil {
+		return err
+	}
+	return context.DeadlineExceeded
 }
 
 // lateCall closes a session whose call goes on lateAnswerGrace past the

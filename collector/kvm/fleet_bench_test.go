@@ -3,6 +3,7 @@ package kvm
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -277,6 +278,11 @@ func BenchmarkFleet(b *testing.B) {
 		{hosts: 1000, knownHostsPad: 4000},
 		{hosts: 1000, hung: 10},
 		{hosts: 1000, hung: 10, missing: 5, drop: 5},
+		// The default Deployment's fleet in the default Deployment's
+		// memory: GOMEMLIMIT as the manifests set it from the container's
+		// limit (docs/scaling.md: "Sizing"); the resident memory after
+		// the settling scrapes must stay below that limit.
+		{hosts: 1000, settle: 50, memLimit: defaultGoMemLimit},
 		// The cold start of a large replica: Prometheus's scrape_timeout
 		// of 10s, the exporter's default timeout of 10s.
 		{hosts: 5000, header: 10 * time.Second, settle: 50},
@@ -284,6 +290,14 @@ func BenchmarkFleet(b *testing.B) {
 		b.Run(sc.String(), func(b *testing.B) { benchFleet(b, sc) })
 	}
 }
+
+// The default Deployment's memory limit (deploy/kubernetes/deployment.yaml,
+// the chart's values.yaml) and the GOMEMLIMIT the manifests derive from it,
+// about 90% (docs/scaling.md: "Sizing").
+const (
+	defaultMemoryLimit = 256 << 20
+	defaultGoMemLimit  = defaultMemoryLimit * 9 / 10
+)
 
 // fleetScrape is what one scrape of the fleet saw.
 type fleetScrape struct {
@@ -442,7 +456,14 @@ func benchFleet(b *testing.B, sc fleetScenario) {
 
 	// Warm-up: the cold scrape, then scrapes one interval apart until every
 	// healthy host is Ready (at most ten), so the kept connections are
-	// established.
+	// established. Profiled apart from the steady scrapes: it is the dials'.
+	profileDir := os.Getenv(fleetProfileEnv)
+	prefix := filepath.Join(profileDir, strings.NewReplacer("/", "_", "=", "").Replace(b.Name()))
+	if profileDir != "" {
+		stop := startCPUProfile(b, prefix+".cold-cpu.pprof")
+		defer func() { stop() }()
+	}
+	coldCPU := cpuTime()
 	first := scrape()
 	next := time.Now().Add(header - first.wall)
 	wait := func() {
@@ -456,6 +477,7 @@ func benchFleet(b *testing.B, sc fleetScenario) {
 		wait()
 		left = scrape().notReady
 	}
+	coldCPU = cpuTime() - coldCPU
 	// The last answer's buffer is not the hosts' to carry.
 	answer = bytes.Buffer{}
 	debug.FreeOSMemory()
@@ -473,19 +495,15 @@ func benchFleet(b *testing.B, sc fleetScenario) {
 		walls = append(walls, s.wall)
 	}
 	rssSettled, peakSettled := rss(b), peakRSS(b)
+	if sc.memLimit > 0 && sc.settle > 0 && rssSettled >= defaultMemoryLimit {
+		b.Errorf("resident memory %d MiB after %d steady scrapes with GOMEMLIMIT %d MiB: the default Deployment's limit is %d MiB",
+			rssSettled>>20, sc.settle, sc.memLimit>>20, defaultMemoryLimit>>20)
+	}
 
-	if dir := os.Getenv(fleetProfileEnv); dir != "" {
-		prefix := filepath.Join(dir, strings.NewReplacer("/", "_", "=", "").Replace(b.Name()))
+	if profileDir != "" {
+		pprof.StopCPUProfile()
 		writeProfiles(b, prefix)
-		f, err := os.Create(prefix + ".steady-cpu.pprof")
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			b.Fatal(err)
-		}
-		defer f.Close()
-		defer pprof.StopCPUProfile()
+		defer startCPUProfile(b, prefix+".steady-cpu.pprof")()
 	}
 
 	dialsBefore, rpcsBefore := dials.Load(), rpcs.Load()
@@ -540,18 +558,24 @@ func benchFleet(b *testing.B, sc fleetScenario) {
 	cachedCPU := cpuTime() - cpuBefore
 	cachedWall := time.Since(wallBefore)
 
-	logged := 0
-	for w, k := range why {
-		if logged++; logged > 10 {
-			b.Logf("and %d other messages", len(why)-10)
+	// The benchmark's log keeps 10 lines: the dial queue, what was logged
+	// at info, then the commonest messages of healthy hosts not Ready.
+	if checker != nil {
+		q := checker.dials
+		q.mu.Lock()
+		b.Logf("dial queue: at most %d dials at once, %d of failing hosts; window at most %d, halved %d times, %d at the end",
+			q.maxRunning, q.maxFailingAtOnce, q.maxWindow, q.shrinks, q.window)
+		q.mu.Unlock()
+	}
+	b.Logf("logged at info or above: %s", logs.summary())
+	msgs := slices.SortedFunc(maps.Keys(why), func(a, b string) int { return cmp.Compare(why[b], why[a]) })
+	for i, w := range msgs {
+		if i == 7 {
+			b.Logf("and %d other messages", len(msgs)-7)
 			break
 		}
-		b.Logf("%d× not Ready: %s", k, w)
+		b.Logf("%d× not Ready: %s", why[w], w)
 	}
-	if checker != nil {
-		b.Logf("dial queue: at most %d dials at once, %d of failing hosts", checker.dials.maxRunning, checker.dials.maxFailingAtOnce)
-	}
-	logs.report(b)
 	// Reported after the loop: b.Loop resets the timer, which drops the
 	// metrics reported before it.
 	b.ReportMetric(first.wall.Seconds(), "cold-s")
@@ -575,6 +599,8 @@ func benchFleet(b *testing.B, sc fleetScenario) {
 	b.ReportMetric(median.Seconds()*1000, "median-ms")
 	b.ReportMetric(float64(extraDials), "extra-dials")
 	b.ReportMetric(float64(extraSessions), "extra-sessions")
+	b.ReportMetric(float64(logs.count(dropLogged)), "drops-logged")
+	b.ReportMetric(coldCPU.Seconds(), "warmup-cpu-s")
 	if sc.settle > 0 {
 		b.ReportMetric(float64(rssSettled)/(1<<20), "rss-MiB")
 		b.ReportMetric(float64(peakSettled)/(1<<20), "peak-rss-MiB")
@@ -621,12 +647,15 @@ func (h *countingHandler) count(msg string) int {
 	return n
 }
 
-func (h *countingHandler) report(b *testing.B) {
+// summary lists what was logged, by message and reason, with counts.
+func (h *countingHandler) summary() string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	var parts []string
 	for _, k := range slices.Sorted(maps.Keys(h.counts)) {
-		b.Logf("logged %d× at info or above: %s", h.counts[k], k)
+		parts = append(parts, fmt.Sprintf("%d× %s", h.counts[k], k))
 	}
+	return strings.Join(parts, "; ")
 }
 
 // encodeText writes the results in the text format the way /metrics
@@ -648,6 +677,23 @@ func encodeText(w io.Writer, res []collector.ProviderResult) error {
 // it is warmed up (what each kept host holds), and a CPU profile of the
 // scrapes after that (steady and cached).
 const fleetProfileEnv = "KVM_FLEET_PROFILE_DIR"
+
+// startCPUProfile profiles the CPU into path until the returned function is
+// called.
+func startCPUProfile(b *testing.B, path string) func() {
+	b.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		b.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}
+}
 
 func writeProfiles(b *testing.B, prefix string) {
 	b.Helper()

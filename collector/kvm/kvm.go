@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"sync"
 	"time"
 
@@ -29,8 +30,9 @@ var (
 type Checker struct {
 	hosts  []*host
 	byName map[string]*host
-	// dials runs the dials, at most max_concurrent_dials at once; checks
-	// on kept connections do not wait for it.
+	// dials runs the dials, as many at once as its window allows and at
+	// most max_concurrent_dials; checks on kept connections do not wait
+	// for it.
 	dials *dialQueue
 	// dialTimeout bounds one dial (dial_timeout), whatever is left of the
 	// scrape's budget, so a host that hangs mid-dial gives its slot back
@@ -250,7 +252,7 @@ func (c *Checker) Check(ctx context.Context, logger *slog.Logger, target string)
 	if collector.Ended(ctx) {
 		// Binding a call to a context that is already over would close
 		// the kept connection for nothing.
-		r.reason, r.err = collector.ReasonTimeout, fmt.Errorf("no time left for the check: %w", context.Cause(ctx))
+		r.reason, r.err = collector.ReasonTimeout, fmt.Errorf("no time left for the check: %w", endedCause(ctx))
 		return h.verdict(logger, r)
 	}
 	s, kept, transient, err := c.session(ctx, logger, h)
@@ -264,7 +266,7 @@ func (c *Checker) Check(ctx context.Context, logger *slog.Logger, target string)
 	if collector.Ended(ctx) {
 		// The dial ended as the deadline came: a call now would have no
 		// time to answer and would cost the new connection.
-		r.reason, r.err = collector.ReasonTimeout, fmt.Errorf("connected, but no time was left for the check: %w", context.Cause(ctx))
+		r.reason, r.err = collector.ReasonTimeout, fmt.Errorf("connected, but no time was left for the check: %w", endedCause(ctx))
 		return h.verdict(logger, r)
 	}
 	r.reason, r.state, r.info, r.handle, r.err = c.checkPool(ctx, logger, h, s, kept)
@@ -364,9 +366,12 @@ func (c *Checker) queueDial(h *host, logger *slog.Logger) *dialJob {
 
 // runDial dials for j in a dial worker, bound to dial_timeout and the
 // checker's life but not to the check that queued it, keeps the session,
-// and keeps count of the host's failed dials for its backoff.
-func (c *Checker) runDial(j *dialJob) {
+// and keeps count of the host's failed dials for its backoff. It tells the
+// dial queue how the dial went, for its window.
+func (c *Checker) runDial(j *dialJob) dialOutcome {
+	start := time.Now()
 	s, err := c.dial(c.ctx, j.logger, j.h.set)
+	outcome := dialNeutral
 	h := j.h
 	h.mu.Lock()
 	switch {
@@ -378,6 +383,9 @@ func (c *Checker) runDial(j *dialJob) {
 		}
 		s, err = nil, errClosed
 	case err != nil:
+		if !j.failing && dialTimedOutErr(err) {
+			outcome = dialTimedOut
+		}
 		var de *dialError
 		if errors.As(err, &de) && de.Stage != stageMaterial {
 			// Only a dial that went to the network took a slot; a
@@ -394,9 +402,21 @@ func (c *Checker) runDial(j *dialJob) {
 		h.version = s.version
 		h.sess = s
 		j.logger.Debug("connected", "libvirtVersion", s.version)
+		outcome = dialSlow
+		if time.Since(start) < c.dialTimeout/fastDialShare {
+			outcome = dialFast
+		}
 	}
 	h.mu.Unlock()
 	c.endDial(j, s, err)
+	return outcome
+}
+
+// dialTimedOutErr tells whether a dial ran out of time: dial_timeout, the
+// server's silence, or a TCP connect that timed out.
+func dialTimedOutErr(err error) bool {
+	var silent *silentServerError
+	return errors.Is(err, &dialTimeoutError{}) || errors.As(err, &silent) || errors.Is(err, os.ErrDeadlineExceeded)
 }
 
 // endDial hands j's outcome to the checks waiting for it.

@@ -57,7 +57,9 @@ func (h *callLog) Handle(ctx context.Context, r slog.Record) error {
 func (h *callLog) WithAttrs(as []slog.Attr) slog.Handler {
 	return &callLog{next: h.next.WithAttrs(as), rec: h.rec}
 }
-func (h *callLog) WithGroup(g string) slog.Handler { return &callLog{next: h.next.WithGroup(g), rec: h.rec} }
+func (h *callLog) WithGroup(g string) slog.Handler {
+	return &callLog{next: h.next.WithGroup(g), rec: h.rec}
+}
 
 // take returns the calls recorded since the last take.
 func (h *callLog) take() string {
