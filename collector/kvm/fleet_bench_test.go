@@ -459,9 +459,9 @@ func benchFleet(b *testing.B, sc fleetScenario) {
 	// established. Profiled apart from the steady scrapes: it is the dials'.
 	profileDir := os.Getenv(fleetProfileEnv)
 	prefix := filepath.Join(profileDir, strings.NewReplacer("/", "_", "=", "").Replace(b.Name()))
+	stopCold := func() {}
 	if profileDir != "" {
-		stop := startCPUProfile(b, prefix+".cold-cpu.pprof")
-		defer func() { stop() }()
+		stopCold = startCPUProfile(b, prefix+".cold-cpu.pprof")
 	}
 	coldCPU := cpuTime()
 	first := scrape()
@@ -478,6 +478,7 @@ func benchFleet(b *testing.B, sc fleetScenario) {
 		left = scrape().notReady
 	}
 	coldCPU = cpuTime() - coldCPU
+	stopCold()
 	// The last answer's buffer is not the hosts' to carry.
 	answer = bytes.Buffer{}
 	debug.FreeOSMemory()
@@ -501,7 +502,6 @@ func benchFleet(b *testing.B, sc fleetScenario) {
 	}
 
 	if profileDir != "" {
-		pprof.StopCPUProfile()
 		writeProfiles(b, prefix)
 		defer startCPUProfile(b, prefix+".steady-cpu.pprof")()
 	}
