@@ -213,6 +213,7 @@ type fleetScenario struct {
 	hung, missing, drop int  // percent of the hosts
 	knownHostsPad       int  // extra known_hosts lines, for hosts not checked
 	freeMemory          bool // min_free_memory set: one more RPC a check
+	placement           bool // volume and network set: one more RPC a check each
 	// header is the scrape header (and the interval of the warm-up
 	// scrapes); 0 is fleetHeader.
 	header time.Duration
@@ -240,6 +241,9 @@ func (sc fleetScenario) String() string {
 	}
 	if sc.freeMemory {
 		name += "/min_free_memory"
+	}
+	if sc.placement {
+		name += "/volume+network"
 	}
 	if sc.header != 0 && sc.header != fleetHeader {
 		name += fmt.Sprintf("/header=%s", sc.header)
@@ -273,6 +277,7 @@ func BenchmarkFleet(b *testing.B) {
 		{hosts: 1},
 		{hosts: 100, settle: 50},
 		{hosts: 100, freeMemory: true},
+		{hosts: 100, placement: true},
 		{hosts: 100, knownHostsPad: 4900},
 		{hosts: 1000, settle: 50},
 		{hosts: 1000, knownHostsPad: 4000},
@@ -353,6 +358,10 @@ func benchFleet(b *testing.B, sc fleetScenario) {
 		if sc.freeMemory {
 			// Below what the fake reports: the host stays Ready.
 			host.MinFreeMemory, host.MinFreeMemoryBytes = "1GiB", 1<<30
+		}
+		if sc.placement {
+			// A volume and an active network the fake has: Ready.
+			host.Volume, host.Network = "proxy-base.qcow2", "proxies"
 		}
 		cfg.Hosts = append(cfg.Hosts, host)
 	}
