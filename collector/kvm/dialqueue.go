@@ -65,8 +65,8 @@ const (
 // from the healthy ones. Workers exist only while there is work: an idle
 // entry has no dial goroutine.
 type dialQueue struct {
-	max, floor int                        // max_concurrent_dials; the window's least
-	run        func(*dialJob) dialOutcome // dials and ends the job
+	most, floor int                        // max_concurrent_dials; the window's least
+	run         func(*dialJob) dialOutcome // dials and ends the job
 
 	mu               sync.Mutex
 	window           int
@@ -82,9 +82,9 @@ type dialQueue struct {
 	shrinks          int          // times the window was halved, for the benchmark
 }
 
-func newDialQueue(max int, run func(*dialJob) dialOutcome) *dialQueue {
-	floor := min(startWindow, max)
-	return &dialQueue{max: max, floor: floor, window: floor, maxWindow: floor, run: run}
+func newDialQueue(most int, run func(*dialJob) dialOutcome) *dialQueue {
+	floor := min(startWindow, most)
+	return &dialQueue{most: most, floor: floor, window: floor, maxWindow: floor, run: run}
 }
 
 // failingMax is how many slots hosts whose last dial failed may hold: half
@@ -96,7 +96,7 @@ func (q *dialQueue) failingMax() int { return max(1, q.window/2) }
 func (q *dialQueue) adapt(o dialOutcome) {
 	switch o {
 	case dialFast:
-		q.window = min(q.max, q.window+1)
+		q.window = min(q.most, q.window+1)
 		q.maxWindow = max(q.maxWindow, q.window)
 	case dialTimedOut:
 		if w := max(q.floor, q.window/2); w < q.window {
