@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // dialJob is one dial of one host (docs/configuration.md: "KVM"). The first check that
@@ -34,26 +35,39 @@ var errClosed = errors.New("checker closed")
 
 // dialOutcome is what a finished dial says about how many dials may run at
 // once (dialQueue's window).
-type dialOutcome int
+type dialOutcome struct {
+	kind dialKind
+	took time.Duration // of an established dial
+}
+
+type dialKind int
 
 const (
-	dialNeutral  dialOutcome = iota // failed for a reason of the host's (refused, key, auth...)
-	dialFast                        // established within fastDialShare of dial_timeout
-	dialSlow                        // established, but slowly
+	dialNeutral     dialKind = iota // failed for a reason of the host's (refused, key, auth...), or closed
+	dialEstablished                 // the connection is up
 	dialTimedOut                    // a fresh host's dial ran out of time
 )
 
 // The dial window (docs/scaling.md: "Cold start"): how many dials may run at
 // once, between startWindow (or max_concurrent_dials, if lower) and
-// max_concurrent_dials. It starts there, grows by one with every dial that
-// is established quickly, and halves, down to where it started, with every
-// dial of a fresh host that times out: many dials that succeed fast mean the
-// network and the exporter keep up, and timeouts mean they may not (or that
-// hosts hang, which the window at its start has always coped with).
+// max_concurrent_dials. It starts there and moves with what dials take:
+//   - a dial established quickly, within slowFactor/2 times the quickest
+//     dial this entry has made (and within a quarter of dial_timeout),
+//     widens it by one: the network, the hosts and the exporter keep up;
+//   - a dial established slowly, beyond slowFactor times the quickest,
+//     narrows it by one: more dials at once would only make each slower
+//     (an exporter short of CPU, a congested link), and would take the CPU
+//     the first checks of the hosts already connected need;
+//   - a dial of a host not known to fail that times out halves it: the
+//     network or the hosts may not keep up, or hosts hang, which the window
+//     at its start has always coped with.
+//
+// It never goes below where it started.
 const (
 	startWindow = 16
-	// fastDialShare: a dial established within dial_timeout/fastDialShare
-	// is fast, the same quarter a server has to send its identification.
+	slowFactor  = 4
+	// fastDialShare: a dial is never quick beyond dial_timeout/fastDialShare,
+	// the quarter a server has to send its identification.
 	fastDialShare = 4
 )
 
@@ -66,13 +80,15 @@ const (
 // entry has no dial goroutine.
 type dialQueue struct {
 	most, floor int                        // max_concurrent_dials; the window's least
+	quickLimit  time.Duration              // dial_timeout/fastDialShare
 	run         func(*dialJob) dialOutcome // dials and ends the job
 
 	mu               sync.Mutex
 	window           int
-	fresh, failing   []*dialJob // waiting, oldest first
-	running          int        // workers, each dialing one job
-	runningFailing   int        // of which for failing hosts
+	quickest         time.Duration // of the dials established so far
+	fresh, failing   []*dialJob    // waiting, oldest first
+	running          int           // workers, each dialing one job
+	runningFailing   int           // of which for failing hosts
 	closed           bool
 	workers          sync.WaitGroup
 	queuedTotal      atomic.Int64 // jobs ever queued, for tests
@@ -82,9 +98,9 @@ type dialQueue struct {
 	shrinks          int          // times the window was halved, for the benchmark
 }
 
-func newDialQueue(most int, run func(*dialJob) dialOutcome) *dialQueue {
+func newDialQueue(most int, dialTimeout time.Duration, run func(*dialJob) dialOutcome) *dialQueue {
 	floor := min(startWindow, most)
-	return &dialQueue{most: most, floor: floor, window: floor, maxWindow: floor, run: run}
+	return &dialQueue{most: most, floor: floor, quickLimit: dialTimeout / fastDialShare, window: floor, maxWindow: floor, run: run}
 }
 
 // failingMax is how many slots hosts whose last dial failed may hold: half
@@ -94,10 +110,18 @@ func (q *dialQueue) failingMax() int { return max(1, q.window/2) }
 
 // adapt moves the window after a dial. Called with mu held.
 func (q *dialQueue) adapt(o dialOutcome) {
-	switch o {
-	case dialFast:
-		q.window = min(q.most, q.window+1)
-		q.maxWindow = max(q.maxWindow, q.window)
+	switch o.kind {
+	case dialEstablished:
+		if q.quickest == 0 || o.took < q.quickest {
+			q.quickest = o.took
+		}
+		switch {
+		case o.took <= q.quickest*slowFactor/2 && o.took < q.quickLimit:
+			q.window = min(q.most, q.window+1)
+			q.maxWindow = max(q.maxWindow, q.window)
+		case o.took > q.quickest*slowFactor:
+			q.window = max(q.floor, q.window-1)
+		}
 	case dialTimedOut:
 		if w := max(q.floor, q.window/2); w < q.window {
 			q.window = w

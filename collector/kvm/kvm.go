@@ -170,7 +170,7 @@ func New(cfg *config.KVM, logger *slog.Logger, opts ...Option) (*Checker, error)
 	for _, o := range opts {
 		o(c)
 	}
-	c.dials = newDialQueue(dials, c.runDial)
+	c.dials = newDialQueue(dials, dialTimeout, c.runDial)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	for _, h := range cfg.Hosts {
 		if _, dup := c.byName[h.Name]; dup {
@@ -371,7 +371,7 @@ func (c *Checker) queueDial(h *host, logger *slog.Logger) *dialJob {
 func (c *Checker) runDial(j *dialJob) dialOutcome {
 	start := time.Now()
 	s, err := c.dial(c.ctx, j.logger, j.h.set)
-	outcome := dialNeutral
+	outcome := dialOutcome{kind: dialNeutral}
 	h := j.h
 	h.mu.Lock()
 	switch {
@@ -384,7 +384,7 @@ func (c *Checker) runDial(j *dialJob) dialOutcome {
 		s, err = nil, errClosed
 	case err != nil:
 		if !j.failing && dialTimedOutErr(err) {
-			outcome = dialTimedOut
+			outcome.kind = dialTimedOut
 		}
 		var de *dialError
 		if errors.As(err, &de) && de.Stage != stageMaterial {
@@ -402,10 +402,7 @@ func (c *Checker) runDial(j *dialJob) dialOutcome {
 		h.version = s.version
 		h.sess = s
 		j.logger.Debug("connected", "libvirtVersion", s.version)
-		outcome = dialSlow
-		if time.Since(start) < c.dialTimeout/fastDialShare {
-			outcome = dialFast
-		}
+		outcome = dialOutcome{kind: dialEstablished, took: time.Since(start)}
 	}
 	h.mu.Unlock()
 	c.endDial(j, s, err)
