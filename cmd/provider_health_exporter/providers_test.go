@@ -45,7 +45,7 @@ kvm:
 		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		cfg, err := config.Load(path)
+		cfg, err := config.Load(path, collector.Sections(builtinKinds()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -138,7 +138,7 @@ kvm:
     private_key_file: KEY
     min_free_memory: 4GiB
     hosts: [{address: 127.0.0.1:22}]
-`, "KEY", key)))
+`, "KEY", key)), collector.Sections(builtinKinds()))
 	if err != nil {
 		t.Fatal(err)
 	}

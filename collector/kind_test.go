@@ -1,0 +1,116 @@
+package collector
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/egress-proxies/provider_health_exporter/config"
+)
+
+// toyEntry and toyChecker are a kind's own types, which NewKind's
+// functions take and return as they are.
+type toyEntry struct {
+	Name         string `yaml:"name"`
+	Opt          bool   `yaml:"opt"`
+	config.Check `yaml:",inline"`
+}
+
+func (e *toyEntry) EntryName() string          { return e.Name }
+func (e *toyEntry) ResolvePaths(func(*string)) {}
+func (e *toyEntry) Validate(string) error      { return nil }
+func (e *toyEntry) TargetCount() int           { return 1 }
+
+type otherEntry struct{ toyEntry }
+
+type toyChecker struct{ entry *toyEntry }
+
+func (c *toyChecker) Targets() []Target { return one(c.entry.Name) }
+func (c *toyChecker) Check(context.Context, *slog.Logger, string) Verdict {
+	return Verdict{Reason: ReasonReady}
+}
+
+const reasonOptIn Reason = "OptIn"
+
+func toyDef() KindOf[*toyEntry, *toyChecker] {
+	return KindOf[*toyEntry, *toyChecker]{
+		Section: config.Section{Kind: "toy", New: func() config.Entry { return &toyEntry{} }},
+		Reasons: append(BaseReasons(), ReasonDef{reasonOptIn, true}, UnknownReason()),
+		NewChecker: func(e *toyEntry, _ *slog.Logger, _ ...Option) (*toyChecker, error) {
+			if e.Name == "fail" {
+				return nil, errors.New("cannot build")
+			}
+			return &toyChecker{entry: e}, nil
+		},
+		FileWarnings: func(e *toyEntry) []string { return Warnings(nil, errors.New("file of "+e.Name), nil) },
+		EntryReasons: func(e *toyEntry) ReasonSet {
+			if e.Opt {
+				return append(BaseReasons(), ReasonDef{reasonOptIn, true}, UnknownReason())
+			}
+			return append(BaseReasons(), UnknownReason())
+		},
+	}
+}
+
+// TestNewKind: the kind's functions get the entry as the kind's own type,
+// a failed build is a nil Checker with the error, and an entry of another
+// type is an error, never a panic.
+func TestNewKind(t *testing.T) {
+	t.Parallel()
+	k := NewKind(toyDef())
+	if err := k.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := k.NewChecker(&toyEntry{Name: "a"}, discard())
+	if err != nil || c.Targets()[0].Name != "a" {
+		t.Fatalf("NewChecker = %v, %v", c, err)
+	}
+	c, err = k.NewChecker(&toyEntry{Name: "fail"}, discard())
+	if err == nil || c != nil {
+		t.Errorf("a failed build gave %#v, %v; want a nil Checker and the error", c, err)
+	}
+	if _, err := k.NewChecker(&otherEntry{}, discard()); err == nil || !strings.Contains(err.Error(), "toy entry of type *collector.otherEntry") {
+		t.Errorf("NewChecker of another entry type: %v", err)
+	}
+	if got := k.FileWarnings(&toyEntry{Name: "a"}); len(got) != 1 || got[0] != "file of a" {
+		t.Errorf("FileWarnings = %q", got)
+	}
+	if k.EntryReasons(&toyEntry{}).Contains(reasonOptIn) || !k.EntryReasons(&toyEntry{Opt: true}).Contains(reasonOptIn) {
+		t.Error("EntryReasons does not follow the entry")
+	}
+	def := toyDef()
+	def.EntryReasons = nil
+	if got := NewKind(def).EntryReasons(&toyEntry{}); !got.Contains(reasonOptIn) {
+		t.Errorf("without EntryReasons an entry's set is the kind's; got %v", got.Reasons())
+	}
+}
+
+// TestKindValidate: what a kind lacks, or a section that makes entries of
+// another type than the kind's functions take, is an error naming the kind.
+func TestKindValidate(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		edit func(*KindOf[*toyEntry, *toyChecker])
+		want string
+	}{
+		{"no name", func(d *KindOf[*toyEntry, *toyChecker]) { d.Section.Kind = "" }, "kind has no name"},
+		{"no New", func(d *KindOf[*toyEntry, *toyChecker]) { d.Section.New = nil }, `kind "toy": kind has no Section.New`},
+		{"no checker", func(d *KindOf[*toyEntry, *toyChecker]) { d.NewChecker = nil }, `kind "toy": kind has no NewChecker`},
+		{"section of another type", func(d *KindOf[*toyEntry, *toyChecker]) {
+			d.Section.New = func() config.Entry { return &otherEntry{} }
+		}, `kind "toy": Section.New returns *collector.otherEntry, but the kind's functions take *collector.toyEntry`},
+		{"no Unknown", func(d *KindOf[*toyEntry, *toyChecker]) { d.Reasons = BaseReasons() }, `kind "toy": reason set lacks Unknown`},
+	} {
+		def := toyDef()
+		tc.edit(&def)
+		if err := NewKind(def).Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: Validate = %v, want %q", tc.name, err, tc.want)
+		}
+	}
+	if err := (Kind{}).Validate(); err == nil {
+		t.Error("the zero Kind is valid")
+	}
+}
