@@ -20,6 +20,7 @@ import (
 type Kind struct {
 	section      config.Section
 	reasons      ReasonSet
+	classifiers  []Classifier
 	newChecker   func(config.Entry, *slog.Logger, ...Option) (Checker, error)
 	fileWarnings func(config.Entry) []string
 	entryReasons func(config.Entry) ReasonSet
@@ -42,6 +43,11 @@ type KindOf[E config.Entry, C Checker] struct {
 	// Reasons is the kind's closed reason set with each reason's up flag,
 	// in the order docs/metrics.md lists them.
 	Reasons ReasonSet
+	// Classifiers are the shared classifiers the kind's checker calls
+	// (Transport). Their reasons are added to Reasons where it lacks them,
+	// so that no verdict they give is outside the set (docs/development.md:
+	// "Adding a provider").
+	Classifiers []Classifier
 	// NewChecker builds the checker of one entry of the section (the
 	// Entry its Section's New returned, validated); it does no network
 	// I/O. The logger carries the provider and name. A provider package's
@@ -65,11 +71,12 @@ type KindOf[E config.Entry, C Checker] struct {
 }
 
 // NewKind makes the Kind of def. What is wrong with def is said by the
-// Kind's Validate.
+// Kind's Validate, which the table of kinds runs at startup (NewTable).
 func NewKind[E config.Entry, C Checker](def KindOf[E, C]) Kind {
 	k := Kind{
 		section:     def.Section,
-		reasons:     def.Reasons,
+		reasons:     def.Reasons.With(def.Classifiers...),
+		classifiers: def.Classifiers,
 		multiTarget: def.MultiTarget,
 		entryType:   fmt.Sprintf("%T", *new(E)),
 		checkEntry:  func(e config.Entry) bool { _, ok := e.(E); return ok },
@@ -103,7 +110,8 @@ func NewKind[E config.Entry, C Checker](def KindOf[E, C]) Kind {
 			if err != nil {
 				return k.reasons
 			}
-			return def.EntryReasons(entry)
+			// The classifiers' reasons stay in every entry's set.
+			return def.EntryReasons(entry).With(def.Classifiers...)
 		}
 	}
 	return k
@@ -157,13 +165,17 @@ func (k Kind) FileWarnings(e config.Entry) []string {
 	return k.fileWarnings(e)
 }
 
-// Validate checks the kind's contract with the framework: a name, a
-// section whose entries are of the type the kind's functions take, a
-// checker, and a reason set the engine accepts. The error names the kind.
+// Validate checks the kind's contract with the framework: a name that is
+// a lowercase word, a section whose entries are of the type the kind's
+// functions take, a checker, and a reason set the engine accepts, with
+// the base reasons, the shared reasons' up flags and every reason its
+// classifiers can return. The error names the kind.
 func (k Kind) Validate() error {
 	var errs []error
 	if k.Name() == "" {
 		errs = append(errs, errors.New("kind has no name (Section.Kind)"))
+	} else if err := validKindName(k.Name()); err != nil {
+		errs = append(errs, err)
 	}
 	switch {
 	case k.section.New == nil:
@@ -177,8 +189,77 @@ func (k Kind) Validate() error {
 	if err := k.reasons.Validate(); err != nil {
 		errs = append(errs, err)
 	}
+	errs = append(errs, sharedReasons(k.reasons)...)
+	for _, c := range k.classifiers {
+		if err := c.Within(k.reasons); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("kind %q: %w", k.Name(), err)
+	}
+	return nil
+}
+
+// sharedReasons checks a kind's set against the shared vocabulary: it has
+// the base reasons, and a shared reason has the up flag it has in every
+// kind, since docs/metrics.md gives each reason one up value.
+func sharedReasons(set ReasonSet) []error {
+	var errs []error
+	for _, d := range BaseReasons() {
+		if !set.Contains(d.Reason) {
+			errs = append(errs, fmt.Errorf("reason set lacks %s, a base reason (start the set from BaseReasons())", d.Reason))
+		}
+	}
+	shared := HTTPReasons()
+	for _, d := range set {
+		if shared.Contains(d.Reason) && shared.Up(d.Reason) != d.Up {
+			errs = append(errs, fmt.Errorf("reason %s must have up=%v, as in every kind (docs/metrics.md: \"Reasons\")", d.Reason, shared.Up(d.Reason)))
+		}
+	}
+	return errs
+}
+
+// NewTable checks every kind of the exporter's table, and that their names
+// are unique and none is a name the file or collect[] already uses, and
+// returns the table: what main does first, so that a kind that breaks the
+// framework's contract stops the exporter with an error naming it instead
+// of giving wrong verdicts.
+func NewTable(kinds ...Kind) ([]Kind, error) {
+	var errs []error
+	seen := map[string]bool{}
+	for _, k := range kinds {
+		if err := k.Validate(); err != nil {
+			errs = append(errs, err)
+		}
+		if why, ok := reservedKindNames[k.Name()]; ok {
+			errs = append(errs, fmt.Errorf("kind %q: the name is taken by %s", k.Name(), why))
+		}
+		if seen[k.Name()] && k.Name() != "" {
+			errs = append(errs, fmt.Errorf("kind %q is in the table twice: a kind's name is its section's key and provider label, and must be unique", k.Name()))
+		}
+		seen[k.Name()] = true
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return kinds, nil
+}
+
+// reservedKindNames are the names a kind cannot have: the configuration
+// file's own section and collect[]'s value for the exporter's own metrics.
+var reservedKindNames = map[string]string{
+	"defaults": "the configuration file's defaults section",
+	"exporter": "collect[]=exporter, the exporter's own metrics",
+}
+
+// validKindName checks that a kind's name is a lowercase word: it is a
+// key of the file, a label value and a collect[] value.
+func validKindName(name string) error {
+	for i, c := range name {
+		if (c < 'a' || c > 'z') && (i == 0 || (c < '0' || c > '9') && c != '_') {
+			return fmt.Errorf("kind name %q is not a lowercase word (a-z, then a-z, 0-9 or _)", name)
+		}
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 
@@ -112,5 +113,98 @@ func TestKindValidate(t *testing.T) {
 	}
 	if err := (Kind{}).Validate(); err == nil {
 		t.Error("the zero Kind is valid")
+	}
+}
+
+// TestNewTable: the checks main runs on the table of kinds, each error
+// naming the kind.
+func TestNewTable(t *testing.T) {
+	t.Parallel()
+	named := func(name string) Kind {
+		def := toyDef()
+		def.Section.Kind = name
+		return NewKind(def)
+	}
+	if _, err := NewTable(named("a"), named("b")); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		kinds []Kind
+		want  string
+	}{
+		{[]Kind{named("web"), named("web")}, `kind "web" is in the table twice`},
+		{[]Kind{named("defaults")}, `kind "defaults": the name is taken by the configuration file's defaults section`},
+		{[]Kind{named("exporter")}, `kind "exporter": the name is taken by collect[]=exporter`},
+		{[]Kind{named("Web")}, `kind "Web": kind name "Web" is not a lowercase word`},
+		{[]Kind{named("a"), named("my kind")}, `kind "my kind": kind name "my kind" is not a lowercase word`},
+		{[]Kind{named("ok"), {}}, `kind "": kind has no name`},
+	} {
+		if _, err := NewTable(tc.kinds...); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("NewTable = %v, want %q", err, tc.want)
+		}
+	}
+}
+
+// TestKindReasonContracts: the base reasons, the shared reasons' up flags
+// and one-word CamelCase reasons are checked, with the kind named.
+func TestKindReasonContracts(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		reasons ReasonSet
+		want    string
+	}{
+		{"no DNSFailed", ReasonSet{{ReasonReady, true}, {ReasonTimeout, false}, {ReasonUnreachable, false}, UnknownReason()},
+			`kind "toy": reason set lacks DNSFailed, a base reason`},
+		{"Unreachable up", append(ReasonSet{{ReasonReady, true}, {ReasonTimeout, false}, {ReasonUnreachable, true}, {ReasonDNSFailed, false}}, UnknownReason()),
+			`kind "toy": reason Unreachable must have up=false, as in every kind`},
+		{"Unauthorized not up", append(BaseReasons(), ReasonDef{ReasonUnauthorized, false}, UnknownReason()),
+			`reason Unauthorized must have up=true`},
+		{"two words", append(BaseReasons(), ReasonDef{"Pool Full", true}, UnknownReason()), `reason "Pool Full" is not a CamelCase word`},
+		{"lower case", append(BaseReasons(), ReasonDef{"poolFull", true}, UnknownReason()), `reason "poolFull" is not a CamelCase word`},
+		{"Ready not up", append(append(ReasonSet{{ReasonReady, false}}, BaseReasons()[1:]...), UnknownReason()), `reason Ready must have up=true`},
+	} {
+		def := toyDef()
+		def.Reasons = tc.reasons
+		if err := NewKind(def).Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: Validate = %v, want %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// TestClassifierComposes: the docs' recipe, BaseReasons and a kind's own
+// reasons with the Transport classifier listed, gives a set that holds
+// every reason the classifier returns, in front of Unknown, and an
+// entry's set (EntryReasons) holds them too; a set that lacks them is an
+// error naming the classifier and the reasons.
+func TestClassifierComposes(t *testing.T) {
+	t.Parallel()
+	def := toyDef()
+	def.Classifiers = []Classifier{Transport}
+	k := NewKind(def)
+	if err := k.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for _, set := range []ReasonSet{k.Reasons(), k.EntryReasons(&toyEntry{}), k.EntryReasons(&toyEntry{Opt: true})} {
+		for _, d := range Transport.Reasons() {
+			if !set.Contains(d.Reason) || set.Up(d.Reason) != d.Up {
+				t.Errorf("set %v lacks %s (up=%v)", set.Reasons(), d.Reason, d.Up)
+			}
+		}
+		if last := set[len(set)-1].Reason; last != ReasonUnknown {
+			t.Errorf("set %v ends with %s, want Unknown", set.Reasons(), last)
+		}
+	}
+	if got := HTTPReasons().With(Transport); !slices.Equal(got, HTTPReasons()) {
+		t.Errorf("With changed a set that had every reason: %v", got.Reasons())
+	}
+	err := Transport.Within(append(BaseReasons(), UnknownReason()))
+	if err == nil || !strings.Contains(err.Error(), "classifier collector.Transport returns BadResponse, TLSError, which the reason set lacks") {
+		t.Errorf("Within = %v", err)
+	}
+	flags := HTTPReasons().Without(ReasonBadResponse)
+	flags = append(flags, ReasonDef{ReasonBadResponse, false})
+	if err := Transport.Within(flags); err == nil || !strings.Contains(err.Error(), "BadResponse must have up=true") {
+		t.Errorf("Within with a wrong up flag = %v", err)
 	}
 }

@@ -10,6 +10,8 @@ func Kind() collector.Kind {
 	return collector.NewKind(collector.KindOf[*config.GCP, *Checker]{
 		Section: config.GCPSection(),
 		Reasons: Reasons(),
+		// Transport classifies what fails below the HTTP status.
+		Classifiers: []collector.Classifier{collector.Transport},
 		// QuotaExhausted only where regions are checked (docs/configuration.md).
 		EntryReasons: func(g *config.GCP) collector.ReasonSet {
 			if len(g.Regions) > 0 {

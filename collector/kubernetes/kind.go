@@ -10,6 +10,8 @@ func Kind() collector.Kind {
 	return collector.NewKind(collector.KindOf[*config.Kubernetes, *Checker]{
 		Section: config.KubernetesSection(),
 		Reasons: Reasons(),
+		// Transport classifies what fails below the HTTP status.
+		Classifiers: []collector.Classifier{collector.Transport},
 		// QuotaExhausted only where quotas are checked (docs/configuration.md).
 		EntryReasons: func(k *config.Kubernetes) collector.ReasonSet {
 			if len(k.MinQuotaHeadroom) > 0 {
