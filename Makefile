@@ -28,7 +28,7 @@ build:
 	$(TOOLS) promu build --prefix .
 
 .PHONY: test
-test: deps lint cross unit exposition integration mixin-test
+test: deps lint cross unit toykind exposition integration mixin-test
 
 # The platforms of .promu.yml's crossbuild (and of the Dockerfile's buildx
 # build) other than CI's own: compiled once by `make test` so that a
@@ -46,6 +46,15 @@ cross:
 unit:
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
 	$(GO) -C $(VALIDATE) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+# The toy kind of docs/development.md's "Adding a provider" compiled into the
+# real binary (build tag toykind: internal/toykind and its row in
+# cmd/provider_health_exporter/kind_toykind.go) and run through it, beside
+# every other test of the command, which must not care how many kinds
+# there are.
+.PHONY: toykind
+toykind:
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -tags toykind ./cmd/provider_health_exporter/
 
 # Tests that run promtool carry the promtool build tag: the exposition
 # formats checked by the promtool of Prometheus 2.42 (Debian) and 3 (built by
@@ -65,11 +74,13 @@ lint:
 	$(GO) vet -tags integration ./collector/kvm/ ./collector/kubernetes/
 	$(GO) vet -tags e2e ./testdata/e2e/
 	$(GO) vet -tags promtool,browser ./cmd/... ./mixin/
+	$(GO) vet -tags toykind ./cmd/provider_health_exporter/
 	@# Another golangci-lint on the machine (a second checkout's make lint)
 	@# holds a lock: wait for it rather than fail.
 	$(TOOLS) golangci-lint run --allow-serial-runners ./...
 	$(TOOLS) golangci-lint run --allow-serial-runners --build-tags integration ./collector/kvm/ ./collector/kubernetes/
 	$(TOOLS) golangci-lint run --allow-serial-runners --build-tags promtool,browser ./cmd/... ./mixin/
+	$(TOOLS) golangci-lint run --allow-serial-runners --build-tags toykind ./cmd/provider_health_exporter/
 	@if ! command -v systemd-analyze >/dev/null; then \
 	  echo "systemd-analyze not found: skipping the check of deploy/systemd (Debian package systemd)"; exit 0; fi; \
 	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
