@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // sections are the sections of this package's kinds that these tests
@@ -312,5 +314,25 @@ kvm:
 			t.Errorf("hosts[%d]: min_pool_available %d, min_free_memory %d; want %d, %d",
 				i, h.MinPoolAvailableBytes, h.MinFreeMemoryBytes, want.pool, want.mem)
 		}
+	}
+}
+
+// TestMarshalRedactsURLs: /config's text shows no URL userinfo or query
+// value, while the entry keeps them for its check.
+func TestMarshalRedactsURLs(t *testing.T) {
+	t.Parallel()
+	cfg, err := Parse([]byte("gcp:\n  - name: g\n    project: p\n    endpoint: https://user:s3cret@compute.example:8443/api?key=k3y#frag\n"), sections)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := yaml.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(out), "endpoint: https://compute.example:8443/api?key=xxxxx\n") || strings.Contains(string(out), "s3cret") || strings.Contains(string(out), "k3y") {
+		t.Errorf("marshalled configuration:\n%s", out)
+	}
+	if g := EntriesOf[*GCP](cfg, "gcp")[0]; g.Endpoint != "https://user:s3cret@compute.example:8443/api?key=k3y#frag" {
+		t.Errorf("the entry's endpoint became %q", g.Endpoint)
 	}
 }

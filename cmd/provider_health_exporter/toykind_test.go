@@ -84,6 +84,8 @@ func TestToyKindThroughTheBinary(t *testing.T) {
 		{"plain", "https://" + host + "/ok", long, collector.ReasonTLSError, false},
 		{"redirect", backend.URL + "/redirect", long, collector.ReasonBadResponse, true},
 		{"silent", "http://" + silent.Addr().String() + "/", "    timeout: 1s\n", collector.ReasonTimeout, false},
+		// Userinfo and a query value that no page or label may show.
+		{"secret", "http://toyuser:toypass@" + host + "/ok?token=toytoken", long, collector.ReasonReady, true},
 	}
 	section := "toy:\n"
 	for _, e := range entries {
@@ -212,6 +214,21 @@ func TestToyKindThroughTheBinary(t *testing.T) {
 
 	if _, body = get("/config"); !strings.Contains(body, "toy:\n    - name: ok\n") {
 		t.Errorf("/config lacks the toy section:\n%s", body)
+	}
+
+	// The address of every entry goes through one redaction: target_info,
+	// the status and /config show the secret entry's without userinfo or
+	// query value.
+	for _, path := range []string{"/metrics", "/api/v1/status", "/config", "/", "/probe?name=secret&debug=true"} {
+		_, body := get(path)
+		for _, secret := range []string{"toyuser", "toypass", "toytoken"} {
+			if strings.Contains(body, secret) {
+				t.Errorf("%s shows %s:\n%s", path, secret, body)
+			}
+		}
+	}
+	if want := `address="http://` + host + `/ok?token=xxxxx",name="secret"`; !strings.Contains(metrics, want) {
+		t.Errorf("/metrics lacks target_info{%s}", want)
 	}
 
 	// A reload adds an entry.
