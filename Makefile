@@ -61,6 +61,7 @@ toykind:
 # testdata/prometheus/build-prometheus.sh), and the mixin's tests (mixin-lint).
 .PHONY: exposition
 exposition:
+	PHE_PROMTOOL3="$$($(PROMETHEUS3) | sed -n 2p)" && test -n "$$PHE_PROMTOOL3" && export PHE_PROMTOOL3 && \
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -tags promtool -run 'TestExpositionFormats' ./cmd/provider_health_exporter/
 
 .PHONY: lint

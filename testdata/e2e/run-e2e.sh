@@ -31,7 +31,7 @@
 #     a real KVM host too (sshd + libvirtd of testdata/kvm/ctl.sh);
 #   - starts the exporter with a kubernetes entry (Ready), a gcp entry (Ready),
 #     a gcp entry with min_quota_headroom (QuotaExhausted), a kvm entry whose
-#     host is a closed loopback port (Unreachable) and, as root, a kvm entry
+#     host is a loopback port that refuses connections (Unreachable) and, as root, a kvm entry
 #     on the real host with min_pool_available 1000TiB (PoolFull), with
 #     an ssh-keygen key, HOME set to an empty directory and GCE_METADATA_HOST
 #     set to 127.0.0.1:1;
