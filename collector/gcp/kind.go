@@ -13,12 +13,12 @@ func Kind() collector.Kind {
 	return collector.Kind{
 		Section: config.GCPSection(),
 		Reasons: Reasons(),
-		// QuotaExhausted only where regions are checked (docs/configuration.md).
+		// The opt-in checks' reasons only where they are set (docs/configuration.md).
 		EntryReasons: func(e config.Entry) collector.ReasonSet {
-			if g, ok := e.(*config.GCP); ok && len(g.Regions) > 0 {
-				return Reasons()
+			if g, ok := e.(*config.GCP); ok {
+				return EntryReasons(g)
 			}
-			return Reasons().Without(ReasonQuotaExhausted)
+			return Reasons().Without(ReasonQuotaExhausted, ReasonRegionDown, ReasonImageUnavailable)
 		},
 		NewChecker: func(e config.Entry, logger *slog.Logger) (collector.Checker, error) {
 			c, ok := e.(*config.GCP)
