@@ -23,12 +23,14 @@ import (
 
 // TestGCPHostileAnswers runs the real binary against a Compute that answers
 // what the GCP checks must survive (docs/security.md: "What the exporter
-// bounds"): 20 regions each with a 4 MB quotaStatusWarning message (inside
-// the 4 MiB body limit), a NaN usage, a metric listed twice, a region DOWN
-// and an OBSOLETE source image, beside a healthy project. The process stays
-// up with its peak RSS (VmHWM) under the Deployment's 128 MiB, every page
-// answers within the scrape timeout, the hostile entry's message, details
-// and log stay bounded, and every other entry keeps its own verdict.
+// bounds"): 20 regions each with a 4 MB quotaStatusWarning message (over
+// the 256 KiB limit of a region's answer, inside the 4 MiB of any answer),
+// 20 regions each with a 200 KB one (inside both), a NaN usage, a metric
+// listed twice, a region DOWN and an OBSOLETE source image, beside a
+// healthy project. The process stays up with its peak RSS (VmHWM) under the
+// Deployment's 128 MiB, every page answers within the scrape timeout, the
+// hostile entries' messages, details and log stay bounded, and every other
+// entry keeps its own verdict.
 func TestGCPHostileAnswers(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -39,13 +41,16 @@ func TestGCPHostileAnswers(t *testing.T) {
 	}))
 	t.Cleanup(tokens.Close)
 
-	const warningSize = 4_000_000
-	warning, err := json.Marshal(map[string]any{"status": "UP", "quotaStatusWarning": map[string]any{
-		"code": "QUOTA_INFO_UNAVAILABLE", "message": strings.Repeat("w", warningSize),
-		"data": []map[string]string{{"key": "region", "value": "r"}}}})
-	if err != nil {
-		t.Fatal(err)
+	warning := func(size int) []byte {
+		b, err := json.Marshal(map[string]any{"status": "UP", "quotaStatusWarning": map[string]any{
+			"code": "QUOTA_INFO_UNAVAILABLE", "message": strings.Repeat("w", size),
+			"data": []map[string]string{{"key": "region", "value": "r"}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
 	}
+	bigWarning, warning200K := warning(4_000_000), warning(200_000)
 	quotas := func(status string, q ...string) string {
 		return `{"status":"` + status + `","quotas":[` + strings.Join(q, ",") + `]}`
 	}
@@ -70,9 +75,18 @@ func TestGCPHostileAnswers(t *testing.T) {
 			fmt.Fprint(w, `{"kind":"compute#instanceAggregatedList","items":{}}`)
 		case strings.HasPrefix(rest, "regions/"):
 			regionRequests.Add(1)
-			if project == "hostile" {
-				_, _ = w.Write(warning)
+			switch project {
+			case "hostile":
+				_, _ = w.Write(bigWarning)
 				return
+			case "chatty":
+				_, _ = w.Write(warning200K)
+				return
+			case "down":
+				if strings.HasSuffix(rest, "/us-central1") {
+					fmt.Fprint(w, okQuotas)
+					return
+				}
 			}
 			fmt.Fprint(w, regionAnswers[project])
 		case strings.HasPrefix(rest, "global/images/"):
@@ -97,7 +111,7 @@ func TestGCPHostileAnswers(t *testing.T) {
 	}
 	one := []string{"us-central1"}
 	cfgPath := filepath.Join(dir, "provider_health.yml")
-	writeFile(t, cfgPath, "gcp:\n"+entry("hostile", hostileRegions, "")+entry("good", one, "")+entry("nan", one, "")+
+	writeFile(t, cfgPath, "gcp:\n"+entry("hostile", hostileRegions, "")+entry("chatty", hostileRegions, "")+entry("good", one, "")+entry("nan", one, "")+
 		entry("duplicate", one, "")+entry("down", []string{"us-central1", "us-east4"}, "")+
 		entry("image", one, "    source_image: projects/debian-cloud/global/images/family/debian-12\n"))
 
@@ -122,6 +136,7 @@ func TestGCPHostileAnswers(t *testing.T) {
 		return resp.StatusCode, string(b)
 	}
 
+	startPeak := gcpPeakRSS(t, cmd.Process.Pid)
 	// Three live checks of every entry, and the pages that show them.
 	var metrics, status string
 	for range 3 {
@@ -136,13 +151,13 @@ func TestGCPHostileAnswers(t *testing.T) {
 			t.Fatalf("/: %d, %d bytes", code, len(page))
 		}
 	}
-	if n := regionRequests.Load(); n < 3*20 {
-		t.Errorf("%d regions.get, want every hostile region asked in each of 3 checks", n)
+	if n := regionRequests.Load(); n < 3*2*20 {
+		t.Errorf("%d regions.get, want every region of both hostile entries asked in each of 3 checks", n)
 	}
 
 	peak := gcpPeakRSS(t, cmd.Process.Pid)
-	t.Logf("exporter peak RSS (VmHWM) after 3 checks of 20 regions × 4 MB warnings: %d MiB; /api/v1/status %d bytes; log %d bytes",
-		peak>>20, len(status), len(logs.String()))
+	t.Logf("exporter peak RSS (VmHWM) after 3 checks of 20 regions × 4 MB and 20 × 200 KB warnings: %d MiB (%d MiB at start); /api/v1/status %d bytes; log %d bytes",
+		peak>>20, startPeak>>20, len(status), len(logs.String()))
 	if peak > 128<<20 {
 		t.Errorf("peak RSS %d MiB, over the Deployment's 128 MiB limit", peak>>20)
 	}
@@ -151,7 +166,8 @@ func TestGCPHostileAnswers(t *testing.T) {
 	}
 
 	for name, reason := range map[string]string{
-		"hostile":   "Ready",
+		"hostile":   "BadResponse",
+		"chatty":    "Ready",
 		"good":      "Ready",
 		"nan":       "Ready",
 		"duplicate": "QuotaExhausted",
@@ -175,24 +191,31 @@ func TestGCPHostileAnswers(t *testing.T) {
 	if !strings.Contains(metrics, `provider_health_gcp_quota_usage{metric="CPUS",name="duplicate",region="us-central1"} 24`) {
 		t.Error("duplicate: want CPUS exported once, as its exhausted listing")
 	}
-	// No region of the hostile entry has quota data: no series.
-	if strings.Contains(metrics, `name="hostile"`) && strings.Contains(metrics, `provider_health_gcp_quota_limit{metric="CPUS",name="hostile"`) {
-		t.Error("hostile: quota series without quota data")
+	// No region of the hostile entries has quota data: no series.
+	for _, name := range []string{"hostile", "chatty"} {
+		if strings.Contains(metrics, `provider_health_gcp_quota_limit{metric="CPUS",name="`+name+`"`) {
+			t.Errorf("%s: quota series without quota data", name)
+		}
 	}
 
-	var providers []struct {
-		Name    string `json:"name"`
-		Targets []struct {
-			Reason  string            `json:"reason"`
-			Message string            `json:"message"`
-			Details map[string]string `json:"details"`
-		} `json:"targets"`
+	var st struct {
+		Providers []struct {
+			Name    string `json:"name"`
+			Targets []struct {
+				Reason  string            `json:"reason"`
+				Message string            `json:"message"`
+				Details map[string]string `json:"details"`
+			} `json:"targets"`
+		} `json:"providers"`
 	}
-	if err := json.Unmarshal([]byte(status), &providers); err != nil {
+	if err := json.Unmarshal([]byte(status), &st); err != nil {
 		t.Fatalf("/api/v1/status: %v", err)
 	}
+	if len(st.Providers) != 7 {
+		t.Errorf("/api/v1/status lists %d entries, want 7", len(st.Providers))
+	}
 	const bound = collector.MaxProviderString + 64 // the cut marker
-	for _, p := range providers {
+	for _, p := range st.Providers {
 		if len(p.Targets) != 1 {
 			t.Fatalf("%s: %d targets", p.Name, len(p.Targets))
 		}
@@ -207,11 +230,16 @@ func TestGCPHostileAnswers(t *testing.T) {
 		}
 		switch p.Name {
 		case "hostile":
+			if !strings.Contains(tg.Message, "region test-region1 of project hostile") ||
+				!strings.Contains(tg.Message, "larger than the exporter's limit of 256 KiB for a region or an image") {
+				t.Errorf("hostile: message %.300q, want the first region and the limit named", tg.Message)
+			}
+		case "chatty":
 			if !strings.Contains(tg.Message, "no quota data for region test-region1: QUOTA_INFO_UNAVAILABLE: www") || !strings.Contains(tg.Message, "[cut: ") {
-				t.Errorf("hostile: message %.300q, want the warning, cut", tg.Message)
+				t.Errorf("chatty: message %.300q, want the warning, cut", tg.Message)
 			}
 			if d := tg.Details["region test-region20"]; !strings.Contains(d, "[cut: ") {
-				t.Errorf("hostile: details of test-region20 %.300q, want the warning, cut", d)
+				t.Errorf("chatty: details of test-region20 %.300q, want the warning, cut", d)
 			}
 		case "nan":
 			if !strings.Contains(tg.Message, "quota CPUS for region us-central1 has usage NaN") {
@@ -249,10 +277,11 @@ func TestGCPTooManyRegionsRefused(t *testing.T) {
 	cfgPath := filepath.Join(dir, "provider_health.yml")
 	writeFile(t, cfgPath, "gcp:\n  - name: crawl-prod\n    project: crawl-prod-123\n    regions: ["+strings.Join(regions, ", ")+
 		"]\n    min_quota_headroom: {CPUS: 8}\n")
-	want := `gcp[0] "crawl-prod": regions: 500 regions, more than the 64 an entry may check`
-	if _, err := config.Load(cfgPath); err == nil || !strings.Contains(err.Error(), want) {
-		t.Fatalf("config.Load: %v, want %q", err, want)
+	if _, err := config.Load(cfgPath); err == nil || !strings.Contains(err.Error(), `gcp[0] "crawl-prod": regions: 500 regions, more than the 64`) {
+		t.Fatalf("config.Load: %v, want the entry and regions named", err)
 	}
+	// The log quotes the entry's name; --config.check prints it as is.
+	const want = `regions: 500 regions, more than the 64 an entry may check`
 	for _, args := range [][]string{{"--config.check"}, {"--web.listen-address=127.0.0.1:0"}} {
 		cmd := exec.Command(binary(t), append(args, "--config.file="+cfgPath)...)
 		cmd.Env = append(os.Environ(), "HOME="+dir, "GCE_METADATA_HOST=127.0.0.1:1")

@@ -143,21 +143,26 @@ func TestRegionsConcurrency(t *testing.T) {
 // page and log line carried it whole.
 func huge(n int) string { return strings.Repeat("x", n) }
 
-// TestProviderStringsBounded: a 4 MB quotaStatusWarning message, a 4 MB
-// error message (list, regions.get and image) and a 4 MB instance name reach the
-// verdict, the details and the log cut to collector.MaxProviderString, with
-// the marker saying so.
+// TestProviderStringsBounded: a 4 MB error message or instance name in
+// the list call's answer (inside its 4 MiB limit), and a 200 KB quota
+// warning or error message in a regions.get or images.get answer (inside
+// their 256 KiB limit), reach the verdict, the details and the log cut to
+// collector.MaxProviderString, with the marker saying so; a region or image
+// answer over its limit is BadResponse naming the limit.
 func TestProviderStringsBounded(t *testing.T) {
 	t.Parallel()
-	const size = 4_000_000
-	errorBody := func(code int, reason string) []byte {
+	const big, small = 4_000_000, 200_000
+	errorBody := func(code, size int, reason string) []byte {
 		b, _ := json.Marshal(map[string]any{"error": map[string]any{"code": code, "message": huge(size),
 			"errors": []map[string]string{{"message": "m", "domain": "global", "reason": reason}}}})
 		return b
 	}
-	warning, _ := json.Marshal(map[string]any{"status": "UP", "quotaStatusWarning": map[string]any{"code": "QUOTA_INFO_UNAVAILABLE", "message": huge(size)}})
+	warning := func(size int) []byte {
+		b, _ := json.Marshal(map[string]any{"status": "UP", "quotaStatusWarning": map[string]any{"code": "QUOTA_INFO_UNAVAILABLE", "message": huge(size)}})
+		return b
+	}
 	instance, _ := json.Marshal(map[string]any{"kind": aggregatedListKind,
-		"items": map[string]any{"zones/us-central1-a": map[string]any{"instances": []map[string]string{{"name": huge(size)}}}}})
+		"items": map[string]any{"zones/us-central1-a": map[string]any{"instances": []map[string]string{{"name": huge(big)}}}}})
 	for _, tc := range []struct {
 		name                string
 		list, region, image []byte
@@ -165,12 +170,17 @@ func TestProviderStringsBounded(t *testing.T) {
 		regions             bool
 		sourceImage         bool
 		want                collector.Reason
+		message             string // in the message; "" = the cut marker
 	}{
-		{"instance name", instance, nil, nil, http.StatusOK, false, false, collector.ReasonReady},
-		{"list error", errorBody(403, "forbidden"), nil, nil, http.StatusForbidden, false, false, collector.ReasonForbidden},
-		{"quota status warning", nil, warning, nil, http.StatusOK, true, false, collector.ReasonReady},
-		{"regions.get error", nil, errorBody(500, "backendError"), nil, http.StatusInternalServerError, true, false, collector.ReasonServerError},
-		{"image not found", nil, nil, errorBody(404, "notFound"), http.StatusNotFound, false, true, ReasonImageUnavailable},
+		{"instance name", instance, nil, nil, http.StatusOK, false, false, collector.ReasonReady, ""},
+		{"list error", errorBody(403, big, "forbidden"), nil, nil, http.StatusForbidden, false, false, collector.ReasonForbidden, ""},
+		{"quota status warning", nil, warning(small), nil, http.StatusOK, true, false, collector.ReasonReady, ""},
+		{"regions.get error", nil, errorBody(500, small, "backendError"), nil, http.StatusInternalServerError, true, false, collector.ReasonServerError, ""},
+		{"image not found", nil, nil, errorBody(404, small, "notFound"), http.StatusNotFound, false, true, ReasonImageUnavailable, ""},
+		{"region answer over its limit", nil, warning(big), nil, http.StatusOK, true, false, collector.ReasonBadResponse,
+			"larger than the exporter's limit of 256 KiB for a region or an image"},
+		{"image answer over its limit", nil, nil, errorBody(404, big, "notFound"), http.StatusNotFound, false, true, collector.ReasonBadResponse,
+			"larger than the exporter's limit of 256 KiB for a region or an image"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -199,17 +209,22 @@ func TestProviderStringsBounded(t *testing.T) {
 				}
 			})
 			// Debug level: every log line a check can write.
-			c.logger = slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug}))
+			debug := slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug}))
+			c.logger = debug
 			ctx, cancel := context.WithTimeout(context.Background(), hang)
 			defer cancel()
-			v := c.Check(ctx, slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug})), TargetName)
+			v := c.Check(ctx, debug, TargetName)
 			if v.Reason != tc.want {
 				t.Errorf("got %s, want %s", v.Reason, tc.want)
 			}
 			// The marker adds a few bytes to the bound.
 			const bound = collector.MaxProviderString + 64
-			if len(v.Message) > bound || !strings.Contains(v.Message, "[cut: ") {
-				t.Errorf("message of %d bytes (bound %d), or without the cut marker: %.200q", len(v.Message), bound, v.Message)
+			want := tc.message
+			if want == "" {
+				want = "[cut: "
+			}
+			if len(v.Message) > bound || !strings.Contains(v.Message, want) {
+				t.Errorf("message of %d bytes (bound %d), or without %q: %.300q", len(v.Message), bound, want, v.Message)
 			}
 			if v.Facts != nil {
 				for k, d := range v.Facts.Details() {

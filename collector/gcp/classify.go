@@ -78,6 +78,10 @@ func classify(ctx context.Context, err error) (collector.Reason, string) {
 	if errors.As(err, &gerr) {
 		return classifyAPIError(gerr)
 	}
+	var tooLarge *answerTooLargeError
+	if errors.As(err, &tooLarge) {
+		return collector.ReasonBadResponse, fmt.Sprintf("Compute's answer was refused: %v", err)
+	}
 	// The body of a 200 did not decode into an aggregated list.
 	if errors.Is(err, proto.Error) {
 		return collector.ReasonBadResponse, fmt.Sprintf("Compute answered 200 with a body that is not an instance list: %v", err)

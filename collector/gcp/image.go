@@ -126,7 +126,7 @@ func replacement(st *ImageState) string {
 // fetchImage makes the one images.get, or images.getFromFamily for a
 // family, of a check.
 func (c *Checker) fetchImage(ctx context.Context, logger *slog.Logger, client *compute.ImagesClient) (*computepb.Image, error) {
-	id, done := c.deadlines.register(ctx)
+	id, done := c.deadlines.register(ctx, smallAnswerLimit)
 	defer done()
 	cctx := callctx.SetHeaders(ctx, checkIDHeader, id, fieldMaskHeader, imageFieldMask)
 	noRetry := gax.WithRetry(func() gax.Retryer { return nil })

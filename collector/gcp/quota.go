@@ -101,7 +101,7 @@ func (c *Checker) newRegionsClient(ctx context.Context, credsJSON []byte) (*comp
 func (c *Checker) fetchRegionQuotas(ctx context.Context, logger *slog.Logger, client *compute.RegionsClient, regions, metrics []string) ([]RegionQuota, error) {
 	// Get passes its context on, but deadlineTransport only lets a request
 	// through that carries the id of a check.
-	id, done := c.deadlines.register(ctx)
+	id, done := c.deadlines.register(ctx, smallAnswerLimit)
 	defer done()
 	cctx := callctx.SetHeaders(ctx, checkIDHeader, id, fieldMaskHeader, quotaFieldMask)
 	out := make([]RegionQuota, len(regions))
