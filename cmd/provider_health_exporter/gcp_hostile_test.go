@@ -277,7 +277,7 @@ func TestGCPTooManyRegionsRefused(t *testing.T) {
 	cfgPath := filepath.Join(dir, "provider_health.yml")
 	writeFile(t, cfgPath, "gcp:\n  - name: crawl-prod\n    project: crawl-prod-123\n    regions: ["+strings.Join(regions, ", ")+
 		"]\n    min_quota_headroom: {CPUS: 8}\n")
-	if _, err := config.Load(cfgPath); err == nil || !strings.Contains(err.Error(), `gcp[0] "crawl-prod": regions: 500 regions, more than the 64`) {
+	if _, err := config.Load(cfgPath, collector.Sections(builtinKinds())); err == nil || !strings.Contains(err.Error(), `gcp[0] "crawl-prod": regions: 500 regions, more than the 64`) {
 		t.Fatalf("config.Load: %v, want the entry and regions named", err)
 	}
 	// The log quotes the entry's name; --config.check prints it as is.
