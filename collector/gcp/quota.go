@@ -41,8 +41,8 @@ const quotaFieldMask = "quotas,quotaStatusWarning,status"
 
 // regionsConcurrency is how many regions.get of one check are in flight
 // at once (docs/security.md: "What the exporter bounds"): each answer may
-// be up to the body limit, and a long regions list would otherwise open as
-// many connections at the same moment.
+// be up to smallAnswerLimit, and a long regions list would otherwise open
+// as many connections at the same moment.
 const regionsConcurrency = 8
 
 // fieldMaskHeader is the header Google APIs read a field mask from.
