@@ -122,6 +122,7 @@ FUZZ_TARGETS := \
 	./collector/kvm:FuzzSSHMaterial \
 	./collector/gcp:FuzzErrorBody \
 	./collector/gcp:FuzzCredentialsJSON \
+	./collector/gcp:FuzzRegionAnswer \
 	./collector/kubernetes:FuzzKubeconfig \
 	./collector/kubernetes:FuzzExecCredential \
 	./collector:FuzzLimitedBody \

@@ -63,6 +63,12 @@ func TestLoadInvalid(t *testing.T) {
 			`line 11: gcp[1] "g2": unknown field "filters"; ` +
 			`line 17: kvm[0] "lab": hosts[0]: unknown field "port"; ` +
 			"line 14: kvm[0] \"lab\": max_concurrent_dials: cannot unmarshal !!str `many` into int",
+		// gcp: source_image's two forms, the cap on regions, no token in clear text.
+		"invalid-gcp-source-image.yml": `gcp[0] "crawl-prod": source_image: "https://www.googleapis.com/compute/v1/projects/debian-cloud/global/images/family/debian-12" ` +
+			`is neither projects/PROJECT/global/images/NAME nor projects/PROJECT/global/images/family/FAMILY`,
+		"invalid-gcp-too-many-regions.yml": `gcp[0] "crawl-prod": regions: 65 regions, more than the 64 an entry may check (Compute has about 40)`,
+		"invalid-gcp-http-endpoint.yml": `gcp[0] "crawl-prod": endpoint: "http://compute.example" is plain http, which would send the OAuth access token in clear text: ` +
+			`use https (plain http is accepted only to a loopback address such as 127.0.0.1, for tests)`,
 	} {
 		t.Run(file, func(t *testing.T) {
 			t.Parallel()

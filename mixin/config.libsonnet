@@ -60,6 +60,7 @@
       'Forbidden',
       'HostKeyMismatch',
       'HostKeyUnknown',
+      'ImageUnavailable',
       'InvalidRequest',
       'LibvirtConnectFailed',
       'NotFound',

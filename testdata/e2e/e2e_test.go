@@ -1049,10 +1049,11 @@ func newComputeAPI(t *testing.T, root string) *stubServer {
 	return newStub(t, "Compute API", false, func(w http.ResponseWriter, r *http.Request) error {
 		if r.Method == http.MethodGet && r.URL.Path == regionPath {
 			// regions.get of the QuotaExhausted entry, with the field mask
-			// that keeps only the quotas (the recorded body is the
-			// unmasked answer: the client ignores the rest).
-			if got := r.Header.Get("X-Goog-FieldMask"); got != "quotas,quotaStatusWarning" {
-				return fmt.Errorf("X-Goog-FieldMask %q, want quotas,quotaStatusWarning", got)
+			// that keeps only the quotas and the region's status (the
+			// recorded body is the unmasked answer: the client ignores the
+			// rest).
+			if got := r.Header.Get("X-Goog-FieldMask"); got != "quotas,quotaStatusWarning,status" {
+				return fmt.Errorf("X-Goog-FieldMask %q, want quotas,quotaStatusWarning,status", got)
 			}
 			if got := r.Header.Get("Authorization"); got != "Bearer "+accessToken {
 				return fmt.Errorf("Authorization %q", got)
