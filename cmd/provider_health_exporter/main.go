@@ -63,6 +63,10 @@ func run(args []string, stdout, stderr *os.File) int {
 	if *configCheck {
 		return checkConfig(builtinKinds(), *configFile, stdout, stderr)
 	}
+	if err := applyMemoryLimit(logger); err != nil {
+		logger.Error("invalid memory limit", "err", err)
+		return 1
+	}
 	if *timeoutOff < 0 {
 		logger.Error("--timeout-offset must not be negative", "value", *timeoutOff)
 		return 1
