@@ -37,11 +37,7 @@ import (
 )
 
 // kube-prometheus's Prometheus, as the API server sees its ServiceAccount.
-const (
-	prometheusUser = "system:serviceaccount:monitoring:prometheus-k8s"
-	// An API group no object of the repository belongs to.
-	operatorGroup = "monitoring.coreos.com"
-)
+const prometheusUser = "system:serviceaccount:monitoring:prometheus-k8s"
 
 var prometheusGroups = []string{"system:serviceaccounts", "system:serviceaccounts:monitoring", "system:authenticated"}
 
