@@ -580,7 +580,7 @@ func TestChartNotesNameTheImage(t *testing.T) {
 	for _, want := range []string{
 		"registry.example/egress-proxies/provider_health_exporter:" + releaseVersion(t),
 		"image.registry", "image.repository", "image.digest",
-		"docker buildx build --platform linux/amd64,linux/arm64", "make image-tarball",
+		"docker buildx build --platform linux/amd64,linux/arm64", "make image-oci", "crane push",
 	} {
 		if !strings.Contains(notes, want) {
 			t.Errorf("NOTES.txt lacks %q:\n%s", want, notes)
