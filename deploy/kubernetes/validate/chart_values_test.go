@@ -375,7 +375,7 @@ func TestChartHeadroomAndPlacementRoles(t *testing.T) {
 		t.Errorf("%d RoleBindings for %d Roles", len(c.roleBindings), len(want))
 	}
 	for _, rb := range c.roleBindings {
-		role, ok := c.roles[rb.RoleRef.Name]
+		role, ok := c.roles[rb.Namespace+"/"+rb.RoleRef.Name]
 		if !ok || role.Namespace != rb.Namespace || rb.RoleRef.Kind != "Role" {
 			t.Errorf("RoleBinding %s/%s refers to %s %s, not a Role of its namespace", rb.Namespace, rb.Name, rb.RoleRef.Kind, rb.RoleRef.Name)
 		}

@@ -79,8 +79,8 @@ type chartObjects struct {
 	configMaps         map[string]corev1.ConfigMap // by name
 	clusterRole        *rbacv1.ClusterRole
 	clusterRoleBinding *rbacv1.ClusterRoleBinding
-	roles              map[string]rbacv1.Role        // by name
-	roleBindings       map[string]rbacv1.RoleBinding // by name
+	roles              map[string]rbacv1.Role        // by namespace/name
+	roleBindings       map[string]rbacv1.RoleBinding // by namespace/name
 	networkPolicy      *networkingv1.NetworkPolicy
 	pdb                *policyv1.PodDisruptionBudget
 	serviceMonitor     *monitoringv1.ServiceMonitor
@@ -98,7 +98,7 @@ func renderChart(t *testing.T, values map[string]any) chartObjects {
 	c := chartObjects{all: objs, configMaps: map[string]corev1.ConfigMap{}, roles: map[string]rbacv1.Role{}, roleBindings: map[string]rbacv1.RoleBinding{}}
 	seen := map[string]bool{}
 	for _, o := range objs {
-		key := o.Kind + "/" + o.Metadata.Name
+		key := o.Kind + " " + o.Metadata.Namespace + "/" + o.Metadata.Name
 		if seen[key] {
 			t.Fatalf("the chart renders %s twice", key)
 		}
@@ -141,14 +141,14 @@ func decodeChartObject(c *chartObjects, o object) error {
 		if err := yaml.UnmarshalStrict(o.doc, &r); err != nil {
 			return fmt.Errorf("Role %s does not decode strictly: %w", o.Metadata.Name, err)
 		}
-		c.roles[r.Name] = r
+		c.roles[r.Namespace+"/"+r.Name] = r
 		return nil
 	case "RoleBinding":
 		var rb rbacv1.RoleBinding
 		if err := yaml.UnmarshalStrict(o.doc, &rb); err != nil {
 			return fmt.Errorf("RoleBinding %s does not decode strictly: %w", o.Metadata.Name, err)
 		}
-		c.roleBindings[rb.Name] = rb
+		c.roleBindings[rb.Namespace+"/"+rb.Name] = rb
 		return nil
 	case "NetworkPolicy":
 		c.networkPolicy = new(networkingv1.NetworkPolicy)
@@ -412,7 +412,7 @@ func TestChartRBAC(t *testing.T) {
 	if b.RoleRef.Name != c.clusterRole.Name || len(b.Subjects) != 1 || b.Subjects[0].Name != sa || b.Subjects[0].Namespace != chartNamespace || c.serviceAccount.Name != sa {
 		t.Errorf("ClusterRoleBinding %s binds %s to %s; the Pod runs as %s/%s", b.Name, b.RoleRef.Name, dump(b.Subjects), chartNamespace, sa)
 	}
-	name := c.deployment.Name + "-prometheus"
+	name := c.service.Namespace + "/" + c.deployment.Name + "-prometheus"
 	checkKubePrometheusRBAC(t, c.roles[name], c.roleBindings[name], c.service.Namespace)
 }
 

@@ -204,7 +204,9 @@ func TestSecuredScrapeAgainstTheExporter(t *testing.T) {
 			lb.Set(model.SchemeLabel, sc.Scheme.String())
 			lb.Set(model.JobLabel, "scrapeConfig/"+c.scrapeConfig.Namespace+"/"+c.scrapeConfig.Name)
 			pre := lb.Labels()
-			post, keep := relabel.Process(pre, rcs...)
+			pb := labels.NewBuilder(pre)
+			keep := relabel.ProcessBuilder(pb, rcs...)
+			post := pb.Labels()
 			if !keep {
 				t.Errorf("the relabelings drop %s", pre)
 				continue

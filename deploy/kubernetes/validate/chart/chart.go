@@ -72,8 +72,13 @@ func Lint(dir string, values map[string]any) []error {
 	return res.Errors
 }
 
-// Install runs `helm install --dry-run=client --namespace namespace name dir
-// --values values` with the Helm SDK's install action: what a user's helm
+// KubeVersion is the Kubernetes version a client-side install assumes:
+// the kube-apiserver of the integration tests.
+const KubeVersion = "v1.37.2"
+
+// Install runs `helm install --dry-run=client --kube-version KubeVersion
+// --namespace namespace name dir --values values` with the Helm SDK's
+// install action: what a user's helm
 // install does up to talking to a cluster (values.schema.json, rendering,
 // NOTES.txt). It returns the release's manifest and notes.
 func Install(ctx context.Context, dir, name, namespace string, values map[string]any) (manifest, notes string, err error) {
@@ -86,6 +91,13 @@ func Install(ctx context.Context, dir, name, namespace string, values map[string
 	in := action.NewInstall(cfg)
 	in.DryRunStrategy = action.DryRunClient
 	in.ReleaseName, in.Namespace = name, namespace
+	// A client-side dry-run knows no cluster: Helm would check the chart's
+	// kubeVersion against its default, v1.20, as `helm install
+	// --dry-run=client` without --kube-version does. The tests' API server
+	// is v1.37.
+	if in.KubeVersion, err = common.ParseKubeVersion(KubeVersion); err != nil {
+		return "", "", err
+	}
 	rel, err := in.RunWithContext(ctx, ch, values)
 	if err != nil {
 		return "", "", fmt.Errorf("helm install %s: %w", dir, err)
