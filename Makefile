@@ -46,6 +46,18 @@ cross:
 unit:
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
 	$(GO) -C $(VALIDATE) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+	$(GO) -C tools test -count=1 -timeout $(TEST_TIMEOUT) ./ocibuild/
+
+# The container image without a Docker daemon: the exporter cross-compiled
+# for the Dockerfile's platforms (linux/amd64, linux/arm64) with its flags,
+# in one multi-platform image written as an OCI image layout to IMAGE_OCI,
+# by tools/ocibuild (go-containerregistry, pinned in tools/go.mod). Push it
+# with `go tool -modfile=tools/go.mod crane push $(IMAGE_OCI) REGISTRY/REPO:TAG`
+# (docs/deployment.md: "The image").
+IMAGE_OCI ?= $(CURDIR)/.build/image-oci
+.PHONY: image-oci
+image-oci:
+	$(GO) -C tools run ./ocibuild -repo $(CURDIR) -out $(IMAGE_OCI)
 
 # The toy kind of docs/development.md's "Adding a provider" compiled into the
 # real binary (build tag toykind: internal/toykind and its row in
@@ -72,6 +84,8 @@ lint:
 	$(GO) vet $(PKGS)
 	$(GO) -C $(VALIDATE) vet ./...
 	$(GO) -C $(VALIDATE) vet -tags integration ./...
+	$(GO) -C $(VALIDATE) vet -tags promtool ./...
+	$(GO) -C tools vet ./ocibuild/
 	$(GO) vet -tags integration ./collector/kvm/ ./collector/kubernetes/
 	$(GO) vet -tags e2e ./testdata/e2e/
 	$(GO) vet -tags promtool,browser ./cmd/... ./mixin/
@@ -241,3 +255,5 @@ mixin-test: mixin-lint
 	$(PROMTOOL) test rules $(MIXIN_RULE_TESTS)
 	"$$($(PROMETHEUS3) | sed -n 2p)" test rules $(MIXIN_RULE_TESTS)
 	$(GO) test -count=1 -timeout 10m -tags promtool -run 'TestRuleTestsCatchBrokenRules|TestMultiClusterRuleTestsCatchBrokenRules' ./mixin/
+	@# The Helm chart's PrometheusRule with an alert's severity and for overridden from values.
+	$(GO) -C $(VALIDATE) test -count=1 -timeout 10m -tags promtool -run 'TestChartOverriddenRuleWithPromtool' ./...
