@@ -158,7 +158,7 @@ BROWSER_ARTIFACTS ?= $(CURDIR)/.artifacts/browser
 .PHONY: integration-browser
 integration-browser:
 	rm -rf $(BROWSER_ARTIFACTS)/_artifacts && mkdir -p $(BROWSER_ARTIFACTS)
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -tags browser -run '^TestStatusPageInBrowser$$' -v \
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -tags browser -run '^TestStatusPage(InBrowser|FleetInBrowser)$$' -v \
 	  -artifacts -outputdir $(BROWSER_ARTIFACTS) ./cmd/provider_health_exporter/
 
 # --- mixin ----------------------------------------------------------------
