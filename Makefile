@@ -3,8 +3,10 @@
 # `make test` runs every test: unit tests (with -race), the integration tests
 # against real sshd/libvirtd, kube-apiserver/etcd and Prometheus/Alertmanager
 # started by the scripts under testdata/, the status page in headless
-# Chromium, and the mixin's generation, lint and promtool tests. `make demo`
-# runs the exporter against real local sshd and libvirtd (as root on Debian).
+# Chromium, the demo, and the mixin's generation, lint and promtool tests.
+# `make demo` runs the exporter with entries of the three kinds, each Ready
+# and not: real sshd and libvirtd, real kube-apiserver and etcd, and a
+# loopback stand-in of the Compute API (as root on Debian).
 
 GO       ?= go
 GOFMT    ?= gofmt
@@ -64,6 +66,7 @@ lint:
 	$(GO) -C $(VALIDATE) vet -tags integration ./...
 	$(GO) vet -tags integration ./collector/kvm/ ./collector/kubernetes/
 	$(GO) vet -tags e2e ./testdata/e2e/
+	$(GO) vet -tags demo ./testdata/demo/ ./testdata/demo/compute-standin/
 	$(GO) vet -tags promtool,browser ./cmd/... ./mixin/
 	@# Another golangci-lint on the machine (a second checkout's make lint)
 	@# holds a lock: wait for it rather than fail.
@@ -131,12 +134,12 @@ deps:
 
 .PHONY: demo
 demo: deps
-	testdata/kvm/demo.sh
+	testdata/demo/demo.sh
 
 # --- integration tests against real components ---------------------------
 
 .PHONY: integration
-integration: integration-kvm integration-kubernetes integration-e2e integration-browser
+integration: integration-kvm integration-kubernetes integration-demo integration-e2e integration-browser
 
 .PHONY: integration-kvm
 integration-kvm:
@@ -145,6 +148,15 @@ integration-kvm:
 .PHONY: integration-kubernetes
 integration-kubernetes:
 	testdata/kubernetes/run-integration.sh
+
+# make demo's script run to the first Ready of each kind and stopped as
+# Ctrl-C stops it, every process it started checked gone (root). After
+# integration-kubernetes, which leaves kube-apiserver built; the test runs
+# the demo once more with a build that has not ended.
+.PHONY: integration-demo
+integration-demo:
+	testdata/kubernetes/build-apiserver.sh >/dev/null
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -tags demo -v ./testdata/demo/
 
 .PHONY: integration-e2e
 integration-e2e:
