@@ -48,7 +48,7 @@ type Checker struct {
 	logger *slog.Logger
 	// headroomSet are the parsed headroom keys (zero: none set).
 	headroomSet headroomSettings
-	// dialer opens every connection to the API server (WithDialer).
+	// dialer opens every connection to the API server (collector.WithDialer).
 	dialer *net.Dialer
 	// inCluster are the files of the in-cluster configuration.
 	inCluster inClusterFiles
@@ -61,24 +61,9 @@ type Checker struct {
 	host atomic.Pointer[string]
 }
 
-// Option adjusts a Checker.
-type Option func(*Checker)
-
-// WithDialer makes the checker open every connection to the API server with
-// d instead of the default dialer; d's Resolver resolves the server's name.
-// For private DNS, and for tests that must keep every packet on loopback.
-// A nil d keeps the default.
-func WithDialer(d *net.Dialer) Option {
-	return func(c *Checker) {
-		if d != nil {
-			c.dialer = d
-		}
-	}
-}
-
 // New builds the checker of one configured cluster. It does no I/O: the
 // configuration is read by the first check, under its deadline.
-func New(cfg *config.Kubernetes, logger *slog.Logger, opts ...Option) (*Checker, error) {
+func New(cfg *config.Kubernetes, logger *slog.Logger, opts ...collector.Option) (*Checker, error) {
 	if cfg == nil {
 		return nil, errors.New("kubernetes: nil configuration")
 	}
@@ -86,11 +71,9 @@ func New(cfg *config.Kubernetes, logger *slog.Logger, opts ...Option) (*Checker,
 	if err != nil {
 		return nil, err
 	}
-	c := &Checker{cfg: cfg, logger: logger, dialer: &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second},
+	c := &Checker{cfg: cfg, logger: logger,
+		dialer:    collector.Apply(opts).Dialer(&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}),
 		inCluster: defaultInCluster, headroomSet: hs}
-	for _, o := range opts {
-		o(c)
-	}
 	return c, nil
 }
 
