@@ -13,12 +13,10 @@ func Kind() collector.Kind {
 	return collector.Kind{
 		Section: config.KubernetesSection(),
 		Reasons: Reasons(),
-		// QuotaExhausted only where quotas are checked (docs/configuration.md).
+		// QuotaExhausted and AdmissionDenied only where their keys are set (docs/configuration.md).
 		EntryReasons: func(e config.Entry) collector.ReasonSet {
-			if k, ok := e.(*config.Kubernetes); ok && len(k.MinQuotaHeadroom) > 0 {
-				return Reasons()
-			}
-			return Reasons().Without(ReasonQuotaExhausted)
+			k, _ := e.(*config.Kubernetes)
+			return EntryReasons(k)
 		},
 		NewChecker: func(e config.Entry, logger *slog.Logger) (collector.Checker, error) {
 			c, ok := e.(*config.Kubernetes)
@@ -32,10 +30,11 @@ func Kind() collector.Kind {
 			if !ok {
 				return nil
 			}
+			var out []string
 			if err := CheckFiles(c); err != nil {
-				return []string{err.Error()}
+				out = append(out, err.Error())
 			}
-			return nil
+			return append(out, CheckPodTemplate(c)...)
 		},
 	}
 }
