@@ -131,7 +131,7 @@ func (c *Checker) Check(ctx context.Context, logger *slog.Logger, target string)
 	}
 	if c.placement != nil {
 		// Last, as the operator's create meets the cluster: after the
-		// list and the headroom (docs/configuration.md: "Placement").
+		// list and the headroom (docs/configuration.md: "Placement: pod_template").
 		v = c.dryRun(ctx, logger, cl, v)
 	}
 	v.Address = cl.host // the kubeconfig's server: target_info's address

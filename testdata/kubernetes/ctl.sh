@@ -5,8 +5,9 @@
 #   ctl.sh start <statedir> <kube-apiserver binary>
 #       generates a CA, the serving certificate (SAN 127.0.0.1, localhost), the
 #       service-account signing key and a static admin token; starts etcd and
-#       kube-apiserver (--authorization-mode=RBAC); waits for /readyz; writes
-#       <statedir>/env (PHE_K8S_SERVER, PHE_K8S_CA, PHE_K8S_ADMIN_TOKEN_FILE).
+#       kube-apiserver (--authorization-mode=RBAC, an audit log of every
+#       request's metadata); waits for /readyz; writes <statedir>/env
+#       (PHE_K8S_SERVER, PHE_K8S_CA, PHE_K8S_ADMIN_TOKEN_FILE, PHE_K8S_AUDIT_LOG).
 #   ctl.sh stop-apiserver <statedir>   stops kube-apiserver (tests: Unreachable)
 #   ctl.sh stop <statedir>             stops kube-apiserver, then etcd
 #
@@ -119,9 +120,25 @@ start() {
     >"$state/etcd.log" 2>&1 &
   echo $! >"$state/etcd.pid"
 
-  # Admission stays at the defaults (PodSecurity, ServiceAccount, ...): the
-  # manifests are checked by the plugins a real cluster runs. No controller
-  # manager, scheduler or kubelet: Pods stay Pending, which is all a list needs.
+  # The audit log records every request's metadata (user, verb, URI with
+  # its query), written before the request is handled (the log backend's
+  # default blocking mode): the pod_template tests read from it that the
+  # exporter's creates all carry dryRun=All.
+  cat >"$state/audit-policy.yaml" <<'EOF'
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [ResponseStarted]
+rules:
+  - level: Metadata
+EOF
+
+  # Admission stays at the defaults: the manifests are checked, and the
+  # pod_template dry runs judged, by the plugins a real cluster runs
+  # (NamespaceLifecycle, LimitRanger, ServiceAccount, PodSecurity,
+  # ResourceQuota, the admission webhooks and ValidatingAdmissionPolicy
+  # among them). No controller manager, scheduler or kubelet: Pods stay
+  # Pending, which is all a list needs, and tests create the default
+  # ServiceAccounts and write quota status themselves.
   "$apiserver" \
     --bind-address=127.0.0.1 --secure-port="$api_port" \
     --advertise-address=127.0.0.1 --endpoint-reconciler-type=none \
@@ -136,6 +153,7 @@ start() {
     --service-account-signing-key-file="$state/sa.key" \
     --service-cluster-ip-range=10.96.0.0/24 \
     --profiling=false \
+    --audit-policy-file="$state/audit-policy.yaml" --audit-log-path="$state/audit.log" \
     >"$state/apiserver.log" 2>&1 &
   echo $! >"$state/apiserver.pid"
 
@@ -144,6 +162,7 @@ start() {
 PHE_K8S_SERVER=https://127.0.0.1:$api_port
 PHE_K8S_CA=$state/ca.crt
 PHE_K8S_ADMIN_TOKEN_FILE=$state/admin.token
+PHE_K8S_AUDIT_LOG=$state/audit.log
 EOF
 }
 
