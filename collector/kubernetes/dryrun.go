@@ -190,7 +190,7 @@ var (
 	webhookDenied   = regexp.MustCompile(`^admission webhook "([^"]*)" denied the request`)
 	// webhookFailed: the call itself failed, with failurePolicy Fail.
 	webhookFailed = regexp.MustCompile(`failed calling webhook "([^"]*)"`)
-	policyDenied  = regexp.MustCompile(`^ValidatingAdmissionPolicy '([^']*)' with binding '([^']*)' denied request`)
+	policyDenied  = regexp.MustCompile(`\bValidatingAdmissionPolicy '([^']*)' with binding '([^']*)' denied request`)
 	// rbacDenied: the authorization filter's refusal, before admission
 	// (apiserver's responsewriters.forbiddenMessage).
 	rbacDenied    = regexp.MustCompile(`^pods is forbidden: User ".*" cannot create resource "pods" in API group "" in the namespace "`)

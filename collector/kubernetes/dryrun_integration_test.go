@@ -4,6 +4,7 @@ package kubernetes
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"encoding/pem"
@@ -28,7 +29,9 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	k8s "k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
 	"github.com/egress-proxies/provider_health_exporter/config"
@@ -139,6 +142,7 @@ func TestIntegrationDryRun(t *testing.T) {
 	}
 	want := func(t *testing.T, v collector.Verdict, reason collector.Reason, parts ...string) {
 		t.Helper()
+		t.Logf("%s: %s", v.Reason, v.Message)
 		if v.Reason != reason {
 			t.Errorf("reason %s (%s), want %s", v.Reason, v.Message, reason)
 		}
@@ -198,14 +202,24 @@ func TestIntegrationDryRun(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// No quota controller runs: until the status is written the
+		// No quota controller runs. A quota whose status has no hard
+		// limits is not enforced yet: admitted.
+		want(t, run(t, exporter, n, restrictedTemplate), collector.ReasonReady, "admitted")
+		// With the hard limits in its status but no usage counted, the
 		// quota admission refuses for want of it.
-		want(t, run(t, exporter, n, restrictedTemplate), ReasonAdmissionDenied, "refused by ResourceQuota: ", "status unknown for quota: proxies")
-		rq.Status = corev1.ResourceQuotaStatus{Hard: hard, Used: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("2")}}
-		if _, err := admin.CoreV1().ResourceQuotas(n).UpdateStatus(ctx, rq, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
+		setStatus := func(st corev1.ResourceQuotaStatus) {
+			t.Helper()
+			rq.Status = st
+			if rq, err = admin.CoreV1().ResourceQuotas(n).UpdateStatus(ctx, rq, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
 		}
+		setStatus(corev1.ResourceQuotaStatus{Hard: hard})
+		want(t, run(t, exporter, n, restrictedTemplate), ReasonAdmissionDenied, "refused by ResourceQuota: ", "status unknown for quota: proxies")
+		setStatus(corev1.ResourceQuotaStatus{Hard: hard, Used: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("2")}})
 		want(t, run(t, exporter, n, restrictedTemplate), ReasonQuotaExhausted, "refused by ResourceQuota: ", "exceeded quota: proxies, requested: pods=1, used: pods=2, limited: pods=2")
+		setStatus(corev1.ResourceQuotaStatus{Hard: hard, Used: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("1")}})
+		want(t, run(t, exporter, n, restrictedTemplate), collector.ReasonReady, "admitted")
 	})
 	t.Run("Forbidden for an identity that may not create pods", func(t *testing.T) {
 		want(t, run(t, lister, "placement-ready", restrictedTemplate), collector.ReasonForbidden,
@@ -232,8 +246,8 @@ func TestIntegrationDryRun(t *testing.T) {
 		registerWebhook(t, admin, n, "nodryrun", hook.URL+"/allow", hook.caBundle(), admissionregistrationv1.SideEffectClassUnknown)
 		want(t, run(t, exporter, n, restrictedTemplate), ReasonAdmissionDenied,
 			`admission webhook "nodryrun.placement-it.example" cannot take a dry run`, "set sideEffects: None")
-		if got := hook.requests("/allow", ""); len(got) != 0 {
-			t.Errorf("the webhook that cannot dry-run was called %d times", len(got))
+		if got := hook.requests("/allow", identities[0]); len(got) != 0 {
+			t.Errorf("the webhook that cannot dry-run was called %d times for the exporter", len(got))
 		}
 	})
 	t.Run("AdmissionDenied naming a webhook that cannot be called", func(t *testing.T) {
@@ -264,6 +278,7 @@ func TestIntegrationDryRun(t *testing.T) {
 				podCreates++
 			}
 		}
+		t.Logf("%d dry runs; the audit log has %d creates by the exporter's identities, %d of them of pods", dryRuns, len(creates), podCreates)
 		if podCreates != dryRuns || len(creates) != dryRuns {
 			t.Errorf("the audit log has %d creates (%d of pods) by the exporter's identities, want one dry run per check: %d", len(creates), podCreates, dryRuns)
 		}
@@ -379,7 +394,10 @@ func (h *admissionWebhook) caBundle() []byte {
 
 // registerWebhook registers a validating webhook for Pod creates in the
 // namespaces labelled placementSelector=name, failing closed, and removes
-// it when the test ends.
+// it when the test ends. The admissionregistration.k8s.io/v1 API takes only
+// sideEffects None and NoneOnDryRun; Unknown and Some live on in clusters
+// where v1beta1 stored them. Such a webhook is made as such a cluster has
+// it: registered with None, then rewritten in etcd (storeSideEffects).
 func registerWebhook(t *testing.T, admin *k8s.Clientset, namespace, name, hookURL string, ca []byte, sideEffects admissionregistrationv1.SideEffectClass) {
 	t.Helper()
 	ctx := context.Background()
@@ -397,13 +415,90 @@ func registerWebhook(t *testing.T, admin *k8s.Clientset, namespace, name, hookUR
 			TimeoutSeconds:          new(int32(10)),
 		}},
 	}
+	stored := sideEffects
+	if stored != admissionregistrationv1.SideEffectClassNone && stored != admissionregistrationv1.SideEffectClassNoneOnDryRun {
+		cfg.Webhooks[0].SideEffects = new(admissionregistrationv1.SideEffectClassNone)
+	}
 	if _, err := admin.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, cfg, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("register webhook %s: %v", name, err)
+	}
+	if stored != *cfg.Webhooks[0].SideEffects {
+		storeSideEffects(t, cfg.Name, stored)
+		got, err := admin.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, cfg.Name, metav1.GetOptions{})
+		if err != nil || got.Webhooks[0].SideEffects == nil || *got.Webhooks[0].SideEffects != stored {
+			t.Fatalf("webhook %s after the rewrite in etcd: %+v, %v; want sideEffects %s", name, got, err, stored)
+		}
 	}
 	t.Cleanup(func() {
 		_ = admin.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(context.Background(), cfg.Name, metav1.DeleteOptions{})
 	})
 	waitAdmissionConfigured(t, admin, namespace)
+}
+
+// storeSideEffects rewrites the stored ValidatingWebhookConfiguration
+// name in etcd, through etcd's JSON gateway, with every webhook's
+// sideEffects set to se: what an API server serving v1beta1 once stored.
+// The object stays in the API server's storage encoding (protobuf); only
+// the field changes.
+func storeSideEffects(t *testing.T, name string, se admissionregistrationv1.SideEffectClass) {
+	t.Helper()
+	etcdURL := os.Getenv("PHE_K8S_ETCD")
+	if etcdURL == "" {
+		t.Fatal("PHE_K8S_ETCD not set: run with testdata/kubernetes/run-integration.sh")
+	}
+	call := func(method string, req, resp any) {
+		t.Helper()
+		body, err := json.Marshal(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := http.Post(etcdURL+"/v3/kv/"+method, "application/json", bytes.NewReader(body))
+		if err != nil {
+			t.Fatalf("etcd %s: %v", method, err)
+		}
+		defer r.Body.Close()
+		if r.StatusCode != http.StatusOK {
+			b, _ := io.ReadAll(r.Body)
+			t.Fatalf("etcd %s: %s: %s", method, r.Status, b)
+		}
+		if err := json.NewDecoder(r.Body).Decode(resp); err != nil {
+			t.Fatalf("etcd %s: %v", method, err)
+		}
+	}
+	// The key is found, not guessed: the API server's storage layout
+	// is its own business.
+	var keys struct {
+		KVs []struct{ Key, Value []byte } `json:"kvs"`
+	}
+	call("range", map[string]any{"key": []byte("/registry/"), "range_end": []byte("/registry0")}, &keys)
+	var key, value []byte
+	for _, kv := range keys.KVs {
+		if strings.HasSuffix(string(kv.Key), "/validatingwebhookconfigurations/"+name) {
+			key, value = kv.Key, kv.Value
+		}
+	}
+	if key == nil {
+		t.Fatalf("no key for validatingwebhookconfiguration %s among %d in etcd", name, len(keys.KVs))
+	}
+	codec := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
+	obj, _, err := codec.Decode(value, nil, nil)
+	if err != nil {
+		t.Fatalf("decode %s from etcd: %v", key, err)
+	}
+	cfg, ok := obj.(*admissionregistrationv1.ValidatingWebhookConfiguration)
+	if !ok {
+		t.Fatalf("%s holds a %T", key, obj)
+	}
+	for i := range cfg.Webhooks {
+		cfg.Webhooks[i].SideEffects = &se
+	}
+	cfg.SetGroupVersionKind(admissionregistrationv1.SchemeGroupVersion.WithKind("ValidatingWebhookConfiguration"))
+	var buf bytes.Buffer
+	if err := codec.Encode(cfg, &buf); err != nil {
+		t.Fatal(err)
+	}
+	var put struct{}
+	call("put", map[string]any{"key": key, "value": buf.Bytes()}, &put)
 }
 
 func podCreates() admissionregistrationv1.RuleWithOperations {

@@ -7,7 +7,9 @@
 #       service-account signing key and a static admin token; starts etcd and
 #       kube-apiserver (--authorization-mode=RBAC, an audit log of every
 #       request's metadata); waits for /readyz; writes <statedir>/env
-#       (PHE_K8S_SERVER, PHE_K8S_CA, PHE_K8S_ADMIN_TOKEN_FILE, PHE_K8S_AUDIT_LOG).
+#       (PHE_K8S_SERVER, PHE_K8S_CA, PHE_K8S_ADMIN_TOKEN_FILE, PHE_K8S_AUDIT_LOG,
+#       PHE_K8S_ETCD: etcd's client URL, for objects only an older API server
+#       could have stored).
 #   ctl.sh stop-apiserver <statedir>   stops kube-apiserver (tests: Unreachable)
 #   ctl.sh stop <statedir>             stops kube-apiserver, then etcd
 #
@@ -163,6 +165,7 @@ PHE_K8S_SERVER=https://127.0.0.1:$api_port
 PHE_K8S_CA=$state/ca.crt
 PHE_K8S_ADMIN_TOKEN_FILE=$state/admin.token
 PHE_K8S_AUDIT_LOG=$state/audit.log
+PHE_K8S_ETCD=http://127.0.0.1:$etcd_port
 EOF
 }
 
