@@ -46,7 +46,7 @@ spec:
 `
 
 // writeTemplate writes a template file and reads it as the loader does.
-func writeTemplate(t *testing.T, data string) config.PodTemplate {
+func writeTemplate(t testing.TB, data string) config.PodTemplate {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "pod.yaml")
 	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
