@@ -3,10 +3,9 @@
 // shared in-flight checks and min_interval reuse, and the translation of
 // verdicts into metrics and status.
 //
-// Each provider package's New takes functional options (type Option
-// func(*Checker)); one of them sets how every connection the checker
-// opens is made, which is how tests keep name lookups and traffic on
-// loopback.
+// Each provider package's New takes the functional options of option.go;
+// WithDialer sets how every connection the checker opens is made, which
+// is how tests keep name lookups and traffic on loopback.
 package collector
 
 import (

@@ -35,11 +35,6 @@ const (
 // Config is the whole file.
 type Config struct {
 	Defaults Defaults
-	// The entries of the built-in kinds, for their packages; every
-	// section's entries, these too, are in Entries.
-	Kubernetes []*Kubernetes
-	GCP        []*GCP
-	KVM        []*KVM
 
 	sections []sectionEntries // in the order of the sections Load was given
 }
@@ -76,15 +71,11 @@ type Check struct {
 	MinInterval *Duration `yaml:"min_interval,omitempty"`
 }
 
-// Load reads, parses and validates the file at path, with the sections of
-// the built-in kinds.
-func Load(path string) (*Config, error) {
-	return LoadSections(path, Builtin())
-}
-
-// LoadSections is Load with the given sections: the kinds the file may
-// configure, in the order the summary and /api/v1/config list them.
-func LoadSections(path string, sections []Section) (*Config, error) {
+// Load reads, parses and validates the file at path through sections: the
+// kinds the file may configure (the exporter's table of kinds), in the
+// order the summary and /api/v1/config list them. Relative file paths are
+// taken relative to the file, as Prometheus does.
+func Load(path string, sections []Section) (*Config, error) {
 	data, err := boundedfile.Read(path, boundedfile.Config)
 	if err != nil {
 		return nil, fmt.Errorf("config file %s: %w", path, err)
@@ -96,12 +87,11 @@ func LoadSections(path string, sections []Section) (*Config, error) {
 	return cfg, nil
 }
 
-// Parse parses and validates a configuration of the built-in kinds.
+// Parse parses and validates a configuration of the given sections.
 // Unknown keys are errors. Relative file paths are taken relative to the
-// working directory; Load takes them relative to the config file, as
-// Prometheus does.
-func Parse(data []byte) (*Config, error) {
-	return parse(data, "", Builtin())
+// working directory.
+func Parse(data []byte, sections []Section) (*Config, error) {
+	return parse(data, "", sections)
 }
 
 func parse(data []byte, dir string, sections []Section) (*Config, error) {
@@ -129,7 +119,6 @@ func parse(data []byte, dir string, sections []Section) (*Config, error) {
 	if err := cfg.decode(top, sections); err != nil {
 		return nil, err
 	}
-	cfg.assignBuiltin()
 	cfg.resolvePaths(dir)
 	if err := cfg.validate(); err != nil {
 		return nil, err

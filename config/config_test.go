@@ -3,11 +3,17 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 )
+
+// sections are the sections of this package's kinds that these tests
+// read files through; the exporter reads them through its table of kinds
+// (docs/development.md: "Adding a provider").
+var sections = []Section{KubernetesSection(), GCPSection(), KVMSection()}
 
 func TestLoadInvalid(t *testing.T) {
 	t.Parallel()
@@ -65,7 +71,7 @@ func TestLoadInvalid(t *testing.T) {
 		t.Run(file, func(t *testing.T) {
 			t.Parallel()
 			path := filepath.Join("..", "testdata", file)
-			_, err := Load(path)
+			_, err := Load(path, sections)
 			if err == nil {
 				t.Fatal("Load succeeded, want an error")
 			}
@@ -99,14 +105,14 @@ func TestEveryInvalidFileIsPaired(t *testing.T) {
 
 func TestLoadValidFull(t *testing.T) {
 	t.Parallel()
-	cfg, err := Load(filepath.Join("..", "testdata", "valid-full.yml"))
+	cfg, err := Load(filepath.Join("..", "testdata", "valid-full.yml"), sections)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := cfg.Summary(); got != "1 kubernetes, 1 gcp, 1 kvm (3 hosts): 5 targets" {
 		t.Errorf("summary %q", got)
 	}
-	k, g, v := cfg.Kubernetes[0], cfg.GCP[0], cfg.KVM[0]
+	k, g, v := EntriesOf[*Kubernetes](cfg, "kubernetes")[0], EntriesOf[*GCP](cfg, "gcp")[0], EntriesOf[*KVM](cfg, "kvm")[0]
 	if k.TimeoutDuration() != 5*time.Second || k.MinIntervalDuration() != 0 {
 		t.Errorf("kubernetes timeout %v min_interval %v", k.TimeoutDuration(), k.MinIntervalDuration())
 	}
@@ -149,11 +155,11 @@ kvm:
     insecure_ignore_host_key: true
     hosts:
       - address: beelink.lab
-`))
+`), sections)
 	if err != nil {
 		t.Fatal(err)
 	}
-	k, g, v := cfg.Kubernetes[0], cfg.GCP[0], cfg.KVM[0]
+	k, g, v := EntriesOf[*Kubernetes](cfg, "kubernetes")[0], EntriesOf[*GCP](cfg, "gcp")[0], EntriesOf[*KVM](cfg, "kvm")[0]
 	if k.LabelSelector != DefaultLabelSelector || k.TimeoutDuration() != 10*time.Second || k.MinIntervalDuration() != 30*time.Second {
 		t.Errorf("kubernetes defaults: %+v", k)
 	}
@@ -170,7 +176,7 @@ kvm:
 
 func TestEmptyFileIsValid(t *testing.T) {
 	t.Parallel()
-	cfg, err := Parse(nil)
+	cfg, err := Parse(nil, sections)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +188,7 @@ func TestEmptyFileIsValid(t *testing.T) {
 func TestNotARegularFile(t *testing.T) {
 	t.Parallel()
 	// A FIFO would block the loader forever if it were opened.
-	_, err := Parse([]byte("kubernetes:\n  - name: k\n    kubeconfig: /dev/null\n"))
+	_, err := Parse([]byte("kubernetes:\n  - name: k\n    kubeconfig: /dev/null\n"), sections)
 	if err == nil || !strings.Contains(err.Error(), "is not a regular file") {
 		t.Errorf("error = %v, want a refusal of /dev/null", err)
 	}
@@ -239,7 +245,7 @@ func TestFilesThatWouldHang(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := Load(tc.path)
+			_, err := Load(tc.path, sections)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Load = %v, want an error containing %q", err, tc.want)
 			}
@@ -267,7 +273,7 @@ func (e *nestedEntry) TargetCount() int           { return len(e.Paths) }
 
 func TestSectionOfAnotherKindIsStrict(t *testing.T) {
 	t.Parallel()
-	sections := append(Builtin(), Section{Kind: "toy", New: func() Entry { return &nestedEntry{} }})
+	sections := append(slices.Clone(sections), Section{Kind: "toy", New: func() Entry { return &nestedEntry{} }})
 	data := "toy:\n  - name: a\n    auth:\n      user: u\n      password: p\n    paths:\n      - path: /x\n        mode: 1\n    timeout: 1s\n"
 	_, err := parse([]byte(data), "", sections)
 	want := `line 5: toy[0] "a": auth: unknown field "password"; line 8: toy[0] "a": paths[0]: unknown field "mode"`
@@ -302,12 +308,12 @@ kvm:
       - address: nuc.lab
         min_pool_available: 20GiB
         min_free_memory: 4Gi
-`))
+`), sections)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i, want := range []struct{ pool, mem uint64 }{{1 << 30, 0}, {20 << 30, 4 << 30}} {
-		h := cfg.KVM[0].Hosts[i]
+		h := EntriesOf[*KVM](cfg, "kvm")[0].Hosts[i]
 		if h.MinPoolAvailableBytes != want.pool || h.MinFreeMemoryBytes != want.mem {
 			t.Errorf("hosts[%d]: min_pool_available %d, min_free_memory %d; want %d, %d",
 				i, h.MinPoolAvailableBytes, h.MinFreeMemoryBytes, want.pool, want.mem)

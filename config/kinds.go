@@ -12,14 +12,10 @@ import (
 	"strings"
 )
 
-// The built-in kinds' sections. A kind may as well declare its Section in
-// its own package; these live here because their types predate that.
-
-// Builtin is the sections of the built-in kinds, in the order the summary
-// lists them.
-func Builtin() []Section {
-	return []Section{KubernetesSection(), GCPSection(), KVMSection()}
-}
+// The sections of the kubernetes, gcp and kvm kinds. A kind may as well
+// declare its Section in its own package; these live here because their
+// types predate that. Which kinds the file may configure is the
+// exporter's table of kinds (docs/development.md: "Adding a provider").
 
 // KubernetesSection is the kubernetes section: one entry a cluster.
 func KubernetesSection() Section {
@@ -50,25 +46,6 @@ func KVMSection() Section {
 		}
 		return fmt.Sprintf("%d kvm (%d hosts)", len(entries), hosts)
 	}}
-}
-
-// assignBuiltin fills the fields of the built-in kinds from their sections.
-func (c *Config) assignBuiltin() {
-	c.Kubernetes, c.GCP, c.KVM = entriesOf[*Kubernetes](c, "kubernetes"), entriesOf[*GCP](c, "gcp"), entriesOf[*KVM](c, "kvm")
-}
-
-func entriesOf[T Entry](c *Config, kind string) []T {
-	es := c.Entries(kind)
-	if es == nil {
-		return nil
-	}
-	out := make([]T, len(es))
-	for i, e := range es {
-		if t, ok := e.(T); ok {
-			out[i] = t
-		}
-	}
-	return out
 }
 
 // EntryName implements Entry.

@@ -73,15 +73,16 @@ func TestPodTemplateInTheEntrysSettings(t *testing.T) {
 	write(cfgFile, "kubernetes:\n  - name: prod\n    namespace: egress-proxies\n    pod_template: pod.yaml\n")
 	settings := func() (string, *Kubernetes) {
 		t.Helper()
-		cfg, err := Load(cfgFile)
+		cfg, err := Load(cfgFile, sections)
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := yaml.Marshal(cfg.Kubernetes[0])
+		k := cfg.Entries("kubernetes")[0].(*Kubernetes)
+		b, err := yaml.Marshal(k)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return string(b), cfg.Kubernetes[0]
+		return string(b), k
 	}
 	write(tmpl, "spec:\n  containers: [{name: proxy, image: registry.example/proxy:1}]\n")
 	first, k := settings()
@@ -100,7 +101,7 @@ func TestPodTemplateInTheEntrysSettings(t *testing.T) {
 	}
 	// What /config shows is a configuration that loads.
 	write(cfgFile, "kubernetes:\n"+indent(first))
-	if _, err := Load(cfgFile); err != nil {
+	if _, err := Load(cfgFile, sections); err != nil {
 		t.Errorf("the marshalled entry does not load: %v", err)
 	}
 	// Without the key nothing is added.
@@ -125,7 +126,7 @@ func indent(s string) string {
 // TestPodTemplateKeyIsAPath: the key takes a file path, nothing else.
 func TestPodTemplateKeyIsAPath(t *testing.T) {
 	t.Parallel()
-	_, err := Parse([]byte("kubernetes:\n  - name: prod\n    namespace: egress-proxies\n    pod_template: {spec: {}}\n"))
+	_, err := Parse([]byte("kubernetes:\n  - name: prod\n    namespace: egress-proxies\n    pod_template: {spec: {}}\n"), sections)
 	if err == nil || !strings.Contains(err.Error(), `kubernetes[0] "prod": pod_template:`) || !strings.Contains(err.Error(), "cannot unmarshal !!map into a file path") {
 		t.Errorf("error %v, want pod_template named and a file path asked for", err)
 	}

@@ -20,6 +20,7 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/egress-proxies/provider_health_exporter/collector"
 	"github.com/egress-proxies/provider_health_exporter/config"
 	"github.com/egress-proxies/provider_health_exporter/internal/testcert"
 )
@@ -70,7 +71,7 @@ func TestConfigCheckEveryInvalidFile(t *testing.T) {
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			t.Parallel()
-			_, loadErr := config.Load(f)
+			_, loadErr := config.Load(f, collector.Sections(builtinKinds()))
 			if loadErr == nil {
 				t.Fatal("config.Load accepts it")
 			}

@@ -24,6 +24,13 @@ func builtinKinds() []collector.Kind {
 	}
 }
 
+// kindTable is the table of kinds with every kind's contract checked
+// (collector.NewTable), which main does first: a kind that breaks one
+// stops the exporter with an error naming it.
+func kindTable() ([]collector.Kind, error) {
+	return collector.NewTable(builtinKinds()...)
+}
+
 // entries lists every configured entry of the built-in kinds.
 func entries(cfg *config.Config, logger *slog.Logger) []collector.Entry {
 	return collector.Entries(builtinKinds(), cfg, logger)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -82,7 +81,7 @@ func (c *httpChecker) Check(ctx context.Context, logger *slog.Logger, _ string) 
 
 // httpKind is the kind's row of the table.
 func httpKind() collector.Kind {
-	return collector.Kind{
+	return collector.NewKind(collector.KindOf[*httpEntry, *httpChecker]{
 		Section: config.Section{Kind: httpKindName, New: func() config.Entry { return &httpEntry{} }},
 		Reasons: collector.ReasonSet{
 			{Reason: collector.ReasonReady, Up: true},
@@ -91,14 +90,10 @@ func httpKind() collector.Kind {
 			{Reason: reasonHTTPError, Up: true},
 			collector.UnknownReason(),
 		},
-		NewChecker: func(e config.Entry, _ *slog.Logger) (collector.Checker, error) {
-			h, ok := e.(*httpEntry)
-			if !ok {
-				return nil, errors.New("not an http entry")
-			}
+		NewChecker: func(h *httpEntry, _ *slog.Logger, _ ...collector.Option) (*httpChecker, error) {
 			return &httpChecker{url: h.URL, client: &http.Client{Transport: collector.BoundedTransport(http.DefaultTransport)}}, nil
 		},
-	}
+	})
 }
 
 // toyKinds is the exporter's table with the toy kind's row added.

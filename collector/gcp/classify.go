@@ -62,7 +62,7 @@ func classify(ctx context.Context, err error) (collector.Reason, string) {
 	if errors.Is(err, proto.Error) {
 		return collector.ReasonBadResponse, fmt.Sprintf("Compute answered 200 with a body that is not an instance list: %v", err)
 	}
-	if r, ok := collector.ClassifyTransport(ctx, err); ok {
+	if r, ok := collector.Transport.Classify(ctx, err); ok {
 		return r, transportMessage(r, err)
 	}
 	return collector.ReasonUnknown, err.Error()

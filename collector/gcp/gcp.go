@@ -57,7 +57,7 @@ type Checker struct {
 	credentialsFile string // empty: Application Default Credentials
 	logger          *slog.Logger
 
-	// dialer opens every connection base makes (WithDialer).
+	// dialer opens every connection base makes (collector.WithDialer).
 	dialer *net.Dialer
 	// base carries every request this checker makes, to Compute and to the
 	// token endpoint; keep-alives are off so that no socket outlives the
@@ -90,29 +90,14 @@ type Checker struct {
 	closed  bool // Close was called; the last check out closes client
 }
 
-// Option adjusts a Checker.
-type Option func(*Checker)
-
 // discardLogger is what Google's libraries get instead of ours.
 var discardLogger = slog.New(slog.DiscardHandler)
-
-// WithDialer makes the checker open every connection, to Compute and to the
-// token endpoint, with d instead of the default dialer; d's Resolver
-// resolves their names. For private DNS, and for tests that must keep every
-// packet on loopback. A nil d keeps the default.
-func WithDialer(d *net.Dialer) Option {
-	return func(c *Checker) {
-		if d != nil {
-			c.dialer = d
-		}
-	}
-}
 
 // New returns a checker for one gcp entry. It does no network I/O and does
 // not read the credentials: what they contain is each check's business, so a
 // missing or broken credentials file gives a CredentialsUnavailable verdict
 // instead of keeping the exporter from starting.
-func New(cfg *config.GCP, logger *slog.Logger, opts ...Option) (*Checker, error) {
+func New(cfg *config.GCP, logger *slog.Logger, opts ...collector.Option) (*Checker, error) {
 	if cfg == nil || cfg.Project == "" {
 		return nil, errors.New("project is required")
 	}
@@ -122,13 +107,10 @@ func New(cfg *config.GCP, logger *slog.Logger, opts ...Option) (*Checker, error)
 		endpoint:        strings.TrimRight(cfg.Endpoint, "/"),
 		credentialsFile: cfg.CredentialsFile,
 		logger:          logger,
-		dialer:          &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second},
+		dialer:          collector.Apply(opts).Dialer(&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}),
 		regions:         cfg.Regions,
 		mins:            cfg.MinQuotaHeadroom,
 		metrics:         slices.Sorted(maps.Keys(cfg.MinQuotaHeadroom)),
-	}
-	for _, o := range opts {
-		o(c)
 	}
 	c.base = http.DefaultTransport.(*http.Transport).Clone()
 	c.base.DisableKeepAlives = true

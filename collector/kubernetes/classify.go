@@ -40,7 +40,7 @@ func classify(ctx context.Context, err error, tr *trace) collector.Reason {
 		// failed (exec plugin, token file).
 		return collector.ReasonCredentialsUnavailable
 	}
-	if r, ok := collector.ClassifyTransport(ctx, err); ok {
+	if r, ok := collector.Transport.Classify(ctx, err); ok {
 		if r == collector.ReasonUnreachable && tr.answered.Load() {
 			// Headers arrived but the body could not be read.
 			return collector.ReasonBadResponse

@@ -526,7 +526,7 @@ func TestPodTemplateWarnings(t *testing.T) {
 		"  - {name: good, namespace: ns, pod_template: good.yaml}\n"+
 		"  - {name: empty, namespace: ns, pod_template: empty.yaml}\n"+
 		"  - {name: noimage, namespace: ns, pod_template: noimage.yaml}\n")
-	cfg, err := config.LoadSections(cfgFile, collector.Sections([]collector.Kind{Kind()}))
+	cfg, err := config.Load(cfgFile, collector.Sections([]collector.Kind{Kind()}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -50,7 +50,7 @@ type Checker struct {
 	headroomSet headroomSettings
 	// placement is the pod_template dry run (nil: none set).
 	placement *placement
-	// dialer opens every connection to the API server (WithDialer).
+	// dialer opens every connection to the API server (collector.WithDialer).
 	dialer *net.Dialer
 	// inCluster are the files of the in-cluster configuration.
 	inCluster inClusterFiles
@@ -63,24 +63,9 @@ type Checker struct {
 	host atomic.Pointer[string]
 }
 
-// Option adjusts a Checker.
-type Option func(*Checker)
-
-// WithDialer makes the checker open every connection to the API server with
-// d instead of the default dialer; d's Resolver resolves the server's name.
-// For private DNS, and for tests that must keep every packet on loopback.
-// A nil d keeps the default.
-func WithDialer(d *net.Dialer) Option {
-	return func(c *Checker) {
-		if d != nil {
-			c.dialer = d
-		}
-	}
-}
-
 // New builds the checker of one configured cluster. It does no I/O: the
 // configuration is read by the first check, under its deadline.
-func New(cfg *config.Kubernetes, logger *slog.Logger, opts ...Option) (*Checker, error) {
+func New(cfg *config.Kubernetes, logger *slog.Logger, opts ...collector.Option) (*Checker, error) {
 	if cfg == nil {
 		return nil, errors.New("kubernetes: nil configuration")
 	}
@@ -92,11 +77,9 @@ func New(cfg *config.Kubernetes, logger *slog.Logger, opts ...Option) (*Checker,
 	if err != nil {
 		return nil, err
 	}
-	c := &Checker{cfg: cfg, logger: logger, dialer: &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second},
+	c := &Checker{cfg: cfg, logger: logger,
+		dialer:    collector.Apply(opts).Dialer(&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}),
 		inCluster: defaultInCluster, headroomSet: hs, placement: pl}
-	for _, o := range opts {
-		o(c)
-	}
 	return c, nil
 }
 

@@ -37,7 +37,7 @@ type Checker struct {
 	// early (docs/configuration.md: "KVM").
 	dialTimeout time.Duration
 
-	// dialer opens every TCP connection to a host (WithDialer); newClient
+	// dialer opens every TCP connection to a host (collector.WithDialer); newClient
 	// is the seam where tests put a fake libvirt behind the SSH channel.
 	dialer    *net.Dialer
 	newClient func(net.Conn) libvirtClient
@@ -114,23 +114,8 @@ func (c *Checker) NotBefore(target string) time.Time {
 	return h.notBefore
 }
 
-// Option adjusts a Checker.
-type Option func(*Checker)
-
-// WithDialer makes the checker open every TCP connection to a host with d
-// instead of the default dialer; d's Resolver resolves the host names. For
-// private DNS, and for tests that must keep every packet on loopback. A nil
-// d keeps the default.
-func WithDialer(d *net.Dialer) Option {
-	return func(c *Checker) {
-		if d != nil {
-			c.dialer = d
-		}
-	}
-}
-
 // New makes a checker for cfg. It does no network I/O.
-func New(cfg *config.KVM, logger *slog.Logger, opts ...Option) (*Checker, error) {
+func New(cfg *config.KVM, logger *slog.Logger, opts ...collector.Option) (*Checker, error) {
 	if cfg == nil {
 		return nil, errors.New("kvm: nil config")
 	}
@@ -148,13 +133,10 @@ func New(cfg *config.KVM, logger *slog.Logger, opts ...Option) (*Checker, error)
 	c := &Checker{
 		byName:      make(map[string]*host, len(cfg.Hosts)),
 		dialTimeout: dialTimeout,
-		dialer:      &net.Dialer{},
+		dialer:      collector.Apply(opts).Dialer(&net.Dialer{}),
 		newClient:   newLibvirtClient,
 		material:    newMaterial(),
 		logger:      logger,
-	}
-	for _, o := range opts {
-		o(c)
 	}
 	c.dials = newDialQueue(dials, c.runDial)
 	c.ctx, c.cancel = context.WithCancel(context.Background())

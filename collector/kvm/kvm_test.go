@@ -21,7 +21,7 @@ import (
 	"github.com/egress-proxies/provider_health_exporter/config"
 	"github.com/egress-proxies/provider_health_exporter/internal/testnet"
 
-	"github.com/egress-proxies/provider_health_exporter/collector/internal/fakedns"
+	"github.com/egress-proxies/provider_health_exporter/internal/fakedns"
 )
 
 func TestMain(m *testing.M) {
@@ -85,7 +85,7 @@ func (e *env) writeKnownHosts(content string) {
 	}
 }
 
-func (e *env) checker(opts ...Option) *Checker {
+func (e *env) checker(opts ...collector.Option) *Checker {
 	e.t.Helper()
 	c, err := New(e.cfg, testLogger(e.t), opts...)
 	if err != nil {
@@ -486,9 +486,9 @@ func TestReasons(t *testing.T) {
 			if tt.setup != nil {
 				tt.setup(e)
 			}
-			var opts []Option
+			var opts []collector.Option
 			if tt.name == "DNSFailed" {
-				opts = append(opts, WithDialer(fakedns.Dialer(t)))
+				opts = append(opts, collector.WithDialer(fakedns.Dialer(t)))
 			}
 			c := e.checker(opts...)
 			var v collector.Verdict
