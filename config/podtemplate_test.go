@@ -145,3 +145,19 @@ func TestPodTemplateFileBounds(t *testing.T) {
 		t.Errorf("a template over the cap: %v", err)
 	}
 }
+
+// TestExampleTemplate: the example of docs/configuration.md decodes, and
+// meets what the restricted Pod Security level asks of a proxy.
+func TestExampleTemplate(t *testing.T) {
+	t.Parallel()
+	pt, err := ReadPodTemplate(filepath.Join("..", "testdata", "files", "pod-template.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, ctr := pt.Pod.Spec.SecurityContext, pt.Pod.Spec.Containers
+	if pt.Pod.GenerateName != "egress-proxy-" || sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot || sc.SeccompProfile == nil ||
+		len(ctr) != 1 || ctr[0].SecurityContext == nil || ctr[0].SecurityContext.AllowPrivilegeEscalation == nil ||
+		*ctr[0].SecurityContext.AllowPrivilegeEscalation || ctr[0].SecurityContext.Capabilities == nil {
+		t.Errorf("example template %+v", pt.Pod)
+	}
+}
