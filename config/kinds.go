@@ -52,7 +52,10 @@ func KVMSection() Section {
 func (k *Kubernetes) EntryName() string { return k.Name }
 
 // ResolvePaths implements Entry.
-func (k *Kubernetes) ResolvePaths(join func(*string)) { join(&k.Kubeconfig) }
+func (k *Kubernetes) ResolvePaths(join func(*string)) {
+	join(&k.Kubeconfig)
+	join(&k.PodTemplate.Path)
+}
 
 // TargetCount implements Entry: one API server.
 func (k *Kubernetes) TargetCount() int { return 1 }
@@ -96,7 +99,10 @@ type Kubernetes struct {
 	Namespace        string            `yaml:"namespace,omitempty"`
 	CanI             []string          `yaml:"can_i,omitempty"`
 	MinQuotaHeadroom map[string]string `yaml:"min_quota_headroom,omitempty"`
-	Check            `yaml:",inline"`
+	// PodTemplate is the optional dry-run placement (docs/configuration.md:
+	// "Placement: pod_template"); it needs Namespace.
+	PodTemplate PodTemplate `yaml:"pod_template,omitempty"`
+	Check       `yaml:",inline"`
 }
 
 // GCP is one project.
@@ -163,6 +169,9 @@ func (k *Kubernetes) Validate(where string) error {
 		return fmt.Errorf("%s: context: set without kubeconfig (the in-cluster config has no contexts)", where)
 	}
 	if err := k.validateHeadroom(where); err != nil {
+		return err
+	}
+	if err := k.validatePodTemplate(where); err != nil {
 		return err
 	}
 	return readable(where, "kubeconfig", k.Kubeconfig)
