@@ -361,7 +361,7 @@ kvm:
 		{"    hosts:\n      - address: h\n        volume: \"a\\nb\"\n", `kvm[0] "lab": hosts[0]: volume: "a\nb" contains a control character`},
 		{"    volume: " + strings.Repeat("v", 1025) + "\n    hosts:\n      - address: h\n", `kvm[0] "lab": volume: 1025 bytes, at most 1024`},
 	} {
-		_, err := Parse([]byte("kvm:\n  - name: lab\n    user: u\n    private_key_file: ../testdata/files/placeholder\n    insecure_ignore_host_key: true\n" + tt.yaml), sections)
+		_, err := Parse([]byte("kvm:\n  - name: lab\n    user: u\n    private_key_file: ../testdata/files/placeholder\n    insecure_ignore_host_key: true\n"+tt.yaml), sections)
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("error %v, want one containing %q", err, tt.want)
 		}
