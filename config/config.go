@@ -250,6 +250,8 @@ func fileKind(field string) boundedfile.Kind {
 		return boundedfile.Passphrase
 	case "known_hosts_file":
 		return boundedfile.KnownHosts
+	case "pod_template":
+		return boundedfile.PodTemplate
 	default:
 		return boundedfile.PrivateKey
 	}

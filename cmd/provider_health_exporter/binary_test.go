@@ -232,10 +232,17 @@ func TestStartFailsOnBadConfig(t *testing.T) {
 // Wait's result once.
 func startExporter(t *testing.T, dir string, out io.Writer, args ...string) (cmd *exec.Cmd, exited chan error, addr string) {
 	t.Helper()
+	return startExporterEnv(t, dir, out, nil, args...)
+}
+
+// startExporterEnv is startExporter with env added to the process's
+// environment.
+func startExporterEnv(t *testing.T, dir string, out io.Writer, env []string, args ...string) (cmd *exec.Cmd, exited chan error, addr string) {
+	t.Helper()
 	w := &listenWatcher{out: out, found: make(chan string, 1)}
 	cmd = exec.Command(binary(t), append(args, "--web.listen-address=127.0.0.1:0")...)
 	cmd.Stdout, cmd.Stderr = w, w
-	cmd.Env = append(os.Environ(), "HOME="+dir, "GCE_METADATA_HOST=127.0.0.1:1")
+	cmd.Env = append(append(os.Environ(), "HOME="+dir, "GCE_METADATA_HOST=127.0.0.1:1"), env...)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

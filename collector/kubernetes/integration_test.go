@@ -261,6 +261,14 @@ func TestIntegration(t *testing.T) {
 		wantReason(t, headroomCheckWith(t, saKubeconfig), collector.ReasonReady)
 	})
 
+	t.Run("placement: Forbidden without components/placement, Ready with it, and only dry runs", func(t *testing.T) {
+		wantReason(t, placementCheckWith(t, saKubeconfig), collector.ReasonForbidden)
+		applyPlacementComponent(t, admin)
+		checkPlacementPermissions(t, cl.clientset(t, saToken, nil), cl.clientset(t, unboundToken, nil))
+		wantReason(t, placementCheckWith(t, saKubeconfig), collector.ReasonReady)
+		checkPodCreatesWereDryRuns(t, admin, "system:serviceaccount:"+exporterNamespace+":"+exporterSA, 2)
+	})
+
 	// The apiserver is started again after it, on the same port, so that
 	// the tests that run next (-shuffle, -count) find it.
 	t.Run("Unreachable when the apiserver is stopped", func(t *testing.T) {

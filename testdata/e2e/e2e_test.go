@@ -87,6 +87,8 @@ const (
 // root, a kvm entry on a real sshd + libvirtd whose pool has less than its
 // min_pool_available (PoolFull); each reason is asserted in Prometheus,
 // /metrics, /probe, /api/v1/status, the status page and a notification.
+// A kubernetes entry with pod_template checks a real kube-apiserver whose
+// PodSecurity admission refuses the proxy Pod (AdmissionDenied).
 // It then reloads the exporter with a good and with a broken configuration
 // and finally stops it.
 func TestEndToEnd(t *testing.T) {
@@ -145,6 +147,11 @@ func TestEndToEnd(t *testing.T) {
 		})
 		step("sshd on %s, libvirtd with pool %s", kvm.addresses[0], kvm.env["KVM_IT_POOL"])
 	}
+	// A kubernetes entry with pod_template on a real kube-apiserver whose
+	// PodSecurity admission refuses the proxy Pod: AdmissionDenied.
+	adm := startAdmission(t, root, dir)
+	maps.Copy(cfgData, adm.admissionConfig())
+	step("kube-apiserver at %s, namespace %s enforcing restricted", adm.server, admNamespace)
 	writeTemplate(t, exporterConfig, exporterConfigTmpl, cfgData)
 
 	exporter, exporterAddr := startExporter(t, dir, "exporter", exporterBin, exporterConfig, home)
@@ -263,6 +270,8 @@ func TestEndToEnd(t *testing.T) {
 	step("Prometheus has the verdicts: kvm Unreachable, kubernetes and gcp Ready")
 	checkQuotaExhausted(t, prom, exporterURL)
 	step("QuotaExhausted from a recorded regions.get body in Prometheus, /metrics, /probe, /api/v1/status and the status page")
+	checkAdmissionDenied(t, prom, exporterURL, adm)
+	step("AdmissionDenied from the real PodSecurity admission in Prometheus, /metrics, /probe, /api/v1/status and the status page")
 	// The part that needs a real KVM host is a subtest of its own, so that
 	// without root it is reported as skipped, not passed.
 	t.Run("PoolFull and HostMemoryLow from a real libvirtd", func(t *testing.T) {
@@ -301,6 +310,7 @@ func TestEndToEnd(t *testing.T) {
 		"kvm/" + kvmName + "/" + kvmHost:        "Unreachable ready=false",
 	}
 	wantStatus["gcp/"+quotaName+"/compute"] = "QuotaExhausted ready=false"
+	wantStatus["kubernetes/"+admName+"/apiserver"] = "AdmissionDenied ready=false"
 	if headroom {
 		wantStatus["kvm/"+fullName+"/"+fullHost] = "PoolFull ready=false"
 		wantStatus["kvm/"+memName+"/"+memHost] = "HostMemoryLow ready=false"
@@ -308,9 +318,11 @@ func TestEndToEnd(t *testing.T) {
 	if fmt.Sprint(gotStatus) != fmt.Sprint(wantStatus) {
 		t.Errorf("/api/v1/status: %v, want %v", gotStatus, wantStatus)
 	}
-	secrets := func() []string { return append([]string{kubeToken, accessToken, "PRIVATE KEY"}, assertions.list()...) }
+	secrets := func() []string {
+		return append([]string{kubeToken, accessToken, "PRIVATE KEY", adm.token, adm.adminToken}, assertions.list()...)
+	}
 	for _, path := range []string{"/", "/config", "/api/v1/status", "/metrics",
-		"/probe?name=" + kubeName + "&debug=true", "/probe?name=" + gcpName + "&debug=true", "/probe?name=" + kvmName + "&debug=true", "/probe?name=" + fullName + "&debug=true", "/probe?name=" + memName + "&debug=true", "/probe?name=" + quotaName + "&debug=true"} {
+		"/probe?name=" + kubeName + "&debug=true", "/probe?name=" + gcpName + "&debug=true", "/probe?name=" + kvmName + "&debug=true", "/probe?name=" + fullName + "&debug=true", "/probe?name=" + memName + "&debug=true", "/probe?name=" + quotaName + "&debug=true", "/probe?name=" + admName + "&debug=true"} {
 		body := get(t, exporterURL+path)
 		for _, secret := range secrets() {
 			if strings.Contains(body, secret) {
@@ -335,6 +347,7 @@ func TestEndToEnd(t *testing.T) {
 	}, description: "reasons: QuotaExhausted."}, {name: "ProviderQuotaNearLimit", labels: map[string]string{
 		"job": job, "instance": exporterAddr, "name": quotaName, "region": quotaRegion, "metric": "IN_USE_ADDRESSES", "severity": "warning",
 	}, description: "GCP quota IN_USE_ADDRESSES of " + quotaName + " in region " + quotaRegion + " is at 100% of its limit (8 of 8)"}}
+	headroomAlerts = append(headroomAlerts, admissionAlerts(exporterAddr)...)
 	if headroom {
 		// The PoolFull entry's one host is not ready: ProviderNotReady
 		// names the reason, and ProviderUnavailable fires for the entry
@@ -384,7 +397,7 @@ func TestEndToEnd(t *testing.T) {
 	// 4. A reload that drops the kvm entries and the QuotaExhausted gcp
 	// entry is in force at once; their alerts resolve.
 	before := exporterMetric(t, exporterURL, "provider_health_exporter_config_last_reload_success_timestamp_seconds")
-	cfgData["Quota"] = false
+	cfgData["Quota"], cfgData["Admission"] = false, false
 	withoutKVM, _, _ := strings.Cut(exporterConfigTmpl, "kvm:")
 	writeTemplate(t, exporterConfig, withoutKVM, cfgData)
 	if code, body := post(t, exporterURL+"/-/reload"); code != http.StatusOK {
@@ -407,7 +420,7 @@ func TestEndToEnd(t *testing.T) {
 	waitFor(t, "the kvm alerts to resolve in Prometheus", prometheus, func() (bool, string) {
 		alerts := prom.alerts()
 		for _, a := range alerts {
-			if a.Labels["provider"] == "kvm" || a.Labels["name"] == quotaName || realDiskAlert(a) {
+			if a.Labels["provider"] == "kvm" || a.Labels["name"] == quotaName || a.Labels["name"] == admName || realDiskAlert(a) {
 				return false, fmt.Sprint(alerts)
 			}
 		}
@@ -673,6 +686,12 @@ const exporterConfigTmpl = `defaults:
 kubernetes:
   - name: {{.KubeName}}
     kubeconfig: {{.Kubeconfig}}
+{{- if .Admission}}
+  - name: {{.AdmName}}
+    kubeconfig: {{.AdmKubeconfig}}
+    namespace: {{.AdmNamespace}}
+    pod_template: {{.AdmTemplate}}
+{{- end}}
 gcp:
   - name: {{.GCPName}}
     project: {{.Project}}
@@ -1049,10 +1068,11 @@ func newComputeAPI(t *testing.T, root string) *stubServer {
 	return newStub(t, "Compute API", false, func(w http.ResponseWriter, r *http.Request) error {
 		if r.Method == http.MethodGet && r.URL.Path == regionPath {
 			// regions.get of the QuotaExhausted entry, with the field mask
-			// that keeps only the quotas (the recorded body is the
-			// unmasked answer: the client ignores the rest).
-			if got := r.Header.Get("X-Goog-FieldMask"); got != "quotas,quotaStatusWarning" {
-				return fmt.Errorf("X-Goog-FieldMask %q, want quotas,quotaStatusWarning", got)
+			// that keeps only the quotas and the region's status (the
+			// recorded body is the unmasked answer: the client ignores the
+			// rest).
+			if got := r.Header.Get("X-Goog-FieldMask"); got != "quotas,quotaStatusWarning,status" {
+				return fmt.Errorf("X-Goog-FieldMask %q, want quotas,quotaStatusWarning,status", got)
 			}
 			if got := r.Header.Get("Authorization"); got != "Bearer "+accessToken {
 				return fmt.Errorf("Authorization %q", got)

@@ -58,7 +58,7 @@ func TestServiceDiscovery(t *testing.T) {
 		"GCPName": gcpName, "Project": gcpProject, "SAFile": saFile, "ComputeURL": compute.URL,
 		"KVMName": kvmName, "KVMHost": kvmHost, "KVMAddress": testnet.RefusedAddr(t), "SSHKey": sshKey,
 		// No real KVM host: /sd is asserted for the three entries above.
-		"Headroom": false, "Quota": false,
+		"Headroom": false, "Quota": false, "Admission": false,
 	}
 	writeTemplate(t, exporterConfig, exporterConfigTmpl, cfgData)
 	_, exporterAddr := startExporter(t, dir, "exporter", exporterBin, exporterConfig, home)

@@ -5,8 +5,11 @@
 #   ctl.sh start <statedir> <kube-apiserver binary>
 #       generates a CA, the serving certificate (SAN 127.0.0.1, localhost), the
 #       service-account signing key and a static admin token; starts etcd and
-#       kube-apiserver (--authorization-mode=RBAC); waits for /readyz; writes
-#       <statedir>/env (PHE_K8S_SERVER, PHE_K8S_CA, PHE_K8S_ADMIN_TOKEN_FILE).
+#       kube-apiserver (--authorization-mode=RBAC, an audit log of every
+#       request's metadata); waits for /readyz; writes <statedir>/env
+#       (PHE_K8S_SERVER, PHE_K8S_CA, PHE_K8S_ADMIN_TOKEN_FILE, PHE_K8S_AUDIT_LOG,
+#       PHE_K8S_ETCD: etcd's client URL, for objects only an older API server
+#       could have stored).
 #   ctl.sh stop-apiserver <statedir>   stops kube-apiserver (tests: Unreachable)
 #   ctl.sh start-apiserver <statedir>  starts it again, on the same port and
 #                                      etcd, and waits for /readyz
@@ -100,9 +103,13 @@ wait_ready() {
 start_apiserver() {
   local state="$1" apiserver api_port etcd_port
   { read -r apiserver; read -r api_port; read -r etcd_port; } <"$state/apiserver.conf"
-  # Admission stays at the defaults (PodSecurity, ServiceAccount, ...): the
-  # manifests are checked by the plugins a real cluster runs. No controller
-  # manager, scheduler or kubelet: Pods stay Pending, which is all a list needs.
+  # Admission stays at the defaults: the manifests are checked, and the
+  # pod_template dry runs judged, by the plugins a real cluster runs
+  # (NamespaceLifecycle, LimitRanger, ServiceAccount, PodSecurity,
+  # ResourceQuota, the admission webhooks and ValidatingAdmissionPolicy
+  # among them). No controller manager, scheduler or kubelet: Pods stay
+  # Pending, which is all a list needs, and tests create the default
+  # ServiceAccounts and write quota status themselves.
   "$apiserver" \
     --bind-address=127.0.0.1 --secure-port="$api_port" \
     --advertise-address=127.0.0.1 --endpoint-reconciler-type=none \
@@ -117,6 +124,7 @@ start_apiserver() {
     --service-account-signing-key-file="$state/sa.key" \
     --service-cluster-ip-range=10.96.0.0/24 \
     --profiling=false \
+    --audit-policy-file="$state/audit-policy.yaml" --audit-log-path="$state/audit.log" \
     >>"$state/apiserver.log" 2>&1 &
   echo $! >"$state/apiserver.pid"
   wait_ready "$state" "https://127.0.0.1:$api_port"
@@ -148,12 +156,26 @@ start() {
     >"$state/etcd.log" 2>&1 &
   echo $! >"$state/etcd.pid"
 
+  # The audit log records every request's metadata (user, verb, URI with
+  # its query), written before the request is handled (the log backend's
+  # default blocking mode): the pod_template tests read from it that the
+  # exporter's creates all carry dryRun=All.
+  cat >"$state/audit-policy.yaml" <<'EOF'
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [ResponseStarted]
+rules:
+  - level: Metadata
+EOF
+
   printf '%s\n' "$apiserver" "$api_port" "$etcd_port" >"$state/apiserver.conf"
   start_apiserver "$state"
   cat >"$state/env" <<EOF
 PHE_K8S_SERVER=https://127.0.0.1:$api_port
 PHE_K8S_CA=$state/ca.crt
 PHE_K8S_ADMIN_TOKEN_FILE=$state/admin.token
+PHE_K8S_AUDIT_LOG=$state/audit.log
+PHE_K8S_ETCD=http://127.0.0.1:$etcd_port
 EOF
 }
 
