@@ -172,12 +172,14 @@ func (e *Engine) Load(entries []Entry) error {
 		p := &provider{Entry: en, checker: c, targets: c.Targets(), states: map[string]*state{}}
 		for _, t := range p.targets {
 			st := &state{}
-			// A target that stays keeps its history and last verdict for
-			// the status page, but not its cache: the settings changed.
+			// A target that stays keeps its history for the status page,
+			// but neither its cache nor its last verdict: the settings
+			// changed, and a verdict about the old ones (a region no
+			// longer configured, another minimum) would be shown as the
+			// new ones' until the next check. It reads "not checked yet".
 			if prev != nil && prev.Kind == en.Kind {
 				if ps := prev.states[t.Name]; ps != nil {
 					ps.mu.Lock()
-					st.last, st.provisional, st.transition = ps.last, ps.provisional, ps.transition
 					st.history = slices.Clone(ps.history)
 					ps.mu.Unlock()
 				}
@@ -464,7 +466,7 @@ func (p *provider) withFacts(tr TargetResult) TargetResult {
 	if tr.Facts == nil {
 		if k, ok := p.checker.(FactKeeper); ok {
 			// Kept facts change from scrape to scrape: not the verdict's.
-			tr.Facts, tr.memo = k.Facts(tr.Target.Name), nil
+			tr.Facts, tr.memo = keptFacts(k, tr.Target.Name), nil
 		}
 	}
 	return tr
@@ -646,18 +648,23 @@ func (e *Engine) start(ctx context.Context, p *provider, st *state, t Target) *c
 		}
 		if !p.Reasons.Contains(v.Reason) {
 			logger.Error("checker returned a reason outside its set", "reason", v.Reason, "message", v.Message)
-			v = Verdict{Reason: ReasonUnknown, Message: fmt.Sprintf("invalid reason %q: %s", v.Reason, v.Message)}
+			v = Verdict{Reason: ReasonUnknown, Message: fmt.Sprintf("invalid reason %q: %s", BoundString(string(v.Reason)), v.Message)}
+		}
+		// The one place every kind's message passes (docs/security.md).
+		v.Message = BoundString(v.Message)
+		st.mu.Lock()
+		prev := st.cached
+		st.mu.Unlock()
+		if prev == nil || !sameFacts(prev.Facts, v.Facts) {
+			v = settleFacts(v, c.memo, p.Name, t.Name, logger)
 		}
 		if v.Address != "" {
 			t.Address = v.Address
+			st.mu.Lock()
+			st.address = v.Address
+			st.mu.Unlock()
 		}
 		res := Result{Verdict: v, Target: t, CheckedAt: end, Duration: end.Sub(begin)}
-		st.mu.Lock()
-		prev := st.cached
-		if v.Address != "" {
-			st.address = v.Address
-		}
-		st.mu.Unlock()
 		// A verdict is logged at info when the reason changes, so a target
 		// that stays broken does not fill the log at every scrape.
 		level := slog.LevelDebug
@@ -702,8 +709,9 @@ func sameFacts(a, b Facts) bool {
 func safeCheck(ctx context.Context, c Checker, t Target, logger *slog.Logger) (v Verdict) {
 	defer func() {
 		if rec := recover(); rec != nil {
-			logger.Error("checker panicked", "panic", fmt.Sprint(rec), "stack", string(debug.Stack()))
-			v = Verdict{Reason: ReasonUnknown, Message: fmt.Sprintf("checker panicked: %v", rec)}
+			text := BoundString(fmt.Sprint(rec))
+			logger.Error("checker panicked", "panic", text, "stack", string(debug.Stack()))
+			v = Verdict{Reason: ReasonUnknown, Message: "checker panicked: " + text}
 		}
 	}()
 	return c.Check(ctx, logger, t.Name)

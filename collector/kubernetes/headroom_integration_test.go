@@ -39,7 +39,7 @@ func TestIntegrationHeadroom(t *testing.T) {
 	creator := headroomAccount(t, admin, "headroom-creator", []string{"list", "create", "delete"})
 
 	canI := []CanI{{Verb: "create", Resource: "pods"}, {Verb: "delete", Resource: "pods"}}
-	mins := map[corev1.ResourceName]resource.Quantity{corev1.ResourcePods: resource.MustParse("1")}
+	mins := map[corev1.ResourceName]Quantity{corev1.ResourcePods: mustQuantity("1")}
 	run := func(t *testing.T, token string) (collector.Reason, string, Headroom) {
 		t.Helper()
 		c, err := New(&config.Kubernetes{Name: "integration", Kubeconfig: cl.kubeconfigFor(t, token, nil)}, slog.New(slog.DiscardHandler))

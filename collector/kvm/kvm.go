@@ -330,7 +330,14 @@ func (c *Checker) queueDial(h *host, logger *slog.Logger) *dialJob {
 // checker's life but not to the check that queued it, keeps the session,
 // and keeps count of the host's failed dials for its backoff.
 func (c *Checker) runDial(j *dialJob) {
-	s, err := c.dial(c.ctx, j.logger, j.h.set)
+	// A dial worker is a goroutine of its own: a panic in it (the SSH or
+	// libvirt client on a peer's bytes) is the host's Unknown, not the
+	// process's end.
+	var s *session
+	err := collector.CatchPanic(func() (err error) {
+		s, err = c.dial(c.ctx, j.logger, j.h.set)
+		return err
+	})
 	h := j.h
 	h.mu.Lock()
 	switch {
@@ -493,7 +500,8 @@ func (h *host) verdict(logger *slog.Logger, r result) collector.Verdict {
 	v := collector.Verdict{Reason: r.reason, Facts: facts}
 	switch {
 	case r.err != nil:
-		v.Message = r.err.Error()
+		// libvirt's error text is the daemon's, up to a reply's 64 KiB.
+		v.Message = collector.BoundString(r.err.Error())
 		logger.Debug("check failed", "reason", r.reason, "err", r.err)
 	case r.message != "":
 		v.Message = r.message
