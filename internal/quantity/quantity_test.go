@@ -26,8 +26,8 @@ func TestParse(t *testing.T) {
 		{"1e3", 1_000_000, ""},
 		{"1E3", 1_000_000, ""},
 		{"1E", MaxMilli, ""}, // exa: 1e21 thousandths, over int64
-		{"1n", 1, ""},    // rounded up to a thousandth, as MilliValue
-		{"-1n", -1, ""},  // away from zero
+		{"1n", 1, ""},        // rounded up to a thousandth, as MilliValue
+		{"-1n", -1, ""},      // away from zero
 		{"0.0001Ki", 103, ""},
 		{"-2", -2000, ""},
 		{"+2", 2000, ""},
