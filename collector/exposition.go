@@ -59,7 +59,8 @@ func newFamily(name, help string, typ dto.MetricType, labels ...string) *family 
 // NewExposition builds the families of results. Errors are a provider's
 // metrics that a Registry would refuse too (invalid, inconsistent or
 // duplicate); they are left out and everything else is kept, as
-// promhttp.ContinueOnError does.
+// promhttp.ContinueOnError does. A target whose Facts panic while collected
+// is turned into Unknown, in results too.
 func NewExposition(results []ProviderResult) (*Exposition, error) {
 	ps, order, n := sortedResults(results)
 	// The providers' own metrics first: a target whose Facts panic while

@@ -19,7 +19,7 @@ func (x *exporter) reload() error {
 		return err
 	}
 	x.cfgMu.Lock()
-	x.cfg = cfg
+	x.cfg, x.cfgText = cfg, &configText{cfg: cfg}
 	x.cfgMu.Unlock()
 	x.reloadOK.Set(1)
 	x.reloadTime.SetToCurrentTime()
