@@ -340,7 +340,12 @@ func collectJobs(jobs []*factJob) (rows [][]*factMetric, errs []error) {
 			continue
 		}
 		if len(batch) == 0 {
-			batch, dms = make([]factMetric, 256), make([]dto.Metric, 256)
+			// A few hundred at a time across targets, but no more than
+			// the jobs left can use: the metrics keep their batch alive
+			// for as long as their verdict is served, and a check collects
+			// its one target alone (settleFacts).
+			n := min(256, 16*(len(jobs)-k))
+			batch, dms = make([]factMetric, n), make([]dto.Metric, n)
 		}
 		fm, dm := &batch[0], &dms[0]
 		batch, dms = batch[1:], dms[1:]

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"sync"
 
-	"go.yaml.in/yaml/v3"
-
 	"github.com/egress-proxies/provider_health_exporter/config"
 )
 
@@ -24,7 +22,7 @@ type configText struct {
 
 func (c *configText) render() ([]byte, error) {
 	c.once.Do(func() {
-		c.text, c.err = yaml.Marshal(c.cfg)
+		c.text, c.err = c.cfg.RenderYAML()
 		if c.err != nil {
 			c.err = fmt.Errorf("rendering the configuration: %w", c.err)
 		}

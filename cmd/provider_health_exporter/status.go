@@ -147,7 +147,11 @@ func (x *exporter) serveReload(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "this endpoint requires a POST request", http.StatusMethodNotAllowed)
 		return
 	}
-	if err := x.reload(); err != nil {
+	err := x.reload()
+	// A reload of a large file may take longer than the write deadline
+	// set when the request arrived: the answer still gets writeGrace.
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(writeGrace))
+	if err != nil {
 		x.logger.Error("error reloading config", "err", err)
 		http.Error(w, fmt.Sprintf("failed to reload config: %v", err), http.StatusInternalServerError)
 		return

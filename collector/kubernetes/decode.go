@@ -76,6 +76,11 @@ func podCount(res rest.Result) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	return decodePodCount(body, protobuf)
+}
+
+// decodePodCount is podCount of a body.
+func decodePodCount(body []byte, protobuf bool) (int, error) {
 	if protobuf {
 		kind, raw, err := unwrap(body)
 		if err != nil {
@@ -128,6 +133,11 @@ func quotaList(res rest.Result) ([]rawQuota, error) {
 	if err != nil {
 		return nil, err
 	}
+	return decodeQuotaList(body, protobuf)
+}
+
+// decodeQuotaList is quotaList of a body.
+func decodeQuotaList(body []byte, protobuf bool) ([]rawQuota, error) {
 	if protobuf {
 		kind, raw, err := unwrap(body)
 		if err != nil {
