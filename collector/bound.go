@@ -10,7 +10,7 @@ import (
 // or Status message, a quota warning, an access review's reason, a webhook's
 // denial, a name) that the exporter keeps where it enters a verdict's
 // message, a status page's details or a log line (docs/security.md:
-// "Bounds"). A provider answer may legally be megabytes; copying it into
+// "Strings, labels and pages"). A provider answer may legally be megabytes; copying it into
 // every verdict, page and log line multiplies it.
 const MaxProviderString = 4096
 

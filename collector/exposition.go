@@ -185,7 +185,7 @@ func gatherFacts(ps []*ProviderResult, order [][]*TargetResult) (rows [][]*factM
 			if t.Facts == nil {
 				continue
 			}
-			if ms, ok, err, panicked := t.memo.load(p.Name, t.Target.Name); ok {
+			if ms, ok, panicked, err := t.memo.load(p.Name, t.Target.Name); ok {
 				if panicked != "" {
 					t.Verdict = panicVerdict(t.Verdict, "building the metrics of the verdict", panicked)
 					continue
@@ -399,16 +399,16 @@ type factsMemo struct {
 	panicked     string // the text of a panic in Collect
 }
 
-func (m *factsMemo) load(name, target string) (ms []*factMetric, ok bool, err error, panicked string) {
+func (m *factsMemo) load(name, target string) (ms []*factMetric, ok bool, panicked string, err error) {
 	if m == nil {
-		return nil, false, nil, ""
+		return nil, false, "", nil
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if !m.done || m.name != name || m.target != target {
-		return nil, false, nil, ""
+		return nil, false, "", nil
 	}
-	return m.ms, true, m.err, m.panicked
+	return m.ms, true, m.panicked, m.err
 }
 
 func (m *factsMemo) store(name, target string, ms []*factMetric, err error, panicked string) {

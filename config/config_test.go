@@ -44,6 +44,7 @@ func TestLoadInvalid(t *testing.T) {
 		"invalid-can-i-without-namespace.yml":        `kubernetes[0] "prod": namespace: missing (required by can_i and min_quota_headroom)`,
 		"invalid-too-many-can-i.yml":                 `kubernetes[0] "prod": can_i: 33 entries, at most 32 are allowed (each is one access review at every check)`,
 		"invalid-quota-headroom-magnitude.yml":       `kubernetes[0] "prod": min_quota_headroom pods: quantity "1e-1000000000": magnitude beyond 10^±64, which no cluster could mean`,
+		"invalid-byte-quantity-magnitude.yml":        `kvm[0] "lab": min_free_memory: quantity "1e-1000000000": magnitude beyond 10^±64, which no cluster could mean`,
 		"invalid-can-i-entry.yml":                    `kubernetes[0] "prod": can_i[1]: can_i entry "Delete pods": verb "Delete" is not a lowercase name`,
 		"invalid-quota-headroom-quantity.yml":        `kubernetes[0] "prod": min_quota_headroom requests.memory: quantity "4 GiB": unknown suffix " GiB" (want Ki, Mi, Gi, Ti, Pi, Ei, n, u, m, k, M, G, T, P, E or an exponent like e3)`,
 		"invalid-quota-headroom-without-regions.yml": `gcp[0] "crawl-prod": regions: missing (required by min_quota_headroom)`,

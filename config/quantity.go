@@ -30,9 +30,9 @@ func ParseBytes(s string) (uint64, error) {
 		return 0, fmt.Errorf("quantity %q has no number; want bytes or a binary unit (20GiB, 4Gi)", s)
 	}
 	// The bounded parser first: resource.ParseQuantity never returns on
-	// some values ("1e-1000000000").
-	if _, err := quantity.Parse(num); err != nil {
-		return 0, fmt.Errorf("%w; want bytes or a binary unit (20GiB, 4Gi)", err)
+	// some values ("1e-1000000000"); its own words for the rest.
+	if _, err := quantity.Parse(num); errors.Is(err, quantity.ErrMagnitude) {
+		return 0, fmt.Errorf("quantity %q: %w", s, quantity.ErrMagnitude)
 	}
 	q, err := resource.ParseQuantity(num)
 	if err != nil {

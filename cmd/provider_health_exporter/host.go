@@ -63,7 +63,8 @@ func dnsName(s string) bool {
 		}
 		for i := range len(label) {
 			c := label[i]
-			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			letter := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+			if !letter && (c < '0' || c > '9') && c != '-' && c != '_' {
 				return false
 			}
 		}

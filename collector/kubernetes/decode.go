@@ -193,7 +193,7 @@ func (q *jsonQuantity) UnmarshalJSON(b []byte) error {
 		*q = jsonQuantity(s)
 		return nil
 	}
-	if len(b) == 0 || !(b[0] == '-' || b[0] >= '0' && b[0] <= '9') {
+	if len(b) == 0 || b[0] != '-' && (b[0] < '0' || b[0] > '9') {
 		return fmt.Errorf("quantity %s is neither a string nor a number", boundedText(string(b)))
 	}
 	*q = jsonQuantity(b)
