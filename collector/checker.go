@@ -3,10 +3,9 @@
 // shared in-flight checks and min_interval reuse, and the translation of
 // verdicts into metrics and status.
 //
-// Each provider package's New takes functional options (type Option
-// func(*Checker)); one of them sets how every connection the checker
-// opens is made, which is how tests keep name lookups and traffic on
-// loopback.
+// Each provider package's New takes the functional options of option.go;
+// WithDialer sets how every connection the checker opens is made, which
+// is how tests keep name lookups and traffic on loopback.
 package collector
 
 import (
@@ -21,7 +20,7 @@ import (
 // API of a cloud project, one host.
 type Target struct {
 	Name    string // the target label
-	Address string // where it is, for target_info and the status page
+	Address string // where it is, for target_info and the status page, redacted (internal/redact) by the engine
 }
 
 // Checker checks the targets of one configured provider entry.

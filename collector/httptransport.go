@@ -149,10 +149,11 @@ func HTTPReasons(extra ...ReasonDef) ReasonSet {
 	}...)
 }
 
-// ClassifyTransport classifies what went wrong below the HTTP status of an
+// Transport classifies what went wrong below the HTTP status of an
 // API call: the shared part of every HTTP provider's classification
 // (docs/security.md: "What the exporter bounds"), with one answer per case. ok is false for an
-// error it does not recognise, which the provider classifies further.
+// error it does not recognise, which the provider classifies further. A
+// kind that calls it lists it in KindOf.Classifiers.
 //
 //   - the context ended, or a step's own timeout (TLS handshake, TCP connect)
 //     fired: Timeout, whatever the error says
@@ -162,7 +163,12 @@ func HTTPReasons(extra ...ReasonDef) ReasonSet {
 //     HTTPS (a TLS record header error): TLSError
 //   - refused, reset, unreachable, or closed before an answer (EOF), and
 //     any other network operation that failed: Unreachable
-func ClassifyTransport(ctx context.Context, err error) (r Reason, ok bool) {
+var Transport = NewClassifier("collector.Transport", ReasonSet{
+	{ReasonTimeout, false}, {ReasonBadResponse, true}, {ReasonDNSFailed, false},
+	{ReasonTLSError, false}, {ReasonUnreachable, false},
+}, classifyTransport)
+
+func classifyTransport(ctx context.Context, err error) (r Reason, ok bool) {
 	var (
 		redirect *RedirectError
 		tooLarge *BodyTooLargeError

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/egress-proxies/provider_health_exporter/internal/testnet"
 )
 
 // boundedClient is a provider's client as the providers build it: the
@@ -65,20 +67,12 @@ func expired(t *testing.T) context.Context {
 	return ctx
 }
 
-// TestClassifyTransport: one answer per transport case, from real
-// failures on loopback. Past the deadline every failure is Timeout,
+// TestClassifyTransport: one answer per transport case, each in the
+// classifier's Reasons, from real failures on loopback. Past the deadline every failure is Timeout,
 // whatever the error says (docs/configuration.md: "Timeouts").
 func TestClassifyTransport(t *testing.T) {
 	t.Parallel()
-	closed := func() string {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := l.Addr().String()
-		l.Close()
-		return addr
-	}()
+	closed := testnet.RefusedAddr(t)
 	reset := listen(t, func(c net.Conn) {
 		_, _ = c.Read(make([]byte, 1024))
 		_ = c.(*net.TCPConn).SetLinger(0)
@@ -149,9 +143,12 @@ func TestClassifyTransport(t *testing.T) {
 			if err == nil {
 				t.Fatal("no error")
 			}
-			got, ok := ClassifyTransport(ctx, err)
+			got, ok := Transport.Classify(ctx, err)
 			if got != tc.want || ok != (tc.want != "") {
-				t.Errorf("ClassifyTransport(%v) = %q, %v; want %q", err, got, ok, tc.want)
+				t.Errorf("Transport.Classify(%v) = %q, %v; want %q", err, got, ok, tc.want)
+			}
+			if ok && !Transport.Reasons().Contains(got) {
+				t.Errorf("Transport returned %s, which is not in its Reasons %v", got, Transport.Reasons().Reasons())
 			}
 		})
 	}
@@ -173,7 +170,7 @@ func TestBoundedTransportRefusesRedirects(t *testing.T) {
 	if !errors.As(err, &redirect) || redirect.Location != other.URL+"/stolen" || !strings.Contains(err.Error(), "302") {
 		t.Fatalf("err = %v, want a RedirectError with status 302 and the Location", err)
 	}
-	if r, _ := ClassifyTransport(context.Background(), err); r != ReasonBadResponse {
+	if r, _ := Transport.Classify(context.Background(), err); r != ReasonBadResponse {
 		t.Errorf("reason %s, want BadResponse", r)
 	}
 	if n := elsewhere.Load(); n != 0 {

@@ -95,12 +95,13 @@ func (s ReasonSet) Reasons() []Reason {
 // makes up Timeout (a check that outlived its deadline) and Unknown (a
 // panic, a reason outside the set), and Ready is what ready means, so every
 // set has these three, Ready up and the other two not; a reason appears
-// once and is a CamelCase word, since it becomes a label value.
+// once and is a CamelCase word (a capital, then letters and digits),
+// since it becomes a label value.
 func (s ReasonSet) Validate() error {
 	seen := make(map[Reason]bool, len(s))
 	var errs []error
 	for _, d := range s {
-		if d.Reason == "" || strings.ContainsFunc(string(d.Reason), func(c rune) bool {
+		if d.Reason == "" || d.Reason[0] < 'A' || d.Reason[0] > 'Z' || strings.ContainsFunc(string(d.Reason), func(c rune) bool {
 			return (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (c < '0' || c > '9')
 		}) {
 			errs = append(errs, fmt.Errorf("reason %q is not a CamelCase word", d.Reason))

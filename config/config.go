@@ -17,6 +17,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/egress-proxies/provider_health_exporter/internal/boundedfile"
+	"github.com/egress-proxies/provider_health_exporter/internal/redact"
 )
 
 // Defaults of docs/configuration.md's "Configuration".
@@ -35,11 +36,6 @@ const (
 // Config is the whole file.
 type Config struct {
 	Defaults Defaults
-	// The entries of the built-in kinds, for their packages; every
-	// section's entries, these too, are in Entries.
-	Kubernetes []*Kubernetes
-	GCP        []*GCP
-	KVM        []*KVM
 
 	sections []sectionEntries // in the order of the sections Load was given
 }
@@ -76,15 +72,11 @@ type Check struct {
 	MinInterval *Duration `yaml:"min_interval,omitempty"`
 }
 
-// Load reads, parses and validates the file at path, with the sections of
-// the built-in kinds.
-func Load(path string) (*Config, error) {
-	return LoadSections(path, Builtin())
-}
-
-// LoadSections is Load with the given sections: the kinds the file may
-// configure, in the order the summary and /api/v1/config list them.
-func LoadSections(path string, sections []Section) (*Config, error) {
+// Load reads, parses and validates the file at path through sections: the
+// kinds the file may configure (the exporter's table of kinds), in the
+// order the summary and /api/v1/config list them. Relative file paths are
+// taken relative to the file, as Prometheus does.
+func Load(path string, sections []Section) (*Config, error) {
 	data, err := boundedfile.Read(path, boundedfile.Config)
 	if err != nil {
 		return nil, fmt.Errorf("config file %s: %w", path, err)
@@ -96,12 +88,11 @@ func LoadSections(path string, sections []Section) (*Config, error) {
 	return cfg, nil
 }
 
-// Parse parses and validates a configuration of the built-in kinds.
+// Parse parses and validates a configuration of the given sections.
 // Unknown keys are errors. Relative file paths are taken relative to the
-// working directory; Load takes them relative to the config file, as
-// Prometheus does.
-func Parse(data []byte) (*Config, error) {
-	return parse(data, "", Builtin())
+// working directory.
+func Parse(data []byte, sections []Section) (*Config, error) {
+	return parse(data, "", sections)
 }
 
 func parse(data []byte, dir string, sections []Section) (*Config, error) {
@@ -129,7 +120,6 @@ func parse(data []byte, dir string, sections []Section) (*Config, error) {
 	if err := cfg.decode(top, sections); err != nil {
 		return nil, err
 	}
-	cfg.assignBuiltin()
 	cfg.resolvePaths(dir)
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -138,7 +128,8 @@ func parse(data []byte, dir string, sections []Section) (*Config, error) {
 }
 
 // MarshalYAML writes the configuration as it is in force: defaults, then
-// every section in the order of the sections, empty ones left out.
+// every section in the order of the sections, empty ones left out, with
+// every URL redacted (redactNode).
 func (c *Config) MarshalYAML() (any, error) {
 	out := &yaml.Node{Kind: yaml.MappingNode}
 	add := func(key string, v any) error {
@@ -146,6 +137,7 @@ func (c *Config) MarshalYAML() (any, error) {
 		if err := n.Encode(v); err != nil {
 			return fmt.Errorf("%s: %w", key, err)
 		}
+		redactNode(&n)
 		out.Content = append(out.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: key}, &n)
 		return nil
 	}
@@ -162,6 +154,18 @@ func (c *Config) MarshalYAML() (any, error) {
 		}
 	}
 	return out, nil
+}
+
+// redactNode redacts every string of n that is a URL (redact.URL), as
+// every address the exporter shows is: /config must not show a URL's
+// userinfo or query values, which can be secrets.
+func redactNode(n *yaml.Node) {
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!str" {
+		n.Value = redact.URL(n.Value)
+	}
+	for _, c := range n.Content {
+		redactNode(c)
+	}
 }
 
 func (ch *Check) resolve(d Defaults, where string) error {
@@ -246,6 +250,8 @@ func fileKind(field string) boundedfile.Kind {
 		return boundedfile.Passphrase
 	case "known_hosts_file":
 		return boundedfile.KnownHosts
+	case "pod_template":
+		return boundedfile.PodTemplate
 	default:
 		return boundedfile.PrivateKey
 	}

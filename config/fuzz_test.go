@@ -21,7 +21,7 @@ func FuzzParse(f *testing.F) {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		cfg, err := Parse(data)
+		cfg, err := Parse(data, sections)
 		if err != nil {
 			if err.Error() == "" {
 				t.Error("empty error message")
@@ -64,7 +64,7 @@ func FuzzLoad(f *testing.F) {
 		if err := os.WriteFile(path, data, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		cfg, err := Load(path)
+		cfg, err := Load(path, sections)
 		if err != nil {
 			if err.Error() == "" {
 				t.Error("empty error message")

@@ -17,7 +17,7 @@ import (
 // second entry after them.
 func TestRenderYAMLIsMarshalYAML(t *testing.T) {
 	t.Parallel()
-	full, err := Load(filepath.Join("..", "testdata", "valid-full.yml"))
+	full, err := Load(filepath.Join("..", "testdata", "valid-full.yml"), sections)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +38,7 @@ func TestRenderYAMLIsMarshalYAML(t *testing.T) {
 		}
 	}
 	b.WriteString("kubernetes:\n  - name: k\n    namespace: egress-proxies\n    can_i: [create pods]\n")
-	large, err := Parse([]byte(b.String()))
+	large, err := Parse([]byte(b.String()), sections)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func BenchmarkRenderYAML(b *testing.B) {
 	for i := range 5000 {
 		fmt.Fprintf(&s, "      - address: 10.0.%d.%d:22\n", i/256, i%256)
 	}
-	cfg, err := Parse([]byte(s.String()))
+	cfg, err := Parse([]byte(s.String()), sections)
 	if err != nil {
 		b.Fatal(err)
 	}

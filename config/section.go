@@ -62,6 +62,18 @@ func (c *Config) Entries(kind string) []Entry {
 	return nil
 }
 
+// EntriesOf lists the entries of kind as the type T its section makes, in
+// file order; an entry of another type is left out.
+func EntriesOf[T Entry](c *Config, kind string) []T {
+	var out []T
+	for _, e := range c.Entries(kind) {
+		if t, ok := e.(T); ok {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
 // AllEntries lists the entries of every section, section by section.
 func (c *Config) AllEntries() []Entry {
 	var out []Entry

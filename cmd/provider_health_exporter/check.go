@@ -13,7 +13,7 @@ import (
 // reject. Those do not fail the check, because at run time they only make
 // their own target not ready.
 func checkConfig(kinds []collector.Kind, path string, stdout, stderr io.Writer) int {
-	cfg, err := config.LoadSections(path, collector.Sections(kinds))
+	cfg, err := config.Load(path, collector.Sections(kinds))
 	if err != nil {
 		fmt.Fprintf(stderr, "FAILED: %v\n", err)
 		return 1

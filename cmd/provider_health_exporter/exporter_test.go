@@ -74,13 +74,13 @@ func fakeEntries(behaviours map[string]func(context.Context, *slog.Logger, strin
 			case kubernetes.Name:
 				targets = []collector.Target{{Name: "apiserver", Address: "https://127.0.0.1:6443"}}
 			case gcp.Name:
-				for _, g := range cfg.GCP {
+				for _, g := range config.EntriesOf[*config.GCP](cfg, gcp.Name) {
 					if g.Name == es[i].Name {
 						targets = []collector.Target{{Name: "compute", Address: "projects/" + g.Project}}
 					}
 				}
 			case kvm.Name:
-				for _, v := range cfg.KVM {
+				for _, v := range config.EntriesOf[*config.KVM](cfg, kvm.Name) {
 					if v.Name == es[i].Name {
 						for _, h := range v.Hosts {
 							targets = append(targets, collector.Target{Name: h.Name, Address: h.Address})
@@ -399,7 +399,7 @@ func TestStatusJSONAndLandingPage(t *testing.T) {
 	if code != http.StatusOK {
 		t.Fatalf("landing page status %d", code)
 	}
-	for _, want := range []string{"<table>", `class="notready"`, `class="ready"`, "APIDisabled",
+	for _, want := range []string{"<table id=\"targets\">", `class="notready"`, `class="ready"`, "APIDisabled",
 		"Compute Engine API has not been used in project crawl-prod-123", "/probe?name=lab&amp;target=nuc&amp;debug=true",
 		`name="refresh"`, "never checked &rarr; APIDisabled"} {
 		if !strings.Contains(page, want) {

@@ -60,8 +60,19 @@ func run(args []string, stdout, stderr *os.File) int {
 	// klog's process-wide logger; send them to ours so they keep our format.
 	klog.SetSlogLogger(logger.With("component", "client-go"))
 
+	// The kinds' contracts are checked before anything else: a kind that
+	// breaks one would give wrong verdicts, not an error.
+	kinds, err := kindTable()
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", program, err)
+		return 1
+	}
 	if *configCheck {
-		return checkConfig(builtinKinds(), *configFile, stdout, stderr)
+		return checkConfig(kinds, *configFile, stdout, stderr)
+	}
+	if err := applyMemoryLimit(logger); err != nil {
+		logger.Error("invalid memory limit", "err", err)
+		return 1
 	}
 	if *timeoutOff < 0 {
 		logger.Error("--timeout-offset must not be negative", "value", *timeoutOff)
@@ -88,7 +99,7 @@ func run(args []string, stdout, stderr *os.File) int {
 	x := newExporter(exporterOptions{
 		logger:      logger,
 		configFile:  *configFile,
-		entries:     entries,
+		kinds:       kinds,
 		offset:      time.Duration(*timeoutOff * float64(time.Second)),
 		maxRequests: *maxRequests,
 		metricsPath: *metricsPath,

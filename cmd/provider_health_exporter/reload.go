@@ -12,7 +12,7 @@ import (
 func (x *exporter) reload() error {
 	x.reloadMu.Lock()
 	defer x.reloadMu.Unlock()
-	cfg, err := config.LoadSections(x.configFile, collector.Sections(x.kinds))
+	cfg, err := config.Load(x.configFile, collector.Sections(x.kinds))
 	if err == nil {
 		err = x.engine.Load(x.entries(cfg, x.logger))
 	}

@@ -20,7 +20,7 @@ type sdGroup struct {
 func (x *exporter) multiTarget(kind string) bool {
 	for _, k := range x.kinds {
 		if k.Name() == kind {
-			return k.MultiTarget
+			return k.MultiTarget()
 		}
 	}
 	return false

@@ -29,7 +29,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/egress-proxies/provider_health_exporter/collector/internal/fakedns"
+	"github.com/egress-proxies/provider_health_exporter/internal/fakedns"
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
 	"github.com/egress-proxies/provider_health_exporter/config"
@@ -287,7 +287,7 @@ func (cs *computeServer) serve(w http.ResponseWriter, r *http.Request) {
 
 // newTestChecker builds a checker for endpoint with a service-account file
 // whose token comes from tokens.
-func newTestChecker(t *testing.T, endpoint string, tokens *tokenServer, opts ...Option) *Checker {
+func newTestChecker(t *testing.T, endpoint string, tokens *tokenServer, opts ...collector.Option) *Checker {
 	t.Helper()
 	cfg := &config.GCP{
 		Name:            "crawl-prod",
@@ -498,15 +498,6 @@ func TestTokenDeadline(t *testing.T) {
 func TestTransportFailures(t *testing.T) {
 	t.Parallel()
 
-	closedAddr := func(t *testing.T) string {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := l.Addr().String()
-		l.Close()
-		return addr
-	}
 	// dropper accepts connections and closes them before any answer.
 	dropper := func(t *testing.T) string {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -529,29 +520,29 @@ func TestTransportFailures(t *testing.T) {
 
 	for _, tc := range []struct {
 		name     string
-		endpoint func(t *testing.T, tokens *tokenServer) (string, []Option)
+		endpoint func(t *testing.T, tokens *tokenServer) (string, []collector.Option)
 		want     collector.Reason
 	}{
-		{"refused", func(t *testing.T, _ *tokenServer) (string, []Option) {
-			return "http://" + closedAddr(t), nil
+		{"refused", func(t *testing.T, _ *tokenServer) (string, []collector.Option) {
+			return "http://" + testnet.RefusedAddr(t), nil
 		}, collector.ReasonUnreachable},
-		{"dropped before an answer", func(t *testing.T, _ *tokenServer) (string, []Option) {
+		{"dropped before an answer", func(t *testing.T, _ *tokenServer) (string, []collector.Option) {
 			return "http://" + dropper(t), nil
 		}, collector.ReasonUnreachable},
-		{"unknown CA", func(t *testing.T, _ *tokenServer) (string, []Option) {
+		{"unknown CA", func(t *testing.T, _ *tokenServer) (string, []collector.Option) {
 			s := httptest.NewTLSServer(http.NotFoundHandler())
 			t.Cleanup(s.Close)
 			return s.URL, nil
 		}, collector.ReasonTLSError},
-		{"HTTP answer to HTTPS", func(t *testing.T, _ *tokenServer) (string, []Option) {
+		{"HTTP answer to HTTPS", func(t *testing.T, _ *tokenServer) (string, []collector.Option) {
 			s := httptest.NewServer(http.NotFoundHandler())
 			t.Cleanup(s.Close)
 			return "https://" + strings.TrimPrefix(s.URL, "http://"), nil
 		}, collector.ReasonTLSError},
-		{"name does not resolve", func(t *testing.T, _ *tokenServer) (string, []Option) {
-			return "http://compute.nxdomain.test:8443", []Option{WithDialer(fakedns.Dialer(t))}
+		{"name does not resolve", func(t *testing.T, _ *tokenServer) (string, []collector.Option) {
+			return "http://compute.nxdomain.test:8443", []collector.Option{collector.WithDialer(fakedns.Dialer(t))}
 		}, collector.ReasonDNSFailed},
-		{"token endpoint refuses the assertion", func(t *testing.T, tokens *tokenServer) (string, []Option) {
+		{"token endpoint refuses the assertion", func(t *testing.T, tokens *tokenServer) (string, []collector.Option) {
 			tokens.refuse = true
 			return newComputeServer(t, 200, "aggregated-instances.json").start().URL, nil
 		}, collector.ReasonCredentialsUnavailable},
@@ -574,12 +565,7 @@ func TestTransportFailures(t *testing.T) {
 func TestTokenEndpointUnreachable(t *testing.T) {
 	t.Parallel()
 	api := newComputeServer(t, 200, "aggregated-instances.json").start()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tokenURL := "http://" + l.Addr().String() + "/token"
-	l.Close()
+	tokenURL := "http://" + testnet.RefusedAddr(t) + "/token"
 	cfg := &config.GCP{
 		Name: "crawl-prod", Project: testProject, Filter: config.DefaultGCPFilter, Endpoint: api.URL,
 		CredentialsFile: writeServiceAccount(t, t.TempDir(), tokenURL, "exporter@crawl-prod-123.iam.gserviceaccount.com"),

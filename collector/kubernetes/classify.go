@@ -11,9 +11,11 @@ import (
 )
 
 // Reasons is the closed reason set of a Kubernetes cluster (docs/metrics.md:
-// "Reasons"): the HTTP API's, and QuotaExhausted for min_quota_headroom.
+// "Reasons"): the HTTP API's, QuotaExhausted for min_quota_headroom and
+// AdmissionDenied for pod_template.
 func Reasons() collector.ReasonSet {
-	return collector.HTTPReasons(collector.ReasonDef{Reason: ReasonQuotaExhausted, Up: true})
+	return collector.HTTPReasons(collector.ReasonDef{Reason: ReasonQuotaExhausted, Up: true},
+		collector.ReasonDef{Reason: ReasonAdmissionDenied, Up: true})
 }
 
 // Name is the kind's name: its configuration section and provider label.
@@ -38,7 +40,7 @@ func classify(ctx context.Context, err error, tr *trace) collector.Reason {
 		// failed (exec plugin, token file).
 		return collector.ReasonCredentialsUnavailable
 	}
-	if r, ok := collector.ClassifyTransport(ctx, err); ok {
+	if r, ok := collector.Transport.Classify(ctx, err); ok {
 		if r == collector.ReasonUnreachable && tr.answered.Load() {
 			// Headers arrived but the body could not be read.
 			return collector.ReasonBadResponse

@@ -111,6 +111,43 @@ func decodePodCount(body []byte, protobuf bool) (int, error) {
 	return len(list.Items), nil
 }
 
+// podMeta reads an answer that is one Pod (the dry run's) as its
+// metadata: the Pod the API server sends back carries the quantities
+// admission set, which are not parsed.
+func podMeta(res rest.Result) (metav1.ObjectMeta, error) {
+	body, protobuf, err := answer(res)
+	if err != nil {
+		return metav1.ObjectMeta{}, err
+	}
+	return decodePodMeta(body, protobuf)
+}
+
+// decodePodMeta is podMeta of a body.
+func decodePodMeta(body []byte, protobuf bool) (metav1.ObjectMeta, error) {
+	var kind string
+	var pod metav1.PartialObjectMetadata
+	if protobuf {
+		k, raw, err := unwrap(body)
+		if err != nil {
+			return metav1.ObjectMeta{}, &badResponseError{err: err}
+		}
+		// A Pod's field 1 is its metadata, as PartialObjectMetadata's.
+		if err := pod.Unmarshal(raw); err != nil {
+			return metav1.ObjectMeta{}, &badResponseError{err: fmt.Errorf("protobuf %s: %w", boundedText(k), err)}
+		}
+		kind = k
+	} else {
+		if err := json.Unmarshal(body, &pod); err != nil {
+			return metav1.ObjectMeta{}, &badResponseError{err: err}
+		}
+		kind = pod.Kind
+	}
+	if kind != "Pod" {
+		return metav1.ObjectMeta{}, &badResponseError{err: fmt.Errorf("got a %q, want a Pod", boundedText(kind))}
+	}
+	return pod.ObjectMeta, nil
+}
+
 func podListKind(kind string) error {
 	if kind != "PartialObjectMetadataList" && kind != "PodList" {
 		return &badResponseError{err: fmt.Errorf("got a %q, want a PodList", boundedText(kind))}

@@ -5,8 +5,8 @@ import (
 	"time"
 )
 
-// FuzzServerAnswers: whatever bytes an API server answers the list call
-// or the quota list with, in JSON or protobuf, decoding them and reading
+// FuzzServerAnswers: whatever bytes an API server answers the list call,
+// the dry run or the quota list with, in JSON or protobuf, decoding them and reading
 // every quantity returns promptly (no resource.ParseQuantity on them)
 // with an answer or an error, and the errors are bounded.
 func FuzzServerAnswers(f *testing.F) {
@@ -18,6 +18,9 @@ func FuzzServerAnswers(f *testing.F) {
 		start := time.Now()
 		if _, err := decodePodCount(body, protobuf); err != nil && len(err.Error()) > 4<<10+len(body)*4 {
 			t.Fatalf("pod list error of %d bytes", len(err.Error()))
+		}
+		if _, err := decodePodMeta(body, protobuf); err != nil && len(err.Error()) > 4<<10+len(body)*4 {
+			t.Fatalf("dry-run answer error of %d bytes", len(err.Error()))
 		}
 		qs, err := decodeQuotaList(body, protobuf)
 		if err != nil {

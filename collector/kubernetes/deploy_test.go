@@ -12,6 +12,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/collector/gcp"
+	"github.com/egress-proxies/provider_health_exporter/collector/kvm"
 	"github.com/egress-proxies/provider_health_exporter/config"
 )
 
@@ -140,11 +143,11 @@ func TestDeployedConfig(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cfg, err := config.Parse([]byte(strings.ReplaceAll(text, secretMount+"/", secrets+"/")))
+	cfg, err := config.Parse([]byte(strings.ReplaceAll(text, secretMount+"/", secrets+"/")), deployedSections)
 	if err != nil {
 		t.Fatalf("the ConfigMap's configuration does not load: %v", err)
 	}
-	if len(cfg.Kubernetes) == 0 || cfg.Kubernetes[0].Kubeconfig != "" {
+	if ks := config.EntriesOf[*config.Kubernetes](cfg, Name); len(ks) == 0 || ks[0].Kubeconfig != "" {
 		t.Errorf("want an in-cluster kubernetes entry (no kubeconfig), the ServiceAccount's RBAC is what deploy/kubernetes grants")
 	}
 
@@ -194,11 +197,19 @@ func TestHelmChartDefaultConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := config.Parse(text)
+	cfg, err := config.Parse(text, onlyKubernetes)
 	if err != nil {
 		t.Fatalf("the chart's default config does not load: %v\n%s", err, text)
 	}
-	if len(cfg.Kubernetes) != 1 || cfg.Kubernetes[0].Kubeconfig != "" || len(cfg.GCP)+len(cfg.KVM) != 0 {
+	if ks := config.EntriesOf[*config.Kubernetes](cfg, Name); len(ks) != 1 || ks[0].Kubeconfig != "" || len(cfg.AllEntries()) != 1 {
 		t.Errorf("the chart's default config is %+v; want one in-cluster kubernetes entry and nothing that needs a Secret", cfg)
 	}
 }
+
+// onlyKubernetes reads a file through the kubernetes section alone: an
+// entry of another kind there, which would need a Secret, is an error.
+var onlyKubernetes = []config.Section{Kind().Section()}
+
+// deployedSections are the sections of the kinds deploy/kubernetes's
+// example configuration has an entry of.
+var deployedSections = collector.Sections([]collector.Kind{Kind(), gcp.Kind(), kvm.Kind()})

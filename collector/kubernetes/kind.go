@@ -1,41 +1,22 @@
 package kubernetes
 
 import (
-	"fmt"
-	"log/slog"
-
 	"github.com/egress-proxies/provider_health_exporter/collector"
 	"github.com/egress-proxies/provider_health_exporter/config"
 )
 
 // Kind is the kubernetes kind (a cluster's API server) as the exporter's table of kinds lists it.
 func Kind() collector.Kind {
-	return collector.Kind{
+	return collector.NewKind(collector.KindOf[*config.Kubernetes, *Checker]{
 		Section: config.KubernetesSection(),
 		Reasons: Reasons(),
-		// QuotaExhausted only where quotas are checked (docs/configuration.md).
-		EntryReasons: func(e config.Entry) collector.ReasonSet {
-			if k, ok := e.(*config.Kubernetes); ok && len(k.MinQuotaHeadroom) > 0 {
-				return Reasons()
-			}
-			return Reasons().Without(ReasonQuotaExhausted)
+		// Transport classifies what fails below the HTTP status.
+		Classifiers: []collector.Classifier{collector.Transport},
+		// QuotaExhausted and AdmissionDenied only where their keys are set (docs/configuration.md).
+		EntryReasons: EntryReasons,
+		NewChecker:   New,
+		FileWarnings: func(k *config.Kubernetes) []string {
+			return append(collector.Warnings(CheckFiles(k)), CheckPodTemplate(k)...)
 		},
-		NewChecker: func(e config.Entry, logger *slog.Logger) (collector.Checker, error) {
-			c, ok := e.(*config.Kubernetes)
-			if !ok {
-				return nil, fmt.Errorf("kubernetes entry of type %T", e)
-			}
-			return New(c, logger)
-		},
-		FileWarnings: func(e config.Entry) []string {
-			c, ok := e.(*config.Kubernetes)
-			if !ok {
-				return nil
-			}
-			if err := CheckFiles(c); err != nil {
-				return []string{err.Error()}
-			}
-			return nil
-		},
-	}
+	})
 }

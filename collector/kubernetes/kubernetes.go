@@ -45,7 +45,9 @@ type Checker struct {
 	logger *slog.Logger
 	// headroomSet are the parsed headroom keys (zero: none set).
 	headroomSet headroomSettings
-	// dialer opens every connection to the API server (WithDialer).
+	// placement is the pod_template dry run (nil: none set).
+	placement *placement
+	// dialer opens every connection to the API server (collector.WithDialer).
 	dialer *net.Dialer
 	// inCluster are the files of the in-cluster configuration.
 	inCluster inClusterFiles
@@ -62,24 +64,9 @@ type Checker struct {
 	warned   map[string]bool
 }
 
-// Option adjusts a Checker.
-type Option func(*Checker)
-
-// WithDialer makes the checker open every connection to the API server with
-// d instead of the default dialer; d's Resolver resolves the server's name.
-// For private DNS, and for tests that must keep every packet on loopback.
-// A nil d keeps the default.
-func WithDialer(d *net.Dialer) Option {
-	return func(c *Checker) {
-		if d != nil {
-			c.dialer = d
-		}
-	}
-}
-
 // New builds the checker of one configured cluster. It does no I/O: the
 // configuration is read by the first check, under its deadline.
-func New(cfg *config.Kubernetes, logger *slog.Logger, opts ...Option) (*Checker, error) {
+func New(cfg *config.Kubernetes, logger *slog.Logger, opts ...collector.Option) (*Checker, error) {
 	if cfg == nil {
 		return nil, errors.New("kubernetes: nil configuration")
 	}
@@ -87,11 +74,13 @@ func New(cfg *config.Kubernetes, logger *slog.Logger, opts ...Option) (*Checker,
 	if err != nil {
 		return nil, err
 	}
-	c := &Checker{cfg: cfg, logger: logger, dialer: &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second},
-		inCluster: defaultInCluster, headroomSet: hs}
-	for _, o := range opts {
-		o(c)
+	pl, err := newPlacement(cfg)
+	if err != nil {
+		return nil, err
 	}
+	c := &Checker{cfg: cfg, logger: logger,
+		dialer:    collector.Apply(opts).Dialer(&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}),
+		inCluster: defaultInCluster, headroomSet: hs, placement: pl}
 	return c, nil
 }
 
@@ -123,6 +112,11 @@ func (c *Checker) Check(ctx context.Context, logger *slog.Logger, target string)
 		// Only a cluster the exporter can list in is worth asking
 		// whether a proxy would fit (docs/configuration.md: "Kubernetes").
 		v = c.headroom(ctx, logger, cl, v)
+	}
+	if c.placement != nil {
+		// Last, as the operator's create meets the cluster: after the
+		// list and the headroom (docs/configuration.md: "Placement: pod_template").
+		v = c.dryRun(ctx, logger, cl, v)
 	}
 	v.Address = cl.host // the kubeconfig's server: target_info's address
 	if v.Reason == collector.ReasonUnauthorized {

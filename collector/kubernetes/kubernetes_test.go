@@ -29,7 +29,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/egress-proxies/provider_health_exporter/collector/internal/fakedns"
+	"github.com/egress-proxies/provider_health_exporter/internal/fakedns"
 	"github.com/egress-proxies/provider_health_exporter/internal/testcert"
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
@@ -61,7 +61,7 @@ type apiServer struct {
 	last *http.Request
 }
 
-func newAPIServer(t *testing.T, tlsOn bool, h http.HandlerFunc) *apiServer {
+func newAPIServer(t testing.TB, tlsOn bool, h http.HandlerFunc) *apiServer {
 	t.Helper()
 	s := &apiServer{}
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -124,7 +124,7 @@ func writePodList(w http.ResponseWriter, pods ...corev1.Pod) {
 
 // kubeconfig writes a kubeconfig for server into a temporary directory and
 // returns its path. mutate adjusts it before it is written.
-func kubeconfig(t *testing.T, server string, caPEM []byte, mutate func(*clientcmdapi.Config)) string {
+func kubeconfig(t testing.TB, server string, caPEM []byte, mutate func(*clientcmdapi.Config)) string {
 	t.Helper()
 	kc := clientcmdapi.NewConfig()
 	kc.Clusters["test"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: caPEM}
@@ -141,7 +141,7 @@ func kubeconfig(t *testing.T, server string, caPEM []byte, mutate func(*clientcm
 	return path
 }
 
-func newTestChecker(t *testing.T, path string, opts ...Option) *Checker {
+func newTestChecker(t *testing.T, path string, opts ...collector.Option) *Checker {
 	t.Helper()
 	c, err := New(&config.Kubernetes{Name: "test", Kubeconfig: path, LabelSelector: testSelector}, slog.New(slog.DiscardHandler), opts...)
 	if err != nil {
@@ -419,7 +419,7 @@ func TestTransportFailures(t *testing.T) {
 	})
 	t.Run("name does not resolve", func(t *testing.T) {
 		t.Parallel()
-		c := newTestChecker(t, kubeconfig(t, "https://apiserver.invalid:6443", selfSignedPEM(t), nil), WithDialer(fakedns.Dialer(t)))
+		c := newTestChecker(t, kubeconfig(t, "https://apiserver.invalid:6443", selfSignedPEM(t), nil), collector.WithDialer(fakedns.Dialer(t)))
 		if v := check(c); v.Reason != collector.ReasonDNSFailed {
 			t.Errorf("reason = %s (%s), want DNSFailed", v.Reason, v.Message)
 		}

@@ -265,12 +265,57 @@ func mustUnwrap(t *testing.T, b []byte) []byte {
 // ResourceRequirements.requests (2).
 func podListProtobuf(t *testing.T, cpu string) []byte {
 	t.Helper()
+	list := protoMessage(protoMessage(nil, 1, nil), 2, podProtobuf(cpu))
+	return protobufAnswer(t, "PodList", list)
+}
+
+// podProtobuf is a Pod named proxy-0 whose container requests cpu.
+func podProtobuf(cpu string) []byte {
 	resources := protoQuantities(nil, 2, map[string]string{"cpu": cpu})
 	container := protoMessage(protoString(nil, 1, "proxy"), 8, resources)
 	pod := protoMessage(nil, 1, protoString(nil, 1, "proxy-0"))
-	pod = protoMessage(pod, 2, protoMessage(nil, 2, container))
-	list := protoMessage(protoMessage(nil, 1, nil), 2, pod)
-	return protobufAnswer(t, "PodList", list)
+	return protoMessage(pod, 2, protoMessage(nil, 2, container))
+}
+
+// TestDryRunAnswerIsReadAsMetadata: the Pod a dry run sends back carries
+// the quantities admission set; one resource.Quantity cannot parse does
+// not hang the check, in JSON or in protobuf, and another kind is
+// BadResponse.
+func TestDryRunAnswerIsReadAsMetadata(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		answer http.HandlerFunc
+		want   collector.Reason
+	}{
+		{"json", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusCreated)
+			_, _ = io.WriteString(w, `{"kind":"Pod","apiVersion":"v1","metadata":{"name":"egress-proxy-x7k2p"},"spec":{"containers":[{"name":"proxy","resources":{"requests":{"cpu":"1e-1000000000"}}}]}}`)
+		}, collector.ReasonReady},
+		{"protobuf", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/vnd.kubernetes.protobuf")
+			w.WriteHeader(http.StatusCreated)
+			_, _ = w.Write(protobufAnswer(t, "Pod", podProtobuf("1e-1000000000")))
+		}, collector.ReasonReady},
+		{"another kind", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusCreated)
+			_, _ = io.WriteString(w, `{"kind":"Namespace","apiVersion":"v1","metadata":{"name":"x"}}`)
+		}, collector.ReasonBadResponse},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			api := &dryRunAPI{t: t, post: tc.answer}
+			srv := newAPIServer(t, true, api.serve)
+			c := dryRunChecker(t, srv, nil)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if v := c.Check(ctx, slog.New(slog.DiscardHandler), TargetName); v.Reason != tc.want {
+				t.Errorf("%s %q, want %s", v.Reason, v.Message, tc.want)
+			}
+		})
+	}
 }
 
 // TestPodListIsReadAsMetadata: the list call asks for the Pods' metadata

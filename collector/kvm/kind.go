@@ -1,26 +1,19 @@
 package kvm
 
 import (
-	"fmt"
-	"log/slog"
-
 	"github.com/egress-proxies/provider_health_exporter/collector"
 	"github.com/egress-proxies/provider_health_exporter/config"
 )
 
 // Kind is the kvm kind (a group of hypervisor hosts) as the exporter's table of kinds lists it.
 func Kind() collector.Kind {
-	return collector.Kind{
+	return collector.NewKind(collector.KindOf[*config.KVM, *Checker]{
 		Section:     config.KVMSection(),
 		Reasons:     Reasons(),
 		MultiTarget: true, // one target per host
 		// PoolFull and HostMemoryLow only where their minimum is set, on
 		// the entry or one of its hosts (docs/configuration.md).
-		EntryReasons: func(e config.Entry) collector.ReasonSet {
-			k, ok := e.(*config.KVM)
-			if !ok {
-				return Reasons()
-			}
+		EntryReasons: func(k *config.KVM) collector.ReasonSet {
 			pool, memory := k.MinPoolAvailable != "", k.MinFreeMemory != ""
 			for _, h := range k.Hosts {
 				pool = pool || h.MinPoolAvailable != ""
@@ -35,26 +28,13 @@ func Kind() collector.Kind {
 			}
 			return set
 		},
-		NewChecker: func(e config.Entry, logger *slog.Logger) (collector.Checker, error) {
-			c, ok := e.(*config.KVM)
-			if !ok {
-				return nil, fmt.Errorf("kvm entry of type %T", e)
-			}
-			return New(c, logger)
-		},
-		FileWarnings: func(e config.Entry) []string {
-			var out []string
-			v, ok := e.(*config.KVM)
-			if !ok {
-				return nil
-			}
-			for _, err := range CheckFiles(v) {
-				out = append(out, err.Error())
-			}
+		NewChecker: New,
+		FileWarnings: func(v *config.KVM) []string {
+			out := collector.Warnings(CheckFiles(v)...)
 			if v.InsecureIgnoreHostKey {
 				out = append(out, "insecure_ignore_host_key is true: host keys are not verified")
 			}
 			return out
 		},
-	}
+	})
 }

@@ -1,0 +1,79 @@
+package collector
+
+import (
+	"fmt"
+	"time"
+)
+
+// A check that has not returned by its deadline plus AbandonGrace is
+// abandoned (docs/configuration.md: "Timeouts"): the engine stops waiting for it, the
+// target's next scrape starts a fresh check, and the abandoned one is left
+// to end with its context. At most MaxAbandoned abandoned checks of one
+// target may still be running; while that many are, the target reports
+// Timeout instead of starting another, so a callee that never returns
+// cannot pile up goroutines.
+const (
+	AbandonGrace = 2 * time.Second
+	MaxAbandoned = 2
+)
+
+// overdue tells whether check c, still running, is past its deadline
+// plus AbandonGrace.
+func overdue(c *call, now time.Time) bool {
+	return !now.Before(c.deadline.Add(AbandonGrace))
+}
+
+// abandonLocked gives up on the target's in-flight check c, which is
+// overdue: the next caller starts a fresh check. It is counted and
+// logged once, here. The caller holds st.mu.
+func (e *Engine) abandonLocked(p *provider, st *state, c *call) {
+	st.inflight = nil
+	c.abandoned = true
+	st.abandoned++
+	p.checks.abandoned.Add(1)
+	e.logger.Warn("check abandoned: it did not return by its deadline plus the grace",
+		"provider", p.Kind, "name", p.Name, "deadline", c.deadline, "grace", AbandonGrace,
+		"still_running", st.abandoned)
+}
+
+// stuck is the verdict of a target whose abandoned checks, n of them,
+// have not returned: no new check starts until one does.
+func (e *Engine) stuck(p *provider, st *state, t Target, n int) TargetResult {
+	res := Result{
+		Verdict: Verdict{Reason: ReasonTimeout, Message: fmt.Sprintf(
+			"%d abandoned checks of this target have not returned; no new check starts until one does", n)},
+		Target:    t,
+		CheckedAt: time.Now(),
+	}
+	// No check ran: checks_total is not counted.
+	record(st, res, true)
+	return p.withFacts(e.answer(st, res, ModeLive, nil, nil))
+}
+
+// reuse returns the target's last verdict when it is to be served
+// without a check: younger than min_interval, or the target is held back
+// by its checker and no check of it is in flight.
+func (e *Engine) reuse(p *provider, st *state, t Target) (TargetResult, bool) {
+	st.mu.Lock()
+	mode := ""
+	switch {
+	case st.cached != nil && p.MinInterval > 0 && time.Since(st.cached.CheckedAt) < p.MinInterval:
+		mode = ModeCached
+	case st.cached != nil && st.inflight == nil && backingOff(p.checker, t.Name):
+		mode = ModeBackoff
+	default:
+		st.mu.Unlock()
+		return TargetResult{}, false
+	}
+	tr := TargetResult{Result: *st.cached, Checked: true, Mode: mode, LastTransition: st.transition, Log: st.cachedLog, memo: st.cachedMemo}
+	st.mu.Unlock()
+	tr.Target = t
+	e.count(p, mode)
+	return p.withFacts(tr), true
+}
+
+// backingOff tells whether c holds back the live checks of target now.
+func backingOff(c Checker, target string) bool {
+	b, ok := c.(Backoffer)
+	return ok && time.Now().Before(b.NotBefore(target))
+}
