@@ -145,7 +145,10 @@ FUZZ_TARGETS := \
 	./collector:FuzzLimitedBody \
 	./config:FuzzParse \
 	./config:FuzzLoad \
-	./cmd/provider_health_exporter:FuzzProbeQuery
+	./cmd/provider_health_exporter:FuzzProbeQuery \
+	./internal/quantity:FuzzParse \
+	./collector/kubernetes:FuzzServerAnswers \
+	./cmd/provider_health_exporter:FuzzSDHost
 .PHONY: fuzz
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \

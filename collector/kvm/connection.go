@@ -74,7 +74,14 @@ func (c *Checker) queueDial(h *host, logger *slog.Logger) *dialJob {
 // checker's life but not to the check that queued it, keeps the session,
 // and keeps count of the host's failed dials for its backoff.
 func (c *Checker) runDial(j *dialJob) {
-	s, err := c.dial(c.ctx, j.logger, j.h.set)
+	// A dial worker is a goroutine of its own: a panic in it (the SSH or
+	// libvirt client on a peer's bytes) is the host's Unknown, not the
+	// process's end.
+	var s *session
+	err := collector.CatchPanic(func() (err error) {
+		s, err = c.dial(c.ctx, j.logger, j.h.set)
+		return err
+	})
 	h := j.h
 	h.mu.Lock()
 	switch {
