@@ -3,8 +3,10 @@
 # `make test` runs every test: unit tests (with -race), the integration tests
 # against real sshd/libvirtd, kube-apiserver/etcd and Prometheus/Alertmanager
 # started by the scripts under testdata/, the status page in headless
-# Chromium, and the mixin's generation, lint and promtool tests. `make demo`
-# runs the exporter against real local sshd and libvirtd (as root on Debian).
+# Chromium, the demo, and the mixin's generation, lint and promtool tests.
+# `make demo` runs the exporter with entries of the three kinds, each Ready
+# and not: real sshd and libvirtd, real kube-apiserver and etcd, and a
+# loopback stand-in of the Compute API (as root on Debian).
 
 GO       ?= go
 GOFMT    ?= gofmt
@@ -28,7 +30,7 @@ build:
 	$(TOOLS) promu build --prefix .
 
 .PHONY: test
-test: deps lint cross unit exposition integration mixin-test
+test: deps lint cross unit toykind exposition integration mixin-test
 
 # The platforms of .promu.yml's crossbuild (and of the Dockerfile's buildx
 # build) other than CI's own: compiled once by `make test` so that a
@@ -59,11 +61,21 @@ IMAGE_OCI ?= $(CURDIR)/.build/image-oci
 image-oci:
 	$(GO) -C tools run ./ocibuild -repo $(CURDIR) -out $(IMAGE_OCI)
 
+# The toy kind of docs/development.md's "Adding a provider" compiled into the
+# real binary (build tag toykind: internal/toykind and its row in
+# cmd/provider_health_exporter/kind_toykind.go) and run through it, beside
+# every other test of the command, which must not care how many kinds
+# there are.
+.PHONY: toykind
+toykind:
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -tags toykind ./cmd/provider_health_exporter/
+
 # Tests that run promtool carry the promtool build tag: the exposition
 # formats checked by the promtool of Prometheus 2.42 (Debian) and 3 (built by
 # testdata/prometheus/build-prometheus.sh), and the mixin's tests (mixin-lint).
 .PHONY: exposition
 exposition:
+	PHE_PROMTOOL3="$$($(PROMETHEUS3) | sed -n 2p)" && test -n "$$PHE_PROMTOOL3" && export PHE_PROMTOOL3 && \
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -tags promtool -run 'TestExpositionFormats' ./cmd/provider_health_exporter/
 
 .PHONY: lint
@@ -78,12 +90,15 @@ lint:
 	$(GO) -C tools vet ./ocibuild/
 	$(GO) vet -tags integration ./collector/kvm/ ./collector/kubernetes/
 	$(GO) vet -tags e2e ./testdata/e2e/
+	$(GO) vet -tags demo ./testdata/demo/ ./testdata/demo/compute-standin/
 	$(GO) vet -tags promtool,browser ./cmd/... ./mixin/
+	$(GO) vet -tags toykind ./cmd/provider_health_exporter/
 	@# Another golangci-lint on the machine (a second checkout's make lint)
 	@# holds a lock: wait for it rather than fail.
 	$(TOOLS) golangci-lint run --allow-serial-runners ./...
 	$(TOOLS) golangci-lint run --allow-serial-runners --build-tags integration ./collector/kvm/ ./collector/kubernetes/
 	$(TOOLS) golangci-lint run --allow-serial-runners --build-tags promtool,browser ./cmd/... ./mixin/
+	$(TOOLS) golangci-lint run --allow-serial-runners --build-tags toykind ./cmd/provider_health_exporter/
 	@if ! command -v systemd-analyze >/dev/null; then \
 	  echo "systemd-analyze not found: skipping the check of deploy/systemd (Debian package systemd)"; exit 0; fi; \
 	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
@@ -124,6 +139,7 @@ FUZZ_TARGETS := \
 	./collector/kvm:FuzzSSHMaterial \
 	./collector/gcp:FuzzErrorBody \
 	./collector/gcp:FuzzCredentialsJSON \
+	./collector/gcp:FuzzRegionAnswer \
 	./collector/kubernetes:FuzzKubeconfig \
 	./collector/kubernetes:FuzzExecCredential \
 	./collector:FuzzLimitedBody \
@@ -145,12 +161,12 @@ deps:
 
 .PHONY: demo
 demo: deps
-	testdata/kvm/demo.sh
+	testdata/demo/demo.sh
 
 # --- integration tests against real components ---------------------------
 
 .PHONY: integration
-integration: integration-kvm integration-kubernetes integration-e2e integration-browser
+integration: integration-kvm integration-kubernetes integration-demo integration-e2e integration-browser
 
 .PHONY: integration-kvm
 integration-kvm:
@@ -159,6 +175,15 @@ integration-kvm:
 .PHONY: integration-kubernetes
 integration-kubernetes:
 	testdata/kubernetes/run-integration.sh
+
+# make demo's script run to the first Ready of each kind and stopped as
+# Ctrl-C stops it, every process it started checked gone (root). After
+# integration-kubernetes, which leaves kube-apiserver built; the test runs
+# the demo once more with a build that has not ended.
+.PHONY: integration-demo
+integration-demo:
+	testdata/kubernetes/build-apiserver.sh >/dev/null
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -tags demo -v ./testdata/demo/
 
 .PHONY: integration-e2e
 integration-e2e:
@@ -172,7 +197,7 @@ BROWSER_ARTIFACTS ?= $(CURDIR)/.artifacts/browser
 .PHONY: integration-browser
 integration-browser:
 	rm -rf $(BROWSER_ARTIFACTS)/_artifacts && mkdir -p $(BROWSER_ARTIFACTS)
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -tags browser -run '^TestStatusPageInBrowser$$' -v \
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -tags browser -run '^TestStatusPage(InBrowser|FleetInBrowser)$$' -v \
 	  -artifacts -outputdir $(BROWSER_ARTIFACTS) ./cmd/provider_health_exporter/
 
 # --- mixin ----------------------------------------------------------------

@@ -68,14 +68,17 @@
     kvmReconnectsPerHour: 6,
 
     // Reasons (docs/metrics.md: "Reasons") that waiting does not fix: a human has to change a
-    // credential, a key, an API setting, a filter or a pool. They raise
-    // ProviderActionRequired on top of ProviderNotReady.
+    // credential, a key, an API setting, a filter or a pool, or what an
+    // admission plugin or webhook refuses in the proxy Pod (AdmissionDenied).
+    // They raise ProviderActionRequired on top of ProviderNotReady.
     actionRequiredReasons: [
       'APIDisabled',
+      'AdmissionDenied',
       'CredentialsUnavailable',
       'Forbidden',
       'HostKeyMismatch',
       'HostKeyUnknown',
+      'ImageUnavailable',
       'InvalidRequest',
       'LibvirtConnectFailed',
       'NotFound',

@@ -15,6 +15,7 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -68,7 +69,7 @@ const (
 func TestStatusPageInBrowser(t *testing.T) {
 	artifacts := t.ArtifactDir()
 	t.Logf("screenshots and logs go to %s", artifacts)
-	compute := newBrowserCompute(t)
+	compute := newBrowserCompute(t, gcpReadyName, gcpFlakyName)
 	base := startBrowserExporter(t, artifacts, compute.URL)
 	ctx := startChromium(t, artifacts)
 	console := watchConsole(ctx)
@@ -128,15 +129,15 @@ func TestStatusPageInBrowser(t *testing.T) {
 
 // --- the exporter and what it checks -----------------------------------------
 
-// browserCompute is a loopback Compute API: projects/<gcpReadyName> answers
-// the aggregatedList page, projects/<gcpFlakyName> too until forbidFlaky,
-// then 403, with bodies recorded in the real API's shape.
+// browserCompute is a loopback Compute API: the projects it is given
+// answer the aggregatedList page, projects/<gcpFlakyName> too until
+// forbidFlaky, then 403, with bodies recorded in the real API's shape.
 type browserCompute struct {
 	*httptest.Server
 	denied atomic.Bool
 }
 
-func newBrowserCompute(t *testing.T) *browserCompute {
+func newBrowserCompute(t *testing.T, projects ...string) *browserCompute {
 	read := func(name string) []byte {
 		b, err := os.ReadFile(filepath.Join("..", "..", "testdata", "gcp", name))
 		if err != nil {
@@ -148,7 +149,7 @@ func newBrowserCompute(t *testing.T) *browserCompute {
 	c := &browserCompute{}
 	c.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		project := strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/compute/v1/projects/"), "/aggregated/instances")
-		if r.Method != http.MethodGet || project == r.URL.Path || (project != gcpReadyName && project != gcpFlakyName) ||
+		if r.Method != http.MethodGet || project == r.URL.Path || !slices.Contains(projects, project) ||
 			r.Header.Get("Authorization") != "Bearer "+accessToken {
 			t.Errorf("Compute API: unexpected %s %s", r.Method, r.URL)
 			http.Error(w, "unexpected request", http.StatusBadRequest)
@@ -172,26 +173,7 @@ func (c *browserCompute) forbidFlaky() { c.denied.Store(true) }
 // binary under the route prefix and returns its base URL once it is ready.
 func startBrowserExporter(t *testing.T, artifacts, computeURL string) string {
 	dir := t.TempDir()
-	tokens := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost || r.URL.Path != "/token" {
-			t.Errorf("token endpoint: unexpected %s %s", r.Method, r.URL)
-		}
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"access_token":%q,"expires_in":3599,"token_type":"Bearer"}`, accessToken)
-	}))
-	t.Cleanup(tokens.Close)
-	sa := filepath.Join(dir, "service-account.json")
-	writeFile(t, sa, serviceAccountJSON(t, tokens.URL+"/token"))
-	key, knownHosts := filepath.Join(dir, "id_ed25519"), filepath.Join(dir, "known_hosts")
-	writeSSHMaterial(t, key, knownHosts)
-	kubeconfig := filepath.Join(dir, "kubeconfig")
-	writeFile(t, kubeconfig, fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "https://%s", insecure-skip-tls-verify: true}}]
-users: [{name: u, user: {token: browser-test-token}}]
-contexts: [{name: c, context: {cluster: c, user: u}}]
-current-context: c
-`, testnet.RefusedAddr(t)))
+	sa, key, knownHosts, kubeconfig := writeBrowserFiles(t, dir)
 	cfg := filepath.Join(dir, "provider_health.yml")
 	writeFile(t, cfg, fmt.Sprintf(`gcp:
   - {name: %[1]s, project: %[1]s, credentials_file: %[3]s, endpoint: "%[4]s"}
@@ -205,13 +187,47 @@ kvm:
     known_hosts_file: %[9]s
     hosts: [{address: "%[10]s", name: %[11]s}]
 `, gcpReadyName, gcpFlakyName, sa, computeURL, kubeName, kubeconfig, kvmName, key, knownHosts, testnet.RefusedAddr(t), kvmHost))
+	base, _ := launchBrowserExporter(t, artifacts, dir, cfg)
+	return base
+}
 
+// writeBrowserFiles writes into dir what the entries of the tests read: a
+// service-account file whose token endpoint answers, an SSH key and a
+// known_hosts (writeSSHMaterial), and a kubeconfig of an API server whose
+// port refuses.
+func writeBrowserFiles(t *testing.T, dir string) (sa, key, knownHosts, kubeconfig string) {
+	tokens := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.URL.Path != "/token" {
+			t.Errorf("token endpoint: unexpected %s %s", r.Method, r.URL)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"access_token":%q,"expires_in":3599,"token_type":"Bearer"}`, accessToken)
+	}))
+	t.Cleanup(tokens.Close)
+	sa = filepath.Join(dir, "service-account.json")
+	writeFile(t, sa, serviceAccountJSON(t, tokens.URL+"/token"))
+	key, knownHosts = filepath.Join(dir, "id_ed25519"), filepath.Join(dir, "known_hosts")
+	writeSSHMaterial(t, key, knownHosts)
+	kubeconfig = filepath.Join(dir, "kubeconfig")
+	writeFile(t, kubeconfig, fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://%s", insecure-skip-tls-verify: true}}]
+users: [{name: u, user: {token: browser-test-token}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`, testnet.RefusedAddr(t)))
+	return sa, key, knownHosts, kubeconfig
+}
+
+// launchBrowserExporter starts the binary with the configuration file cfg
+// under the route prefix and returns its base URL and PID once it is ready.
+func launchBrowserExporter(t *testing.T, artifacts, dir, cfg string) (string, int) {
 	logFile, err := os.Create(filepath.Join(artifacts, "exporter.log"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { logFile.Close() })
-	_, exited, addr := startExporter(t, dir, logFile, "--config.file="+cfg,
+	cmd, exited, addr := startExporter(t, dir, logFile, "--config.file="+cfg,
 		"--web.route-prefix="+prefix, "--log.level=debug")
 	base := "http://" + addr
 	awaitCondition(t, "the exporter to be ready", func() (bool, string) {
@@ -228,7 +244,7 @@ kvm:
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK, resp.Status
 	})
-	return base
+	return base, cmd.Process.Pid
 }
 
 // writeSSHMaterial writes a key that parses and a known_hosts naming another
@@ -455,8 +471,11 @@ type statusPage struct {
 	base string // http://127.0.0.1:port
 }
 
-// pageRow is one row of the status table as the browser renders it.
+// pageRow is one target's row of the status table as the browser renders
+// it.
 type pageRow struct {
+	ID          string       `json:"id"`      // name/target
+	Section     string       `json:"section"` // the state of the section the row is in
 	Class       string       `json:"class"`
 	Cells       []string     `json:"cells"`       // innerText of each cell
 	Titles      []string     `json:"titles"`      // title attribute of each cell
@@ -469,7 +488,9 @@ type transition struct {
 	Text  string `json:"text"`
 }
 
-const rowsJS = `Array.from(document.querySelectorAll('table tr')).slice(1).map(tr => ({
+const rowsJS = `Array.from(document.querySelectorAll('#targets tr[data-target]')).map(tr => ({
+	id: tr.dataset.name + '/' + tr.dataset.target,
+	section: tr.parentElement.className,
 	class: tr.className,
 	cells: Array.from(tr.cells).map(td => td.innerText),
 	titles: Array.from(tr.cells).map(td => td.title),
@@ -525,7 +546,7 @@ func (p *statusPage) clickRefresh() {
 	p.t.Helper()
 	ctx, cancel := context.WithTimeout(p.ctx, browserWait)
 	defer cancel()
-	resp, err := chromedp.RunResponse(ctx, chromedp.Click(chromedp.CSS("form button[type=submit]")))
+	resp, err := chromedp.RunResponse(ctx, chromedp.Click(chromedp.CSS("#refresh button[type=submit]")))
 	if err != nil {
 		p.t.Fatalf("clicking the refresh button: %v", err)
 	}
@@ -551,22 +572,65 @@ func (p *statusPage) status() []statusProvider {
 	return st.Providers
 }
 
+// stateOf is the state of a target of /api/v1/status, the class of its
+// row and the section it is listed in.
+func stateOf(tg statusTarget) string {
+	switch {
+	case !tg.Checked:
+		return "unchecked"
+	case tg.Ready:
+		return "ready"
+	case tg.Up:
+		return "notready"
+	default:
+		return "down"
+	}
+}
+
+// pageOrder is the order of the page's sections: the targets that are not
+// ready first.
+var pageOrder = []string{"notready", "down", "unchecked", "ready"}
+
 // compareWithStatus checks every row against /api/v1/status: one row per
-// target, in its order, each showing the target's ready state, reason,
-// message, check times, duration and transitions.
+// target, in the section of its state, the sections in pageOrder and the
+// configuration's order within each, each row showing the target's ready
+// state, reason, message, check times, duration and transitions.
 func (p *statusPage) compareWithStatus(rows []pageRow) {
 	t := p.t
 	t.Helper()
 	backoffNote := regexp.MustCompile(`^\ndials keep failing: not redialed before \S+$`)
-	i := 0
-	for _, sp := range p.status() {
-		for _, tg := range sp.Targets {
-			if i >= len(rows) {
-				t.Fatalf("the table has %d rows, /api/v1/status more targets", len(rows))
+	status := p.status()
+	var wantOrder, gotOrder []string
+	for _, state := range pageOrder {
+		for _, sp := range status {
+			for _, tg := range sp.Targets {
+				if stateOf(tg) == state {
+					wantOrder = append(wantOrder, state+" "+sp.Name+"/"+tg.Target)
+				}
 			}
-			r := rows[i]
-			i++
+		}
+	}
+	byID := map[string]pageRow{}
+	for _, r := range rows {
+		gotOrder = append(gotOrder, r.Section+" "+r.ID)
+		byID[r.ID] = r
+	}
+	if !slices.Equal(gotOrder, wantOrder) {
+		t.Errorf("the rows by section, in page order:\n%.2000q\nwant, from /api/v1/status:\n%.2000q", gotOrder, wantOrder)
+	}
+	i := 0
+	for _, sp := range status {
+		for _, tg := range sp.Targets {
 			id := sp.Name + "/" + tg.Target
+			r, ok := byID[id]
+			if !ok {
+				t.Errorf("no row for %s", id)
+				continue
+			}
+			i++
+			if r.Class != stateOf(tg) {
+				t.Errorf("%s: class %q, want %q", id, r.Class, stateOf(tg))
+			}
 			if len(r.Cells) != 11 {
 				t.Errorf("%s: %d cells, want 11: %+v", id, len(r.Cells), r)
 				continue
@@ -683,8 +747,9 @@ func checkColours(t *testing.T, rowSets ...[]pageRow) {
 
 // followLinks opens every link of the page in the browser: each must
 // answer 200 under the route prefix, and the page must have links to the
-// metrics, the status as JSON, the configuration, and a probe and a debug
-// link per target.
+// metrics, the status as JSON, the configuration, a probe and a debug link
+// per target, and the summary's and the entry headings' links that select
+// targets (filterLink); no other link.
 func (p *statusPage) followLinks() {
 	t := p.t
 	t.Helper()
@@ -700,8 +765,30 @@ func (p *statusPage) followLinks() {
 	} {
 		want[probe], want[probe+"&debug=true"] = false, false
 	}
-	for _, link := range links {
-		if _, ok := want[link]; !ok {
+	page := p.base + prefix + "/"
+	for _, filter := range []string{"?provider=gcp", "?provider=gcp&reason=Forbidden", "?provider=kvm&state=down",
+		"?reason=Unreachable", "?state=ready", "?name=" + kvmName} {
+		want[page+filter] = false
+	}
+	isFilter := func(link string) bool {
+		query, ok := strings.CutPrefix(link, page)
+		if query, ok = strings.CutPrefix(query, "?"); !ok {
+			return link == page
+		}
+		q, err := url.ParseQuery(query)
+		if err != nil || len(q) == 0 {
+			return false
+		}
+		for k := range q {
+			if !slices.Contains([]string{"provider", "name", "reason", "state"}, k) {
+				return false
+			}
+		}
+		return true
+	}
+	slices.Sort(links)
+	for _, link := range slices.Compact(links) {
+		if _, ok := want[link]; !ok && !isFilter(link) {
 			t.Errorf("unexpected link %s", link)
 		}
 		want[link] = true

@@ -399,7 +399,7 @@ func TestStatusJSONAndLandingPage(t *testing.T) {
 	if code != http.StatusOK {
 		t.Fatalf("landing page status %d", code)
 	}
-	for _, want := range []string{"<table>", `class="notready"`, `class="ready"`, "APIDisabled",
+	for _, want := range []string{"<table id=\"targets\">", `class="notready"`, `class="ready"`, "APIDisabled",
 		"Compute Engine API has not been used in project crawl-prod-123", "/probe?name=lab&amp;target=nuc&amp;debug=true",
 		`name="refresh"`, "never checked &rarr; APIDisabled"} {
 		if !strings.Contains(page, want) {

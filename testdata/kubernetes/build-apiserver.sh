@@ -5,6 +5,8 @@
 # do not exist in the module zip; we pin each of them to the matching v0.x tag.
 #
 # Usage: build-apiserver.sh  -> prints the path of the binary on stdout.
+#        build-apiserver.sh --cached  -> prints it only if it is built already
+#        (exit 1 otherwise): whether a build would run, without running it.
 set -euo pipefail
 
 K8S_VERSION="${K8S_VERSION:-v1.37.2}"
@@ -16,6 +18,7 @@ if [[ -x "$OUT" ]]; then
   echo "$OUT"
   exit 0
 fi
+[[ "${1:-}" != --cached ]] || exit 1
 
 GO="${GO:-go}"
 work="$CACHE/build-kube-apiserver-$K8S_VERSION"

@@ -1,0 +1,431 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"golang.org/x/net/html"
+
+	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/collector/gcp"
+	"github.com/egress-proxies/provider_health_exporter/collector/kubernetes"
+	"github.com/egress-proxies/provider_health_exporter/collector/kvm"
+)
+
+// fleetPageConfig has an entry per kind and a kvm entry of four hosts, so
+// that one entry's hosts fall into several sections.
+const fleetPageConfig = baseConfig + `
+  - name: rack
+    min_pool_available: 1GiB
+    user: proxyops
+    private_key_file: placeholder
+    known_hosts_file: placeholder
+    hosts:
+      - {address: "127.0.0.1:3001", name: r1}
+      - {address: "127.0.0.1:3002", name: r2}
+      - {address: "127.0.0.1:3003", name: r3}
+      - {address: "127.0.0.1:3004", name: r4}
+`
+
+// fleetPageBehaviours: crawl-prod is not ready (APIDisabled), lab's beelink
+// is down and nuc ready, rack has two hosts down, one not ready (PoolFull)
+// and one ready; prod-cluster is ready.
+func fleetPageBehaviours() map[string]func(context.Context, *slog.Logger, string) collector.Verdict {
+	byTarget := func(m map[string]collector.Reason) func(context.Context, *slog.Logger, string) collector.Verdict {
+		return func(_ context.Context, _ *slog.Logger, target string) collector.Verdict {
+			r := m[target]
+			return collector.Verdict{Reason: r, Message: fmt.Sprintf("%s says %s", target, r)}
+		}
+	}
+	return map[string]func(context.Context, *slog.Logger, string) collector.Verdict{
+		"crawl-prod": fixed(gcp.ReasonAPIDisabled, "Compute Engine API has not been used in project crawl-prod-123"),
+		"lab":        byTarget(map[string]collector.Reason{"beelink": collector.ReasonUnreachable, "nuc": collector.ReasonReady}),
+		"rack": byTarget(map[string]collector.Reason{"r1": collector.ReasonUnreachable, "r2": kvm.ReasonPoolFull,
+			"r3": collector.ReasonReady, "r4": kvm.ReasonHostKeyMismatch}),
+	}
+}
+
+// shownRow is a target row of the page: its section, state class and
+// cells.
+type shownRow struct {
+	section, class, id string // id: name/target
+	member             bool
+	cells              []string
+}
+
+// pageTables reads the status page's summary rows (by data-provider, ""
+// for the total) and its target rows, in page order, and the entry
+// headings ("section name").
+func pageTables(t *testing.T, page string) (summary map[string]*html.Node, rows []shownRow, headings []string) {
+	t.Helper()
+	doc, err := html.Parse(strings.NewReader(page))
+	if err != nil {
+		t.Fatal(err)
+	}
+	summary = map[string]*html.Node{}
+	var walk func(n *html.Node, section string, inSummary bool)
+	walk = func(n *html.Node, section string, inSummary bool) {
+		if n.Type == html.ElementNode {
+			switch {
+			case n.Data == "table" && attr(n, "id") == "summary":
+				inSummary = true
+			case n.Data == "tbody" && !inSummary:
+				section = attr(n, "class")
+			case n.Data == "tr" && inSummary && attr(n, "class") != "":
+				summary[attr(n, "data-provider")] = n
+			case n.Data == "tr" && attr(n, "class") == "entry":
+				headings = append(headings, section+" "+attr(n, "data-entry"))
+			case n.Data == "tr" && hasAttr(n, "data-target"):
+				r := shownRow{section: section, class: attr(n, "class"), id: attr(n, "data-name") + "/" + attr(n, "data-target"), member: hasAttr(n, "data-member")}
+				for c := n.FirstChild; c != nil; c = c.NextSibling {
+					if c.Type == html.ElementNode && c.Data == "td" {
+						r.cells = append(r.cells, strings.TrimSpace(text(c)))
+					}
+				}
+				rows = append(rows, r)
+			}
+		}
+		for c := n.FirstChild; c != nil; c = c.NextSibling {
+			walk(c, section, inSummary)
+		}
+	}
+	walk(doc, "", false)
+	return summary, rows, headings
+}
+
+func attr(n *html.Node, key string) string {
+	for _, a := range n.Attr {
+		if a.Key == key {
+			return a.Val
+		}
+	}
+	return ""
+}
+
+func hasAttr(n *html.Node, key string) bool {
+	return slices.ContainsFunc(n.Attr, func(a html.Attribute) bool { return a.Key == key })
+}
+
+func text(n *html.Node) string {
+	if n.Type == html.TextNode {
+		return n.Data
+	}
+	var b strings.Builder
+	for c := n.FirstChild; c != nil; c = c.NextSibling {
+		b.WriteString(text(c))
+	}
+	return b.String()
+}
+
+// findClass is the first element under n whose class list has class.
+func findClass(n *html.Node, class string) *html.Node {
+	if n.Type == html.ElementNode && slices.Contains(strings.Fields(attr(n, "class")), class) {
+		return n
+	}
+	for c := n.FirstChild; c != nil; c = c.NextSibling {
+		if f := findClass(c, class); f != nil {
+			return f
+		}
+	}
+	return nil
+}
+
+// summaryCounts reads one summary row: the counts by column class, and
+// the reasons of the not-ready and down columns.
+func summaryCounts(t *testing.T, tr *html.Node) (counts map[string]int, notReadyBy, downBy map[string]int) {
+	t.Helper()
+	counts = map[string]int{}
+	for _, col := range []string{"entries", "targets", "ready", "notready", "down", "unchecked"} {
+		td := findClass(tr, col)
+		if td == nil {
+			t.Fatalf("summary row %q has no %s cell", attr(tr, "data-provider"), col)
+		}
+		n, err := strconv.Atoi(strings.ReplaceAll(strings.TrimSpace(text(td)), ",", ""))
+		if err != nil {
+			t.Fatalf("summary row %q, %s: %v", attr(tr, "data-provider"), col, err)
+		}
+		counts[col] = n
+	}
+	by := func(class string) map[string]int {
+		out := map[string]int{}
+		var walk func(n *html.Node)
+		walk = func(n *html.Node) {
+			if n.Type == html.ElementNode && attr(n, "class") == "reason" {
+				c, err := strconv.Atoi(attr(n, "data-count"))
+				if err != nil {
+					t.Fatalf("data-count %q: %v", attr(n, "data-count"), err)
+				}
+				out[attr(n, "data-reason")] = c
+			}
+			for c := n.FirstChild; c != nil; c = c.NextSibling {
+				walk(c)
+			}
+		}
+		walk(findClass(tr, class))
+		return out
+	}
+	return counts, by("notready-by"), by("down-by")
+}
+
+// TestStatusPageFleetView: the page has a summary per provider that
+// counts what /api/v1/status says, the targets in sections by state with
+// the ones that are not ready first, and a kvm entry's hosts under a
+// heading of the entry in each section.
+func TestStatusPageFleetView(t *testing.T) {
+	t.Parallel()
+	x, srv, _ := newTestExporter(t, fleetPageConfig, fleetPageBehaviours(), 0)
+
+	// Before any check: everything in the never-checked section, and the
+	// summary says so.
+	_, page := get(t, http.DefaultClient, srv.URL+"/", nil)
+	summary, rows, _ := pageTables(t, page)
+	if len(rows) != 8 {
+		t.Fatalf("%d rows before any check, want 8", len(rows))
+	}
+	for _, r := range rows {
+		if r.section != stateUnchecked || r.class != stateUnchecked {
+			t.Errorf("%s before any check: section %q class %q, want unchecked", r.id, r.section, r.class)
+		}
+	}
+	if c, _, _ := summaryCounts(t, summary[""]); c["unchecked"] != 8 || c["targets"] != 8 || c["entries"] != 4 {
+		t.Errorf("total before any check: %v, want 8 targets unchecked in 4 entries", c)
+	}
+	if n := checksTotal(t, x); n != 0 {
+		t.Errorf("loading the page made %d checks", n)
+	}
+
+	if code, body := get(t, http.DefaultClient, srv.URL+"/?refresh=true", nil); code != http.StatusOK {
+		t.Fatalf("refresh: %d %s", code, body)
+	}
+	if n := checksTotal(t, x); n != 8 {
+		t.Errorf("the refresh made %d checks, want 8 (one per target)", n)
+	}
+	_, page = get(t, http.DefaultClient, srv.URL+"/", nil)
+	summary, rows, headings := pageTables(t, page)
+
+	// Sections in order, and within them the configuration's order.
+	var got []string
+	for _, r := range rows {
+		got = append(got, r.section+" "+r.id)
+		if r.class != r.section {
+			t.Errorf("%s: class %q in section %q", r.id, r.class, r.section)
+		}
+		if r.member != (r.cells[0] == kvm.Name) {
+			t.Errorf("%s: member of an entry heading %v, want it for kvm rows only", r.id, r.member)
+		}
+	}
+	want := []string{
+		"notready crawl-prod/compute", "notready rack/r2",
+		"down lab/beelink", "down rack/r1", "down rack/r4",
+		"ready prod-cluster/apiserver", "ready lab/nuc", "ready rack/r3",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("rows:\n%q\nwant\n%q", got, want)
+	}
+	if want := []string{"notready rack", "down lab", "down rack", "ready lab", "ready rack"}; !slices.Equal(headings, want) {
+		t.Errorf("entry headings %q, want %q", headings, want)
+	}
+	if !strings.Contains(page, ">rack</a>: 2 of 4 targets down (HostKeyMismatch 1, Unreachable 1)</th>") {
+		t.Errorf("the heading of rack's down hosts does not count them by reason:\n%s", page)
+	}
+
+	// The summary counts what /api/v1/status says.
+	_, body := get(t, http.DefaultClient, srv.URL+"/api/v1/status", nil)
+	var st struct {
+		Providers []statusProvider `json:"providers"`
+	}
+	if err := json.Unmarshal([]byte(body), &st); err != nil {
+		t.Fatal(err)
+	}
+	type tally struct {
+		counts             map[string]int
+		notReadyBy, downBy map[string]int
+	}
+	wantSum := map[string]*tally{}
+	for _, key := range []string{"", kubernetes.Name, gcp.Name, kvm.Name} {
+		wantSum[key] = &tally{counts: map[string]int{"entries": 0, "targets": 0, "ready": 0, "notready": 0, "down": 0, "unchecked": 0}, notReadyBy: map[string]int{}, downBy: map[string]int{}}
+	}
+	for _, p := range st.Providers {
+		for _, key := range []string{"", p.Provider} {
+			w := wantSum[key]
+			w.counts["entries"]++
+			for _, tg := range p.Targets {
+				w.counts["targets"]++
+				switch {
+				case tg.Ready:
+					w.counts["ready"]++
+				case tg.Up:
+					w.counts["notready"]++
+					w.notReadyBy[string(tg.Reason)]++
+				default:
+					w.counts["down"]++
+					w.downBy[string(tg.Reason)]++
+				}
+			}
+		}
+	}
+	for key, w := range wantSum {
+		tr := summary[key]
+		if tr == nil {
+			t.Errorf("no summary row for %q", key)
+			continue
+		}
+		c, nr, dn := summaryCounts(t, tr)
+		if fmt.Sprint(c, nr, dn) != fmt.Sprint(w.counts, w.notReadyBy, w.downBy) {
+			t.Errorf("summary of %q: %v %v %v; /api/v1/status says %v %v %v", key, c, nr, dn, w.counts, w.notReadyBy, w.downBy)
+		}
+	}
+	if c, _, _ := summaryCounts(t, summary[kvm.Name]); c["down"] != 3 || c["notready"] != 1 || c["ready"] != 2 {
+		t.Errorf("kvm summary %v, want 3 down, 1 not ready, 2 ready", c)
+	}
+}
+
+// TestStatusPageFilters: each filter shows exactly the targets it
+// selects, the summary still counts all of them, a refresh keeps the
+// filter, and a filter that can match nothing the exporter knows is a 400
+// naming the parameter, before anything is checked.
+func TestStatusPageFilters(t *testing.T) {
+	t.Parallel()
+	x, srv, _ := newTestExporter(t, fleetPageConfig, fleetPageBehaviours(), 0)
+	if code, _ := get(t, http.DefaultClient, srv.URL+"/?refresh=true", nil); code != http.StatusOK {
+		t.Fatalf("refresh: %d", code)
+	}
+	for _, tc := range []struct {
+		query string
+		want  []string
+	}{
+		{"", []string{"crawl-prod/compute", "rack/r2", "lab/beelink", "rack/r1", "rack/r4", "prod-cluster/apiserver", "lab/nuc", "rack/r3"}},
+		{"provider=kvm", []string{"rack/r2", "lab/beelink", "rack/r1", "rack/r4", "lab/nuc", "rack/r3"}},
+		{"provider=gcp", []string{"crawl-prod/compute"}},
+		{"name=rack", []string{"rack/r2", "rack/r1", "rack/r4", "rack/r3"}},
+		{"reason=Unreachable", []string{"lab/beelink", "rack/r1"}},
+		{"reason=Ready", []string{"prod-cluster/apiserver", "lab/nuc", "rack/r3"}},
+		{"state=down", []string{"lab/beelink", "rack/r1", "rack/r4"}},
+		{"state=notready", []string{"crawl-prod/compute", "rack/r2"}},
+		{"provider=kvm&state=notready", []string{"rack/r2"}},
+		{"name=lab&reason=Unreachable", []string{"lab/beelink"}},
+		{"provider=gcp&name=rack", nil},
+		{"reason=Timeout", nil},  // a reason no target has now
+		{"state=unchecked", nil}, // every target was checked
+		{"provider=&name=&reason=&state=", // an empty form
+			[]string{"crawl-prod/compute", "rack/r2", "lab/beelink", "rack/r1", "rack/r4", "prod-cluster/apiserver", "lab/nuc", "rack/r3"}},
+	} {
+		code, page := get(t, http.DefaultClient, srv.URL+"/?"+tc.query, nil)
+		if code != http.StatusOK {
+			t.Errorf("?%s: status %d", tc.query, code)
+			continue
+		}
+		summary, rows, _ := pageTables(t, page)
+		var got []string
+		for _, r := range rows {
+			got = append(got, r.id)
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("?%s: rows %q, want %q", tc.query, got, tc.want)
+		}
+		if c, _, _ := summaryCounts(t, summary[""]); c["targets"] != 8 {
+			t.Errorf("?%s: the summary counts %d targets, want all 8", tc.query, c["targets"])
+		}
+		if len(tc.want) == 0 && !strings.Contains(page, "no target matches the filter") {
+			t.Errorf("?%s: an empty table does not say that nothing matches", tc.query)
+		}
+	}
+
+	// A refresh runs every check and keeps the filter.
+	before := checksTotal(t, x)
+	code, page := get(t, http.DefaultClient, srv.URL+"/?provider=kvm&reason=Unreachable&refresh=true", nil)
+	if code != http.StatusOK || checksTotal(t, x) != before+8 {
+		t.Errorf("a filtered refresh: status %d, %d checks, want 200 and 8", code, checksTotal(t, x)-before)
+	}
+	for _, hidden := range []string{`<input type="hidden" name="provider" value="kvm">`, `<input type="hidden" name="reason" value="Unreachable">`} {
+		if !strings.Contains(page, hidden) {
+			t.Errorf("the refresh form does not keep the filter: no %s", hidden)
+		}
+	}
+
+	before = checksTotal(t, x)
+	long := strings.Repeat("x", 10000)
+	for _, tc := range []struct{ query, want string }{
+		{"provider=openstack", `provider="openstack": not a kind of provider; want one of kubernetes, gcp, kvm`},
+		{"name=nope", `name="nope": no entry of that name is configured`},
+		{"reason=Sleepy", `reason="Sleepy": no kind of provider has that reason`},
+		{"state=sideways", `state="sideways": want one of notready, down, unchecked, ready`},
+		{"name=nope&refresh=true", `name="nope"`},
+		{"provider=" + long, `provider="` + long[:maxFilterEcho] + `"`},
+	} {
+		code, body := get(t, http.DefaultClient, srv.URL+"/?"+tc.query, nil)
+		if code != http.StatusBadRequest || !strings.Contains(body, tc.want) {
+			t.Errorf("?%.40s: %d %.200q, want 400 with %.200q", tc.query, code, body, tc.want)
+		}
+		if len(body) > 1000 {
+			t.Errorf("?%.40s: the error repeats %d bytes of the query", tc.query, len(body))
+		}
+	}
+	if n := checksTotal(t, x); n != before {
+		t.Errorf("refused filters ran %d checks, want none", n-before)
+	}
+}
+
+func TestThousandsAndFilterLink(t *testing.T) {
+	t.Parallel()
+	for n, want := range map[int]string{0: "0", 7: "7", 999: "999", 1000: "1,000", 12345: "12,345", 1234567: "1,234,567", -4500: "-4,500"} {
+		if got := thousands(n); got != want {
+			t.Errorf("thousands(%d) = %q, want %q", n, got, want)
+		}
+	}
+	for _, tc := range []struct {
+		kv   []string
+		want string
+	}{
+		{nil, ""},
+		{[]string{"provider", ""}, ""},
+		{[]string{"provider", "kvm", "reason", ""}, "?provider=kvm"},
+		{[]string{"name", "a b&c", "state", "down"}, "?" + url.Values{"name": {"a b&c"}, "state": {"down"}}.Encode()},
+	} {
+		if got := filterLink(tc.kv...); got != tc.want {
+			t.Errorf("filterLink(%q) = %q, want %q", tc.kv, got, tc.want)
+		}
+	}
+}
+
+// BenchmarkStatusPage renders the status page of a kvm entry of 1,000
+// hosts, 10 of them not ready, as the exporter serves it: the server's part
+// of the page's load time (docs/configuration.md: "HTTP endpoints").
+func BenchmarkStatusPage(b *testing.B) {
+	var cfg strings.Builder
+	cfg.WriteString("kvm:\n  - name: fleet\n    user: proxyops\n    private_key_file: placeholder\n    known_hosts_file: placeholder\n    hosts:\n")
+	for i := range 1000 {
+		fmt.Fprintf(&cfg, "      - {address: \"127.0.0.1:%d\", name: host-%04d}\n", 10000+i, i+1)
+	}
+	x, srv, _ := newTestExporterWith(b, b.TempDir(), cfg.String(), map[string]func(context.Context, *slog.Logger, string) collector.Verdict{
+		"fleet": func(_ context.Context, _ *slog.Logger, target string) collector.Verdict {
+			if strings.HasSuffix(target, "0") && target < "host-0100" {
+				return collector.Verdict{Reason: collector.ReasonUnreachable, Message: "tcp: dial tcp 127.0.0.1:10000: connect: connection refused"}
+			}
+			return collector.Verdict{Reason: collector.ReasonReady}
+		},
+	}, 0)
+	srv.Close()
+	h := x.handler()
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/?refresh=true", nil))
+	b.ReportAllocs()
+	var size int
+	for b.Loop() {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/", nil))
+		if w.Code != http.StatusOK {
+			b.Fatalf("status %d", w.Code)
+		}
+		size = w.Body.Len()
+	}
+	b.ReportMetric(float64(size), "bytes/page")
+}

@@ -1,0 +1,463 @@
+//go:build demo
+
+// Package demo tests `make demo` (testdata/demo/demo.sh): run as root by
+// `make integration-demo`, part of `make test`.
+package demo
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// waitLimit bounds every wait of the test: for a verdict, for the demo to
+// stop. Nothing is asserted about how fast anything comes.
+const waitLimit = 5 * time.Minute
+
+// wantReasons is what the demo sets up: per entry, the reason of its one
+// target (docs/configuration.md: "Demo").
+var wantReasons = map[string]string{
+	"kvm-lab":              "Ready",
+	"kvm-pool-full":        "PoolFull",
+	"kvm-host-key":         "HostKeyMismatch",
+	"gcp-standin":          "Ready",
+	"gcp-standin-quota":    "QuotaExhausted",
+	"gcp-standin-disabled": "APIDisabled",
+	"kube-demo":            "Ready",
+	"kube-demo-can-i":      "Forbidden",
+}
+
+// TestDemo runs `make demo`'s script twice, each time to the first Ready
+// of each kind and the not-ready reasons it shows, then stops it as Ctrl-C
+// does and checks that every process it started is gone: once with
+// kube-apiserver built (as make test leaves it), once with a stand-in of
+// its build that does not finish until the test lets it, to show that the
+// kvm and gcp entries do not wait for the build and that the kubernetes
+// entries join by a reload when it is done.
+func TestDemo(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("the demo starts sshd and runs libvirtd as nobody: run as root (make integration-demo)")
+	}
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every process the demo starts stays a descendant of this one, even
+	// once the script that started it has exited (a daemon of ctl.sh), so
+	// that the test can see whether any is left.
+	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); errno != 0 {
+		t.Fatalf("prctl(PR_SET_CHILD_SUBREAPER): %v", errno)
+	}
+
+	t.Run("built", func(t *testing.T) {
+		d := startDemo(t, root, nil)
+		d.expectLine("demo: kubernetes: starting kube-apiserver and etcd in the background")
+		d.awaitReasons(wantReasons)
+		d.ctrlC(true)
+	})
+
+	t.Run("building", func(t *testing.T) {
+		dir := t.TempDir()
+		builder := filepath.Join(dir, "build-apiserver")
+		started, release := filepath.Join(dir, "started"), filepath.Join(dir, "release")
+		// A build that runs until the test lets it end, then answers as
+		// the real script does with the binary it has cached.
+		script := fmt.Sprintf(`#!/bin/sh
+[ "$1" = --cached ] && exit 1
+: >%q
+while [ ! -e %q ]; do sleep 0.1; done
+exec %q
+`, started, release, filepath.Join(root, "testdata", "kubernetes", "build-apiserver.sh"))
+		if err := os.WriteFile(builder, []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		d := startDemo(t, root, []string{"DEMO_BUILD_APISERVER=" + builder})
+		d.expectLine("demo: kubernetes: kube-apiserver is not built on this machine yet: building it in the background")
+		first := map[string]string{}
+		for name, reason := range wantReasons {
+			if !strings.HasPrefix(name, "kube-") {
+				first[name] = reason
+			}
+		}
+		// The first Ready of kvm and gcp, and their other reasons, while
+		// the build has started and not ended.
+		d.awaitReasons(first)
+		if _, err := os.Stat(started); err != nil {
+			t.Errorf("the build was not started: %v", err)
+		}
+		for name := range d.status() {
+			if strings.HasPrefix(name, "kube-") {
+				t.Errorf("%s is configured before kube-apiserver is built", name)
+			}
+		}
+		if err := os.WriteFile(release, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		d.awaitReasons(wantReasons)
+		d.expectLine("demo: kubernetes: kube-apiserver and etcd on https://127.0.0.1:")
+		// Ctrl-C as kill would send it: to the script alone.
+		d.ctrlC(false)
+	})
+}
+
+// prSetChildSubreaper is PR_SET_CHILD_SUBREAPER of prctl(2).
+const prSetChildSubreaper = 36
+
+// demo is one run of demo.sh.
+type demo struct {
+	t       *testing.T
+	cmd     *exec.Cmd
+	exited  chan error
+	scanned chan struct{} // closed once the whole output is read
+	base    string        // the status page's URL, without the final /
+	state   string        // the demo's state directory
+
+	mu    sync.Mutex
+	lines []string
+}
+
+func startDemo(t *testing.T, root string, env []string) *demo {
+	t.Helper()
+	// env --default-signal: the script may have been started from a
+	// shell that ignores SIGINT (a background job), which a script cannot
+	// trap; a terminal's Ctrl-C reaches it with SIGINT's default action.
+	cmd := exec.Command("env", "--default-signal=INT", filepath.Join(root, "testdata", "demo", "demo.sh"))
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), append([]string{
+		"LISTEN=127.0.0.1:0",
+		"DEMO_SCRAPE_INTERVAL=1",
+		"GCE_METADATA_HOST=127.0.0.1:1",
+	}, env...)...)
+	// Its own process group, as a terminal's foreground job has.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	r, w := io.Pipe()
+	cmd.Stdout, cmd.Stderr = w, w
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	d := &demo{t: t, cmd: cmd, exited: make(chan error, 1), scanned: make(chan struct{})}
+	go func() {
+		d.exited <- cmd.Wait()
+		w.Close()
+	}()
+	go func() {
+		defer close(d.scanned)
+		s := bufio.NewScanner(r)
+		for s.Scan() {
+			d.mu.Lock()
+			d.lines = append(d.lines, s.Text())
+			d.mu.Unlock()
+		}
+	}()
+	stop := reapOrphans(cmd.Process.Pid)
+	t.Cleanup(func() {
+		select {
+		case <-d.exited:
+		default:
+			// A failed test: stop what the demo started, as Ctrl-C does.
+			_ = syscall.Kill(cmd.Process.Pid, syscall.SIGINT)
+			select {
+			case <-d.exited:
+			case <-time.After(waitLimit):
+				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			}
+		}
+		stop()
+		if t.Failed() {
+			t.Logf("the demo's output:\n%s", d.output())
+		}
+	})
+
+	page := regexp.MustCompile(`^demo: status page: (http://127\.0\.0\.1:\d+)/$`)
+	config := regexp.MustCompile(`^demo: config (\S+)/provider_health\.yml, exporter log `)
+	d.await("the status page's URL", func() (bool, string) {
+		for _, l := range d.snapshot() {
+			if m := page.FindStringSubmatch(l); m != nil {
+				d.base = m[1]
+			}
+			if m := config.FindStringSubmatch(l); m != nil {
+				d.state = m[1]
+			}
+		}
+		return d.base != "" && d.state != "", "no line with the URL"
+	})
+	host := strings.TrimPrefix(d.base, "http://")
+	for _, want := range []string{
+		"demo: gcp is compute-standin, a stand-in of the Compute API on http://127.0.0.1:",
+		"        curl -s " + host + "/metrics | grep -E '^provider_health_(ready|reason.*} 1)'",
+		"        curl -s " + host + "/api/v1/status",
+		"        curl -s '" + host + "/probe?name=kvm-pool-full&debug=true'",
+	} {
+		d.expectLine(want)
+	}
+	cfg, err := os.ReadFile(filepath.Join(d.state, "provider_health.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(cfg), "a STAND-IN of Google's Compute API") {
+		t.Errorf("the demo's configuration does not name the gcp stand-in as one:\n%s", cfg)
+	}
+	return d
+}
+
+func (d *demo) snapshot() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]string(nil), d.lines...)
+}
+
+func (d *demo) output() string { return strings.Join(d.snapshot(), "\n") }
+
+// await polls cond until it holds, for at most waitLimit; it fails the
+// test if the demo exits first.
+func (d *demo) await(what string, cond func() (bool, string)) {
+	d.t.Helper()
+	deadline := time.Now().Add(waitLimit)
+	for {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		select {
+		case err := <-d.exited:
+			d.exited <- err
+			d.t.Fatalf("waiting for %s: the demo exited: %v\n%s", what, err, d.output())
+		default:
+		}
+		if time.Now().After(deadline) {
+			d.t.Fatalf("waiting for %s: not within %s; last: %s\n%s", what, waitLimit, state, d.output())
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// expectLine waits for a line of the demo's output that starts with
+// prefix.
+func (d *demo) expectLine(prefix string) {
+	d.t.Helper()
+	d.await(fmt.Sprintf("a line %q", prefix), func() (bool, string) {
+		for _, l := range d.snapshot() {
+			if strings.HasPrefix(l, prefix) {
+				return true, ""
+			}
+		}
+		return false, "not printed"
+	})
+}
+
+// status reads /api/v1/status, which checks nothing: the reason of each
+// entry's one target, "" when not checked yet.
+func (d *demo) status() map[string]string {
+	d.t.Helper()
+	resp, err := http.Get(d.base + "/api/v1/status")
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var st struct {
+		Providers []struct {
+			Name    string `json:"name"`
+			Targets []struct {
+				Reason string `json:"reason"`
+			} `json:"targets"`
+		} `json:"providers"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		d.t.Fatalf("/api/v1/status: %v", err)
+	}
+	out := map[string]string{}
+	for _, p := range st.Providers {
+		for _, tg := range p.Targets {
+			out[p.Name] = tg.Reason
+		}
+	}
+	return out
+}
+
+// awaitReasons waits until every entry of want has its reason, from the
+// scrapes the demo runs itself, in /api/v1/status and in the demo's
+// output.
+func (d *demo) awaitReasons(want map[string]string) {
+	d.t.Helper()
+	d.await(fmt.Sprintf("the reasons %v", want), func() (bool, string) {
+		got := d.status()
+		lines := d.output()
+		for name, reason := range want {
+			if got[name] != reason {
+				return false, fmt.Sprintf("/api/v1/status: %v", got)
+			}
+			if !regexp.MustCompile(`(?m)^demo: \w+ ` + regexp.QuoteMeta(name) + `/\S+: ` + reason + `$`).MatchString(lines) {
+				return false, fmt.Sprintf("the demo has not printed %s's reason %s", name, reason)
+			}
+		}
+		return true, ""
+	})
+}
+
+// process is a live process, told apart from a later one of the same PID
+// by its start time.
+type process struct {
+	pid     int
+	start   string
+	cmdline string
+}
+
+// descendants are the live processes below this one: with the subreaper
+// set, every process the demo has started and that still runs.
+func descendants() map[int]process {
+	parent := map[int]int{}
+	procs := map[int]process{}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// After the command name in parentheses: state, ppid, ... starttime (the 20th).
+		_, rest, ok := strings.Cut(string(stat), ") ")
+		f := strings.Fields(rest)
+		if !ok || len(f) < 20 || f[0] == "Z" {
+			continue
+		}
+		ppid, _ := strconv.Atoi(f[1])
+		cmdline, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		parent[pid] = ppid
+		procs[pid] = process{pid: pid, start: f[19], cmdline: strings.TrimSpace(strings.ReplaceAll(string(cmdline), "\x00", " "))}
+	}
+	self := os.Getpid()
+	out := map[int]process{}
+	for pid, p := range procs {
+		for a, seen := parent[pid], 0; a != 0 && seen < 64; a, seen = parent[a], seen+1 {
+			if a == self {
+				out[pid] = p
+				break
+			}
+		}
+	}
+	return out
+}
+
+// reapOrphans reaps, until stop is called, the processes the demo started
+// that were handed to this process when their parent exited: their exit
+// is what the demo's stop waits for. The demo itself is left to its
+// exec.Cmd.
+func reapOrphans(demoPID int) (stop func()) {
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			entries, _ := os.ReadDir("/proc")
+			for _, e := range entries {
+				pid, err := strconv.Atoi(e.Name())
+				if err != nil || pid == demoPID {
+					continue
+				}
+				stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+				if err != nil {
+					continue
+				}
+				_, rest, _ := strings.Cut(string(stat), ") ")
+				if f := strings.Fields(rest); len(f) > 1 && f[0] == "Z" && f[1] == strconv.Itoa(os.Getpid()) {
+					var ws syscall.WaitStatus
+					_, _ = syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
+				}
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
+}
+
+// ctrlC stops the demo with SIGINT, to its process group as a terminal's
+// Ctrl-C sends it (group) or to the script alone, and checks that it exits
+// as interrupted and that every process it started is gone, the
+// exporter's port closed and the state directory removed.
+func (d *demo) ctrlC(group bool) {
+	t := d.t
+	t.Helper()
+	before := descendants()
+	var names []string
+	for _, p := range before {
+		names = append(names, p.cmdline)
+	}
+	all := strings.Join(names, "\n")
+	// What the demo runs by now; each must be seen here, or the check
+	// below that they are gone would prove nothing.
+	for _, want := range []string{"/usr/sbin/sshd -D", "/usr/sbin/libvirtd", "/bin/provider_health_exporter", "/bin/compute-standin", "etcd ", "kube-apiserver"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("no process %q among the demo's:\n%s", want, all)
+		}
+	}
+	pid := d.cmd.Process.Pid
+	if group {
+		pid = -pid
+	}
+	if err := syscall.Kill(pid, syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	select {
+	case err = <-d.exited:
+		d.exited <- err
+	case <-time.After(waitLimit):
+		t.Fatalf("the demo did not stop within %s after SIGINT", waitLimit)
+	}
+	<-d.scanned
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 130 {
+		t.Errorf("the demo exited with %v, want status 130 (interrupted)", err)
+	}
+	// The demo has waited for each process it stopped: none may be left,
+	// now, not eventually.
+	left := 0
+	for _, p := range descendants() {
+		t.Errorf("left running after the demo stopped: %d %s", p.pid, p.cmdline)
+		left++
+	}
+	for pid, p := range before {
+		if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
+			_, rest, _ := strings.Cut(string(stat), ") ")
+			if f := strings.Fields(rest); len(f) >= 20 && f[19] == p.start && f[0] != "Z" {
+				t.Errorf("still running: %d %s", pid, p.cmdline)
+				left++
+			}
+		}
+	}
+	if resp, err := http.Get(d.base + "/-/healthy"); err == nil {
+		resp.Body.Close()
+		t.Errorf("the exporter still answers at %s", d.base)
+	}
+	if _, err := os.Stat(d.state); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the state directory %s is still there: %v", d.state, err)
+	}
+	if !strings.HasSuffix(d.output(), "demo: stopped") {
+		t.Errorf("the demo's last line is not \"demo: stopped\"")
+	}
+	if left == 0 {
+		t.Logf("stopped: %d processes were running, none is left", len(before))
+	}
+}

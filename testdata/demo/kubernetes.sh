@@ -1,0 +1,81 @@
+#!/bin/bash
+# The Kubernetes part of `make demo`, run by testdata/demo/demo.sh in the
+# background in a process group of its own (demo.sh stops the group):
+# builds kube-apiserver if it is not built yet (the build command prints
+# the binary's path), starts it and etcd with testdata/kubernetes/ctl.sh,
+# gives the demo's ServiceAccount the right to list Pods and no other,
+# writes a kubeconfig with its token, adds two kubernetes entries to the
+# exporter's configuration and reloads the exporter.
+#
+# usage: kubernetes.sh <state dir> <exporter base URL> <build command>
+set -euo pipefail
+
+state=$1 base=$2 build=$3
+root=$(cd "$(dirname "$0")/../.." && pwd)
+namespace=egress-proxies
+account=provider-health-exporter
+
+say() { echo "demo: kubernetes: $*" >&2; }
+fail() {
+	say "$*; the demo goes on without kubernetes"
+	exit 1
+}
+
+apiserver=$("$build" 2>>"$state/kube-apiserver-build.log") || fail "building kube-apiserver failed (log $state/kube-apiserver-build.log)"
+"$root/testdata/kubernetes/ctl.sh" start "$state/k8s" "$apiserver" >>"$state/k8s.log" 2>&1 ||
+	fail "etcd or kube-apiserver did not start (log $state/k8s.log)"
+# shellcheck disable=SC1091
+. "$state/k8s/env"
+
+# kcreate <path> <json>: creates an object as the admin (201; 409 when a
+# kept state directory has it already) and prints the answer.
+kcreate() {
+	local out code
+	out=$(mktemp "$state/k8s/answer.XXXXXX")
+	code=$(curl -sS --max-time 30 --cacert "$PHE_K8S_CA" -H "Authorization: Bearer $(cat "$PHE_K8S_ADMIN_TOKEN_FILE")" \
+		-H 'Content-Type: application/json' -o "$out" -w '%{http_code}' -X POST "$PHE_K8S_SERVER$1" -d "$2") || code=000
+	case $code in
+	200 | 201 | 409) cat "$out"; rm -f "$out" ;;
+	*) cat "$out" >&2; rm -f "$out"; fail "POST $1 answered $code" ;;
+	esac
+}
+
+kcreate /api/v1/namespaces "{\"apiVersion\":\"v1\",\"kind\":\"Namespace\",\"metadata\":{\"name\":\"$namespace\"}}" >/dev/null
+kcreate "/api/v1/namespaces/$namespace/serviceaccounts" \
+	"{\"apiVersion\":\"v1\",\"kind\":\"ServiceAccount\",\"metadata\":{\"name\":\"$account\"}}" >/dev/null
+# What the check needs (docs/configuration.md: "Kubernetes"): list Pods in
+# every namespace. Nothing else, so that the can_i entry is Forbidden.
+kcreate /apis/rbac.authorization.k8s.io/v1/clusterroles \
+	'{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRole","metadata":{"name":"provider-health-demo"},"rules":[{"apiGroups":[""],"resources":["pods"],"verbs":["list"]}]}' >/dev/null
+kcreate /apis/rbac.authorization.k8s.io/v1/clusterrolebindings \
+	"{\"apiVersion\":\"rbac.authorization.k8s.io/v1\",\"kind\":\"ClusterRoleBinding\",\"metadata\":{\"name\":\"provider-health-demo\"},\"roleRef\":{\"apiGroup\":\"rbac.authorization.k8s.io\",\"kind\":\"ClusterRole\",\"name\":\"provider-health-demo\"},\"subjects\":[{\"kind\":\"ServiceAccount\",\"name\":\"$account\",\"namespace\":\"$namespace\"}]}" >/dev/null
+token=$(kcreate "/api/v1/namespaces/$namespace/serviceaccounts/$account/token" \
+	'{"apiVersion":"authentication.k8s.io/v1","kind":"TokenRequest","spec":{"expirationSeconds":86400}}' |
+	tr -d '\n' | sed -n 's/.*"token": *"\([^"]*\)".*/\1/p')
+[ -n "$token" ] || fail "no ServiceAccount token from the TokenRequest API"
+install -m 0600 /dev/null "$state/k8s/demo.token"
+printf '%s' "$token" >"$state/k8s/demo.token"
+cat >"$state/k8s/kubeconfig" <<YAML
+apiVersion: v1
+kind: Config
+clusters: [{name: demo, cluster: {server: "$PHE_K8S_SERVER", certificate-authority: "$PHE_K8S_CA"}}]
+users: [{name: $account, user: {tokenFile: "$state/k8s/demo.token"}}]
+contexts: [{name: demo, context: {cluster: demo, user: $account, namespace: $namespace}}]
+current-context: demo
+YAML
+
+{
+	cat "$state/provider_health.base.yml"
+	cat <<YAML
+kubernetes:
+  - name: kube-demo            # Ready: the demo's ServiceAccount may list Pods
+    kubeconfig: $state/k8s/kubeconfig
+  - name: kube-demo-can-i      # Forbidden: it may not create Pods in $namespace
+    kubeconfig: $state/k8s/kubeconfig
+    namespace: $namespace
+    can_i: [create pods]
+YAML
+} >"$state/provider_health.yml.new"
+mv "$state/provider_health.yml.new" "$state/provider_health.yml"
+curl -fsS --max-time 60 -X POST "$base/-/reload" >/dev/null || fail "the exporter refused the configuration with the kubernetes entries"
+say "kube-apiserver and etcd on $PHE_K8S_SERVER; kube-demo and kube-demo-can-i added by a reload"
