@@ -38,7 +38,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	promconfig "github.com/prometheus/common/config"
 	"github.com/prometheus/common/model"
-	promdiscovery "github.com/prometheus/prometheus/discovery"
+	"github.com/prometheus/prometheus/discovery"
 	httpsd "github.com/prometheus/prometheus/discovery/http"
 	"github.com/prometheus/prometheus/discovery/targetgroup"
 	"github.com/prometheus/prometheus/model/labels"
@@ -265,8 +265,8 @@ func discover(t *testing.T, u string, hc promconfig.HTTPClientConfig, opts ...pr
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	cfg := &httpsd.SDConfig{HTTPClientConfig: hc, URL: u, RefreshInterval: model.Duration(time.Minute)}
-	metrics := cfg.NewDiscovererMetrics(reg, promdiscovery.NewRefreshMetrics(reg))
-	d, err := httpsd.NewDiscovery(cfg, promdiscovery.DiscovererOptions{Metrics: metrics, HTTPClientOptions: opts})
+	metrics := cfg.NewDiscovererMetrics(reg, discovery.NewRefreshMetrics(reg))
+	d, err := httpsd.NewDiscovery(cfg, discovery.DiscovererOptions{Metrics: metrics, HTTPClientOptions: opts})
 	if err != nil {
 		t.Fatal(err)
 	}
