@@ -771,9 +771,12 @@ func (p *statusPage) followLinks() {
 		want[page+filter] = false
 	}
 	isFilter := func(link string) bool {
-		query, ok := strings.CutPrefix(link, page)
-		if query, ok = strings.CutPrefix(query, "?"); !ok {
-			return link == page
+		if link == page {
+			return true
+		}
+		query, ok := strings.CutPrefix(link, page+"?")
+		if !ok {
+			return false
 		}
 		q, err := url.ParseQuery(query)
 		if err != nil || len(q) == 0 {

@@ -87,7 +87,7 @@ func parseFilter(q url.Values, kinds []collector.Kind, names []string) (pageFilt
 	reasonKnown := false
 	for _, k := range kinds {
 		kindNames = append(kindNames, k.Name())
-		reasonKnown = reasonKnown || k.Reasons.Contains(collector.Reason(f.Reason))
+		reasonKnown = reasonKnown || k.Reasons().Contains(collector.Reason(f.Reason))
 	}
 	var states []string
 	for _, s := range pageStates {
@@ -206,7 +206,7 @@ func buildPage(providers []statusProvider, kinds []collector.Kind, f pageFilter)
 	v := pageView{Filter: f, FilterQuery: f.Query().Encode()}
 	multi := map[string]bool{}
 	for _, k := range kinds {
-		multi[k.Name()] = k.MultiTarget
+		multi[k.Name()] = k.MultiTarget()
 	}
 	byKind := map[string]*summaryRow{}
 	var kindOrder []string
