@@ -123,8 +123,8 @@ type demo struct {
 	exited  chan error
 	scanned chan struct{} // closed once the whole output is read
 	started time.Time
-	base    string        // the status page's URL, without the final /
-	state   string        // the demo's state directory
+	base    string // the status page's URL, without the final /
+	state   string // the demo's state directory
 
 	mu    sync.Mutex
 	lines []string
