@@ -30,7 +30,7 @@ build:
 	$(TOOLS) promu build --prefix .
 
 .PHONY: test
-test: deps lint cross unit exposition integration mixin-test
+test: deps lint cross unit toykind exposition integration mixin-test
 
 # The platforms of .promu.yml's crossbuild (and of the Dockerfile's buildx
 # build) other than CI's own: compiled once by `make test` so that a
@@ -48,12 +48,34 @@ cross:
 unit:
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
 	$(GO) -C $(VALIDATE) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+	$(GO) -C tools test -count=1 -timeout $(TEST_TIMEOUT) ./ocibuild/
+
+# The container image without a Docker daemon: the exporter cross-compiled
+# for the Dockerfile's platforms (linux/amd64, linux/arm64) with its flags,
+# in one multi-platform image written as an OCI image layout to IMAGE_OCI,
+# by tools/ocibuild (go-containerregistry, pinned in tools/go.mod). Push it
+# with `go tool -modfile=tools/go.mod crane push $(IMAGE_OCI) REGISTRY/REPO:TAG`
+# (docs/deployment.md: "The image").
+IMAGE_OCI ?= $(CURDIR)/.build/image-oci
+.PHONY: image-oci
+image-oci:
+	$(GO) -C tools run ./ocibuild -repo $(CURDIR) -out $(IMAGE_OCI)
+
+# The toy kind of docs/development.md's "Adding a provider" compiled into the
+# real binary (build tag toykind: internal/toykind and its row in
+# cmd/provider_health_exporter/kind_toykind.go) and run through it, beside
+# every other test of the command, which must not care how many kinds
+# there are.
+.PHONY: toykind
+toykind:
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -tags toykind ./cmd/provider_health_exporter/
 
 # Tests that run promtool carry the promtool build tag: the exposition
 # formats checked by the promtool of Prometheus 2.42 (Debian) and 3 (built by
 # testdata/prometheus/build-prometheus.sh), and the mixin's tests (mixin-lint).
 .PHONY: exposition
 exposition:
+	PHE_PROMTOOL3="$$($(PROMETHEUS3) | sed -n 2p)" && test -n "$$PHE_PROMTOOL3" && export PHE_PROMTOOL3 && \
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -tags promtool -run 'TestExpositionFormats' ./cmd/provider_health_exporter/
 
 .PHONY: lint
@@ -64,16 +86,20 @@ lint:
 	$(GO) vet $(PKGS)
 	$(GO) -C $(VALIDATE) vet ./...
 	$(GO) -C $(VALIDATE) vet -tags integration ./...
+	$(GO) -C $(VALIDATE) vet -tags promtool ./...
+	$(GO) -C tools vet ./ocibuild/
 	$(GO) vet -tags integration ./collector/kvm/ ./collector/kubernetes/
 	$(GO) vet -tags e2e ./testdata/e2e/
 	$(GO) vet -tags demo ./testdata/demo/ ./testdata/demo/compute-standin/
 	$(GO) vet -tags promtool,browser ./cmd/... ./mixin/
+	$(GO) vet -tags toykind ./cmd/provider_health_exporter/
 	@# Another golangci-lint on the machine (a second checkout's make lint)
 	@# holds a lock: wait for it rather than fail.
 	$(TOOLS) golangci-lint run --allow-serial-runners ./...
 	$(TOOLS) golangci-lint run --allow-serial-runners --build-tags integration ./collector/kvm/ ./collector/kubernetes/
 	$(TOOLS) golangci-lint run --allow-serial-runners --build-tags promtool,browser ./cmd/... ./mixin/
 	$(TOOLS) golangci-lint run --allow-serial-runners --build-tags demo ./testdata/demo/ ./testdata/demo/compute-standin/
+	$(TOOLS) golangci-lint run --allow-serial-runners --build-tags toykind ./cmd/provider_health_exporter/
 	@if ! command -v systemd-analyze >/dev/null; then \
 	  echo "systemd-analyze not found: skipping the check of deploy/systemd (Debian package systemd)"; exit 0; fi; \
 	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
@@ -114,6 +140,7 @@ FUZZ_TARGETS := \
 	./collector/kvm:FuzzSSHMaterial \
 	./collector/gcp:FuzzErrorBody \
 	./collector/gcp:FuzzCredentialsJSON \
+	./collector/gcp:FuzzRegionAnswer \
 	./collector/kubernetes:FuzzKubeconfig \
 	./collector/kubernetes:FuzzExecCredential \
 	./collector:FuzzLimitedBody \
@@ -241,3 +268,5 @@ mixin-test: mixin-lint
 	$(PROMTOOL) test rules $(MIXIN_RULE_TESTS)
 	"$$($(PROMETHEUS3) | sed -n 2p)" test rules $(MIXIN_RULE_TESTS)
 	$(GO) test -count=1 -timeout 10m -tags promtool -run 'TestRuleTestsCatchBrokenRules|TestMultiClusterRuleTestsCatchBrokenRules' ./mixin/
+	@# The Helm chart's PrometheusRule with an alert's severity and for overridden from values.
+	$(GO) -C $(VALIDATE) test -count=1 -timeout 10m -tags promtool -run 'TestChartOverriddenRuleWithPromtool' ./...

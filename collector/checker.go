@@ -20,7 +20,7 @@ import (
 // API of a cloud project, one host.
 type Target struct {
 	Name    string // the target label
-	Address string // where it is, for target_info and the status page
+	Address string // where it is, for target_info and the status page, redacted (internal/redact) by the engine
 }
 
 // Checker checks the targets of one configured provider entry.

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/egress-proxies/provider_health_exporter/internal/redact"
 )
 
 // Check modes, the mode label of provider_health_exporter_checks_total.
@@ -144,7 +146,7 @@ func (e *Engine) Load(entries []Entry) error {
 			return fmt.Errorf("%s %q: %w", en.Kind, en.Name, err)
 		}
 		built = append(built, c)
-		p := &provider{Entry: en, checker: c, targets: c.Targets(), states: map[string]*state{}}
+		p := &provider{Entry: en, checker: c, targets: redactedTargets(c), states: map[string]*state{}}
 		for _, t := range p.targets {
 			st := &state{}
 			// A target that stays keeps its history and last verdict for
@@ -190,6 +192,17 @@ func (e *Engine) Load(entries []Entry) error {
 	}
 	closeBounded(e.logger, gone)
 	return nil
+}
+
+// redactedTargets are the targets of c with their addresses redacted
+// (redact.URL), as every address the exporter shows is: a URL's userinfo
+// and query values can be secrets, and the address is a label.
+func redactedTargets(c Checker) []Target {
+	ts := slices.Clone(c.Targets())
+	for i := range ts {
+		ts[i].Address = redact.URL(ts[i].Address)
+	}
+	return ts
 }
 
 // CloseBound is how long closing the checkers that a reload replaced, or

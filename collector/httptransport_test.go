@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/egress-proxies/provider_health_exporter/internal/testnet"
 )
 
 // boundedClient is a provider's client as the providers build it: the
@@ -70,15 +72,7 @@ func expired(t *testing.T) context.Context {
 // whatever the error says (docs/configuration.md: "Timeouts").
 func TestClassifyTransport(t *testing.T) {
 	t.Parallel()
-	closed := func() string {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := l.Addr().String()
-		l.Close()
-		return addr
-	}()
+	closed := testnet.RefusedAddr(t)
 	reset := listen(t, func(c net.Conn) {
 		_, _ = c.Read(make([]byte, 1024))
 		_ = c.(*net.TCPConn).SetLinger(0)

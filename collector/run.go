@@ -10,6 +10,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/egress-proxies/provider_health_exporter/internal/redact"
 )
 
 // Request selects what Run checks and under which budget.
@@ -295,6 +297,7 @@ func (e *Engine) start(ctx context.Context, p *provider, st *state, t Target) *c
 			v = Verdict{Reason: ReasonUnknown, Message: fmt.Sprintf("invalid reason %q: %s", v.Reason, v.Message)}
 		}
 		if v.Address != "" {
+			v.Address = redact.URL(v.Address)
 			t.Address = v.Address
 		}
 		res := Result{Verdict: v, Target: t, CheckedAt: end, Duration: end.Sub(begin)}

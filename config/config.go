@@ -17,6 +17,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/egress-proxies/provider_health_exporter/internal/boundedfile"
+	"github.com/egress-proxies/provider_health_exporter/internal/redact"
 )
 
 // Defaults of docs/configuration.md's "Configuration".
@@ -127,7 +128,8 @@ func parse(data []byte, dir string, sections []Section) (*Config, error) {
 }
 
 // MarshalYAML writes the configuration as it is in force: defaults, then
-// every section in the order of the sections, empty ones left out.
+// every section in the order of the sections, empty ones left out, with
+// every URL redacted (redactNode).
 func (c *Config) MarshalYAML() (any, error) {
 	out := &yaml.Node{Kind: yaml.MappingNode}
 	add := func(key string, v any) error {
@@ -135,6 +137,7 @@ func (c *Config) MarshalYAML() (any, error) {
 		if err := n.Encode(v); err != nil {
 			return fmt.Errorf("%s: %w", key, err)
 		}
+		redactNode(&n)
 		out.Content = append(out.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: key}, &n)
 		return nil
 	}
@@ -151,6 +154,18 @@ func (c *Config) MarshalYAML() (any, error) {
 		}
 	}
 	return out, nil
+}
+
+// redactNode redacts every string of n that is a URL (redact.URL), as
+// every address the exporter shows is: /config must not show a URL's
+// userinfo or query values, which can be secrets.
+func redactNode(n *yaml.Node) {
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!str" {
+		n.Value = redact.URL(n.Value)
+	}
+	for _, c := range n.Content {
+		redactNode(c)
+	}
 }
 
 func (ch *Check) resolve(d Defaults, where string) error {
@@ -235,6 +250,8 @@ func fileKind(field string) boundedfile.Kind {
 		return boundedfile.Passphrase
 	case "known_hosts_file":
 		return boundedfile.KnownHosts
+	case "pod_template":
+		return boundedfile.PodTemplate
 	default:
 		return boundedfile.PrivateKey
 	}

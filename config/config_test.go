@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // sections are the sections of this package's kinds that these tests
@@ -54,6 +56,12 @@ func TestLoadInvalid(t *testing.T) {
 		"invalid-negative-quota-headroom.yml":        `gcp[0] "crawl-prod": min_quota_headroom INSTANCES: -1 is not a non-negative number`,
 		"invalid-bad-quantity.yml":                   `kvm[0] "lab": min_pool_available: quantity "20G": use a binary unit (Ki, Mi, Gi, Ti or KiB, MiB, GiB, TiB) or plain bytes`,
 		"invalid-negative-quantity.yml":              `kvm[0] "lab": hosts[1]: min_free_memory: quantity "-4Gi" is negative`,
+		"invalid-pod-template-unknown-field.yml":     `kubernetes[0] "prod": pod_template: ../testdata/files/pod-template-unknown-field.yaml: strict decoding: unknown field "spec.containers[0].imagePullPolic"`,
+		"invalid-pod-template-wrong-type.yml":        `kubernetes[0] "prod": pod_template: ../testdata/files/pod-template-wrong-type.yaml: spec.containers.ports: a number where a list is expected`,
+		"invalid-pod-template-not-a-pod.yml":         `kubernetes[0] "prod": pod_template: ../testdata/files/pod-template-deployment.yaml: not a Pod: apiVersion "apps/v1", kind "Deployment" (want apiVersion: v1, kind: Pod)`,
+		"invalid-pod-template-without-namespace.yml": `kubernetes[0] "prod": namespace: missing (required by pod_template)`,
+		"invalid-pod-template-missing.yml":           `kubernetes[0] "prod": pod_template: stat ../testdata/files/no-such-template.yaml: no such file or directory`,
+		"invalid-pod-template-other-namespace.yml":   `kubernetes[0] "prod": pod_template: ../testdata/files/pod-template-namespaced.yaml: metadata.namespace "egress-proxies" is not the entry's namespace "other"`,
 		// Errors in several sections: each is attributed to its own entry.
 		"invalid-unknown-keys-in-two-sections.yml": `line 4: gcp[0] "g1": unknown field "bogus1"; line 8: kvm[0] "lab": unknown field "bogus2"`,
 		"invalid-errors-in-three-sections.yml": `line 2: defaults: timeout: "10 parsecs" is not a valid duration (examples: 500ms, 10s, 1m30s); ` +
@@ -61,6 +69,12 @@ func TestLoadInvalid(t *testing.T) {
 			`line 11: gcp[1] "g2": unknown field "filters"; ` +
 			`line 17: kvm[0] "lab": hosts[0]: unknown field "port"; ` +
 			"line 14: kvm[0] \"lab\": max_concurrent_dials: cannot unmarshal !!str `many` into int",
+		// gcp: source_image's two forms, the cap on regions, no token in clear text.
+		"invalid-gcp-source-image.yml": `gcp[0] "crawl-prod": source_image: "https://www.googleapis.com/compute/v1/projects/debian-cloud/global/images/family/debian-12" ` +
+			`is neither projects/PROJECT/global/images/NAME nor projects/PROJECT/global/images/family/FAMILY`,
+		"invalid-gcp-too-many-regions.yml": `gcp[0] "crawl-prod": regions: 65 regions, more than the 64 an entry may check (Compute has about 40)`,
+		"invalid-gcp-http-endpoint.yml": `gcp[0] "crawl-prod": endpoint: "http://compute.example" is plain http, which would send the OAuth access token in clear text: ` +
+			`use https (plain http is accepted only to a loopback address such as 127.0.0.1, for tests)`,
 	} {
 		t.Run(file, func(t *testing.T) {
 			t.Parallel()
@@ -312,5 +326,25 @@ kvm:
 			t.Errorf("hosts[%d]: min_pool_available %d, min_free_memory %d; want %d, %d",
 				i, h.MinPoolAvailableBytes, h.MinFreeMemoryBytes, want.pool, want.mem)
 		}
+	}
+}
+
+// TestMarshalRedactsURLs: /config's text shows no URL userinfo or query
+// value, while the entry keeps them for its check.
+func TestMarshalRedactsURLs(t *testing.T) {
+	t.Parallel()
+	cfg, err := Parse([]byte("gcp:\n  - name: g\n    project: p\n    endpoint: https://user:s3cret@compute.example:8443/api?key=k3y#frag\n"), sections)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := yaml.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(out), "endpoint: https://compute.example:8443/api?key=xxxxx\n") || strings.Contains(string(out), "s3cret") || strings.Contains(string(out), "k3y") {
+		t.Errorf("marshalled configuration:\n%s", out)
+	}
+	if g := EntriesOf[*GCP](cfg, "gcp")[0]; g.Endpoint != "https://user:s3cret@compute.example:8443/api?key=k3y#frag" {
+		t.Errorf("the entry's endpoint became %q", g.Endpoint)
 	}
 }

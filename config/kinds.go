@@ -52,7 +52,10 @@ func KVMSection() Section {
 func (k *Kubernetes) EntryName() string { return k.Name }
 
 // ResolvePaths implements Entry.
-func (k *Kubernetes) ResolvePaths(join func(*string)) { join(&k.Kubeconfig) }
+func (k *Kubernetes) ResolvePaths(join func(*string)) {
+	join(&k.Kubeconfig)
+	join(&k.PodTemplate.Path)
+}
 
 // TargetCount implements Entry: one API server.
 func (k *Kubernetes) TargetCount() int { return 1 }
@@ -96,7 +99,10 @@ type Kubernetes struct {
 	Namespace        string            `yaml:"namespace,omitempty"`
 	CanI             []string          `yaml:"can_i,omitempty"`
 	MinQuotaHeadroom map[string]string `yaml:"min_quota_headroom,omitempty"`
-	Check            `yaml:",inline"`
+	// PodTemplate is the optional dry-run placement (docs/configuration.md:
+	// "Placement: pod_template"); it needs Namespace.
+	PodTemplate PodTemplate `yaml:"pod_template,omitempty"`
+	Check       `yaml:",inline"`
 }
 
 // GCP is one project.
@@ -111,7 +117,11 @@ type GCP struct {
 	// (CPUS) maps to the least limit - usage each region must have.
 	Regions          []string           `yaml:"regions,omitempty"`
 	MinQuotaHeadroom map[string]float64 `yaml:"min_quota_headroom,omitempty"`
-	Check            `yaml:",inline"`
+	// SourceImage is the optional image check (docs/configuration.md:
+	// "GCP"): projects/P/global/images/NAME or
+	// projects/P/global/images/family/F.
+	SourceImage string `yaml:"source_image,omitempty"`
+	Check       `yaml:",inline"`
 }
 
 // KVM is a group of hosts sharing SSH and libvirt settings.
@@ -161,6 +171,9 @@ func (k *Kubernetes) Validate(where string) error {
 	if err := k.validateHeadroom(where); err != nil {
 		return err
 	}
+	if err := k.validatePodTemplate(where); err != nil {
+		return err
+	}
 	return readable(where, "kubeconfig", k.Kubeconfig)
 }
 
@@ -202,9 +215,17 @@ func (g *GCP) Validate(where string) error {
 		if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return fmt.Errorf("%s: endpoint: %q is not an http(s) URL", where, g.Endpoint)
 		}
+		if u.Scheme == "http" && !loopbackHost(u.Hostname()) {
+			return fmt.Errorf("%s: endpoint: %q is plain http, which would send the OAuth access token in clear text: use https (plain http is accepted only to a loopback address such as 127.0.0.1, for tests)", where, g.Endpoint)
+		}
 	}
 	if err := g.validateQuotas(where); err != nil {
 		return err
+	}
+	if g.SourceImage != "" {
+		if _, err := ParseGCPSourceImage(g.SourceImage); err != nil {
+			return fmt.Errorf("%s: source_image: %w", where, err)
+		}
 	}
 	return readable(where, "credentials_file", g.CredentialsFile)
 }
@@ -218,6 +239,9 @@ func (g *GCP) validateQuotas(where string) error {
 		return fmt.Errorf("%s: min_quota_headroom: missing (regions are read only for its quotas)", where)
 	case len(g.Regions) == 0 && len(g.MinQuotaHeadroom) > 0:
 		return fmt.Errorf("%s: regions: missing (required by min_quota_headroom)", where)
+	}
+	if len(g.Regions) > MaxGCPRegions {
+		return fmt.Errorf("%s: regions: %d regions, more than the %d an entry may check (Compute has about 40)", where, len(g.Regions), MaxGCPRegions)
 	}
 	seen := map[string]int{}
 	for i, r := range g.Regions {
@@ -247,6 +271,46 @@ var (
 	gcpRegion      = regexp.MustCompile(`^[a-z]+(-[a-z0-9]+)+$`)
 	gcpQuotaMetric = regexp.MustCompile(`^[A-Z][A-Z0-9_]*$`)
 )
+
+// MaxGCPRegions is the most regions one gcp entry may list
+// (docs/security.md: "What the exporter bounds"): every check reads each
+// of them, and Compute has about 40, so a longer list is a mistake that
+// would cost a read request per region per check.
+const MaxGCPRegions = 64
+
+// loopbackHost tells whether host is a loopback IP address, the only
+// place a plain-http endpoint may send a token to: it never leaves the
+// machine. A name is not resolved here, so "localhost" does not count.
+func loopbackHost(host string) bool {
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// GCPSourceImage is a parsed source_image: an image by name, or the image
+// an image family points to.
+type GCPSourceImage struct {
+	Project string
+	// Image is set for projects/P/global/images/NAME, Family for
+	// projects/P/global/images/family/F.
+	Image, Family string
+}
+
+// gcpSourceImage is the two forms of source_image. A project ID is
+// lowercase letters, digits and hyphens, optionally behind a domain
+// ("example.com:proj"); image and family names are RFC 1035 labels.
+var gcpSourceImage = regexp.MustCompile(`^projects/((?:[a-z0-9.-]+:)?[a-z][-a-z0-9]{0,61}[a-z0-9])/global/images/(family/)?([a-z](?:[-a-z0-9]{0,61}[a-z0-9])?)$`)
+
+// ParseGCPSourceImage reads a source_image value.
+func ParseGCPSourceImage(s string) (GCPSourceImage, error) {
+	m := gcpSourceImage.FindStringSubmatch(s)
+	if m == nil {
+		return GCPSourceImage{}, fmt.Errorf("%q is neither projects/PROJECT/global/images/NAME nor projects/PROJECT/global/images/family/FAMILY", s)
+	}
+	if m[2] != "" {
+		return GCPSourceImage{Project: m[1], Family: m[3]}, nil
+	}
+	return GCPSourceImage{Project: m[1], Image: m[3]}, nil
+}
 
 // Validate implements Entry.
 func (v *KVM) Validate(where string) error {

@@ -4,6 +4,21 @@
     // dashboards' default job are built from it.
     providerHealthSelector: 'job="provider-health"',
 
+    // In /probe mode (docs/scaling.md: "Scaling out") every probe target is
+    // a scrape of its own under the same job, and its `up` is 0 whenever the
+    // exporter is away. The scrape configs of deploy/ (prometheus-probe.yml,
+    // prometheus-sharded.yml, the ScrapeConfigs of the kustomize component
+    // and the Helm chart) put probeLabel on every probe target, set to the
+    // address of the exporter that answered it; the exporter's own scrape
+    // (/metrics, or /metrics?collect[]=exporter beside /probe) has no such
+    // label. The exporter's own health (ProviderHealthExporterDown,
+    // ProviderHealthConfigReloadFailed, the dashboard's "Exporters up") is
+    // judged from exporterSelector, its own scrape only, so an exporter that
+    // goes away is one alert, not one per probe target;
+    // ProviderHealthProbeFailed watches the probe targets.
+    probeLabel: 'exporter',
+    exporterSelector: '%s, %s=""' % [self.providerHealthSelector, self.probeLabel],
+
     // The severity label of the alerts that page and of those that do not;
     // set them to what your Alertmanager routes on.
     criticalSeverity: 'critical',
@@ -11,6 +26,7 @@
 
     // How long a condition must hold before its alert fires.
     exporterDownFor: '5m',
+    probeFailedFor: '5m',
     providerNotReadyFor: '5m',
     providerActionRequiredFor: '5m',
     providerUnavailableFor: '5m',
@@ -52,14 +68,17 @@
     kvmReconnectsPerHour: 6,
 
     // Reasons (docs/metrics.md: "Reasons") that waiting does not fix: a human has to change a
-    // credential, a key, an API setting, a filter or a pool. They raise
-    // ProviderActionRequired on top of ProviderNotReady.
+    // credential, a key, an API setting, a filter or a pool, or what an
+    // admission plugin or webhook refuses in the proxy Pod (AdmissionDenied).
+    // They raise ProviderActionRequired on top of ProviderNotReady.
     actionRequiredReasons: [
       'APIDisabled',
+      'AdmissionDenied',
       'CredentialsUnavailable',
       'Forbidden',
       'HostKeyMismatch',
       'HostKeyUnknown',
+      'ImageUnavailable',
       'InvalidRequest',
       'LibvirtConnectFailed',
       'NotFound',

@@ -429,6 +429,11 @@ func allQueries(t *testing.T) []query {
 var selectorRE = regexp.MustCompile(`([A-Za-z_:][A-Za-z0-9_:]*)\s*\{([^{}]*)\}`)
 var matcherNameRE = regexp.MustCompile(`([A-Za-z_][A-Za-z0-9_]*)\s*(?:=~|!~|!=|=)`)
 
+// targetLabels are put on every series by Prometheus's scrape configs, not
+// by the exporter: job and instance, and the probe targets' exporter label
+// of config.libsonnet's probeLabel.
+var targetLabels = []string{"job", "instance", "exporter"}
+
 // matcherProblems reports label matchers naming a label the metric does not
 // have: such a selector silently matches nothing (provider=~"kvm" on a
 // KVM-only metric, which has no provider label).
@@ -441,7 +446,7 @@ func matcherProblems(expr string) []string {
 			continue
 		}
 		for _, lm := range matcherNameRE.FindAllStringSubmatch(m[2], -1) {
-			if l := lm[1]; l != "job" && l != "instance" && !slices.Contains(labels, l) {
+			if l := lm[1]; !slices.Contains(targetLabels, l) && !slices.Contains(labels, l) {
 				out = append(out, fmt.Sprintf("%s has no label %q", m[1], l))
 			}
 		}
@@ -845,8 +850,12 @@ func noFor(r *rule) bool {
 var mutants = []mutant{
 	{"ProviderHealthExporterDown", "fires at once", noFor},
 	{"ProviderHealthExporterDown", "misses a job without targets", exprCut("\nor\n")},
+	{"ProviderHealthExporterDown", "counts every probe target", exprReplace(`{job="provider-health", exporter=""}`, `{job="provider-health"}`)},
+	{"ProviderHealthProbeFailed", "fires at once", noFor},
+	{"ProviderHealthProbeFailed", "fires while the exporter itself is down", exprCut("\nunless")},
+	{"ProviderHealthProbeFailed", "fires once per probe target", exprReplace("count by (job, exporter) (", "(")},
 	{"ProviderHealthConfigReloadFailed", "fires at once", noFor},
-	{"ProviderHealthConfigReloadFailed", "ignores the job", exprReplace(`{job="provider-health"}`, "")},
+	{"ProviderHealthConfigReloadFailed", "ignores the job", exprReplace(`job="provider-health", `, "")},
 	{"ProviderNotReady", "fires at once", noFor},
 	{"ProviderNotReady", "names a reason that is not current", func(r *rule) bool {
 		d := r.Annotations["description"]
@@ -972,6 +981,7 @@ var multiClusterMutants = []mutant{
 		r.Expr = r.Expr[:i] + r.Expr[j+1:]
 		return true
 	}},
+	{"ProviderHealthProbeFailed", "lets one cluster's exporter outage hide another's probe failures", dropCluster},
 	{"ProviderNotReady", "names another cluster's reason", dropCluster},
 	{"ProviderUnavailable", "merges the clusters", dropCluster},
 	{"ProviderCheckNearTimeout", "joins the clusters many-to-many", dropCluster},

@@ -17,7 +17,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -182,35 +181,24 @@ func reencode(t *testing.T, body *bytes.Buffer, f expfmt.Format) string {
 }
 
 // promtoolBinaries returns Debian's promtool (Prometheus 2.42) and
-// Prometheus 3's, built by testdata/prometheus/build-prometheus.sh; the
-// Makefile passes its path in PHE_PROMTOOL3.
+// Prometheus 3's, whose path is in PHE_PROMTOOL3: make exposition sets it
+// to what testdata/prometheus/build-prometheus.sh, the one place that
+// names the Prometheus 3 release, builds and prints. Without either the
+// test fails: checking with one promtool is not what it claims.
 func promtoolBinaries(t *testing.T) []string {
 	t.Helper()
-	var out []string
-	if p, err := exec.LookPath("promtool"); err == nil {
-		out = append(out, p)
-	} else {
+	p2, err := exec.LookPath("promtool")
+	if err != nil {
 		t.Fatal("promtool not found: install Debian's prometheus package (.ci/run does)")
 	}
 	p3 := os.Getenv("PHE_PROMTOOL3")
 	if p3 == "" {
-		cache := os.Getenv("PHE_CACHE_DIR")
-		if cache == "" {
-			base, err := os.UserCacheDir()
-			if err != nil {
-				t.Fatal(err)
-			}
-			cache = filepath.Join(base, "provider_health_exporter")
-		}
-		p3 = filepath.Join(cache, "prometheus-3.16.0", "promtool")
-		if _, err := os.Stat(p3); err != nil {
-			t.Logf("Prometheus 3 promtool not built yet (%v): checking with %v only; testdata/prometheus/build-prometheus.sh builds it", err, out)
-			return out
-		}
-	} else if _, err := os.Stat(p3); err != nil {
+		t.Fatal("PHE_PROMTOOL3 is not set: run make exposition, or set it to the promtool path testdata/prometheus/build-prometheus.sh prints (its second line)")
+	}
+	if _, err := os.Stat(p3); err != nil {
 		t.Fatalf("PHE_PROMTOOL3: %v", err)
 	}
-	return append(out, p3)
+	return []string{p2, p3}
 }
 
 // openMetricsAsText rewrites an OpenMetrics body into the text format

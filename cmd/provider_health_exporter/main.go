@@ -70,6 +70,10 @@ func run(args []string, stdout, stderr *os.File) int {
 	if *configCheck {
 		return checkConfig(kinds, *configFile, stdout, stderr)
 	}
+	if err := applyMemoryLimit(logger); err != nil {
+		logger.Error("invalid memory limit", "err", err)
+		return 1
+	}
 	if *timeoutOff < 0 {
 		logger.Error("--timeout-offset must not be negative", "value", *timeoutOff)
 		return 1

@@ -17,12 +17,16 @@ import (
 // collect[] accepts its names. The order is the order of the summary and
 // of /api/v1/config.
 func builtinKinds() []collector.Kind {
-	return []collector.Kind{
+	return append([]collector.Kind{
 		kubernetes.Kind(),
 		gcp.Kind(),
 		kvm.Kind(),
-	}
+	}, taggedKinds...)
 }
+
+// taggedKinds are the rows that files compiled in by a build tag add to
+// the table, after the others (kind_toykind.go).
+var taggedKinds []collector.Kind
 
 // kindTable is the table of kinds with every kind's contract checked
 // (collector.NewTable), which main does first: a kind that breaks one

@@ -1,228 +1,202 @@
+//go:build toykind
+
 package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"log/slog"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
-	"github.com/egress-proxies/provider_health_exporter/config"
+	"github.com/egress-proxies/provider_health_exporter/internal/fakedns"
+	"github.com/egress-proxies/provider_health_exporter/internal/testnet"
+	"github.com/egress-proxies/provider_health_exporter/internal/toykind"
 )
 
-// The toy kind of docs/development.md's "Adding a provider": an http kind whose
-// one target per entry is a URL that must answer 200. Everything it is,
-// its configuration, its reasons, its checker, is in this file; the
-// framework files are not edited for it.
+// The binary these tests run has the toy kind (kind_toykind.go).
+func init() { buildTags = "toykind" }
 
-const httpKindName = "http"
-
-// reasonHTTPError: the URL answered with a status other than 200. The
-// server answered, so the kind counts it as up.
-const reasonHTTPError collector.Reason = "HTTPError"
-
-// httpEntry is one entry of the http section.
-type httpEntry struct {
-	Name         string `yaml:"name"`
-	URL          string `yaml:"url"`
-	config.Check `yaml:",inline"`
+// toyEntry is one entry of the toy section and the verdict it must get.
+type toyEntry struct {
+	name, url, extra string
+	reason           collector.Reason
+	up               bool
 }
 
-func (e *httpEntry) EntryName() string          { return e.Name }
-func (e *httpEntry) ResolvePaths(func(*string)) {}
-func (e *httpEntry) TargetCount() int           { return 1 }
-func (e *httpEntry) Validate(where string) error {
-	if e.URL == "" {
-		return fmt.Errorf("%s: url: missing (required)", where)
-	}
-	if u, err := url.Parse(e.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("%s: url: %q is not an http(s) URL", where, e.URL)
-	}
-	return nil
+func (e toyEntry) yaml() string {
+	return fmt.Sprintf("  - name: %s\n    url: %s\n%s", e.name, e.url, e.extra)
 }
 
-// httpChecker checks that its URL answers 200.
-type httpChecker struct {
-	url    string
-	client *http.Client
-}
-
-func (c *httpChecker) Targets() []collector.Target {
-	return []collector.Target{{Name: "url", Address: c.url}}
-}
-
-func (c *httpChecker) Check(ctx context.Context, logger *slog.Logger, _ string) collector.Verdict {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url, nil)
-	if err != nil {
-		return collector.Verdict{Reason: collector.ReasonUnknown, Message: err.Error()}
-	}
-	resp, err := c.client.Do(req)
-	switch {
-	case collector.Ended(ctx):
-		return collector.Verdict{Reason: collector.ReasonTimeout, Message: "no answer within the deadline"}
-	case err != nil:
-		logger.Debug("request failed", "err", err)
-		return collector.Verdict{Reason: collector.ReasonUnreachable, Message: err.Error()}
-	}
-	_ = resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return collector.Verdict{Reason: reasonHTTPError, Message: resp.Status}
-	}
-	return collector.Verdict{Reason: collector.ReasonReady, Message: resp.Status}
-}
-
-// httpKind is the kind's row of the table.
-func httpKind() collector.Kind {
-	return collector.NewKind(collector.KindOf[*httpEntry, *httpChecker]{
-		Section: config.Section{Kind: httpKindName, New: func() config.Entry { return &httpEntry{} }},
-		Reasons: collector.ReasonSet{
-			{Reason: collector.ReasonReady, Up: true},
-			{Reason: collector.ReasonUnreachable},
-			{Reason: collector.ReasonTimeout},
-			{Reason: reasonHTTPError, Up: true},
-			collector.UnknownReason(),
-		},
-		NewChecker: func(h *httpEntry, _ *slog.Logger, _ ...collector.Option) (*httpChecker, error) {
-			return &httpChecker{url: h.URL, client: &http.Client{Transport: collector.BoundedTransport(http.DefaultTransport)}}, nil
-		},
-	})
-}
-
-// toyKinds is the exporter's table with the toy kind's row added.
-func toyKinds() []collector.Kind { return append(builtinKinds(), httpKind()) }
-
-// TestToyKind: a kind that is a package (here a file) and a row of the
-// table gets strict decoding of its section with errors that name its
-// entries, --config.check, /metrics with up, ready and the state set of
-// its own reasons, collect[], /probe and the status page.
-func TestToyKind(t *testing.T) {
+// TestToyKindThroughTheBinary: a kind added by docs/development.md's
+// recipe (internal/toykind) and one file in this package works through
+// the real binary, started as main starts it: --config.check, /metrics
+// with each outcome of the shared classifier under its own reason (never
+// Unknown), collect[], /probe, /sd, /api/v1/status, /config and a reload.
+func TestToyKindThroughTheBinary(t *testing.T) {
 	t.Parallel()
+	dir := t.TempDir()
 	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/ok" {
+		switch r.URL.Path {
+		case "/ok":
+		case "/redirect":
+			http.Redirect(w, r, "/ok", http.StatusFound)
+		default:
 			http.Error(w, "down", http.StatusServiceUnavailable)
 		}
 	}))
 	t.Cleanup(backend.Close)
-	dir := t.TempDir()
-
-	// Strict decoding, errors in two sections at once, each attributed
-	// to its own entry.
-	bad := writeConfig(t, dir, "gcp:\n  - name: g\n    project: p\n    bogus1: x\nhttp:\n  - name: web\n    url: "+backend.URL+"/ok\n    bogus2: y\n")
-	var stdout, stderr bytes.Buffer
-	if code := checkConfig(toyKinds(), bad, &stdout, &stderr); code != 1 {
-		t.Fatalf("--config.check of a bad file exited %d", code)
-	}
-	want := `FAILED: config file ` + bad + `: line 4: gcp[0] "g": unknown field "bogus1"; line 8: http[0] "web": unknown field "bogus2"` + "\n"
-	if stderr.String() != want {
-		t.Errorf("--config.check said\n%s\nwant\n%s", stderr.String(), want)
-	}
-	// The kind's own validation, with the entry named.
-	stderr.Reset()
-	bad = writeConfig(t, dir, "http:\n  - name: web\n    url: ftp://x\n")
-	if checkConfig(toyKinds(), bad, &stdout, &stderr) != 1 || !strings.Contains(stderr.String(), `http[0] "web": url: "ftp://x" is not an http(s) URL`) {
-		t.Errorf("--config.check of a bad url: %s", stderr.String())
-	}
-
-	path := writeConfig(t, dir, "defaults:\n  timeout: 5s\nhttp:\n  - name: web\n    url: "+backend.URL+"/ok\n  - name: down\n    url: "+backend.URL+"/down\n    timeout: 7s\n")
-	stdout.Reset()
-	stderr.Reset()
-	if code := checkConfig(toyKinds(), path, &stdout, &stderr); code != 0 {
-		t.Fatalf("--config.check exited %d: %s", code, stderr.String())
-	}
-	if want := "SUCCESS: " + path + ": 0 kubernetes, 0 gcp, 0 kvm (0 hosts), 2 http: 2 targets\n"; stdout.String() != want {
-		t.Errorf("--config.check said %q, want %q", stdout.String(), want)
-	}
-
-	x := newExporter(exporterOptions{
-		logger: slog.New(slog.DiscardHandler), configFile: path, kinds: toyKinds(),
-		offset: 500 * time.Millisecond, metricsPath: "/metrics",
-	})
-	if err := x.reload(); err != nil {
+	host := strings.TrimPrefix(backend.URL, "http://")
+	// A server that accepts and never answers: only the deadline ends
+	// the check, however slow the machine.
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(x.engine.Close)
-	if got := longestTimeout(x.config()); got != 10*time.Second {
-		// The default 10s still bounds the write; 7s is under it.
-		t.Errorf("longestTimeout = %s", got)
+	t.Cleanup(func() { silent.Close() })
+	go func() {
+		for {
+			c, err := silent.Accept()
+			if err != nil {
+				return
+			}
+			go func() { _, _ = io.Copy(io.Discard, c); c.Close() }()
+		}
+	}()
+	// Checks that answer get a minute: their verdict must not depend on
+	// the machine's load.
+	const long = "    timeout: 60s\n"
+	entries := []toyEntry{
+		{"ok", backend.URL + "/ok", long, collector.ReasonReady, true},
+		{"down", backend.URL + "/down", long, toykind.ReasonHTTPError, true},
+		{"refused", "http://" + testnet.RefusedAddr(t) + "/", long, collector.ReasonUnreachable, false},
+		{"nxdomain", "http://toy.nxdomain.test:8080/", long + "    resolver: " + fakedns.Server(t) + "\n", collector.ReasonDNSFailed, false},
+		{"plain", "https://" + host + "/ok", long, collector.ReasonTLSError, false},
+		{"redirect", backend.URL + "/redirect", long, collector.ReasonBadResponse, true},
+		{"silent", "http://" + silent.Addr().String() + "/", "    timeout: 1s\n", collector.ReasonTimeout, false},
+		// Userinfo and a query value that no page or label may show.
+		{"secret", "http://toyuser:toypass@" + host + "/ok?token=toytoken", long, collector.ReasonReady, true},
 	}
-	srv := httptest.NewServer(x.handler())
-	t.Cleanup(srv.Close)
-	client := srv.Client()
+	section := "toy:\n"
+	for _, e := range entries {
+		section += e.yaml()
+	}
+	cfgPath := filepath.Join(dir, "provider_health.yml")
+	writeFile(t, cfgPath, section)
 
-	_, body := get(t, client, srv.URL+"/metrics", nil)
-	for _, want := range []string{
-		`provider_health_up{name="web",provider="http",target="url"} 1`,
-		`provider_health_ready{name="web",provider="http",target="url"} 1`,
-		`provider_health_up{name="down",provider="http",target="url"} 1`,
-		`provider_health_ready{name="down",provider="http",target="url"} 0`,
-		`provider_health_reason{name="down",provider="http",reason="HTTPError",target="url"} 1`,
-		`provider_health_reason{name="down",provider="http",reason="Unreachable",target="url"} 0`,
-		`provider_health_reason{name="web",provider="http",reason="Ready",target="url"} 1`,
-		`provider_health_check_timeout_seconds{name="down",provider="http"}`,
-	} {
-		if !strings.Contains(body, want) {
-			t.Errorf("/metrics lacks %s", want)
+	t.Run("config.check", func(t *testing.T) {
+		stdout, stderr, code := runBinary(t, "--config.check", "--config.file="+cfgPath)
+		if code != 0 || !strings.HasPrefix(stdout, "SUCCESS: "+cfgPath+": ") || !strings.HasSuffix(stdout, fmt.Sprintf(", %d toy: %d targets\n", len(entries), len(entries))) {
+			t.Errorf("--config.check exited %d: %s%s", code, stdout, stderr)
+		}
+		// Strict decoding of the toy section beside a built-in one, each
+		// error attributed to its own entry.
+		bad := filepath.Join(dir, "bad.yml")
+		writeFile(t, bad, "gcp:\n  - name: g\n    project: p\n    bogus1: x\ntoy:\n  - name: web\n    url: "+backend.URL+"/ok\n    bogus2: y\n")
+		_, stderr, code = runBinary(t, "--config.check", "--config.file="+bad)
+		want := `FAILED: config file ` + bad + `: line 4: gcp[0] "g": unknown field "bogus1"; line 8: toy[0] "web": unknown field "bogus2"` + "\n"
+		if code != 1 || stderr != want {
+			t.Errorf("--config.check of unknown keys exited %d:\n%s\nwant\n%s", code, stderr, want)
+		}
+		// The kind's own validation, with the entry named.
+		writeFile(t, bad, "toy:\n  - name: web\n    url: ftp://x\n")
+		_, stderr, code = runBinary(t, "--config.check", "--config.file="+bad)
+		if code != 1 || !strings.Contains(stderr, `toy[0] "web": url: "ftp://x" is not an http(s) URL`) {
+			t.Errorf("--config.check of a bad url exited %d: %s", code, stderr)
+		}
+	})
+
+	var logs syncBuffer
+	_, _, addr := startExporter(t, dir, &logs, "--config.file="+cfgPath)
+	base := "http://" + addr
+	client := &http.Client{Timeout: 2 * time.Minute}
+	get := func(path string) (int, string) {
+		t.Helper()
+		resp, err := client.Get(base + path)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		return resp.StatusCode, string(b)
+	}
+	waitUntil(t, time.Minute, func() bool { code, _ := get("/-/healthy"); return code == http.StatusOK }, &logs)
+
+	_, metrics := get("/metrics")
+	setSize := len(toykind.Kind().Reasons())
+	for _, e := range entries {
+		labels := fmt.Sprintf(`name=%q,provider="toy"`, e.name)
+		for _, want := range []string{
+			fmt.Sprintf(`provider_health_reason{%s,reason=%q,target="url"} 1`, labels, e.reason),
+			fmt.Sprintf(`provider_health_up{%s,target="url"} %d`, labels, boolInt(e.up)),
+			fmt.Sprintf(`provider_health_ready{%s,target="url"} %d`, labels, boolInt(e.reason == collector.ReasonReady)),
+		} {
+			if !strings.Contains(metrics, want) {
+				t.Errorf("%s: /metrics lacks %s", e.name, want)
+			}
+		}
+		if unknown := fmt.Sprintf(`provider_health_reason{%s,reason="Unknown",target="url"} 0`, labels); !strings.Contains(metrics, unknown) {
+			t.Errorf("%s: /metrics lacks %s", e.name, unknown)
+		}
+		if n := strings.Count(metrics, "provider_health_reason{"+labels+","); n != setSize {
+			t.Errorf("%s has %d reason series, want the %d of its set", e.name, n, setSize)
 		}
 	}
-	if n := strings.Count(body, `provider_health_reason{name="web"`); n != 5 {
-		t.Errorf("web has %d reason series, want the 5 of its set", n)
-	}
 
-	code, body := get(t, client, srv.URL+"/metrics?collect[]=http", nil)
-	if code != http.StatusOK || !strings.Contains(body, `provider_health_ready{name="web",provider="http",target="url"} 1`) {
-		t.Errorf("collect[]=http: %d\n%s", code, body)
+	code, body := get("/metrics?collect[]=toy")
+	if code != http.StatusOK || !strings.Contains(body, `provider_health_ready{name="ok",provider="toy",target="url"} 1`) {
+		t.Errorf("collect[]=toy: %d\n%s", code, body)
 	}
-	code, body = get(t, client, srv.URL+"/metrics?collect[]=exporter", nil)
-	if code != http.StatusOK || strings.Contains(body, `provider="http"`) {
+	if code, body = get("/metrics?collect[]=exporter"); code != http.StatusOK || strings.Contains(body, `provider="toy"`) {
 		t.Errorf("collect[]=exporter: %d\n%s", code, body)
 	}
-	code, body = get(t, client, srv.URL+"/metrics?collect[]=nope", nil)
-	if code != http.StatusBadRequest || !strings.Contains(body, "kvm, http, exporter") {
-		t.Errorf("collect[]=nope: %d %s", code, body)
-	}
 
-	_, body = get(t, client, srv.URL+"/probe?name=down&debug=true", nil)
-	if !strings.Contains(body, "Verdict for http/down/url: HTTPError (up=true ready=false)") {
+	if _, body = get("/probe?name=plain&debug=true"); !strings.Contains(body, "Verdict for toy/plain/url: TLSError (up=false ready=false)") {
 		t.Errorf("/probe?debug=true:\n%s", body)
 	}
-	_, body = get(t, client, srv.URL+"/probe?name=web", nil)
-	if !strings.Contains(body, `provider_health_ready{name="web",provider="http",target="url"} 1`) {
+	if _, body = get("/probe?name=redirect"); !strings.Contains(body, `provider_health_reason{name="redirect",provider="toy",reason="BadResponse",target="url"} 1`) {
 		t.Errorf("/probe:\n%s", body)
 	}
 
-	_, body = get(t, client, srv.URL+"/api/v1/status", nil)
-	for _, want := range []string{`"provider": "http"`, `"name": "down"`, `"reason": "HTTPError"`, `"up": true`} {
-		if !strings.Contains(body, want) {
-			t.Errorf("/api/v1/status lacks %s:\n%s", want, body)
+	_, body = get("/api/v1/status")
+	var doc struct{ Providers []statusProvider }
+	if err := json.Unmarshal([]byte(body), &doc); err != nil {
+		t.Fatalf("/api/v1/status: %v\n%s", err, body)
+	}
+	for _, e := range entries {
+		status := doc.Providers
+		i := slices.IndexFunc(status, func(p statusProvider) bool { return p.Provider == toykind.Name && p.Name == e.name })
+		if i < 0 || len(status[i].Targets) != 1 {
+			t.Errorf("/api/v1/status lacks toy %s:\n%s", e.name, body)
+			continue
+		}
+		if st := status[i].Targets[0]; st.Reason != e.reason || st.Up != e.up || !st.Checked {
+			t.Errorf("/api/v1/status of %s: reason %s up %v checked %v, want %s up %v", e.name, st.Reason, st.Up, st.Checked, e.reason, e.up)
 		}
 	}
-	_, body = get(t, client, srv.URL+"/", nil)
-	if !strings.Contains(body, "HTTPError") || !strings.Contains(body, "down") {
-		t.Errorf("status page lacks the http entries:\n%s", body)
-	}
-	_, body = get(t, client, srv.URL+"/config", nil)
-	if !strings.Contains(body, "http:\n    - name: web\n") {
-		t.Errorf("/config lacks the http section:\n%s", body)
-	}
+
 	// /sd: one group per entry, selected by name= alone (one target each).
-	_, body = get(t, client, srv.URL+"/sd", nil)
-	var groups []struct {
-		Labels map[string]string `json:"labels"`
-	}
+	_, body = get("/sd")
+	var groups []sdGroup
 	if err := json.Unmarshal([]byte(body), &groups); err != nil {
 		t.Fatalf("/sd: %v\n%s", err, body)
 	}
 	var names []string
 	for _, g := range groups {
-		if g.Labels["provider"] != httpKindName {
+		if g.Labels["provider"] != toykind.Name {
 			continue
 		}
 		names = append(names, g.Labels["__param_name"])
@@ -230,7 +204,68 @@ func TestToyKind(t *testing.T) {
 			t.Errorf("/sd gives a one-target kind __param_target: %v", g.Labels)
 		}
 	}
-	if slices.Sort(names); !slices.Equal(names, []string{"down", "web"}) {
-		t.Errorf("/sd lists http entries %v, want [down web]\n%s", names, body)
+	var want []string
+	for _, e := range entries {
+		want = append(want, e.name)
 	}
+	if slices.Sort(names); !slices.Equal(names, slices.Sorted(slices.Values(want))) {
+		t.Errorf("/sd lists toy entries %v, want %v\n%s", names, want, body)
+	}
+
+	if _, body = get("/config"); !strings.Contains(body, "toy:\n    - name: ok\n") {
+		t.Errorf("/config lacks the toy section:\n%s", body)
+	}
+
+	// The address of every entry goes through one redaction: target_info,
+	// the status and /config show the secret entry's without userinfo or
+	// query value.
+	for _, path := range []string{"/metrics", "/api/v1/status", "/config", "/", "/probe?name=secret&debug=true"} {
+		_, body := get(path)
+		for _, secret := range []string{"toyuser", "toypass", "toytoken"} {
+			if strings.Contains(body, secret) {
+				t.Errorf("%s shows %s:\n%s", path, secret, body)
+			}
+		}
+	}
+	if want := `address="http://` + host + `/ok?token=xxxxx",name="secret"`; !strings.Contains(metrics, want) {
+		t.Errorf("/metrics lacks target_info{%s}", want)
+	}
+
+	// A reload adds an entry.
+	writeFile(t, cfgPath, section+toyEntry{name: "added", url: backend.URL + "/ok", extra: long}.yaml())
+	resp, err := client.Post(base+"/-/reload", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST /-/reload: %s\n%s", resp.Status, logs.String())
+	}
+	if code, body = get("/probe?name=added"); code != http.StatusOK || !strings.Contains(body, `provider_health_ready{name="added",provider="toy",target="url"} 1`) {
+		t.Errorf("/probe of the entry the reload added: %d\n%s", code, body)
+	}
+}
+
+// runBinary runs the binary to its end with args; code is its exit status.
+func runBinary(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	cmd := exec.Command(binary(t), args...)
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		code = exit.ExitCode()
+	case err != nil:
+		t.Fatal(err)
+	}
+	return out.String(), errOut.String(), code
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -12,13 +12,32 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/config"
 )
 
 // Reasons is the closed reason set of a GCP project (docs/metrics.md: "Reasons"):
-// the HTTP API's, plus APIDisabled.
+// the HTTP API's, plus APIDisabled and the reasons of the opt-in checks,
+// which EntryReasons leaves out of an entry that does not opt in.
 func Reasons() collector.ReasonSet {
 	return collector.HTTPReasons(collector.ReasonDef{Reason: ReasonAPIDisabled, Up: true},
-		collector.ReasonDef{Reason: ReasonQuotaExhausted, Up: true})
+		collector.ReasonDef{Reason: ReasonQuotaExhausted, Up: true},
+		collector.ReasonDef{Reason: ReasonRegionDown, Up: true},
+		collector.ReasonDef{Reason: ReasonImageUnavailable, Up: true})
+}
+
+// EntryReasons is the reason set of one entry: RegionDown and
+// QuotaExhausted only with regions, ImageUnavailable only with
+// source_image, so that an entry without them exports the series it did
+// before they existed.
+func EntryReasons(g *config.GCP) collector.ReasonSet {
+	var without []collector.Reason
+	if len(g.Regions) == 0 {
+		without = append(without, ReasonRegionDown, ReasonQuotaExhausted)
+	}
+	if g.SourceImage == "" {
+		without = append(without, ReasonImageUnavailable)
+	}
+	return Reasons().Without(without...)
 }
 
 // Name is the kind's name: its configuration section and provider label.
@@ -30,7 +49,8 @@ const Name = "gcp"
 const ReasonAPIDisabled collector.Reason = "APIDisabled"
 
 // verdict turns the error of a check into its verdict and logs the error,
-// which carries more than the message does.
+// which carries more than the message does. Both are bounded: an error
+// may quote whatever Compute or a proxy answered.
 func verdict(ctx context.Context, logger *slog.Logger, err error) collector.Verdict {
 	reason, msg := classify(ctx, err)
 	level := slog.LevelDebug
@@ -38,8 +58,8 @@ func verdict(ctx context.Context, logger *slog.Logger, err error) collector.Verd
 		// An error no reason describes is worth a look without debug.
 		level = slog.LevelWarn
 	}
-	logger.Log(ctx, level, "check failed", "reason", reason, "err", err)
-	return collector.Verdict{Reason: reason, Message: msg}
+	logger.Log(ctx, level, "check failed", "reason", reason, "err", collector.BoundString(err.Error()))
+	return collector.Verdict{Reason: reason, Message: collector.BoundString(msg)}
 }
 
 // classify maps an error to a reason of the gcp set and a message for
@@ -57,6 +77,10 @@ func classify(ctx context.Context, err error) (collector.Reason, string) {
 	var gerr *googleapi.Error
 	if errors.As(err, &gerr) {
 		return classifyAPIError(gerr)
+	}
+	var tooLarge *answerTooLargeError
+	if errors.As(err, &tooLarge) {
+		return collector.ReasonBadResponse, fmt.Sprintf("Compute's answer was refused: %v", err)
 	}
 	// The body of a 200 did not decode into an aggregated list.
 	if errors.Is(err, proto.Error) {
@@ -169,15 +193,15 @@ func apiErrorMarkers(e *googleapi.Error) []string {
 // apiErrorMessage is short: the code, the first reason and Compute's own
 // message, but never a whole HTML page from a proxy in between.
 func apiErrorMessage(e *googleapi.Error) string {
-	text := e.Message
+	text := collector.BoundString(e.Message)
 	if text == "" {
 		text = "no JSON error in the body"
 		if ct := e.Header.Get("Content-Type"); ct != "" {
-			text += " (" + ct + ")"
+			text += " (" + collector.BoundString(ct) + ")"
 		}
 	}
 	if len(e.Errors) > 0 && e.Errors[0].Reason != "" {
-		return fmt.Sprintf("Compute answered HTTP %d %s: %s", e.Code, e.Errors[0].Reason, text)
+		return fmt.Sprintf("Compute answered HTTP %d %s: %s", e.Code, collector.BoundString(e.Errors[0].Reason), text)
 	}
 	return fmt.Sprintf("Compute answered HTTP %d: %s", e.Code, text)
 }

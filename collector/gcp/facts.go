@@ -21,11 +21,12 @@ var (
 		"A region's Compute quota usage of a metric named in min_quota_headroom.", quotaLabels, nil)
 )
 
-// checkQuotas is the quota part of a check whose list call passed: one
+// checkQuotas is the regions part of a check whose list call passed: one
 // regions.get per region under the same deadline, classified like the list
-// call when one fails, then judged against min_quota_headroom. A region
-// without quota data is not judged: the message says why, and it is logged
-// once per change.
+// call when one fails; a region Compute reports DOWN gives RegionDown,
+// else the quotas are judged against min_quota_headroom. A region (or a
+// metric) without usable quota data is not judged: the message says why,
+// and it is logged once per change.
 func (c *Checker) checkQuotas(ctx context.Context, logger *slog.Logger, client *compute.RegionsClient, v collector.Verdict) collector.Verdict {
 	if client == nil {
 		return verdict(ctx, logger, errNoRegionsClient)
@@ -34,8 +35,14 @@ func (c *Checker) checkQuotas(ctx context.Context, logger *slog.Logger, client *
 	if err != nil {
 		return verdict(ctx, logger, err)
 	}
-	v.Facts = &Facts{Regions: regions, metrics: c.metrics}
+	// Judged before labelSafe: what cannot be a label is still judged.
+	downReason, downMsg := downRegions(regions)
 	reason, msg := evaluateQuotas(regions, c.mins)
+	v.Facts = &Facts{Regions: labelSafe(logger, regions), metrics: c.metrics}
+	if downReason != collector.ReasonReady {
+		v.Reason, v.Message = downReason, downMsg
+		return v
+	}
 	if reason != collector.ReasonReady {
 		v.Reason, v.Message = reason, msg
 		return v
@@ -59,20 +66,45 @@ func (c *Checker) logNoData(msg string) {
 	case msg == "":
 		c.logger.Info("quota data of every configured region is back")
 	default:
-		c.logger.Warn("regions without quota data are not judged", "why", msg)
+		c.logger.Warn("regions without quota data are not judged", "why", collector.BoundString(msg))
 	}
 }
 
-// Facts are the quota readings of an entry with regions; a check without
-// them has none.
+// labelSafe keeps of the regions' quotas only what may become label
+// values (collector.ValidLabelValue), logging what it drops: the region
+// and metric come from the configuration, which the loader checked, but a
+// label the client library rejects would cost the whole scrape.
+func labelSafe(logger *slog.Logger, regions []RegionQuota) []RegionQuota {
+	for i, rq := range regions {
+		if !collector.ValidLabelValue(rq.Region) {
+			logger.Warn("quota series dropped: the region is not a valid label value", "region", collector.BoundString(rq.Region))
+			regions[i].Quotas = nil
+			continue
+		}
+		for m := range rq.Quotas {
+			if !collector.ValidLabelValue(m) {
+				logger.Warn("quota series dropped: the metric is not a valid label value", "region", rq.Region, "metric", collector.BoundString(m))
+				delete(rq.Quotas, m)
+			}
+		}
+	}
+	return regions
+}
+
+// Facts are the region readings of an entry with regions and the source
+// image of an entry with source_image; a check with neither has none.
 type Facts struct {
 	Regions []RegionQuota
 	metrics []string // sorted, for a stable order of series and details
+	// Image is the last look at source_image; nil when not asked for.
+	Image *ImageState
 }
 
 var _ collector.Facts = (*Facts)(nil)
 
-// Collect sends the configured metrics of the regions with quota data.
+// Collect sends the configured metrics of the regions with usable quota
+// data. A series the client library refuses is left out rather than
+// panicking (labelSafe logged why when the check ran).
 func (f *Facts) Collect(ch chan<- prometheus.Metric, name, _ string) {
 	for _, rq := range f.Regions {
 		for _, m := range f.metrics {
@@ -80,17 +112,25 @@ func (f *Facts) Collect(ch chan<- prometheus.Metric, name, _ string) {
 			if !ok {
 				continue
 			}
-			ch <- prometheus.MustNewConstMetric(quotaLimitDesc, prometheus.GaugeValue, q.Limit, name, rq.Region, m)
-			ch <- prometheus.MustNewConstMetric(quotaUsageDesc, prometheus.GaugeValue, q.Usage, name, rq.Region, m)
+			limit, err1 := prometheus.NewConstMetric(quotaLimitDesc, prometheus.GaugeValue, q.Limit, name, rq.Region, m)
+			usage, err2 := prometheus.NewConstMetric(quotaUsageDesc, prometheus.GaugeValue, q.Usage, name, rq.Region, m)
+			if err1 != nil || err2 != nil {
+				continue
+			}
+			ch <- limit
+			ch <- usage
 		}
 	}
 }
 
-// Details are each region's configured quotas, "usage of limit", or why
-// it has none.
+// Details are each region's status and configured quotas, "usage of
+// limit", or why it has none, and what source_image resolved to.
 func (f *Facts) Details() map[string]string {
 	d := map[string]string{}
 	for _, rq := range f.Regions {
+		if rq.Status != "" {
+			d["region "+rq.Region+" status"] = rq.Status
+		}
 		if rq.NoData != "" {
 			d["region "+rq.Region] = rq.NoData
 			continue
@@ -98,8 +138,13 @@ func (f *Facts) Details() map[string]string {
 		for _, m := range f.metrics {
 			if q, ok := rq.Quotas[m]; ok {
 				d["quota "+rq.Region+" "+m] = num(q.Usage) + " of " + num(q.Limit)
+			} else if why, ok := rq.Unusable[m]; ok {
+				d["quota "+rq.Region+" "+m] = why
 			}
 		}
+	}
+	if f.Image != nil {
+		f.Image.details(d)
 	}
 	return d
 }

@@ -6,9 +6,14 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"unicode/utf8"
 
 	"cloud.google.com/go/auth/credentials"
+	"cloud.google.com/go/compute/apiv1/computepb"
 	"google.golang.org/api/googleapi"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/egress-proxies/provider_health_exporter/collector"
 )
 
 // FuzzErrorBody: whatever body and status Compute answers with, the error
@@ -62,5 +67,48 @@ func FuzzCredentialsJSON(f *testing.F) {
 		if err != nil && err.Error() == "" {
 			t.Fatal("empty error")
 		}
+	})
+}
+
+// FuzzRegionAnswer: whatever a regions.get answer holds, reading it never
+// panics, keeps no string longer than the bound, and keeps no quota number
+// that cannot be judged (NaN, ±Inf, negative). Seeded with every recorded
+// region body.
+func FuzzRegionAnswer(f *testing.F) {
+	files, err := filepath.Glob(filepath.Join("..", "..", "testdata", "gcp", "regions-*.json"))
+	if err != nil || len(files) == 0 {
+		f.Fatalf("recorded bodies: %v %v", files, err)
+	}
+	for _, file := range files {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	metrics := []string{"CPUS", "INSTANCES", "IN_USE_ADDRESSES"}
+	const bound = collector.MaxProviderString + 64
+	f.Fuzz(func(t *testing.T, body []byte) {
+		r := &computepb.Region{}
+		// As the generated client decodes an answer.
+		if (protojson.UnmarshalOptions{AllowPartial: true, DiscardUnknown: true}).Unmarshal(body, r) != nil {
+			return
+		}
+		rq := regionQuota("us-central1", r, metrics)
+		if len(rq.Status) > bound || len(rq.NoData) > bound || !utf8.ValidString(rq.Status) || !utf8.ValidString(rq.NoData) {
+			t.Fatalf("unbounded or invalid strings: status %d bytes, no data %d bytes", len(rq.Status), len(rq.NoData))
+		}
+		for m, q := range rq.Quotas {
+			if why := unusable(q); why != "" {
+				t.Fatalf("quota %s kept with %s", m, why)
+			}
+		}
+		for _, why := range rq.Unusable {
+			if len(why) > bound {
+				t.Fatalf("unusable message of %d bytes", len(why))
+			}
+		}
+		evaluateQuotas([]RegionQuota{rq}, map[string]float64{"CPUS": 1, "INSTANCES": 1, "IN_USE_ADDRESSES": 1})
+		downRegions([]RegionQuota{rq})
 	})
 }

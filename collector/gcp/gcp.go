@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"net"
@@ -73,12 +74,13 @@ type Checker struct {
 	regions []string
 	mins    map[string]float64
 	metrics []string
+	// sourceImage is source_image as configured (empty: no image check),
+	// image the same parsed.
+	sourceImage string
+	image       config.GCPSourceImage
 
-	mu     sync.Mutex
-	client *compute.InstancesClient
-	// regionsClient shares client's credentials and transport; nil
-	// without regions.
-	regionsClient *compute.RegionsClient
+	mu      sync.Mutex
+	clients *clients
 	// noData is the last "no quota data" message logged, so that it is
 	// logged once per change, not at every check.
 	noData string
@@ -88,6 +90,26 @@ type Checker struct {
 	credKey string
 	active  int  // checks holding client
 	closed  bool // Close was called; the last check out closes client
+}
+
+// clients are the Compute REST clients of one set of credentials: one
+// HTTP client under them, so one token serves them all.
+type clients struct {
+	instances *compute.InstancesClient
+	// regions is nil without regions, images without source_image.
+	regions *compute.RegionsClient
+	images  *compute.ImagesClient
+}
+
+func (cl *clients) close() error {
+	err := cl.instances.Close()
+	if cl.regions != nil {
+		err = errors.Join(err, cl.regions.Close())
+	}
+	if cl.images != nil {
+		err = errors.Join(err, cl.images.Close())
+	}
+	return err
 }
 
 // discardLogger is what Google's libraries get instead of ours.
@@ -111,6 +133,14 @@ func New(cfg *config.GCP, logger *slog.Logger, opts ...collector.Option) (*Check
 		regions:         cfg.Regions,
 		mins:            cfg.MinQuotaHeadroom,
 		metrics:         slices.Sorted(maps.Keys(cfg.MinQuotaHeadroom)),
+		sourceImage:     cfg.SourceImage,
+	}
+	if c.sourceImage != "" {
+		img, err := config.ParseGCPSourceImage(c.sourceImage)
+		if err != nil {
+			return nil, fmt.Errorf("source_image: %w", err)
+		}
+		c.image = img
 	}
 	c.base = http.DefaultTransport.(*http.Transport).Clone()
 	c.base.DisableKeepAlives = true
@@ -125,20 +155,33 @@ func (c *Checker) Targets() []collector.Target {
 }
 
 // Check implements collector.Checker: exactly one HTTP request to Compute
-// (plus a token fetch when the cached token has expired), no retries.
+// (plus a token fetch when the cached token has expired), no retries;
+// with regions, one regions.get per region after it, and with
+// source_image one images.get while the verdict is still Ready. Its
+// message is bounded (collector.BoundString) whatever Compute said.
 func (c *Checker) Check(ctx context.Context, logger *slog.Logger, target string) collector.Verdict {
 	if target != TargetName {
-		return collector.Verdict{Reason: collector.ReasonUnknown, Message: fmt.Sprintf("gcp has no target %q", target)}
+		return collector.Verdict{Reason: collector.ReasonUnknown, Message: fmt.Sprintf("gcp has no target %q", collector.BoundString(target))}
 	}
-	client, regionsClient, release, err := c.acquire(ctx, logger)
+	v := c.check(ctx, logger)
+	v.Message = collector.BoundString(v.Message)
+	return v
+}
+
+// check is Check's work: the list call, then the checks the entry opted
+// into, in the order of their reasons' precedence (docs/configuration.md:
+// "GCP"): list > RegionDown > QuotaExhausted > ImageUnavailable.
+func (c *Checker) check(ctx context.Context, logger *slog.Logger) collector.Verdict {
+	cl, release, err := c.acquire(ctx, logger)
 	if err != nil {
 		return verdict(ctx, logger, err)
 	}
 	defer release()
+	client := cl.instances
 
 	// The generated pagination code builds its request without the context;
 	// the request carries an id that deadlineTransport trades for ctx.
-	id, done := c.deadlines.register(ctx)
+	id, done := c.deadlines.register(ctx, 0)
 	defer done()
 	cctx := callctx.SetHeaders(ctx, checkIDHeader, id)
 	req := &computepb.AggregatedListInstancesRequest{
@@ -164,13 +207,19 @@ func (c *Checker) Check(ctx context.Context, logger *slog.Logger, target string)
 		if resp != nil {
 			kind = resp.GetKind()
 		}
+		kind = collector.BoundString(kind)
 		msg := fmt.Sprintf("Compute answered 200 with kind %q instead of %s", kind, aggregatedListKind)
 		logger.Debug("bad response", "kind", kind)
 		return collector.Verdict{Reason: collector.ReasonBadResponse, Message: msg}
 	}
 	v := collector.Verdict{Reason: collector.ReasonReady, Message: readyMessage(pairs)}
 	if len(c.regions) > 0 {
-		v = c.checkQuotas(ctx, logger, regionsClient, v)
+		v = c.checkQuotas(ctx, logger, cl.regions, v)
+	}
+	// A reason of higher precedence stands whatever the image is, so the
+	// image is not asked for.
+	if c.sourceImage != "" && v.Reason == collector.ReasonReady {
+		v = c.checkImage(ctx, logger, cl.images, v)
 	}
 	return v
 }
@@ -180,7 +229,7 @@ func (c *Checker) Check(ctx context.Context, logger *slog.Logger, target string)
 func readyMessage(pairs []compute.InstancesScopedListPair) string {
 	for _, p := range pairs {
 		if in := p.Value.GetInstances(); len(in) > 0 {
-			return fmt.Sprintf("Compute answered: managed instance %s in %s", in[0].GetName(), p.Key)
+			return fmt.Sprintf("Compute answered: managed instance %s in %s", collector.BoundString(in[0].GetName()), collector.BoundString(p.Key))
 		}
 	}
 	return "Compute answered: no managed instance on the first page"
@@ -197,28 +246,25 @@ func (c *Checker) Close() error {
 }
 
 func (c *Checker) closeIdleClient() error {
-	if c.active > 0 || c.client == nil {
+	if c.active > 0 || c.clients == nil {
 		return nil
 	}
-	err := c.client.Close()
-	if c.regionsClient != nil {
-		err = errors.Join(err, c.regionsClient.Close())
-	}
-	c.client, c.regionsClient = nil, nil
+	err := c.clients.close()
+	c.clients = nil
 	return err
 }
 
-// acquire returns the clients for the current credentials (the regions
-// client nil without regions), building them when they changed. The
-// release func must be called when the check is done.
-func (c *Checker) acquire(ctx context.Context, logger *slog.Logger) (*compute.InstancesClient, *compute.RegionsClient, func(), error) {
+// acquire returns the clients for the current credentials, building them
+// when they changed. The release func must be called when the check is
+// done.
+func (c *Checker) acquire(ctx context.Context, logger *slog.Logger) (*clients, func(), error) {
 	key := "adc"
 	var data []byte
 	if c.credentialsFile != "" {
 		var err error
 		data, err = boundedfile.Read(c.credentialsFile, boundedfile.Credentials)
 		if err != nil {
-			return nil, nil, nil, &credentialsError{err: fmt.Errorf("read credentials_file: %w", err)}
+			return nil, nil, &credentialsError{err: fmt.Errorf("read credentials_file: %w", err)}
 		}
 		key = fmt.Sprintf("file:%x", sha256.Sum256(data))
 	}
@@ -226,24 +272,24 @@ func (c *Checker) acquire(ctx context.Context, logger *slog.Logger) (*compute.In
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
-		return nil, nil, nil, errors.New("checker is closed (replaced by a reload)")
+		return nil, nil, errors.New("checker is closed (replaced by a reload)")
 	}
-	if c.client == nil || c.credKey != key {
-		client, regions, err := c.newClient(ctx, data)
+	if c.clients == nil || c.credKey != key {
+		cl, err := c.newClients(ctx, data)
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, err
 		}
-		// The replaced client is not closed: closing a REST client only
+		// The replaced clients are not closed: closing a REST client only
 		// drops its http.Client (ours, nothing to release) and would make a
 		// check still using it fail.
-		if c.client != nil {
+		if c.clients != nil {
 			logger.Info("credentials changed, new Compute client built")
 		}
-		c.client, c.regionsClient, c.credKey = client, regions, key
+		c.clients, c.credKey = cl, key
 	}
 	c.active++
-	client, regions := c.client, c.regionsClient
-	return client, regions, func() {
+	cl := c.clients
+	return cl, func() {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		c.active--
@@ -253,30 +299,35 @@ func (c *Checker) acquire(ctx context.Context, logger *slog.Logger) (*compute.In
 	}, nil
 }
 
-// newClient builds a Compute REST client whose requests go through
-// deadlineTransport, then the auth transport, then base. It does no network
-// I/O except, for ADC off GCE, the one metadata-server probe of the process,
-// which is bounded by ctx.
+// newClients builds the Compute REST clients the entry needs, whose
+// requests go through deadlineTransport, then the auth transport, then
+// base. It does no network I/O except, for ADC off GCE, the one
+// metadata-server probe of the process, which is bounded by ctx.
 //
-// With regions it builds the Regions client too, with the same options:
-// one HTTP client, so one token serves both.
-func (c *Checker) newClient(ctx context.Context, credsJSON []byte) (*compute.InstancesClient, *compute.RegionsClient, error) {
+// With regions it builds the Regions client too, with source_image the
+// Images client, all with the same options: one HTTP client, so one token
+// serves them all.
+func (c *Checker) newClients(ctx context.Context, credsJSON []byte) (*clients, error) {
 	opts, err := c.clientOptions(ctx, credsJSON)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	client, err := compute.NewInstancesRESTClient(ctx, opts...)
+	instances, err := compute.NewInstancesRESTClient(ctx, opts...)
 	if err != nil {
-		return nil, nil, fmt.Errorf("build Compute client: %w", err)
+		return nil, fmt.Errorf("build Compute client: %w", err)
 	}
-	if len(c.regions) == 0 {
-		return client, nil, nil
+	cl := &clients{instances: instances}
+	if len(c.regions) > 0 {
+		if cl.regions, err = compute.NewRegionsRESTClient(ctx, opts...); err != nil {
+			return nil, errors.Join(fmt.Errorf("build Compute regions client: %w", err), cl.close())
+		}
 	}
-	regions, err := compute.NewRegionsRESTClient(ctx, opts...)
-	if err != nil {
-		return nil, nil, errors.Join(fmt.Errorf("build Compute regions client: %w", err), client.Close())
+	if c.sourceImage != "" {
+		if cl.images, err = compute.NewImagesRESTClient(ctx, opts...); err != nil {
+			return nil, errors.Join(fmt.Errorf("build Compute images client: %w", err), cl.close())
+		}
 	}
-	return client, regions, nil
+	return cl, nil
 }
 
 // clientOptions are the options of every Compute REST client of the
@@ -384,22 +435,33 @@ const checkIDHeader = "X-Provider-Health-Check-Id"
 // that made it: the generated REST code creates its request with
 // http.NewRequest, so without this a hung server would hold the request
 // (and its socket) past the scrape deadline.
+//
+// It also cuts the answers of calls whose answers are small by nature
+// (regions.get and images.get with their field masks) at a limit of their
+// own, tighter than collector.MaxBodyBytes: a check asks for several of
+// them at once, and several entries check at once.
 type deadlineTransport struct {
 	seq  atomic.Uint64
 	mu   sync.Mutex
-	ctxs map[string]context.Context
+	ctxs map[string]registered
+}
+
+type registered struct {
+	ctx   context.Context
+	limit int64 // 0: collector.MaxBodyBytes alone
 }
 
 func newDeadlineTransport() *deadlineTransport {
-	return &deadlineTransport{ctxs: map[string]context.Context{}}
+	return &deadlineTransport{ctxs: map[string]registered{}}
 }
 
 // register makes ctx the context of requests that carry the returned id
-// until done is called.
-func (d *deadlineTransport) register(ctx context.Context) (id string, done func()) {
+// until done is called, and limit (when not 0) the most read of each of
+// their answers.
+func (d *deadlineTransport) register(ctx context.Context, limit int64) (id string, done func()) {
 	id = strconv.FormatUint(d.seq.Add(1), 10)
 	d.mu.Lock()
-	d.ctxs[id] = ctx
+	d.ctxs[id] = registered{ctx: ctx, limit: limit}
 	d.mu.Unlock()
 	return id, func() {
 		d.mu.Lock()
@@ -412,17 +474,62 @@ func (d *deadlineTransport) wrap(next http.RoundTripper) http.RoundTripper {
 	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
 		id := req.Header.Get(checkIDHeader)
 		d.mu.Lock()
-		ctx, ok := d.ctxs[id]
+		reg, ok := d.ctxs[id]
 		d.mu.Unlock()
 		if !ok {
 			// Never send a request that no deadline bounds.
 			return nil, errors.New("gcp: Compute request outside a check")
 		}
-		r := req.Clone(ctx)
+		r := req.Clone(reg.ctx)
 		r.Header.Del(checkIDHeader)
-		return next.RoundTrip(r)
+		resp, err := next.RoundTrip(r)
+		if err == nil && reg.limit > 0 {
+			resp.Body = &smallBody{rc: resp.Body, left: reg.limit, limit: reg.limit}
+		}
+		return resp, err
 	})
 }
+
+// smallAnswerLimit is the most read of one regions.get or images.get
+// answer (docs/security.md: "What the exporter bounds"). With the field
+// masks a region's answer is its quotas (a few KB) and an image's a few
+// hundred bytes; a larger answer is BadResponse, however much of it was a
+// quota warning.
+const smallAnswerLimit = 256 << 10
+
+// answerTooLargeError ends the read of an answer over its smallAnswerLimit.
+type answerTooLargeError struct{ limit int64 }
+
+func (e *answerTooLargeError) Error() string {
+	return fmt.Sprintf("the answer is larger than the exporter's limit of %d KiB for a region or an image; the read was stopped", e.limit>>10)
+}
+
+// smallBody reads at most left more bytes of a body of at most limit; one
+// byte more is an error.
+type smallBody struct {
+	rc          io.ReadCloser
+	left, limit int64
+}
+
+func (b *smallBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		// At the limit: the answer is over it if one more byte comes.
+		var one [1]byte
+		n, err := b.rc.Read(one[:])
+		if n > 0 {
+			return 0, &answerTooLargeError{limit: b.limit}
+		}
+		return 0, err
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.rc.Read(p)
+	b.left -= int64(n)
+	return n, err
+}
+
+func (b *smallBody) Close() error { return b.rc.Close() }
 
 type roundTripperFunc func(*http.Request) (*http.Response, error)
 

@@ -498,15 +498,6 @@ func TestTokenDeadline(t *testing.T) {
 func TestTransportFailures(t *testing.T) {
 	t.Parallel()
 
-	closedAddr := func(t *testing.T) string {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := l.Addr().String()
-		l.Close()
-		return addr
-	}
 	// dropper accepts connections and closes them before any answer.
 	dropper := func(t *testing.T) string {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -533,7 +524,7 @@ func TestTransportFailures(t *testing.T) {
 		want     collector.Reason
 	}{
 		{"refused", func(t *testing.T, _ *tokenServer) (string, []collector.Option) {
-			return "http://" + closedAddr(t), nil
+			return "http://" + testnet.RefusedAddr(t), nil
 		}, collector.ReasonUnreachable},
 		{"dropped before an answer", func(t *testing.T, _ *tokenServer) (string, []collector.Option) {
 			return "http://" + dropper(t), nil
@@ -574,12 +565,7 @@ func TestTransportFailures(t *testing.T) {
 func TestTokenEndpointUnreachable(t *testing.T) {
 	t.Parallel()
 	api := newComputeServer(t, 200, "aggregated-instances.json").start()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tokenURL := "http://" + l.Addr().String() + "/token"
-	l.Close()
+	tokenURL := "http://" + testnet.RefusedAddr(t) + "/token"
 	cfg := &config.GCP{
 		Name: "crawl-prod", Project: testProject, Filter: config.DefaultGCPFilter, Endpoint: api.URL,
 		CredentialsFile: writeServiceAccount(t, t.TempDir(), tokenURL, "exporter@crawl-prod-123.iam.gserviceaccount.com"),

@@ -12,13 +12,8 @@ func Kind() collector.Kind {
 		Reasons: Reasons(),
 		// Transport classifies what fails below the HTTP status.
 		Classifiers: []collector.Classifier{collector.Transport},
-		// QuotaExhausted only where regions are checked (docs/configuration.md).
-		EntryReasons: func(g *config.GCP) collector.ReasonSet {
-			if len(g.Regions) > 0 {
-				return Reasons()
-			}
-			return Reasons().Without(ReasonQuotaExhausted)
-		},
+		// The opt-in checks' reasons only where they are set (docs/configuration.md).
+		EntryReasons: EntryReasons,
 		NewChecker:   New,
 		FileWarnings: func(g *config.GCP) []string { return collector.Warnings(CheckFiles(g)) },
 	})

@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	compute "cloud.google.com/go/compute/apiv1"
 	"cloud.google.com/go/compute/apiv1/computepb"
@@ -21,12 +23,27 @@ import (
 // configured region (docs/metrics.md: "Reasons"). Compute answered, so up = 1.
 const ReasonQuotaExhausted collector.Reason = "QuotaExhausted"
 
-// quotaFieldMask keeps only what the headroom verdict reads of a region:
-// Compute's answer then carries no zone list, self links and the like. It
-// goes in the X-Goog-FieldMask header, the header form of the fields system
+// ReasonRegionDown says Compute reports a configured region's status as
+// DOWN (docs/metrics.md: "Reasons"): no instance can be placed there.
+// Compute answered, so up = 1.
+const ReasonRegionDown collector.Reason = "RegionDown"
+
+// regionDown is the region status that gives RegionDown; the other one
+// Compute knows is UP.
+const regionDown = "DOWN"
+
+// quotaFieldMask keeps only what the verdict reads of a region: Compute's
+// answer then carries no zone list, self links and the like. It goes in
+// the X-Goog-FieldMask header, the header form of the fields system
 // parameter, since the generated client has no way to add a query
 // parameter.
-const quotaFieldMask = "quotas,quotaStatusWarning"
+const quotaFieldMask = "quotas,quotaStatusWarning,status"
+
+// regionsConcurrency is how many regions.get of one check are in flight
+// at once (docs/security.md: "What the exporter bounds"): each answer may
+// be up to smallAnswerLimit, and a long regions list would otherwise open
+// as many connections at the same moment.
+const regionsConcurrency = 8
 
 // fieldMaskHeader is the header Google APIs read a field mask from.
 const fieldMaskHeader = "X-Goog-FieldMask"
@@ -36,18 +53,26 @@ type Quota struct {
 	Usage, Limit float64
 }
 
-// RegionQuota is what regions.get said about the configured metrics of
-// one region.
+// RegionQuota is what regions.get said about one region: its status and
+// the configured metrics. Every string in it is bounded.
 type RegionQuota struct {
 	Region string
-	// Quotas are the configured metrics, by metric; nil when NoData is set,
-	// and then the region's quota series are absent.
+	// Status is the region's status as Compute writes it (UP, DOWN).
+	Status string
+	// Quotas are the configured metrics with usable numbers, by metric;
+	// nil when NoData is set, and then the region's quota series are
+	// absent.
 	Quotas map[string]Quota
 	// NoData says why Compute's answer holds no quota data for the region
 	// (a quotaStatusWarning, a configured metric it does not list); empty
 	// when it does. It is not exhaustion: the verdict stays the list
 	// call's, and the message says why the region was not judged.
 	NoData string
+	// Unusable says, by metric, why a configured metric Compute lists is
+	// not judged: its usage or limit is not a number a quota can have
+	// (NaN, ±Inf, negative). Such a metric is not in Quotas, so its series
+	// are absent, as a missing metric's are.
+	Unusable map[string]string
 }
 
 // newRegionsClient builds a Compute Regions REST client with the options
@@ -65,35 +90,35 @@ func (c *Checker) newRegionsClient(ctx context.Context, credsJSON []byte) (*comp
 	return client, nil
 }
 
-// fetchRegionQuotas makes one regions.get per region, all at once under
-// ctx, with no retries (a check is its requests; see Check), and reads the
-// configured metrics of each answer. A failed request fails the whole
-// fetch with the error of the first region in configured order that failed,
-// so the verdict does not depend on which answer came first; it is to be
-// classified as the list call's errors are (verdict, classify): a region
-// that does not exist is NotFound.
+// fetchRegionQuotas makes one regions.get per region under ctx, at most
+// regionsConcurrency at once, with no retries (a check is its requests;
+// see Check), and reads the status and configured metrics of each answer.
+// A failed request fails the whole fetch with the error of the first
+// region in configured order that failed, so the verdict does not depend
+// on which answer came first; it is to be classified as the list call's
+// errors are (verdict, classify): a region that does not exist is
+// NotFound.
 func (c *Checker) fetchRegionQuotas(ctx context.Context, logger *slog.Logger, client *compute.RegionsClient, regions, metrics []string) ([]RegionQuota, error) {
 	// Get passes its context on, but deadlineTransport only lets a request
 	// through that carries the id of a check.
-	id, done := c.deadlines.register(ctx)
+	id, done := c.deadlines.register(ctx, smallAnswerLimit)
 	defer done()
 	cctx := callctx.SetHeaders(ctx, checkIDHeader, id, fieldMaskHeader, quotaFieldMask)
 	out := make([]RegionQuota, len(regions))
 	errs := make([]error, len(regions))
-	var wg sync.WaitGroup
-	for i, region := range regions {
-		wg.Go(func() {
-			logger.Debug("getting region quotas", "project", c.project, "region", region, "fields", quotaFieldMask)
-			r, err := client.Get(cctx, &computepb.GetRegionRequest{Project: c.project, Region: region},
-				gax.WithRetry(func() gax.Retryer { return nil }))
-			if err != nil {
-				errs[i] = fmt.Errorf("get quotas of region %s of project %s: %w", region, c.project, err)
-				return
-			}
-			out[i] = regionQuota(region, r, metrics)
-		})
-	}
-	wg.Wait()
+	// A region's answer is read and dropped before its worker asks the
+	// next, so at most regionsConcurrency answers are held at once.
+	boundedEach(len(regions), regionsConcurrency, func(i int) {
+		region := regions[i]
+		logger.Debug("getting region", "project", c.project, "region", region, "fields", quotaFieldMask)
+		r, err := client.Get(cctx, &computepb.GetRegionRequest{Project: c.project, Region: region},
+			gax.WithRetry(func() gax.Retryer { return nil }))
+		if err != nil {
+			errs[i] = fmt.Errorf("get region %s of project %s: %w", region, c.project, err)
+			return
+		}
+		out[i] = regionQuota(region, r, metrics)
+	})
 	for _, err := range errs {
 		if err != nil {
 			return nil, err
@@ -102,32 +127,118 @@ func (c *Checker) fetchRegionQuotas(ctx context.Context, logger *slog.Logger, cl
 	return out, nil
 }
 
-// regionQuota reads the configured metrics of one region's answer.
+// boundedEach calls f(0) … f(n-1), at most limit of them at once, in that
+// order of start, and returns when all have returned.
+func boundedEach(n, limit int, f func(i int)) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(limit, n) {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				f(i)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// regionQuota reads the status and the configured metrics of one region's
+// answer, keeping none of Compute's strings whole: a warning may be
+// megabytes long.
 func regionQuota(region string, r *computepb.Region, metrics []string) RegionQuota {
-	rq := RegionQuota{Region: region}
+	rq := RegionQuota{Region: region, Status: collector.BoundString(r.GetStatus())}
 	if w := r.GetQuotaStatusWarning(); w != nil {
-		rq.NoData = fmt.Sprintf("Compute has no quota data for region %s: %s: %s", region, w.GetCode(), w.GetMessage())
+		rq.NoData = collector.BoundString(fmt.Sprintf("Compute has no quota data for region %s: %s: %s", region,
+			collector.BoundString(w.GetCode()), collector.BoundString(w.GetMessage())))
 		return rq
 	}
-	all := make(map[string]Quota, len(r.GetQuotas()))
+	// Every listing of a configured metric: Compute may list one twice.
+	listed := make(map[string][]Quota, len(metrics))
+	for _, m := range metrics {
+		listed[m] = nil
+	}
 	for _, q := range r.GetQuotas() {
-		all[q.GetMetric()] = Quota{Usage: q.GetUsage(), Limit: q.GetLimit()}
+		if l, ok := listed[q.GetMetric()]; ok {
+			listed[q.GetMetric()] = append(l, Quota{Usage: q.GetUsage(), Limit: q.GetLimit()})
+		}
 	}
 	rq.Quotas = make(map[string]Quota, len(metrics))
 	var missing []string
 	for _, m := range metrics {
-		q, ok := all[m]
-		if !ok {
+		if len(listed[m]) == 0 {
 			missing = append(missing, m)
+			continue
+		}
+		q, why := leastHeadroom(listed[m])
+		if why != "" {
+			if rq.Unusable == nil {
+				rq.Unusable = map[string]string{}
+			}
+			rq.Unusable[m] = fmt.Sprintf("Compute's quota %s for region %s has %s, not a number a quota can have: not judged", m, region, why)
 			continue
 		}
 		rq.Quotas[m] = q
 	}
 	if len(missing) > 0 {
-		rq.Quotas = nil
+		rq.Quotas, rq.Unusable = nil, nil
 		rq.NoData = fmt.Sprintf("Compute lists no quota %s for region %s", strings.Join(missing, ", "), region)
 	}
 	return rq
+}
+
+// leastHeadroom picks, of the listings of one metric, the usable one with
+// the least limit − usage: a metric listed twice is judged by the tighter
+// listing, so an exhausted one is never hidden by another. When no listing
+// is usable it says why the first is not.
+func leastHeadroom(listings []Quota) (Quota, string) {
+	var best Quota
+	found := false
+	for _, q := range listings {
+		if unusable(q) != "" {
+			continue
+		}
+		if !found || q.Limit-q.Usage < best.Limit-best.Usage {
+			best, found = q, true
+		}
+	}
+	if !found {
+		return Quota{}, unusable(listings[0])
+	}
+	return best, ""
+}
+
+// unusable says why a quota's numbers cannot be judged, or "": a NaN or
+// infinite usage or limit, or a negative one, would judge a region Ready
+// (NaN compares false) or export a value no quota has.
+func unusable(q Quota) string {
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"limit", q.Limit}, {"usage", q.Usage}} {
+		if math.IsNaN(f.v) || math.IsInf(f.v, 0) || f.v < 0 {
+			return f.name + " " + num(f.v)
+		}
+	}
+	return ""
+}
+
+// downRegions judges the regions' status: every configured region Compute
+// reports DOWN, named, gives RegionDown.
+func downRegions(regions []RegionQuota) (collector.Reason, string) {
+	var down []string
+	for _, rq := range regions {
+		if rq.Status == regionDown {
+			down = append(down, rq.Region)
+		}
+	}
+	switch len(down) {
+	case 0:
+		return collector.ReasonReady, ""
+	case 1:
+		return ReasonRegionDown, "Compute reports region " + down[0] + " DOWN: no instance can be placed there"
+	default:
+		return ReasonRegionDown, "Compute reports regions " + strings.Join(down, ", ") + " DOWN: no instance can be placed there"
+	}
 }
 
 // evaluateQuotas judges the regions read against min_quota_headroom
@@ -146,6 +257,11 @@ func evaluateQuotas(regions []RegionQuota, mins map[string]float64) (collector.R
 		if rq.NoData != "" {
 			noData = append(noData, rq.NoData)
 			continue
+		}
+		for _, m := range metrics {
+			if why, ok := rq.Unusable[m]; ok {
+				noData = append(noData, why)
+			}
 		}
 		for _, m := range metrics {
 			q, ok := rq.Quotas[m]

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	compute "cloud.google.com/go/compute/apiv1"
 	"cloud.google.com/go/compute/apiv1/computepb"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
@@ -296,5 +298,85 @@ func TestRegionQuotasDeadline(t *testing.T) {
 	}
 	if v := verdict(ctx, logger, err); v.Reason != collector.ReasonTimeout {
 		t.Errorf("got %s %q, want Timeout", v.Reason, v.Message)
+	}
+}
+
+// TestUnusableNumbers: a NaN, infinite or negative usage or limit is no
+// usable quota data for that metric: not judged (never Ready by a NaN
+// comparison, never exhausted by a negative limit), its series absent, the
+// message and details saying why; the region's other metrics are judged.
+func TestUnusableNumbers(t *testing.T) {
+	t.Parallel()
+	rq := regionQuota("us-west1", regionFromFile(t, "regions-unusable-numbers.json"), []string{"CPUS", "DISKS_TOTAL_GB", "INSTANCES", "IN_USE_ADDRESSES"})
+	if rq.NoData != "" || len(rq.Quotas) != 1 || rq.Quotas["DISKS_TOTAL_GB"] != (Quota{120, 4096}) {
+		t.Errorf("usable quotas %v (no data %q), want DISKS_TOTAL_GB alone", rq.Quotas, rq.NoData)
+	}
+	for m, why := range map[string]string{"CPUS": "usage NaN", "IN_USE_ADDRESSES": "limit +Inf", "INSTANCES": "limit -1"} {
+		want := "Compute's quota " + m + " for region us-west1 has " + why + ", not a number a quota can have: not judged"
+		if rq.Unusable[m] != want {
+			t.Errorf("%s: %q, want %q", m, rq.Unusable[m], want)
+		}
+	}
+	// Minimums every one of them would fail if read as numbers.
+	mins := map[string]float64{"CPUS": 1e9, "INSTANCES": 1, "IN_USE_ADDRESSES": 1e9}
+	reason, msg := evaluateQuotas([]RegionQuota{rq}, mins)
+	if reason != collector.ReasonReady || !strings.Contains(msg, "CPUS for region us-west1 has usage NaN") ||
+		!strings.Contains(msg, "INSTANCES for region us-west1 has limit -1") || !strings.Contains(msg, "IN_USE_ADDRESSES for region us-west1 has limit +Inf") {
+		t.Errorf("got %s %q, want Ready naming each unusable metric", reason, msg)
+	}
+	// The usable metric of the same region is still judged.
+	if reason, _ := evaluateQuotas([]RegionQuota{rq}, map[string]float64{"CPUS": 1, "DISKS_TOTAL_GB": 4000}); reason != ReasonQuotaExhausted {
+		t.Errorf("DISKS_TOTAL_GB short by 24: %s, want QuotaExhausted", reason)
+	}
+	f := &Facts{Regions: []RegionQuota{rq}, metrics: []string{"CPUS", "DISKS_TOTAL_GB", "INSTANCES", "IN_USE_ADDRESSES"}}
+	want := `
+# HELP provider_health_gcp_quota_limit A region's Compute quota limit of a metric named in min_quota_headroom.
+# TYPE provider_health_gcp_quota_limit gauge
+provider_health_gcp_quota_limit{metric="DISKS_TOTAL_GB",name="crawl-prod",region="us-west1"} 4096
+# HELP provider_health_gcp_quota_usage A region's Compute quota usage of a metric named in min_quota_headroom.
+# TYPE provider_health_gcp_quota_usage gauge
+provider_health_gcp_quota_usage{metric="DISKS_TOTAL_GB",name="crawl-prod",region="us-west1"} 120
+`
+	if err := testutil.CollectAndCompare(factsCollector{f}, strings.NewReader(want)); err != nil {
+		t.Error(err)
+	}
+	if d := f.Details(); !strings.Contains(d["quota us-west1 CPUS"], "usage NaN") || d["quota us-west1 DISKS_TOTAL_GB"] != "120 of 4096" {
+		t.Errorf("details %v", d)
+	}
+	for _, tc := range []struct {
+		q    Quota
+		want string
+	}{
+		{Quota{Usage: math.Inf(-1), Limit: 8}, "usage -Inf"},
+		{Quota{Usage: -3, Limit: 8}, "usage -3"},
+		{Quota{Usage: 1, Limit: math.NaN()}, "limit NaN"},
+		{Quota{Usage: 0, Limit: 0}, ""},
+	} {
+		if got := unusable(tc.q); got != tc.want {
+			t.Errorf("unusable(%+v) = %q, want %q", tc.q, got, tc.want)
+		}
+	}
+}
+
+// TestDuplicateMetric: a metric Compute lists twice is judged by the
+// listing with the least headroom, whichever comes last, and exported once.
+func TestDuplicateMetric(t *testing.T) {
+	t.Parallel()
+	rq := regionQuota("us-west2", regionFromFile(t, "regions-duplicate-metric.json"), testMetrics())
+	if rq.Quotas["CPUS"] != (Quota{24, 24}) {
+		t.Errorf("CPUS %+v, want the exhausted listing 24 of 24", rq.Quotas["CPUS"])
+	}
+	reason, msg := evaluateQuotas([]RegionQuota{rq}, testMins)
+	if reason != ReasonQuotaExhausted || msg != "region us-west2: quota CPUS usage 24 of limit 24 leaves 0, 8 required" {
+		t.Errorf("got %s %q", reason, msg)
+	}
+	f := &Facts{Regions: []RegionQuota{rq}, metrics: testMetrics()}
+	if n := testutil.CollectAndCount(factsCollector{f}, "provider_health_gcp_quota_usage"); n != 3 {
+		t.Errorf("%d usage series, want one per metric", n)
+	}
+	// A NaN listing beside a usable one: the usable one is judged.
+	q, why := leastHeadroom([]Quota{{Usage: math.NaN(), Limit: 24}, {Usage: 20, Limit: 24}})
+	if why != "" || q != (Quota{20, 24}) {
+		t.Errorf("got %+v %q, want the usable listing", q, why)
 	}
 }

@@ -11,9 +11,11 @@ import (
 )
 
 // Reasons is the closed reason set of a Kubernetes cluster (docs/metrics.md:
-// "Reasons"): the HTTP API's, and QuotaExhausted for min_quota_headroom.
+// "Reasons"): the HTTP API's, QuotaExhausted for min_quota_headroom and
+// AdmissionDenied for pod_template.
 func Reasons() collector.ReasonSet {
-	return collector.HTTPReasons(collector.ReasonDef{Reason: ReasonQuotaExhausted, Up: true})
+	return collector.HTTPReasons(collector.ReasonDef{Reason: ReasonQuotaExhausted, Up: true},
+		collector.ReasonDef{Reason: ReasonAdmissionDenied, Up: true})
 }
 
 // Name is the kind's name: its configuration section and provider label.

@@ -84,10 +84,15 @@ func (c *Checker) headroom(ctx context.Context, logger *slog.Logger, cl *client,
 }
 
 // Facts are the headroom readings of a cluster with namespace, can_i or
-// min_quota_headroom set; a check without them has none.
+// min_quota_headroom set, and the pod_template dry run's; a check without
+// them has none.
 type Facts struct {
 	Namespace string
 	Headroom
+	// PodTemplate is the pod_template file, and DryRun the outcome of its
+	// last dry run (nil before the first); both empty without one.
+	PodTemplate string
+	DryRun      *DryRunOutcome
 }
 
 var _ collector.Facts = (*Facts)(nil)
@@ -117,6 +122,9 @@ func (f *Facts) Details() map[string]string {
 			used = "unknown"
 		}
 		d["quota "+q.Quota+" "+string(q.Resource)] = used + " of " + q.Hard.String()
+	}
+	if f.PodTemplate != "" {
+		dryRunDetails(d, f.PodTemplate, f.DryRun)
 	}
 	return d
 }

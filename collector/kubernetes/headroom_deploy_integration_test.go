@@ -65,6 +65,19 @@ func applyHeadroomComponent(t *testing.T, admin *k8s.Clientset) {
 	}
 }
 
+// deleteHeadroomComponent deletes what applyHeadroomComponent created.
+func deleteHeadroomComponent(t *testing.T, admin *k8s.Clientset) {
+	t.Helper()
+	ctx := context.Background()
+	const name = "provider-health-exporter-headroom"
+	if err := admin.RbacV1().RoleBindings(proxyNamespace).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		t.Errorf("delete RoleBinding %s: %v", name, err)
+	}
+	if err := admin.RbacV1().Roles(proxyNamespace).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		t.Errorf("delete Role %s: %v", name, err)
+	}
+}
+
 // checkHeadroomPermissions: with components/headroom the exporter's account
 // may list the ResourceQuotas of the proxies' namespace and nothing more
 // there than the base grants; elsewhere nothing changes.

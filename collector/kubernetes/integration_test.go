@@ -22,6 +22,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -170,10 +171,11 @@ func TestIntegration(t *testing.T) {
 	}
 
 	saToken := serviceAccountToken(t, admin, exporterNamespace, exporterSA)
+	waitAccess(t, cl.clientset(t, saToken, nil), true, access{verb: "list", resource: "pods"})
 	// A service account no binding mentions: what any authenticated
 	// identity may do, the baseline the exporter's rights are measured from.
 	unbound := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "unbound", Namespace: exporterNamespace}}
-	if _, err := admin.CoreV1().ServiceAccounts(exporterNamespace).Create(ctx, unbound, metav1.CreateOptions{}); err != nil {
+	if _, err := admin.CoreV1().ServiceAccounts(exporterNamespace).Create(ctx, unbound, metav1.CreateOptions{}); ignoreExists(err) != nil {
 		t.Fatalf("create service account: %v", err)
 	}
 	unboundToken := serviceAccountToken(t, admin, exporterNamespace, "unbound")
@@ -187,7 +189,7 @@ func TestIntegration(t *testing.T) {
 	// cluster-wide. Without a kubelet they stay Pending, which a list does
 	// not care about.
 	unmanaged := testPod("unrelated", map[string]string{"app": "something-else"})
-	if _, err := admin.CoreV1().Pods(proxyNamespace).Create(ctx, unmanaged, metav1.CreateOptions{}); err != nil {
+	if _, err := admin.CoreV1().Pods(proxyNamespace).Create(ctx, unmanaged, metav1.CreateOptions{}); ignoreExists(err) != nil {
 		t.Fatalf("create pod: %v", err)
 	}
 	saKubeconfig := cl.kubeconfigFor(t, saToken, nil)
@@ -205,6 +207,12 @@ func TestIntegration(t *testing.T) {
 		if _, err := admin.CoreV1().Pods(proxyNamespace).Create(ctx, managed, metav1.CreateOptions{}); err != nil {
 			t.Fatalf("create pod: %v", err)
 		}
+		// Gone at once (no node, no kubelet): a later run starts without it.
+		t.Cleanup(func() {
+			if err := admin.CoreV1().Pods(proxyNamespace).Delete(ctx, managed.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64(0))}); err != nil {
+				t.Errorf("delete pod %s: %v", managed.Name, err)
+			}
+		})
 		v := checkWith(t, saKubeconfig, config.DefaultLabelSelector)
 		wantReason(t, v, collector.ReasonReady)
 		if !strings.Contains(v.Message, "managed pods present") {
@@ -240,17 +248,39 @@ func TestIntegration(t *testing.T) {
 
 	t.Run("headroom: Forbidden without components/headroom, Ready with it", func(t *testing.T) {
 		wantReason(t, headroomCheckWith(t, saKubeconfig), collector.ReasonForbidden)
+		sa := cl.clientset(t, saToken, nil)
+		quotas := access{verb: "list", resource: "resourcequotas", namespace: proxyNamespace}
 		applyHeadroomComponent(t, admin)
-		checkHeadroomPermissions(t, cl.clientset(t, saToken, nil), cl.clientset(t, unboundToken, nil))
+		// A later run starts without the component again.
+		t.Cleanup(func() {
+			deleteHeadroomComponent(t, admin)
+			waitAccess(t, sa, false, quotas)
+		})
+		waitAccess(t, sa, true, quotas)
+		checkHeadroomPermissions(t, sa, cl.clientset(t, unboundToken, nil))
 		wantReason(t, headroomCheckWith(t, saKubeconfig), collector.ReasonReady)
 	})
 
-	// Last: nothing runs against the cluster after this.
+	t.Run("placement: Forbidden without components/placement, Ready with it, and only dry runs", func(t *testing.T) {
+		wantReason(t, placementCheckWith(t, saKubeconfig), collector.ReasonForbidden)
+		applyPlacementComponent(t, admin)
+		checkPlacementPermissions(t, cl.clientset(t, saToken, nil), cl.clientset(t, unboundToken, nil))
+		wantReason(t, placementCheckWith(t, saKubeconfig), collector.ReasonReady)
+		checkPodCreatesWereDryRuns(t, admin, "system:serviceaccount:"+exporterNamespace+":"+exporterSA, 2)
+	})
+
+	// The apiserver is started again after it, on the same port, so that
+	// the tests that run next (-shuffle, -count) find it.
 	t.Run("Unreachable when the apiserver is stopped", func(t *testing.T) {
 		out, err := exec.Command(cl.ctl, "stop-apiserver", cl.state).CombinedOutput()
 		if err != nil {
 			t.Fatalf("stop-apiserver: %v: %s", err, out)
 		}
+		t.Cleanup(func() {
+			if out, err := exec.Command(cl.ctl, "start-apiserver", cl.state).CombinedOutput(); err != nil {
+				t.Fatalf("start-apiserver: %v: %s", err, out)
+			}
+		})
 		wantReason(t, checkWith(t, saKubeconfig, config.DefaultLabelSelector), collector.ReasonUnreachable)
 	})
 }
@@ -265,6 +295,51 @@ func testPod(name string, labels map[string]string) *corev1.Pod {
 	}
 }
 
+// ignoreExists is err, or nil when it says the object exists: the objects
+// of the fixed namespaces the deploy manifests name stay from an earlier
+// run against the same apiserver (-count; a namespace cannot be deleted
+// without the controller manager).
+func ignoreExists(err error) error {
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
+}
+
+// waitAccess waits until every question a is answered allowed (or, with
+// allowed false, denied) for cs. The RBAC authorizer reads Roles,
+// ClusterRoles and their bindings from informers, so a review right after
+// one is created or deleted can still answer the old way; the reviews are
+// asked again for as long as the test's deadline allows, which holds
+// however slow the machine is.
+func waitAccess(t *testing.T, cs *k8s.Clientset, allowed bool, as ...access) {
+	t.Helper()
+	for {
+		var pending []string
+		for _, a := range as {
+			review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+				ResourceAttributes: &authorizationv1.ResourceAttributes{
+					Namespace: a.namespace, Verb: a.verb, Group: a.group, Resource: a.resource, Subresource: a.subresource,
+				},
+			}}
+			got, err := cs.AuthorizationV1().SelfSubjectAccessReviews().Create(context.Background(), review, metav1.CreateOptions{})
+			if err != nil {
+				t.Fatalf("%s: %v", a, err)
+			}
+			if got.Status.Allowed != allowed {
+				pending = append(pending, a.String())
+			}
+		}
+		if len(pending) == 0 {
+			return
+		}
+		if d, ok := t.Deadline(); ok && time.Until(d) < time.Minute {
+			t.Fatalf("the RBAC authorizer still answers allowed=%v for %q", !allowed, pending)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // createNamespace creates a namespace and the "default" ServiceAccount the
 // ServiceAccount admission plugin wants for Pods (there is no controller
 // manager to create it).
@@ -272,11 +347,11 @@ func createNamespace(t *testing.T, admin *k8s.Clientset, name string) {
 	t.Helper()
 	ctx := context.Background()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	if _, err := admin.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+	if _, err := admin.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); ignoreExists(err) != nil {
 		t.Fatalf("create namespace %s: %v", name, err)
 	}
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: name}}
-	if _, err := admin.CoreV1().ServiceAccounts(name).Create(ctx, sa, metav1.CreateOptions{}); err != nil {
+	if _, err := admin.CoreV1().ServiceAccounts(name).Create(ctx, sa, metav1.CreateOptions{}); ignoreExists(err) != nil {
 		t.Fatalf("create default service account in %s: %v", name, err)
 	}
 }
@@ -365,7 +440,7 @@ func applyDeployManifests(t *testing.T, cl *cluster, w *warnings) {
 			opts.DryRun = []string{metav1.DryRunAll}
 		}
 		_, err = ri.Create(ctx, obj, opts)
-		return err
+		return ignoreExists(err)
 	}
 
 	// The namespace must exist for the dry-run of the namespaced objects.

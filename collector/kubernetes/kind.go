@@ -12,14 +12,11 @@ func Kind() collector.Kind {
 		Reasons: Reasons(),
 		// Transport classifies what fails below the HTTP status.
 		Classifiers: []collector.Classifier{collector.Transport},
-		// QuotaExhausted only where quotas are checked (docs/configuration.md).
-		EntryReasons: func(k *config.Kubernetes) collector.ReasonSet {
-			if len(k.MinQuotaHeadroom) > 0 {
-				return Reasons()
-			}
-			return Reasons().Without(ReasonQuotaExhausted)
-		},
+		// QuotaExhausted and AdmissionDenied only where their keys are set (docs/configuration.md).
+		EntryReasons: EntryReasons,
 		NewChecker:   New,
-		FileWarnings: func(k *config.Kubernetes) []string { return collector.Warnings(CheckFiles(k)) },
+		FileWarnings: func(k *config.Kubernetes) []string {
+			return append(collector.Warnings(CheckFiles(k)), CheckPodTemplate(k)...)
+		},
 	})
 }

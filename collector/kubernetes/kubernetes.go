@@ -48,6 +48,8 @@ type Checker struct {
 	logger *slog.Logger
 	// headroomSet are the parsed headroom keys (zero: none set).
 	headroomSet headroomSettings
+	// placement is the pod_template dry run (nil: none set).
+	placement *placement
 	// dialer opens every connection to the API server (collector.WithDialer).
 	dialer *net.Dialer
 	// inCluster are the files of the in-cluster configuration.
@@ -71,9 +73,13 @@ func New(cfg *config.Kubernetes, logger *slog.Logger, opts ...collector.Option) 
 	if err != nil {
 		return nil, err
 	}
+	pl, err := newPlacement(cfg)
+	if err != nil {
+		return nil, err
+	}
 	c := &Checker{cfg: cfg, logger: logger,
 		dialer:    collector.Apply(opts).Dialer(&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}),
-		inCluster: defaultInCluster, headroomSet: hs}
+		inCluster: defaultInCluster, headroomSet: hs, placement: pl}
 	return c, nil
 }
 
@@ -105,6 +111,11 @@ func (c *Checker) Check(ctx context.Context, logger *slog.Logger, target string)
 		// Only a cluster the exporter can list in is worth asking
 		// whether a proxy would fit (docs/configuration.md: "Kubernetes").
 		v = c.headroom(ctx, logger, cl, v)
+	}
+	if c.placement != nil {
+		// Last, as the operator's create meets the cluster: after the
+		// list and the headroom (docs/configuration.md: "Placement: pod_template").
+		v = c.dryRun(ctx, logger, cl, v)
 	}
 	v.Address = cl.host // the kubeconfig's server: target_info's address
 	if v.Reason == collector.ReasonUnauthorized {

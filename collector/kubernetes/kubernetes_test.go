@@ -61,7 +61,7 @@ type apiServer struct {
 	last *http.Request
 }
 
-func newAPIServer(t *testing.T, tlsOn bool, h http.HandlerFunc) *apiServer {
+func newAPIServer(t testing.TB, tlsOn bool, h http.HandlerFunc) *apiServer {
 	t.Helper()
 	s := &apiServer{}
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -124,7 +124,7 @@ func writePodList(w http.ResponseWriter, pods ...corev1.Pod) {
 
 // kubeconfig writes a kubeconfig for server into a temporary directory and
 // returns its path. mutate adjusts it before it is written.
-func kubeconfig(t *testing.T, server string, caPEM []byte, mutate func(*clientcmdapi.Config)) string {
+func kubeconfig(t testing.TB, server string, caPEM []byte, mutate func(*clientcmdapi.Config)) string {
 	t.Helper()
 	kc := clientcmdapi.NewConfig()
 	kc.Clusters["test"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: caPEM}

@@ -672,12 +672,18 @@ func TestMaxConcurrentDials(t *testing.T) {
 			}
 		}()
 	}
-	waitFor(t, "the first dial", func() bool { return dials() >= 1 })
-	// Give a broken limit the chance to make the second dial; a working
-	// one passes however long this takes.
-	deadline := time.Now().Add(time.Second)
-	for dials() < 2 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
+	// Both checks have queued their dial and the first is at the server.
+	// The queue starts a dial in push, under its lock, so from here on a
+	// broken limit would already show as a second running dial: the
+	// assertion holds however slow the machine.
+	waitFor(t, "both dials queued, the first at the server", func() bool {
+		return c.dials.queuedTotal.Load() == 2 && dials() >= 1
+	})
+	c.dials.mu.Lock()
+	running, maxRunning, waiting := c.dials.running, c.dials.maxRunning, len(c.dials.fresh)+len(c.dials.failing)
+	c.dials.mu.Unlock()
+	if running != 1 || maxRunning != 1 || waiting != 1 {
+		t.Errorf("dial queue: %d running (at most %d), %d waiting; want 1 running, 1 waiting (max_concurrent_dials: 1)", running, maxRunning, waiting)
 	}
 	cancel()
 	wg.Wait()

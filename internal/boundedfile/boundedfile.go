@@ -34,6 +34,8 @@ var (
 	Kubeconfig  = Kind{"kubeconfig", 4 << 20}
 	Token       = Kind{"token file", 64 << 10}
 	CA          = Kind{"certificate file", 4 << 20}
+	// A Pod manifest; the API server's own limit on an object is 1.5 MiB.
+	PodTemplate = Kind{"pod template", 1 << 20}
 )
 
 // ErrTooLarge is wrapped by the error of a file over its kind's cap.

@@ -47,6 +47,14 @@ func Dialer(t testing.TB) *net.Dialer {
 	return &net.Dialer{Resolver: r}
 }
 
+// Server starts the loopback name server Resolver asks, for a process
+// that takes a name server's address (host:port) instead of a resolver,
+// and returns that address. It stops when the test ends.
+func Server(t testing.TB) string {
+	t.Helper()
+	return serve(t)
+}
+
 func serve(t testing.TB) string {
 	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {

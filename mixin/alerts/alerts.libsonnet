@@ -13,6 +13,7 @@ local cfg(c) =
     onTarget: std.join(', ', cluster + c.instanceLabels + ['provider', 'name', 'target']),
     onProvider: std.join(', ', cluster + c.instanceLabels + ['provider', 'name']),
     byJob: std.join(', ', cluster + ['job']),
+    byProbeExporter: std.join(', ', cluster + ['job', c.probeLabel]),
     byProvider: std.join(', ', cluster + ['job', 'provider', 'name']),
     byTarget: std.join(', ', cluster + ['job', 'provider', 'name', 'target']),
     actionRequiredRegex: std.join('|', std.sort(c.actionRequiredReasons)),
@@ -72,22 +73,26 @@ local valueOf(c, query, labels, format='humanize', unit='') =
 // Prometheus stopped sending. It cannot know a cluster it never saw, and it
 // forgets one gone for longer than the lookback: absent() still covers the
 // case of no exporter anywhere (docs/alerts.md: "Multi-cluster").
+//
+// Every term reads the exporter's own scrape only (exporterSelector): in
+// /probe mode each probe target's up is 0 too when the exporter is away, and
+// counting those would make one page per probe target.
 local exporterDownExpr(c) =
   if c.showMultiCluster then |||
-    up{%(providerHealthSelector)s} == 0
+    up{%(exporterSelector)s} == 0
     or
     (
-      group by (%(byJob)s) (max_over_time(up{%(providerHealthSelector)s}[%(exporterGoneLookback)s]))
+      group by (%(byJob)s) (max_over_time(up{%(exporterSelector)s}[%(exporterGoneLookback)s]))
       unless on (%(byJob)s)
-      group by (%(byJob)s) (up{%(providerHealthSelector)s})
+      group by (%(byJob)s) (up{%(exporterSelector)s})
     )
     or
-    absent(up{%(providerHealthSelector)s})
+    absent(up{%(exporterSelector)s})
   ||| % c
   else |||
-    up{%(providerHealthSelector)s} == 0
+    up{%(exporterSelector)s} == 0
     or
-    absent(up{%(providerHealthSelector)s})
+    absent(up{%(exporterSelector)s})
   ||| % c;
 
 {
@@ -114,15 +119,38 @@ local exporterDownExpr(c) =
               summary: 'The provider health exporter cannot be scraped.',
               description:
                 '{{ with $labels.instance }}Prometheus cannot scrape the exporter at {{ . }}'
-                + '{{ else }}Prometheus has no target to scrape{{ end }}' + c.inCluster + ' (job {{ $labels.job }}) '
+                + '{{ else }}Prometheus has no target scraping the exporter\'s own /metrics{{ end }}' + c.inCluster + ' (job {{ $labels.job }}) '
                 + 'for more than ' + c.exporterDownFor + '. Provider health is unknown meanwhile: '
                 + 'no other provider-health alert can fire.',
             },
           },
           {
+            // The probe targets of one exporter that Prometheus cannot
+            // scrape while the exporter's own scrape works (a ScrapeConfig
+            // whose TLS or credentials differ from the ServiceMonitor's, a
+            // scrape timeout too short for /probe): one alert per exporter,
+            // whatever the number of its targets. When the exporter itself is
+            // away, ProviderHealthExporterDown says so and this stays quiet.
+            alert: 'ProviderHealthProbeFailed',
+            expr: |||
+              count by (%(byProbeExporter)s) (up{%(providerHealthSelector)s, %(probeLabel)s!=""} == 0)
+              unless on (%(byJob)s)
+              (up{%(exporterSelector)s} == 0)
+            ||| % c,
+            'for': c.probeFailedFor,
+            labels: { severity: c.criticalSeverity },
+            annotations: {
+              summary: 'Prometheus cannot scrape /probe of the provider health exporter.',
+              description:
+                '{{ $value }} probe targets of the exporter at {{ $labels.%s }}' % c.probeLabel + c.inCluster
+                + ' (job {{ $labels.job }}) failed to scrape for more than ' + c.probeFailedFor
+                + ', while its own scrape works. The health of their providers is unknown meanwhile.',
+            },
+          },
+          {
             alert: 'ProviderHealthConfigReloadFailed',
             expr: |||
-              provider_health_exporter_config_last_reload_successful{%(providerHealthSelector)s} == 0
+              provider_health_exporter_config_last_reload_successful{%(exporterSelector)s} == 0
             ||| % c,
             'for': c.configReloadFailedFor,
             labels: { severity: c.warningSeverity },

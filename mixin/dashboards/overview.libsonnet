@@ -12,6 +12,9 @@ local duration = import '../lib/duration.libsonnet';
     local sel = cluster + 'job=~"$job", provider=~"$provider", name=~"$name"',
     local kvmSel = cluster + 'job=~"$job", name=~"$name"',
     local jobSel = cluster + 'job=~"$job"',
+    // The exporter's own scrape, without the probe targets of /probe mode
+    // (config.libsonnet: probeLabel).
+    local exporterSel = jobSel + ', %s=""' % c.probeLabel,
     local byTarget = 'provider, name, target',
     local targetLegend = '{{provider}}/{{name}}/{{target}}',
     local hostLegend = '{{name}}/{{target}} {{pool}}',
@@ -31,13 +34,13 @@ local duration = import '../lib/duration.libsonnet';
         g.target('count(max by (%s) (provider_health_ready{%s}) == 0) or vector(0)' % [byTarget, sel]),
       ]) + g.size(6, 4) + g.thresholds([[null, 'green'], [1, 'red']]),
 
-      g.stat('Exporters up', 'Exporter instances Prometheus scrapes successfully, of all it tries.', [
-        g.target('sum(up{%s})' % jobSel, 'up'),
-        g.target('count(up{%s})' % jobSel, 'scraped'),
+      g.stat('Exporters up', "Exporter instances Prometheus scrapes successfully, of all it tries: the exporters' own scrapes, not the probe targets of /probe mode.", [
+        g.target('sum(up{%s})' % exporterSel, 'up'),
+        g.target('count(up{%s})' % exporterSel, 'scraped'),
       ]) + g.size(6, 4) + g.thresholds([[null, 'blue']]),
 
       g.stat('Last config reload', 'Whether every exporter instance runs the configuration file it was last asked to load.', [
-        g.target('min(provider_health_exporter_config_last_reload_successful{%s})' % jobSel),
+        g.target('min(provider_health_exporter_config_last_reload_successful{%s})' % exporterSel),
       ]) + g.size(6, 4)
       + g.valueMappings({ '0': ['Failed', 'red'], '1': ['OK', 'green'] }),
 

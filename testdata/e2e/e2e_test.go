@@ -16,7 +16,6 @@ import (
 	"html"
 	"io"
 	"maps"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -32,6 +31,8 @@ import (
 	"testing"
 	"text/template"
 	"time"
+
+	"github.com/egress-proxies/provider_health_exporter/internal/testnet"
 )
 
 // Environment variables that point the test at its components. Unset, the
@@ -86,6 +87,8 @@ const (
 // root, a kvm entry on a real sshd + libvirtd whose pool has less than its
 // min_pool_available (PoolFull); each reason is asserted in Prometheus,
 // /metrics, /probe, /api/v1/status, the status page and a notification.
+// A kubernetes entry with pod_template checks a real kube-apiserver whose
+// PodSecurity admission refuses the proxy Pod (AdmissionDenied).
 // It then reloads the exporter with a good and with a broken configuration
 // and finally stops it.
 func TestEndToEnd(t *testing.T) {
@@ -119,12 +122,12 @@ func TestEndToEnd(t *testing.T) {
 	saFile := writeServiceAccount(t, dir, tokens.URL+"/token")
 	sshKey := filepath.Join(dir, "id_ed25519")
 	run(t, "", nil, "ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "provider-health-e2e", "-f", sshKey)
-	closedPort := freePort(t) // nothing listens there: the KVM host is Unreachable
+	closedAddr := testnet.RefusedAddr(t) // connections are refused there: the KVM host is Unreachable
 	exporterConfig := filepath.Join(dir, "provider_health.yml")
 	cfgData := map[string]any{
 		"Kubeconfig": kubeconfig, "KubeName": kubeName,
 		"GCPName": gcpName, "Project": gcpProject, "SAFile": saFile, "ComputeURL": compute.URL,
-		"KVMName": kvmName, "KVMHost": kvmHost, "KVMAddress": net.JoinHostPort("127.0.0.1", strconv.Itoa(closedPort)), "SSHKey": sshKey,
+		"KVMName": kvmName, "KVMHost": kvmHost, "KVMAddress": closedAddr, "SSHKey": sshKey,
 		// A second gcp entry, with quota headroom: QuotaExhausted from a
 		// recorded regions.get body.
 		"Quota": true, "QuotaName": quotaName, "QuotaRegion": quotaRegion,
@@ -143,9 +146,12 @@ func TestEndToEnd(t *testing.T) {
 			"FullSocket": kvm.env["KVM_IT_SOCKET"], "FullURI": kvm.env["KVM_IT_URI"], "FullPool": kvm.env["KVM_IT_POOL"],
 		})
 		step("sshd on %s, libvirtd with pool %s", kvm.addresses[0], kvm.env["KVM_IT_POOL"])
-	} else {
-		t.Log("not root: no real KVM host (testdata/kvm/ctl.sh needs root), so the PoolFull part of the test does not run")
 	}
+	// A kubernetes entry with pod_template on a real kube-apiserver whose
+	// PodSecurity admission refuses the proxy Pod: AdmissionDenied.
+	adm := startAdmission(t, root, dir)
+	maps.Copy(cfgData, adm.admissionConfig())
+	step("kube-apiserver at %s, namespace %s enforcing restricted", adm.server, admNamespace)
 	writeTemplate(t, exporterConfig, exporterConfigTmpl, cfgData)
 
 	exporter, exporterAddr := startExporter(t, dir, "exporter", exporterBin, exporterConfig, home)
@@ -153,7 +159,6 @@ func TestEndToEnd(t *testing.T) {
 	step("exporter ready at %s", exporterURL)
 
 	// Alertmanager, with a webhook receiver that is the test.
-	amAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
 	amConfig := filepath.Join(dir, "alertmanager.yml")
 	writeTemplate(t, amConfig, alertmanagerConfigTmpl, map[string]any{"Webhook": hook.URL + "/alerts"})
 	if amtool, err := exec.LookPath("amtool"); err == nil {
@@ -162,9 +167,10 @@ func TestEndToEnd(t *testing.T) {
 	alertmanager := startProcess(t, dir, "alertmanager", []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home}, alertmanagerBin,
 		"--config.file="+amConfig,
 		"--storage.path="+filepath.Join(dir, "alertmanager-data"),
-		"--web.listen-address="+amAddr,
+		"--web.listen-address=127.0.0.1:0",
 		"--cluster.listen-address=",
 	)
+	amAddr := listenAddress(t, alertmanager)
 	waitHTTP(t, alertmanager, "http://"+amAddr+"/-/ready")
 	step("alertmanager ready at %s", amAddr)
 
@@ -264,11 +270,19 @@ func TestEndToEnd(t *testing.T) {
 	step("Prometheus has the verdicts: kvm Unreachable, kubernetes and gcp Ready")
 	checkQuotaExhausted(t, prom, exporterURL)
 	step("QuotaExhausted from a recorded regions.get body in Prometheus, /metrics, /probe, /api/v1/status and the status page")
-	if headroom {
+	checkAdmissionDenied(t, prom, exporterURL, adm)
+	step("AdmissionDenied from the real PodSecurity admission in Prometheus, /metrics, /probe, /api/v1/status and the status page")
+	// The part that needs a real KVM host is a subtest of its own, so that
+	// without root it is reported as skipped, not passed.
+	t.Run("PoolFull and HostMemoryLow from a real libvirtd", func(t *testing.T) {
+		if !headroom {
+			t.Skip("not root: no real KVM host (testdata/kvm/ctl.sh starts sshd and libvirtd as root)")
+		}
+		prom := &promAPI{t: t, url: prom.url, proc: prom.proc} // fails this subtest
 		checkPoolFull(t, prom, exporterURL, cfgData["FullPool"].(string))
 		checkHostMemoryLow(t, prom, exporterURL)
 		step("PoolFull and HostMemoryLow from the real libvirtd in Prometheus, /metrics, /probe, /api/v1/status and the status page")
-	}
+	})
 
 	// The status API says the same, and no secret shows anywhere: not on
 	// the HTTP surface, not in the exporter's debug log.
@@ -296,6 +310,7 @@ func TestEndToEnd(t *testing.T) {
 		"kvm/" + kvmName + "/" + kvmHost:        "Unreachable ready=false",
 	}
 	wantStatus["gcp/"+quotaName+"/compute"] = "QuotaExhausted ready=false"
+	wantStatus["kubernetes/"+admName+"/apiserver"] = "AdmissionDenied ready=false"
 	if headroom {
 		wantStatus["kvm/"+fullName+"/"+fullHost] = "PoolFull ready=false"
 		wantStatus["kvm/"+memName+"/"+memHost] = "HostMemoryLow ready=false"
@@ -303,9 +318,11 @@ func TestEndToEnd(t *testing.T) {
 	if fmt.Sprint(gotStatus) != fmt.Sprint(wantStatus) {
 		t.Errorf("/api/v1/status: %v, want %v", gotStatus, wantStatus)
 	}
-	secrets := func() []string { return append([]string{kubeToken, accessToken, "PRIVATE KEY"}, assertions.list()...) }
+	secrets := func() []string {
+		return append([]string{kubeToken, accessToken, "PRIVATE KEY", adm.token, adm.adminToken}, assertions.list()...)
+	}
 	for _, path := range []string{"/", "/config", "/api/v1/status", "/metrics",
-		"/probe?name=" + kubeName + "&debug=true", "/probe?name=" + gcpName + "&debug=true", "/probe?name=" + kvmName + "&debug=true", "/probe?name=" + fullName + "&debug=true", "/probe?name=" + memName + "&debug=true", "/probe?name=" + quotaName + "&debug=true"} {
+		"/probe?name=" + kubeName + "&debug=true", "/probe?name=" + gcpName + "&debug=true", "/probe?name=" + kvmName + "&debug=true", "/probe?name=" + fullName + "&debug=true", "/probe?name=" + memName + "&debug=true", "/probe?name=" + quotaName + "&debug=true", "/probe?name=" + admName + "&debug=true"} {
 		body := get(t, exporterURL+path)
 		for _, secret := range secrets() {
 			if strings.Contains(body, secret) {
@@ -330,6 +347,7 @@ func TestEndToEnd(t *testing.T) {
 	}, description: "reasons: QuotaExhausted."}, {name: "ProviderQuotaNearLimit", labels: map[string]string{
 		"job": job, "instance": exporterAddr, "name": quotaName, "region": quotaRegion, "metric": "IN_USE_ADDRESSES", "severity": "warning",
 	}, description: "GCP quota IN_USE_ADDRESSES of " + quotaName + " in region " + quotaRegion + " is at 100% of its limit (8 of 8)"}}
+	headroomAlerts = append(headroomAlerts, admissionAlerts(exporterAddr)...)
 	if headroom {
 		// The PoolFull entry's one host is not ready: ProviderNotReady
 		// names the reason, and ProviderUnavailable fires for the entry
@@ -379,7 +397,7 @@ func TestEndToEnd(t *testing.T) {
 	// 4. A reload that drops the kvm entries and the QuotaExhausted gcp
 	// entry is in force at once; their alerts resolve.
 	before := exporterMetric(t, exporterURL, "provider_health_exporter_config_last_reload_success_timestamp_seconds")
-	cfgData["Quota"] = false
+	cfgData["Quota"], cfgData["Admission"] = false, false
 	withoutKVM, _, _ := strings.Cut(exporterConfigTmpl, "kvm:")
 	writeTemplate(t, exporterConfig, withoutKVM, cfgData)
 	if code, body := post(t, exporterURL+"/-/reload"); code != http.StatusOK {
@@ -402,7 +420,7 @@ func TestEndToEnd(t *testing.T) {
 	waitFor(t, "the kvm alerts to resolve in Prometheus", prometheus, func() (bool, string) {
 		alerts := prom.alerts()
 		for _, a := range alerts {
-			if a.Labels["provider"] == "kvm" || a.Labels["name"] == quotaName || realDiskAlert(a) {
+			if a.Labels["provider"] == "kvm" || a.Labels["name"] == quotaName || a.Labels["name"] == admName || realDiskAlert(a) {
 				return false, fmt.Sprint(alerts)
 			}
 		}
@@ -668,6 +686,12 @@ const exporterConfigTmpl = `defaults:
 kubernetes:
   - name: {{.KubeName}}
     kubeconfig: {{.Kubeconfig}}
+{{- if .Admission}}
+  - name: {{.AdmName}}
+    kubeconfig: {{.AdmKubeconfig}}
+    namespace: {{.AdmNamespace}}
+    pod_template: {{.AdmTemplate}}
+{{- end}}
 gcp:
   - name: {{.GCPName}}
     project: {{.Project}}
@@ -1044,10 +1068,11 @@ func newComputeAPI(t *testing.T, root string) *stubServer {
 	return newStub(t, "Compute API", false, func(w http.ResponseWriter, r *http.Request) error {
 		if r.Method == http.MethodGet && r.URL.Path == regionPath {
 			// regions.get of the QuotaExhausted entry, with the field mask
-			// that keeps only the quotas (the recorded body is the
-			// unmasked answer: the client ignores the rest).
-			if got := r.Header.Get("X-Goog-FieldMask"); got != "quotas,quotaStatusWarning" {
-				return fmt.Errorf("X-Goog-FieldMask %q, want quotas,quotaStatusWarning", got)
+			// that keeps only the quotas and the region's status (the
+			// recorded body is the unmasked answer: the client ignores the
+			// rest).
+			if got := r.Header.Get("X-Goog-FieldMask"); got != "quotas,quotaStatusWarning,status" {
+				return fmt.Errorf("X-Goog-FieldMask %q, want quotas,quotaStatusWarning,status", got)
 			}
 			if got := r.Header.Get("Authorization"); got != "Bearer "+accessToken {
 				return fmt.Errorf("Authorization %q", got)
@@ -1213,14 +1238,13 @@ func waitHTTP(t *testing.T, proc *process, url string) {
 	})
 }
 
-// startExporter starts the exporter binary with config on a free loopback
-// port and waits until it is ready. Its environment holds nothing of the
+// startExporter starts the exporter binary with config on a loopback port
+// the kernel picks (listenAddress) and waits until it is ready. Its environment holds nothing of the
 // machine's but PATH: HOME is the empty directory home and the GCE metadata
 // server is a closed loopback port, so no credential lookup can leave
 // 127.0.0.1.
 func startExporter(t *testing.T, dir, name, bin, config, home string) (proc *process, addr string) {
 	t.Helper()
-	addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
 	proc = startProcess(t, dir, name, []string{
 		"PATH=" + os.Getenv("PATH"),
 		"HOME=" + home,
@@ -1228,16 +1252,17 @@ func startExporter(t *testing.T, dir, name, bin, config, home string) (proc *pro
 		"GOOGLE_APPLICATION_CREDENTIALS=",
 	}, bin,
 		"--config.file="+config,
-		"--web.listen-address="+addr,
+		"--web.listen-address=127.0.0.1:0",
 		"--log.level=debug",
 	)
+	addr = listenAddress(t, proc)
 	waitHTTP(t, proc, "http://"+addr+"/-/ready")
 	return proc, addr
 }
 
 // startPrometheus checks config with the promtool of the same release, when
-// there is one, starts Prometheus with it on a free loopback port and waits
-// until it is ready.
+// there is one, starts Prometheus with it on a loopback port the kernel
+// picks (listenAddress) and waits until it is ready.
 func startPrometheus(t *testing.T, dir, bin, config, home string) *promAPI {
 	t.Helper()
 	// Prometheus 3's promtool sits beside it
@@ -1247,13 +1272,12 @@ func startPrometheus(t *testing.T, dir, bin, config, home string) *promAPI {
 	} else if promtool, err := exec.LookPath("promtool"); err == nil {
 		run(t, "", nil, promtool, "check", "config", config)
 	}
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
 	proc := startProcess(t, dir, "prometheus", []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home}, bin,
 		"--config.file="+config,
 		"--storage.tsdb.path="+filepath.Join(dir, "prometheus-data"),
-		"--web.listen-address="+addr,
+		"--web.listen-address=127.0.0.1:0",
 	)
-	prom := &promAPI{t: t, url: "http://" + addr, proc: proc}
+	prom := &promAPI{t: t, url: "http://" + listenAddress(t, proc), proc: proc}
 	waitHTTP(t, proc, prom.url+"/-/ready")
 	return prom
 }
@@ -1331,15 +1355,31 @@ func run(t *testing.T, dir string, env []string, name string, args ...string) st
 	return stdout.String()
 }
 
-// freePort returns a loopback TCP port nothing listens on right now.
-func freePort(t *testing.T) int {
+// listeningRE finds the address of the "Listening on" record the
+// exporter-toolkit logs once a listener is bound (the exporter,
+// Alertmanager and Prometheus all serve through it; logfmt or JSON).
+var listeningRE = regexp.MustCompile(`"?msg"?[=:]"Listening on",? ?"?address"?[=:]"?([^"\s]+)`)
+
+// listenAddress waits until proc, started with
+// --web.listen-address=127.0.0.1:0, logs the address its listener got, and
+// returns it: a port the kernel picked when it bound, never one the test
+// found free and handed over, which anyone could take in between.
+func listenAddress(t *testing.T, proc *process) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	var addr string
+	waitFor(t, proc.name+" to log its listening address", proc, func() (bool, string) {
+		b, err := os.ReadFile(proc.log)
+		if err != nil {
+			return false, err.Error()
+		}
+		m := listeningRE.FindSubmatch(b)
+		if m == nil {
+			return false, "no \"Listening on\" record in " + proc.log + " yet"
+		}
+		addr = string(m[1])
+		return true, ""
+	})
+	return addr
 }
 
 func must(t *testing.T, err error) {

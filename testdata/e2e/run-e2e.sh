@@ -6,7 +6,8 @@
 # Without make, from the repository root:
 #
 #   apt-get install prometheus prometheus-alertmanager openssh-client \
-#     openssh-server libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients   # once
+#     openssh-server libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients \
+#     etcd-server openssl curl   # once
 #   testdata/e2e/run-e2e.sh                 # or, by hand:
 #   go build -o /tmp/phe ./cmd/provider_health_exporter
 #   E2E_EXPORTER=/tmp/phe go test -tags e2e -count=1 -v -timeout 10m ./testdata/e2e/
@@ -31,10 +32,16 @@
 #     a real KVM host too (sshd + libvirtd of testdata/kvm/ctl.sh);
 #   - starts the exporter with a kubernetes entry (Ready), a gcp entry (Ready),
 #     a gcp entry with min_quota_headroom (QuotaExhausted), a kvm entry whose
-#     host is a closed loopback port (Unreachable) and, as root, a kvm entry
+#     host is a loopback port that refuses connections (Unreachable) and, as root, a kvm entry
 #     on the real host with min_pool_available 1000TiB (PoolFull), with
 #     an ssh-keygen key, HOME set to an empty directory and GCE_METADATA_HOST
 #     set to 127.0.0.1:1;
+#   - starts a real etcd + kube-apiserver (testdata/kubernetes/ctl.sh; the
+#     apiserver built once by build-apiserver.sh) for a kubernetes entry
+#     with pod_template whose proxy Pod runs as root in a namespace
+#     enforcing Pod Security restricted: AdmissionDenied from the real
+#     admission, asserted like QuotaExhausted, with ProviderActionRequired
+#     too, and no Pod left behind;
 #   - renders testdata/e2e/alerts.jsonnet (the mixin with `for` of seconds),
 #     starts Prometheus (scrape and evaluation every 1s) and Alertmanager
 #     (group_wait 1s, no cluster);
@@ -73,7 +80,7 @@ if [ -n "${E2E_PROMETHEUS:-}" ]; then
 else
 	prometheuses="prometheus $(testdata/prometheus/build-prometheus.sh | sed -n 1p)"
 fi
-for bin in go ssh-keygen $prometheuses; do
+for bin in go ssh-keygen etcd openssl curl $prometheuses; do
 	command -v "$bin" >/dev/null 2>&1 || { echo "run-e2e.sh: $bin not found on \$PATH" >&2; exit 1; }
 done
 if [ -z "${E2E_ALERTMANAGER:-}" ] && ! command -v prometheus-alertmanager >/dev/null 2>&1 && ! command -v alertmanager >/dev/null 2>&1; then

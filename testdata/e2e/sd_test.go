@@ -4,17 +4,17 @@ package e2e
 
 import (
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/egress-proxies/provider_health_exporter/internal/testnet"
 )
 
 // probeConfig is the example the service discovery test runs: its
@@ -56,9 +56,9 @@ func TestServiceDiscovery(t *testing.T) {
 	cfgData := map[string]any{
 		"Kubeconfig": kubeconfig, "KubeName": kubeName,
 		"GCPName": gcpName, "Project": gcpProject, "SAFile": saFile, "ComputeURL": compute.URL,
-		"KVMName": kvmName, "KVMHost": kvmHost, "KVMAddress": net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t))), "SSHKey": sshKey,
+		"KVMName": kvmName, "KVMHost": kvmHost, "KVMAddress": testnet.RefusedAddr(t), "SSHKey": sshKey,
 		// No real KVM host: /sd is asserted for the three entries above.
-		"Headroom": false, "Quota": false,
+		"Headroom": false, "Quota": false, "Admission": false,
 	}
 	writeTemplate(t, exporterConfig, exporterConfigTmpl, cfgData)
 	_, exporterAddr := startExporter(t, dir, "exporter", exporterBin, exporterConfig, home)
@@ -106,7 +106,7 @@ func TestServiceDiscovery(t *testing.T) {
 	// 2. A host added to the exporter's config and reloaded is scraped,
 	// with Prometheus's configuration untouched.
 	cfgData["KVMHost2"] = kvmHost + "-2"
-	cfgData["KVMAddress2"] = net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+	cfgData["KVMAddress2"] = testnet.RefusedAddr(t)
 	writeTemplate(t, exporterConfig, exporterConfigTmpl+"      - address: {{.KVMAddress2}}\n        name: {{.KVMHost2}}\n", cfgData)
 	if code, body := post(t, "http://"+exporterAddr+"/-/reload"); code != http.StatusOK {
 		t.Fatalf("POST /-/reload: %d %s", code, body)

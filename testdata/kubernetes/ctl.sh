@@ -5,9 +5,14 @@
 #   ctl.sh start <statedir> <kube-apiserver binary>
 #       generates a CA, the serving certificate (SAN 127.0.0.1, localhost), the
 #       service-account signing key and a static admin token; starts etcd and
-#       kube-apiserver (--authorization-mode=RBAC); waits for /readyz; writes
-#       <statedir>/env (PHE_K8S_SERVER, PHE_K8S_CA, PHE_K8S_ADMIN_TOKEN_FILE).
+#       kube-apiserver (--authorization-mode=RBAC, an audit log of every
+#       request's metadata); waits for /readyz; writes <statedir>/env
+#       (PHE_K8S_SERVER, PHE_K8S_CA, PHE_K8S_ADMIN_TOKEN_FILE, PHE_K8S_AUDIT_LOG,
+#       PHE_K8S_ETCD: etcd's client URL, for objects only an older API server
+#       could have stored).
 #   ctl.sh stop-apiserver <statedir>   stops kube-apiserver (tests: Unreachable)
+#   ctl.sh start-apiserver <statedir>  starts it again, on the same port and
+#                                      etcd, and waits for /readyz
 #   ctl.sh stop <statedir>             stops kube-apiserver, then etcd
 #
 # Each daemon is stopped by the PID recorded when it was started, never by name.
@@ -93,6 +98,38 @@ wait_ready() {
   die "kube-apiserver not ready after 120s (log: $state/apiserver.log)"
 }
 
+# start_apiserver starts kube-apiserver with the binary and ports that
+# start recorded in <statedir>/apiserver.conf.
+start_apiserver() {
+  local state="$1" apiserver api_port etcd_port
+  { read -r apiserver; read -r api_port; read -r etcd_port; } <"$state/apiserver.conf"
+  # Admission stays at the defaults: the manifests are checked, and the
+  # pod_template dry runs judged, by the plugins a real cluster runs
+  # (NamespaceLifecycle, LimitRanger, ServiceAccount, PodSecurity,
+  # ResourceQuota, the admission webhooks and ValidatingAdmissionPolicy
+  # among them). No controller manager, scheduler or kubelet: Pods stay
+  # Pending, which is all a list needs, and tests create the default
+  # ServiceAccounts and write quota status themselves.
+  "$apiserver" \
+    --bind-address=127.0.0.1 --secure-port="$api_port" \
+    --advertise-address=127.0.0.1 --endpoint-reconciler-type=none \
+    --etcd-servers="http://127.0.0.1:$etcd_port" \
+    --cert-dir="$state/apiserver-certs" \
+    --tls-cert-file="$state/apiserver.crt" --tls-private-key-file="$state/apiserver.key" \
+    --client-ca-file="$state/ca.crt" \
+    --token-auth-file="$state/tokens.csv" \
+    --authorization-mode=RBAC \
+    --service-account-issuer=https://kubernetes.default.svc.cluster.local \
+    --service-account-key-file="$state/sa.pub" \
+    --service-account-signing-key-file="$state/sa.key" \
+    --service-cluster-ip-range=10.96.0.0/24 \
+    --profiling=false \
+    --audit-policy-file="$state/audit-policy.yaml" --audit-log-path="$state/audit.log" \
+    >>"$state/apiserver.log" 2>&1 &
+  echo $! >"$state/apiserver.pid"
+  wait_ready "$state" "https://127.0.0.1:$api_port"
+}
+
 start() {
   local state="$1" apiserver="$2"
   [[ -x "$apiserver" ]] || die "kube-apiserver binary $apiserver not executable"
@@ -119,37 +156,32 @@ start() {
     >"$state/etcd.log" 2>&1 &
   echo $! >"$state/etcd.pid"
 
-  # Admission stays at the defaults (PodSecurity, ServiceAccount, ...): the
-  # manifests are checked by the plugins a real cluster runs. No controller
-  # manager, scheduler or kubelet: Pods stay Pending, which is all a list needs.
-  "$apiserver" \
-    --bind-address=127.0.0.1 --secure-port="$api_port" \
-    --advertise-address=127.0.0.1 --endpoint-reconciler-type=none \
-    --etcd-servers="http://127.0.0.1:$etcd_port" \
-    --cert-dir="$state/apiserver-certs" \
-    --tls-cert-file="$state/apiserver.crt" --tls-private-key-file="$state/apiserver.key" \
-    --client-ca-file="$state/ca.crt" \
-    --token-auth-file="$state/tokens.csv" \
-    --authorization-mode=RBAC \
-    --service-account-issuer=https://kubernetes.default.svc.cluster.local \
-    --service-account-key-file="$state/sa.pub" \
-    --service-account-signing-key-file="$state/sa.key" \
-    --service-cluster-ip-range=10.96.0.0/24 \
-    --profiling=false \
-    >"$state/apiserver.log" 2>&1 &
-  echo $! >"$state/apiserver.pid"
+  # The audit log records every request's metadata (user, verb, URI with
+  # its query), written before the request is handled (the log backend's
+  # default blocking mode): the pod_template tests read from it that the
+  # exporter's creates all carry dryRun=All.
+  cat >"$state/audit-policy.yaml" <<'EOF'
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [ResponseStarted]
+rules:
+  - level: Metadata
+EOF
 
-  wait_ready "$state" "https://127.0.0.1:$api_port"
+  printf '%s\n' "$apiserver" "$api_port" "$etcd_port" >"$state/apiserver.conf"
+  start_apiserver "$state"
   cat >"$state/env" <<EOF
 PHE_K8S_SERVER=https://127.0.0.1:$api_port
 PHE_K8S_CA=$state/ca.crt
 PHE_K8S_ADMIN_TOKEN_FILE=$state/admin.token
+PHE_K8S_AUDIT_LOG=$state/audit.log
+PHE_K8S_ETCD=http://127.0.0.1:$etcd_port
 EOF
 }
 
 cmd="${1:-}"
 state="${2:-}"
-[[ -n "$cmd" && -n "$state" ]] || die "usage: ctl.sh start|stop|stop-apiserver <statedir> [kube-apiserver]"
+[[ -n "$cmd" && -n "$state" ]] || die "usage: ctl.sh start|stop|stop-apiserver|start-apiserver <statedir> [kube-apiserver]"
 case "$cmd" in
 start)
   [[ $# -eq 3 ]] || die "usage: ctl.sh start <statedir> <kube-apiserver>"
@@ -157,6 +189,10 @@ start)
   ;;
 stop-apiserver)
   stop_pid "$state/apiserver.pid"
+  ;;
+start-apiserver)
+  [[ ! -f "$state/apiserver.pid" ]] || die "kube-apiserver is running (pid $(cat "$state/apiserver.pid"))"
+  start_apiserver "$state"
   ;;
 stop)
   stop_pid "$state/apiserver.pid"

@@ -51,10 +51,12 @@ export PHE_K8S_STATE="$state" PHE_K8S_CTL="$here/ctl.sh"
 
 cd "$repo"
 start_test=$SECONDS
-# The manifests' tests first (deploy/kubernetes/validate, a module of its
-# own: the kube-prometheus component's RBAC and the Helm chart's dry-run, each
-# in a namespace of its own): the provider's tests stop the apiserver last.
+# The manifests' tests (deploy/kubernetes/validate, a module of its own: the
+# kube-prometheus component's RBAC and the Helm chart's dry-run, each in a
+# namespace of its own), then the provider's, in random order: none depends
+# on another or on an earlier run (the one that stops the apiserver starts it
+# again). Extra arguments go to the provider's `go test` (e.g. -count=2).
 "$GO" -C deploy/kubernetes/validate test -tags integration -count=1 -timeout 20m -v -run 'Integration' ./... &&
-  "$GO" test -tags integration -count=1 -timeout 20m -v -run 'Integration' ./collector/kubernetes/... && rc=0 || rc=$?
+  "$GO" test -tags integration -count=1 -shuffle=on -timeout 20m -v -run 'Integration' ./collector/kubernetes/... "$@" && rc=0 || rc=$?
 echo "run-integration: tests took $((SECONDS - start_test))s, exit $rc" >&2
 exit "$rc"

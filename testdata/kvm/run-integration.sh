@@ -32,4 +32,4 @@ set -a
 set +a
 
 cd "$root"
-"$GO" test -tags integration -count=1 -timeout 20m -run '^TestIntegration' -v ./collector/kvm/... "$@"
+"$GO" test -tags integration -count=1 -shuffle=on -timeout 20m -run '^TestIntegration' -v ./collector/kvm/... "$@"

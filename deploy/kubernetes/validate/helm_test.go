@@ -14,6 +14,8 @@ import (
 	monitoringv1alpha1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1alpha1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/yaml"
 
@@ -28,20 +30,42 @@ const (
 	releaseLabel = "kube-prometheus-stack"
 )
 
-// allToggles turns on every optional part of the chart, with the release
-// label kube-prometheus-stack selects by on each Prometheus Operator object
-// and on the dashboards.
-func allToggles() map[string]any {
-	labelled := func() map[string]any {
-		return map[string]any{"enabled": true, "additionalLabels": map[string]any{"release": releaseLabel}}
-	}
+// proxiesNamespace is where the unit tests put the headroom and placement
+// Roles (the proxies' namespace, rbac.headroom.namespaces).
+const proxiesNamespace = "egress-proxies"
+
+// allToggles turns on every optional part of the chart and sets every knob
+// of the Pod, with the release label kube-prometheus-stack selects by set
+// once (releaseLabel) and the headroom and placement Roles in proxiesNS.
+func allToggles(proxiesNS string) map[string]any {
+	on := func() map[string]any { return map[string]any{"enabled": true} }
 	return map[string]any{
-		"serviceMonitor": labelled(),
-		"prometheusRule": labelled(),
-		"scrapeConfig":   labelled(),
-		"dashboards":     labelled(),
-		"kubePrometheus": map[string]any{"rbac": map[string]any{"enabled": true}},
-		"secrets":        map[string]any{"existingSecret": "provider-health-exporter-secrets"},
+		"serviceMonitor":    on(),
+		"prometheusRule":    on(),
+		"scrapeConfig":      on(),
+		"dashboards":        on(),
+		"releaseLabel":      releaseLabel,
+		"commonLabels":      map[string]any{"team": "egress"},
+		"networkPolicy":     on(),
+		"podDisruptionBudget": map[string]any{"maxUnavailable": 1},
+		"kubePrometheus":    map[string]any{"rbac": on()},
+		"rbac": map[string]any{
+			"headroom":  map[string]any{"enabled": true, "namespaces": []any{proxiesNS}},
+			"placement": map[string]any{"enabled": true, "namespaces": []any{proxiesNS}},
+		},
+		"secrets":   map[string]any{"existingSecret": "provider-health-exporter-secrets"},
+		"webConfig": map[string]any{"existingSecret": "provider-health-exporter-web"},
+		"env":       map[string]any{"HTTPS_PROXY": "http://proxy.example:3128", "NO_PROXY": "kubernetes.default.svc,.svc,10.0.0.0/8"},
+		"extraEnv": []any{map[string]any{"name": "PROXY_TOKEN", "valueFrom": map[string]any{
+			"secretKeyRef": map[string]any{"name": "proxy-credentials", "key": "token"},
+		}}},
+		"extraVolumes":      []any{map[string]any{"name": "ca-bundle", "secret": map[string]any{"secretName": "ca-bundle"}}},
+		"extraVolumeMounts": []any{map[string]any{"name": "ca-bundle", "mountPath": "/etc/ssl/extra", "readOnly": true}},
+		"priorityClassName": "provider-health",
+		"topologySpreadConstraints": []any{map[string]any{
+			"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "ScheduleAnyway",
+			"labelSelector": map[string]any{"matchLabels": map[string]any{"app.kubernetes.io/name": "provider-health-exporter"}},
+		}},
 	}
 }
 
@@ -55,8 +79,10 @@ type chartObjects struct {
 	configMaps         map[string]corev1.ConfigMap // by name
 	clusterRole        *rbacv1.ClusterRole
 	clusterRoleBinding *rbacv1.ClusterRoleBinding
-	role               *rbacv1.Role
-	roleBinding        *rbacv1.RoleBinding
+	roles              map[string]rbacv1.Role        // by namespace/name
+	roleBindings       map[string]rbacv1.RoleBinding // by namespace/name
+	networkPolicy      *networkingv1.NetworkPolicy
+	pdb                *policyv1.PodDisruptionBudget
 	serviceMonitor     *monitoringv1.ServiceMonitor
 	prometheusRule     *monitoringv1.PrometheusRule
 	scrapeConfig       *monitoringv1alpha1.ScrapeConfig
@@ -69,10 +95,10 @@ func renderChart(t *testing.T, values map[string]any) chartObjects {
 		t.Fatal(err)
 	}
 	objs := splitObjects(t, "the chart", out)
-	c := chartObjects{all: objs, configMaps: map[string]corev1.ConfigMap{}}
+	c := chartObjects{all: objs, configMaps: map[string]corev1.ConfigMap{}, roles: map[string]rbacv1.Role{}, roleBindings: map[string]rbacv1.RoleBinding{}}
 	seen := map[string]bool{}
 	for _, o := range objs {
-		key := o.Kind + "/" + o.Metadata.Name
+		key := o.Kind + " " + o.Metadata.Namespace + "/" + o.Metadata.Name
 		if seen[key] {
 			t.Fatalf("the chart renders %s twice", key)
 		}
@@ -111,11 +137,25 @@ func decodeChartObject(c *chartObjects, o object) error {
 		c.clusterRoleBinding = new(rbacv1.ClusterRoleBinding)
 		into = c.clusterRoleBinding
 	case "Role":
-		c.role = new(rbacv1.Role)
-		into = c.role
+		var r rbacv1.Role
+		if err := yaml.UnmarshalStrict(o.doc, &r); err != nil {
+			return fmt.Errorf("Role %s does not decode strictly: %w", o.Metadata.Name, err)
+		}
+		c.roles[r.Namespace+"/"+r.Name] = r
+		return nil
 	case "RoleBinding":
-		c.roleBinding = new(rbacv1.RoleBinding)
-		into = c.roleBinding
+		var rb rbacv1.RoleBinding
+		if err := yaml.UnmarshalStrict(o.doc, &rb); err != nil {
+			return fmt.Errorf("RoleBinding %s does not decode strictly: %w", o.Metadata.Name, err)
+		}
+		c.roleBindings[rb.Namespace+"/"+rb.Name] = rb
+		return nil
+	case "NetworkPolicy":
+		c.networkPolicy = new(networkingv1.NetworkPolicy)
+		into = c.networkPolicy
+	case "PodDisruptionBudget":
+		c.pdb = new(policyv1.PodDisruptionBudget)
+		into = c.pdb
 	case "ServiceMonitor":
 		c.serviceMonitor = new(monitoringv1.ServiceMonitor)
 		into = c.serviceMonitor
@@ -173,7 +213,7 @@ func releaseVersion(t *testing.T) string {
 // TestChartLint: `helm lint --strict`, with the default values and with
 // every toggle on.
 func TestChartLint(t *testing.T) {
-	for name, values := range map[string]map[string]any{"defaults": nil, "every toggle on": allToggles()} {
+	for name, values := range map[string]map[string]any{"defaults": nil, "every toggle on": allToggles(proxiesNamespace)} {
 		for _, err := range chart.Lint(chartDir, values) {
 			t.Errorf("%s: helm lint: %v", name, err)
 		}
@@ -182,8 +222,9 @@ func TestChartLint(t *testing.T) {
 
 // TestChartRenders: the default values give the exporter and its RBAC and
 // nothing of the Prometheus Operator (a cluster without its CRDs would
-// refuse it); every toggle adds its object, in the release namespace, with
-// the additional labels.
+// refuse it); every toggle adds its object, in the release namespace (the
+// headroom and placement Roles in the proxies'), with commonLabels on every
+// object and the one releaseLabel on every monitoring object.
 func TestChartRenders(t *testing.T) {
 	def := renderChart(t, nil)
 	want := []string{"ClusterRole", "ClusterRoleBinding", "ConfigMap", "Deployment", "Service", "ServiceAccount"}
@@ -191,27 +232,45 @@ func TestChartRenders(t *testing.T) {
 		t.Errorf("default values render %v, want %v", got, want)
 	}
 
-	on := renderChart(t, allToggles())
-	want = []string{"ClusterRole", "ClusterRoleBinding", "ConfigMap", "ConfigMap", "Deployment", "PrometheusRule", "Role", "RoleBinding", "ScrapeConfig", "Service", "ServiceAccount", "ServiceMonitor"}
+	on := renderChart(t, allToggles(proxiesNamespace))
+	want = []string{
+		"ClusterRole", "ClusterRoleBinding", "ConfigMap", "ConfigMap", "Deployment", "NetworkPolicy", "PodDisruptionBudget", "PrometheusRule",
+		"Role", "Role", "Role", "RoleBinding", "RoleBinding", "RoleBinding", "ScrapeConfig", "Service", "ServiceAccount", "ServiceMonitor",
+	}
 	if got := on.kinds(); !slices.Equal(got, want) {
 		t.Fatalf("every toggle on renders %v, want %v", got, want)
 	}
 	for _, o := range on.all {
-		if o.Kind != "ClusterRole" && o.Kind != "ClusterRoleBinding" && o.Metadata.Namespace != chartNamespace {
-			t.Errorf("%s %s in namespace %q, want the release's %q", o.Kind, o.Metadata.Name, o.Metadata.Namespace, chartNamespace)
+		wantNS := chartNamespace
+		switch {
+		case o.Kind == "ClusterRole" || o.Kind == "ClusterRoleBinding":
+			wantNS = ""
+		case strings.HasSuffix(o.Metadata.Name, "-headroom") || strings.HasSuffix(o.Metadata.Name, "-placement"):
+			wantNS = proxiesNamespace
+		}
+		if o.Metadata.Namespace != wantNS {
+			t.Errorf("%s %s in namespace %q, want %q", o.Kind, o.Metadata.Name, o.Metadata.Namespace, wantNS)
+		}
+		if o.Metadata.Labels["team"] != "egress" {
+			t.Errorf("%s %s labels %v lack commonLabels' team=egress", o.Kind, o.Metadata.Name, o.Metadata.Labels)
+		}
+		_, hasRelease := o.Metadata.Labels["release"]
+		if monitoring := isMonitoringObject(o); hasRelease != monitoring || (monitoring && o.Metadata.Labels["release"] != releaseLabel) {
+			t.Errorf("%s %s labels %v: release=%s wanted on monitoring objects only", o.Kind, o.Metadata.Name, o.Metadata.Labels, releaseLabel)
 		}
 	}
-	dashboards := dashboardsConfigMap(t, on.configMaps)
-	for what, labels := range map[string]map[string]string{
-		"ServiceMonitor": on.serviceMonitor.Labels,
-		"PrometheusRule": on.prometheusRule.Labels,
-		"ScrapeConfig":   on.scrapeConfig.Labels,
-		"dashboards":     dashboards.Labels,
-	} {
-		if labels["release"] != releaseLabel {
-			t.Errorf("%s labels %v lack additionalLabels' release=%s", what, labels, releaseLabel)
+	for k, v := range on.deployment.Spec.Selector.MatchLabels {
+		if k == "team" || k == "release" {
+			t.Errorf("the Deployment's selector has %s=%s: commonLabels and releaseLabel must stay out of selectors", k, v)
 		}
 	}
+}
+
+// isMonitoringObject: the Prometheus Operator's objects and the dashboards'
+// ConfigMap, which releaseLabel labels.
+func isMonitoringObject(o object) bool {
+	group, _, _ := strings.Cut(o.APIVersion, "/")
+	return group == operatorGroup || o.Metadata.Labels["grafana_dashboard"] == "1"
 }
 
 func dashboardsConfigMap(t *testing.T, cms map[string]corev1.ConfigMap) corev1.ConfigMap {
@@ -276,7 +335,7 @@ func TestChartConfig(t *testing.T) {
 // TestChartSecret: the Secret is named, never rendered; with a name it is
 // mounted where the configuration's files are.
 func TestChartSecret(t *testing.T) {
-	for _, vs := range []map[string]any{nil, allToggles()} {
+	for _, vs := range []map[string]any{nil, allToggles(proxiesNamespace)} {
 		c := renderChart(t, vs)
 		var secretVolumes []string
 		for _, v := range c.deployment.Spec.Template.Spec.Volumes {
@@ -286,7 +345,7 @@ func TestChartSecret(t *testing.T) {
 		}
 		want := []string(nil)
 		if vs != nil {
-			want = []string{"provider-health-exporter-secrets"}
+			want = []string{"provider-health-exporter-secrets", "provider-health-exporter-web", "ca-bundle"}
 		}
 		if !slices.Equal(secretVolumes, want) {
 			t.Errorf("values %v: Secret volumes %v, want %v", vs, secretVolumes, want)
@@ -320,6 +379,7 @@ func TestChartDeploymentMatchesKustomize(t *testing.T) {
 		{"livenessProbe", kc.LivenessProbe, hc.LivenessProbe},
 		{"readinessProbe", kc.ReadinessProbe, hc.ReadinessProbe},
 		{"resources", kc.Resources, hc.Resources},
+		{"env", kc.Env, hc.Env},
 		{"securityContext", kc.SecurityContext, hc.SecurityContext},
 		{"automountServiceAccountToken", ks.AutomountServiceAccountToken, hs.AutomountServiceAccountToken},
 	} {
@@ -343,7 +403,7 @@ func dump(v any) string {
 func TestChartRBAC(t *testing.T) {
 	var kr rbacv1.ClusterRole
 	strict(t, render(t, base)["ClusterRole"], &kr)
-	c := renderChart(t, allToggles())
+	c := renderChart(t, allToggles(proxiesNamespace))
 	if !reflect.DeepEqual(c.clusterRole.Rules, kr.Rules) {
 		t.Errorf("ClusterRole rules: chart %s, kustomize %s", dump(c.clusterRole.Rules), dump(kr.Rules))
 	}
@@ -352,7 +412,8 @@ func TestChartRBAC(t *testing.T) {
 	if b.RoleRef.Name != c.clusterRole.Name || len(b.Subjects) != 1 || b.Subjects[0].Name != sa || b.Subjects[0].Namespace != chartNamespace || c.serviceAccount.Name != sa {
 		t.Errorf("ClusterRoleBinding %s binds %s to %s; the Pod runs as %s/%s", b.Name, b.RoleRef.Name, dump(b.Subjects), chartNamespace, sa)
 	}
-	checkKubePrometheusRBAC(t, *c.role, *c.roleBinding, c.service.Namespace)
+	name := c.service.Namespace + "/" + c.deployment.Name + "-prometheus"
+	checkKubePrometheusRBAC(t, c.roles[name], c.roleBindings[name], c.service.Namespace)
 }
 
 // checkKubePrometheusRBAC: the Role grants get, list and watch of what the
@@ -393,7 +454,7 @@ func checkKubePrometheusRBAC(t *testing.T, role rbacv1.Role, rb rbacv1.RoleBindi
 // group (files/alerts.yaml is a copy `make mixin` writes; this catches a
 // template that drops or reorders what it reads).
 func TestChartPrometheusRule(t *testing.T) {
-	c := renderChart(t, allToggles())
+	c := renderChart(t, allToggles(proxiesNamespace))
 	var mixin monitoringv1.PrometheusRuleSpec
 	data, err := os.ReadFile(filepath.Join(repoRoot, "mixin", "alerts.yaml"))
 	if err != nil {
@@ -413,7 +474,7 @@ func TestChartPrometheusRule(t *testing.T) {
 // TestChartDashboards: the grafana_dashboard ConfigMap holds every
 // dashboard of mixin/dashboards_out, as the same JSON.
 func TestChartDashboards(t *testing.T) {
-	checkDashboards(t, dashboardsConfigMap(t, renderChart(t, allToggles()).configMaps))
+	checkDashboards(t, dashboardsConfigMap(t, renderChart(t, allToggles(proxiesNamespace)).configMaps))
 }
 
 func checkDashboards(t *testing.T, cm corev1.ConfigMap) {
@@ -454,7 +515,7 @@ func checkDashboards(t *testing.T, cm corev1.ConfigMap) {
 // the exporter's own metrics so that no provider is checked twice.
 func TestChartScraping(t *testing.T) {
 	for _, sdOn := range []bool{false, true} {
-		vs := allToggles()
+		vs := allToggles(proxiesNamespace)
 		vs["scrapeConfig"].(map[string]any)["enabled"] = sdOn
 		c := renderChart(t, vs)
 		sm := *c.serviceMonitor

@@ -37,11 +37,7 @@ import (
 )
 
 // kube-prometheus's Prometheus, as the API server sees its ServiceAccount.
-const (
-	prometheusUser = "system:serviceaccount:monitoring:prometheus-k8s"
-	// An API group no object of the repository belongs to.
-	operatorGroup = "monitoring.coreos.com"
-)
+const prometheusUser = "system:serviceaccount:monitoring:prometheus-k8s"
 
 var prometheusGroups = []string{"system:serviceaccounts", "system:serviceaccounts:monitoring", "system:authenticated"}
 
@@ -171,17 +167,24 @@ func (a *apiserver) create(t *testing.T, o object, dryRun bool) {
 // may do verb on resource (resource.group) in ns.
 func (a *apiserver) prometheusMay(t *testing.T, verb, resource, ns string) bool {
 	t.Helper()
+	return a.may(t, prometheusUser, prometheusGroups, verb, resource, ns)
+}
+
+// may asks the API server whether user in groups may do verb on resource
+// (resource.group) in ns.
+func (a *apiserver) may(t *testing.T, user string, groups []string, verb, resource, ns string) bool {
+	t.Helper()
 	res, group, _ := strings.Cut(resource, ".")
 	review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-		User:   prometheusUser,
-		Groups: prometheusGroups,
+		User:   user,
+		Groups: groups,
 		ResourceAttributes: &authorizationv1.ResourceAttributes{
 			Namespace: ns, Verb: verb, Group: group, Resource: res,
 		},
 	}}
 	got, err := a.cs.AuthorizationV1().SubjectAccessReviews().Create(context.Background(), review, metav1.CreateOptions{})
 	if err != nil {
-		t.Fatalf("SubjectAccessReview %s %s in %s: %v", verb, resource, ns, err)
+		t.Fatalf("SubjectAccessReview %s: %s %s in %s: %v", user, verb, resource, ns, err)
 	}
 	return got.Status.Allowed
 }
@@ -275,15 +278,21 @@ func TestIntegrationKubePrometheusComponent(t *testing.T) {
 }
 
 // TestIntegrationHelmChart: every built-in object the chart renders, with
-// the default values and with every toggle on, passes a server-side dry-run
-// with strict field validation and without a warning (PodSecurity
-// restricted included); the kube-prometheus Role, created, gives
-// kube-prometheus's Prometheus what discovery needs.
+// the default values and with every toggle on (the NetworkPolicy, the
+// PodDisruptionBudget, the headroom and placement Roles, the Pod's env,
+// volumes, priority and spread included), passes a server-side dry-run with
+// strict field validation and without a warning (PodSecurity restricted
+// included). Created, the kube-prometheus Role gives kube-prometheus's
+// Prometheus what discovery needs, and the headroom and placement Roles
+// give the exporter's ServiceAccount list of ResourceQuotas and create of
+// Pods in the proxies' namespace, and nothing more.
 func TestIntegrationHelmChart(t *testing.T) {
 	ns := uniqueNamespace("phe-helm")
+	proxies := uniqueNamespace("phe-proxies")
 	a := connect(t)
 	a.namespace(t, ns)
-	for name, values := range map[string]map[string]any{"defaults": nil, "every toggle on": allToggles()} {
+	a.namespace(t, proxies)
+	for name, values := range map[string]map[string]any{"defaults": nil, "every toggle on": allToggles(proxies)} {
 		out, err := chart.Template(t.Context(), chartDir, chartRelease, ns, values)
 		if err != nil {
 			t.Fatal(err)
@@ -297,7 +306,12 @@ func TestIntegrationHelmChart(t *testing.T) {
 	if a.prometheusMay(t, "list", "endpointslices.discovery.k8s.io", ns) {
 		t.Fatalf("%s may list endpointslices in %s before the Role: the test proves nothing", prometheusUser, ns)
 	}
-	out, err := chart.Template(t.Context(), chartDir, chartRelease, ns, allToggles())
+	exporter := "system:serviceaccount:" + ns + ":" + chartRelease + "-provider-health-exporter"
+	exporterGroups := []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}
+	if a.may(t, exporter, exporterGroups, "create", "pods", proxies) {
+		t.Fatalf("%s may create pods in %s before the placement Role: the test proves nothing", exporter, proxies)
+	}
+	out, err := chart.Template(t.Context(), chartDir, chartRelease, ns, allToggles(proxies))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,4 +321,29 @@ func TestIntegrationHelmChart(t *testing.T) {
 		}
 	}
 	checkPrometheusAccess(t, a, ns)
+
+	// The authorizer's informers may not have the new Roles yet: ask until
+	// the first grant shows, as checkPrometheusAccess does.
+	for !a.may(t, exporter, exporterGroups, "list", "resourcequotas", proxies) {
+		if d, ok := t.Deadline(); ok && time.Until(d) < time.Minute {
+			t.Fatalf("%s may still not list resourcequotas in %s", exporter, proxies)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for _, c := range []struct {
+		verb, res, ns string
+		want          bool
+	}{
+		{"list", "resourcequotas", proxies, true},
+		{"create", "pods", proxies, true},
+		{"list", "resourcequotas", "kube-system", false},
+		{"create", "pods", ns, false},
+		{"delete", "pods", proxies, false},
+		{"get", "secrets", proxies, false},
+		{"create", "deployments.apps", proxies, false},
+	} {
+		if got := a.may(t, exporter, exporterGroups, c.verb, c.res, c.ns); got != c.want {
+			t.Errorf("%s may %s %s in %s: %v, want %v", exporter, c.verb, c.res, c.ns, got, c.want)
+		}
+	}
 }

@@ -1,8 +1,10 @@
 package validate
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -148,5 +150,57 @@ spec:
 	}
 	if !found {
 		t.Fatal("the rendering has no ScrapeConfig")
+	}
+}
+
+// TestKubePrometheusReleaseFromOnePatch: the overlay of docs/deployment.md:
+// "kube-prometheus" that names another kube-prometheus-stack release sets
+// the release label of every Prometheus Operator object with one patch of
+// one field, after the component's.
+func TestKubePrometheusReleaseFromOnePatch(t *testing.T) {
+	dir := t.TempDir()
+	var paths []string
+	for _, p := range []string{base, operator, kubePrometheus} {
+		rel, err := relative(dir, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		paths = append(paths, rel)
+	}
+	k := fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+  - %s
+components:
+  - %s
+  - %s
+patches:
+  - target:
+      group: monitoring.coreos.com
+    patch: |-
+      - op: replace
+        path: /metadata/labels/release
+        value: kps-prod
+`, paths[0], paths[1], paths[2])
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := Render(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, o := range splitObjects(t, "the overlay", out) {
+		if group, _, _ := strings.Cut(o.APIVersion, "/"); group != operatorGroup {
+			continue
+		}
+		kinds = append(kinds, o.Kind)
+		if o.Metadata.Labels["release"] != "kps-prod" {
+			t.Errorf("%s %s labels %v, want release=kps-prod", o.Kind, o.Metadata.Name, o.Metadata.Labels)
+		}
+	}
+	slices.Sort(kinds)
+	if want := []string{"PrometheusRule", "ScrapeConfig", "ServiceMonitor"}; !slices.Equal(kinds, want) {
+		t.Errorf("monitoring objects %v, want %v", kinds, want)
 	}
 }

@@ -19,6 +19,10 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
+// operatorGroup is the Prometheus Operator's API group, whose objects the
+// test API server has no CRDs for.
+const operatorGroup = "monitoring.coreos.com"
+
 const (
 	base     = ".."
 	operator = "../components/prometheus-operator"

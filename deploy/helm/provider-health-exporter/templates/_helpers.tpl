@@ -25,11 +25,39 @@ app.kubernetes.io/name: {{ include "phe.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
+{{/* Every object's labels: the selector's, the chart's and commonLabels. */}}
 {{- define "phe.labels" -}}
 {{ include "phe.selectorLabels" . }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/*
+The labels of a monitoring object (ServiceMonitor, PrometheusRule,
+ScrapeConfig, dashboards): the chart's, the release label of releaseLabel,
+then the object's additionalLabels (the argument "extra").
+*/}}
+{{- define "phe.monitoringLabels" -}}
+{{ include "phe.labels" .root }}
+{{- with include "phe.release" .root }}
+release: {{ . | quote }}
+{{- end }}
+{{- with .extra }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* The value of the release label: releaseLabel's string, or this release's name for true. */}}
+{{- define "phe.release" -}}
+{{- if kindIs "bool" .Values.releaseLabel -}}
+{{- if .Values.releaseLabel }}{{ .Release.Name }}{{ end -}}
+{{- else -}}
+{{- .Values.releaseLabel -}}
+{{- end -}}
 {{- end -}}
 
 {{- define "phe.serviceAccountName" -}}
@@ -40,7 +68,55 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end -}}
 {{- end -}}
 
+{{/*
+The image: global.imageRegistry or image.registry, the repository, and the
+digest when set, else the tag (appVersion by default).
+*/}}
+{{- define "phe.image" -}}
+{{- $registry := .Values.global.imageRegistry | default .Values.image.registry -}}
+{{- $ref := .Values.image.repository -}}
+{{- if $registry }}{{ $ref = printf "%s/%s" $registry $ref }}{{ end -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" $ref .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" $ref (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The Service's DNS name and port inside the cluster. */}}
+{{- define "phe.serviceHost" -}}
+{{- printf "%s.%s.svc" (include "phe.fullname" .) .Release.Namespace -}}
+{{- end -}}
+
 {{/* The exporter's Service URL inside the cluster, for /sd. */}}
 {{- define "phe.serviceURL" -}}
-{{- printf "http://%s.%s.svc:%d" (include "phe.fullname" .) .Release.Namespace (int .Values.service.port) -}}
+{{- printf "%s://%s:%d" (lower .Values.serviceMonitor.scheme) (include "phe.serviceHost" .) (int .Values.service.port) -}}
+{{- end -}}
+
+{{/*
+How Prometheus reaches the exporter: the scheme, TLS and credentials of
+serviceMonitor's values, for the ServiceMonitor's endpoint, the
+ScrapeConfig and its /sd requests alike. With https and no serverName the
+Service's name is the serverName: the ServiceMonitor scrapes Pod IPs, the
+ScrapeConfig the Service's name, and one certificate for that name serves
+both. Rendered as fields at the indentation of the caller.
+*/}}
+{{- define "phe.scrapeAuth" -}}
+{{- $sm := .Values.serviceMonitor -}}
+{{- $tls := deepCopy $sm.tlsConfig -}}
+{{- if and (eq (lower $sm.scheme) "https") (not (get $tls "serverName")) -}}
+{{- $_ := set $tls "serverName" (include "phe.serviceHost" .) -}}
+{{- end -}}
+{{- with $tls }}
+tlsConfig:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $sm.basicAuth }}
+basicAuth:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $sm.authorization }}
+authorization:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
 {{- end -}}

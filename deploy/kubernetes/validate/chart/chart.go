@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"maps"
 	"path"
 	"slices"
@@ -18,10 +19,12 @@ import (
 	"helm.sh/helm/v4/pkg/chart/common/util"
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	"helm.sh/helm/v4/pkg/engine"
+	"helm.sh/helm/v4/pkg/release"
 )
 
 // Template renders the chart in dir as `helm template --namespace namespace
-// name dir --values values` does (an install, the default capabilities) and
+// name dir --values values` does (an install, the default capabilities,
+// values checked against values.schema.json) and
 // returns its manifests as one multi-document YAML stream, in the order of
 // the templates' paths. A template that refers to a value the chart does not
 // define is an error (Helm's strict rendering), so a typo in a template
@@ -31,9 +34,11 @@ func Template(ctx context.Context, dir, name, namespace string, values map[strin
 	if err != nil {
 		return nil, fmt.Errorf("load chart %s: %w", dir, err)
 	}
-	vals, err := util.ToRenderValues(ch, values, common.ReleaseOptions{
+	// As helm template and helm install: the values are checked against
+	// values.schema.json first.
+	vals, err := util.ToRenderValuesWithSchemaValidation(ch, values, common.ReleaseOptions{
 		Name: name, Namespace: namespace, Revision: 1, IsInstall: true,
-	}, common.DefaultCapabilities.Copy())
+	}, common.DefaultCapabilities.Copy(), false)
 	if err != nil {
 		return nil, fmt.Errorf("chart %s values: %w", dir, err)
 	}
@@ -65,4 +70,41 @@ func Lint(dir string, values map[string]any) []error {
 	l.Namespace = "provider-health"
 	res := l.Run([]string{dir}, values)
 	return res.Errors
+}
+
+// KubeVersion is the Kubernetes version a client-side install assumes:
+// the kube-apiserver of the integration tests.
+const KubeVersion = "v1.37.2"
+
+// Install runs `helm install --dry-run=client --kube-version KubeVersion
+// --namespace namespace name dir --values values` with the Helm SDK's
+// install action: what a user's helm
+// install does up to talking to a cluster (values.schema.json, rendering,
+// NOTES.txt). It returns the release's manifest and notes.
+func Install(ctx context.Context, dir, name, namespace string, values map[string]any) (manifest, notes string, err error) {
+	ch, err := loader.Load(dir)
+	if err != nil {
+		return "", "", fmt.Errorf("load chart %s: %w", dir, err)
+	}
+	cfg := action.NewConfiguration()
+	cfg.SetLogger(slog.DiscardHandler)
+	in := action.NewInstall(cfg)
+	in.DryRunStrategy = action.DryRunClient
+	in.ReleaseName, in.Namespace = name, namespace
+	// A client-side dry-run knows no cluster: Helm would check the chart's
+	// kubeVersion against its default, v1.20, as `helm install
+	// --dry-run=client` without --kube-version does. The tests' API server
+	// is v1.37.
+	if in.KubeVersion, err = common.ParseKubeVersion(KubeVersion); err != nil {
+		return "", "", err
+	}
+	rel, err := in.RunWithContext(ctx, ch, values)
+	if err != nil {
+		return "", "", fmt.Errorf("helm install %s: %w", dir, err)
+	}
+	acc, err := release.NewAccessor(rel)
+	if err != nil {
+		return "", "", fmt.Errorf("helm install %s: %w", dir, err)
+	}
+	return acc.Manifest(), acc.Notes(), nil
 }

@@ -1,15 +1,21 @@
 // Command helm-template prints the rendering of the Helm chart in
-// deploy/helm/provider-health-exporter (helm template with the Helm SDK),
-// for looking at it without a helm binary:
+// deploy/helm/provider-health-exporter (helm template with the Helm SDK,
+// values.schema.json included), for looking at it without a helm binary:
 //
-//	go -C deploy/kubernetes/validate run ./helm-template [-values values.yaml] [-namespace ns] [-name release] CHART_DIR
+//	go -C deploy/kubernetes/validate run ./helm-template [-values "$PWD/values.yaml"] [-namespace ns] [-name release] CHART_DIR
+//
+// go -C runs it in deploy/kubernetes/validate, so relative paths are
+// relative to that directory: give the values file as an absolute path.
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 
 	"sigs.k8s.io/yaml"
 
@@ -28,6 +34,11 @@ func main() {
 	values := map[string]any{}
 	if *valuesFile != "" {
 		data, err := os.ReadFile(*valuesFile)
+		if errors.Is(err, fs.ErrNotExist) && !filepath.IsAbs(*valuesFile) {
+			wd, _ := os.Getwd()
+			fmt.Fprintf(os.Stderr, "values %s: not found in %s, where go -C runs this command: pass an absolute path, e.g. -values \"$PWD/%s\"\n", *valuesFile, wd, *valuesFile)
+			os.Exit(1)
+		}
 		if err == nil {
 			err = yaml.Unmarshal(data, &values)
 		}

@@ -1,0 +1,55 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime/debug"
+	"strconv"
+	"strings"
+)
+
+// memoryLimitEnv carries the container's memory limit in bytes, as the
+// Kubernetes downward API gives it (resourceFieldRef limits.memory): the
+// Deployment of deploy/kubernetes and the Helm chart set it. GOMEMLIMIT
+// cannot be set that way: the downward API writes a plain number of bytes
+// and cannot scale it, and a soft limit of the whole container limit leaves
+// nothing for what is not Go heap (stacks, the binary, page cache of the
+// files read) before the kernel kills the process.
+const memoryLimitEnv = "PROVIDER_HEALTH_MEMORY_LIMIT"
+
+// memoryLimitShare is the part of the container limit the Go runtime gets as
+// its soft limit: the garbage collector works harder as the heap nears it,
+// well before the OOM killer would act.
+const memoryLimitShare = 0.9
+
+// softMemoryLimit is the soft memory limit for the Go runtime derived from
+// the environment: 90% of memoryLimitEnv, or 0 (leave the runtime alone)
+// when GOMEMLIMIT is set, which the runtime has applied already and which
+// wins, or when memoryLimitEnv is not set.
+func softMemoryLimit(getenv func(string) string) (int64, error) {
+	if getenv("GOMEMLIMIT") != "" {
+		return 0, nil
+	}
+	v := strings.TrimSpace(getenv(memoryLimitEnv))
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("%s=%q: want the container's memory limit as a positive number of bytes (resourceFieldRef limits.memory with divisor 1)", memoryLimitEnv, v)
+	}
+	return int64(float64(n) * memoryLimitShare), nil
+}
+
+// applyMemoryLimit sets the Go runtime's soft memory limit from the
+// environment (softMemoryLimit) and logs it.
+func applyMemoryLimit(logger *slog.Logger) error {
+	limit, err := softMemoryLimit(os.Getenv)
+	if err != nil || limit == 0 {
+		return err
+	}
+	debug.SetMemoryLimit(limit)
+	logger.Info("Go memory limit set from the container's", "env", memoryLimitEnv, "bytes", limit)
+	return nil
+}

@@ -1,0 +1,211 @@
+package kvm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/egress-proxies/provider_health_exporter/collector"
+)
+
+// The kept connection of each host: found, dialed through the dial queue,
+// dropped, and handed over on reload (Adopt) or closed (Close).
+
+// session returns the kept connection of h, or the one the host's dial
+// makes: it queues that dial, or joins the one queued or running. When ctx
+// ends first the dial goes on without this check, and the next check finds
+// its connection. kept tells whether the session existed before; transient
+// that the checker is closed, so the caller must close the session when
+// done.
+func (c *Checker) session(ctx context.Context, logger *slog.Logger, h *host) (s *session, kept, transient bool, err error) {
+	if s := h.current(logger); s != nil {
+		return s, true, false, nil
+	}
+	j := c.queueDial(h, logger)
+	if j != nil {
+		select {
+		case <-j.done:
+		case <-ctx.Done():
+			if j.started.Load() {
+				return nil, false, false, fmt.Errorf("dialing; the dial goes on after this check, for at most dial_timeout (%s): %w", c.dialTimeout, context.Cause(ctx))
+			}
+			return nil, false, false, fmt.Errorf("waiting for a dial slot (max_concurrent_dials); the dial stays queued: %w", context.Cause(ctx))
+		}
+		if !errors.Is(j.err, errClosed) {
+			if j.err == nil && j.logger != logger {
+				logger.Debug("connected by the dial of an earlier check", "libvirtVersion", j.sess.version)
+			}
+			return j.sess, false, false, j.err
+		}
+	}
+	// The checker was closed (reload, shutdown) before the dial could
+	// run: this check dials on its own, for itself only.
+	s, err = c.dial(ctx, logger, h.set)
+	if err != nil {
+		return nil, false, false, err
+	}
+	h.mu.Lock()
+	h.connects++
+	h.version = s.version
+	h.mu.Unlock()
+	return s, false, true, nil
+}
+
+// queueDial returns the dial of h queued or running, queueing one if there
+// is none; nil when the checker is closed.
+func (c *Checker) queueDial(h *host, logger *slog.Logger) *dialJob {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.job != nil {
+		return h.job
+	}
+	j := &dialJob{h: h, failing: h.failedDials > 0, logger: logger, done: make(chan struct{})}
+	if !c.dials.push(j) {
+		return nil
+	}
+	h.job = j
+	return j
+}
+
+// runDial dials for j in a dial worker, bound to dial_timeout and the
+// checker's life but not to the check that queued it, keeps the session,
+// and keeps count of the host's failed dials for its backoff.
+func (c *Checker) runDial(j *dialJob) {
+	s, err := c.dial(c.ctx, j.logger, j.h.set)
+	h := j.h
+	h.mu.Lock()
+	switch {
+	case c.ctx.Err() != nil:
+		// Closed while dialing: says nothing about the host.
+		if s != nil {
+			defer s.close()
+		}
+		s, err = nil, errClosed
+	case err != nil:
+		var de *dialError
+		if errors.As(err, &de) && de.Stage != stageMaterial {
+			// Only a dial that went to the network took a slot; a
+			// broken key file is cheap to look at again.
+			h.failedDials++
+			if d := backoffDelay(h.failedDials); d > 0 {
+				h.notBefore = time.Now().Add(d)
+				j.logger.Debug("dials keep failing, backing off", "failedDials", h.failedDials, "retryIn", d)
+			}
+		}
+	default:
+		h.failedDials, h.notBefore = 0, time.Time{}
+		h.connects++
+		h.version = s.version
+		h.sess = s
+		j.logger.Debug("connected", "libvirtVersion", s.version)
+	}
+	h.mu.Unlock()
+	c.endDial(j, s, err)
+}
+
+// endDial hands j's outcome to the checks waiting for it.
+func (c *Checker) endDial(j *dialJob, s *session, err error) {
+	h := j.h
+	h.mu.Lock()
+	if h.job == j {
+		h.job = nil
+	}
+	h.mu.Unlock()
+	j.sess, j.err = s, err
+	close(j.done)
+}
+
+// current returns the kept session of h, dropping it when its transport is
+// already known to be gone.
+func (h *host) current(logger *slog.Logger) *session {
+	h.mu.Lock()
+	s := h.sess
+	if s != nil && s.isDead() {
+		h.sess = nil
+	}
+	h.mu.Unlock()
+	if s == nil {
+		return nil
+	}
+	if s.isDead() {
+		logger.Debug("kept connection is gone, redialing")
+		s.close()
+		return nil
+	}
+	return s
+}
+
+// drop forgets s if it is still the kept session of h and closes it.
+func (h *host) drop(s *session) {
+	h.mu.Lock()
+	if h.sess == s {
+		h.sess = nil
+	}
+	h.mu.Unlock()
+	s.close()
+}
+
+// Close closes every kept connection. Checks still running finish on their
+// sessions, which they then close themselves.
+func (c *Checker) Close() error {
+	// The dials in flight stop, the queued ones end unstarted; only then
+	// are the sessions final.
+	c.cancel()
+	c.dials.close(func(j *dialJob, err error) { c.endDial(j, nil, err) })
+	var wg sync.WaitGroup
+	for _, h := range c.hosts {
+		h.mu.Lock()
+		s := h.sess
+		h.sess = nil
+		h.mu.Unlock()
+		if s != nil {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				s.goodbye(c.logger.With("target", h.name))
+			}()
+		}
+	}
+	wg.Wait()
+	return nil
+}
+
+// Adopt takes over the kept connections of hosts whose connection settings
+// did not change (the pool may have), and carries every same-named host's
+// connects counter and libvirt version over so the counter does not reset on
+// reload.
+func (c *Checker) Adopt(old collector.Checker) {
+	o, ok := old.(*Checker)
+	if !ok || o == nil || o == c {
+		return
+	}
+	for _, h := range c.hosts {
+		oh := o.byName[h.name]
+		if oh == nil {
+			continue
+		}
+		oh.mu.Lock()
+		var s *session
+		if oh.set == h.set {
+			s, oh.sess = oh.sess, nil
+		}
+		connects, version := oh.connects, oh.version
+		oh.mu.Unlock()
+
+		h.mu.Lock()
+		h.connects += connects
+		if h.version == "" && oh.set == h.set {
+			h.version = version
+		}
+		if h.sess == nil && s != nil {
+			h.sess, s = s, nil
+		}
+		h.mu.Unlock()
+		if s != nil {
+			s.goodbye(c.logger.With("target", h.name))
+		}
+	}
+}

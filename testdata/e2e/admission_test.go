@@ -1,0 +1,210 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The kubernetes entry with pod_template (docs/configuration.md:
+// "Placement: pod_template"): a real kube-apiserver (testdata/kubernetes)
+// whose namespace admNamespace enforces Pod Security "restricted", and a
+// template whose proxy runs as root, so that the dry run is AdmissionDenied
+// by the real PodSecurity admission.
+const (
+	admName      = "e2e-admission"
+	admNamespace = "e2e-proxies"
+)
+
+// admRootPod is the operator's proxy Pod, running as root.
+const admRootPod = `apiVersion: v1
+kind: Pod
+metadata:
+  generateName: egress-proxy-
+  labels: {app.kubernetes.io/managed-by: egress-proxies-operator}
+spec:
+  automountServiceAccountToken: false
+  containers:
+    - name: proxy
+      image: registry.example/egress-proxy:1.4.2
+`
+
+// admission is the real cluster the pod_template entry checks.
+type admission struct {
+	server, caPEM, adminToken string
+	http                      *http.Client
+	// kubeconfig and template are the entry's files; token is the
+	// exporter's credential in kubeconfig (a secret).
+	kubeconfig, template, token string
+}
+
+// startAdmission starts etcd and kube-apiserver with testdata/kubernetes
+// (the apiserver built once per machine by build-apiserver.sh), stopped by
+// their PIDs when the test ends, and prepares what the entry needs: the
+// restricted namespace with its default ServiceAccount, and a
+// ServiceAccount that may list pods cluster-wide and create pods in the
+// namespace (the base's ClusterRole and components/placement's Role).
+func startAdmission(t *testing.T, root, dir string) *admission {
+	t.Helper()
+	bin := strings.TrimSpace(run(t, root, nil, filepath.Join(root, "testdata", "kubernetes", "build-apiserver.sh")))
+	state, err := os.MkdirTemp("", "phe-e2e-k8s.")
+	must(t, err)
+	ctl := filepath.Join(root, "testdata", "kubernetes", "ctl.sh")
+	t.Cleanup(func() {
+		if out, err := exec.Command(ctl, "stop", state).CombinedOutput(); err != nil {
+			t.Errorf("ctl.sh stop %s: %v\n%s", state, err, out)
+		}
+		if t.Failed() {
+			if b, err := os.ReadFile(filepath.Join(state, "apiserver.log")); err == nil {
+				t.Logf("--- apiserver.log (%s) ---\n%s", state, lastLines(string(b), 40))
+			}
+		}
+		if os.Getenv(envKeep) != "" {
+			t.Logf("kept the kube-apiserver state directory %s", state)
+			return
+		}
+		_ = os.RemoveAll(state)
+	})
+	run(t, root, nil, ctl, "start", state, bin)
+	env := map[string]string{}
+	b, err := os.ReadFile(filepath.Join(state, "env"))
+	must(t, err)
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if k, v, ok := strings.Cut(line, "="); ok {
+			env[k] = v
+		}
+	}
+	ca, err := os.ReadFile(env["PHE_K8S_CA"])
+	must(t, err)
+	tok, err := os.ReadFile(env["PHE_K8S_ADMIN_TOKEN_FILE"])
+	must(t, err)
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(ca) {
+		t.Fatalf("no certificate in %s", env["PHE_K8S_CA"])
+	}
+	a := &admission{server: env["PHE_K8S_SERVER"], caPEM: string(ca), adminToken: strings.TrimSpace(string(tok)),
+		http: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}}
+	t.Cleanup(a.http.CloseIdleConnections)
+
+	rbac := "/apis/rbac.authorization.k8s.io/v1"
+	a.create(t, "/api/v1/namespaces", map[string]any{"metadata": map[string]any{"name": admNamespace,
+		"labels": map[string]string{"pod-security.kubernetes.io/enforce": "restricted"}}})
+	for _, sa := range []string{"default", "exporter"} {
+		a.create(t, "/api/v1/namespaces/"+admNamespace+"/serviceaccounts", map[string]any{"metadata": map[string]any{"name": sa}})
+	}
+	subjects := []map[string]string{{"kind": "ServiceAccount", "name": "exporter", "namespace": admNamespace}}
+	a.create(t, rbac+"/clusterroles", map[string]any{"metadata": map[string]any{"name": "e2e-list-pods"},
+		"rules": []map[string]any{{"apiGroups": []string{""}, "resources": []string{"pods"}, "verbs": []string{"list"}}}})
+	a.create(t, rbac+"/clusterrolebindings", map[string]any{"metadata": map[string]any{"name": "e2e-list-pods"},
+		"roleRef": map[string]string{"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "e2e-list-pods"}, "subjects": subjects})
+	a.create(t, rbac+"/namespaces/"+admNamespace+"/roles", map[string]any{"metadata": map[string]any{"name": "e2e-placement"},
+		"rules": []map[string]any{{"apiGroups": []string{""}, "resources": []string{"pods"}, "verbs": []string{"create"}}}})
+	a.create(t, rbac+"/namespaces/"+admNamespace+"/rolebindings", map[string]any{"metadata": map[string]any{"name": "e2e-placement"},
+		"roleRef": map[string]string{"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "e2e-placement"}, "subjects": subjects})
+	var tr struct {
+		Status struct {
+			Token string `json:"token"`
+		} `json:"status"`
+	}
+	must(t, json.Unmarshal(a.create(t, "/api/v1/namespaces/"+admNamespace+"/serviceaccounts/exporter/token",
+		map[string]any{"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": map[string]any{"expirationSeconds": 3600}}), &tr))
+	if tr.Status.Token == "" {
+		t.Fatal("TokenRequest gave no token")
+	}
+	a.token = tr.Status.Token
+	a.kubeconfig = writeFile(t, dir, "kubeconfig-admission", fmt.Sprintf(kubeconfigTmpl, a.server, base64.StdEncoding.EncodeToString(ca), a.token))
+	a.template = writeFile(t, dir, "proxy-pod.yaml", admRootPod)
+	return a
+}
+
+// create POSTs obj to path as the admin and returns the answer; anything
+// but 201 fails the test.
+func (a *admission) create(t *testing.T, path string, obj any) []byte {
+	t.Helper()
+	code, body := a.do(t, http.MethodPost, path, obj)
+	if code != http.StatusCreated {
+		t.Fatalf("POST %s: %d %s", path, code, body)
+	}
+	return body
+}
+
+func (a *admission) do(t *testing.T, method, path string, obj any) (int, []byte) {
+	t.Helper()
+	var body io.Reader
+	if obj != nil {
+		b, err := json.Marshal(obj)
+		must(t, err)
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, a.server+path, body)
+	must(t, err)
+	req.Header.Set("Authorization", "Bearer "+a.adminToken)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := a.http.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	must(t, err)
+	return resp.StatusCode, b
+}
+
+// admissionConfig is the template data of the pod_template entry.
+func (a *admission) admissionConfig() map[string]any {
+	return map[string]any{"Admission": true, "AdmName": admName, "AdmKubeconfig": a.kubeconfig, "AdmNamespace": admNamespace, "AdmTemplate": a.template}
+}
+
+// admissionAlerts are the alerts the entry raises: not ready, its only
+// target, and a reason waiting does not fix.
+func admissionAlerts(exporterAddr string) []alertMatch {
+	return []alertMatch{{name: "ProviderNotReady", labels: map[string]string{
+		"job": job, "instance": exporterAddr, "provider": "kubernetes", "name": admName, "target": "apiserver", "severity": "warning",
+	}, description: "reason: AdmissionDenied."}, {name: "ProviderUnavailable", labels: map[string]string{
+		"job": job, "provider": "kubernetes", "name": admName, "severity": "critical",
+	}, description: "reasons: AdmissionDenied."}, {name: "ProviderActionRequired", labels: map[string]string{
+		"job": job, "instance": exporterAddr, "provider": "kubernetes", "name": admName, "target": "apiserver", "reason": "AdmissionDenied", "severity": "critical",
+	}, description: "has reported AdmissionDenied"}}
+}
+
+// checkAdmissionDenied asserts that the pod_template entry is
+// AdmissionDenied (up 1, ready 0) from the real PodSecurity admission
+// everywhere the exporter shows it, with the template, namespace and dry
+// run under details; that /probe?debug=true logs the request line and the
+// answer's status; and that the dry run left no Pod behind.
+func checkAdmissionDenied(t *testing.T, prom *promAPI, exporterURL string, a *admission) {
+	t.Helper()
+	msg := regexp.MustCompile(`^dry-run create of pod_template in namespace ` + admNamespace + ` refused by PodSecurity: pods "egress-proxy-\w*" is forbidden: violates PodSecurity "restricted:latest": .*runAsNonRoot != true`)
+	details := checkHeadroom(t, prom, exporterURL, "kubernetes", admName, "apiserver", "AdmissionDenied", msg)
+	if details["podTemplate"] != a.template || details["namespace"] != admNamespace ||
+		!strings.HasPrefix(details["dryRun"], "AdmissionDenied: dry-run create of pod_template") || details["dryRunTime"] == "" {
+		t.Errorf("/api/v1/status details %v: want podTemplate %s, namespace %s and the last dry run", details, a.template, admNamespace)
+	}
+	debug := get(t, exporterURL+"/probe?name="+admName+"&debug=true")
+	for _, want := range []string{"POST /api/v1/namespaces/" + admNamespace + "/pods?dryRun=All", "status=403"} {
+		if !strings.Contains(debug, want) {
+			t.Errorf("/probe?name=%s&debug=true lacks %q:\n%s", admName, want, debug)
+		}
+	}
+	code, body := a.do(t, http.MethodGet, "/api/v1/namespaces/"+admNamespace+"/pods", nil)
+	var pods struct {
+		Items []any `json:"items"`
+	}
+	if code != http.StatusOK || json.Unmarshal(body, &pods) != nil || len(pods.Items) != 0 {
+		t.Errorf("pods in %s after the dry runs: %d %s, want none", admNamespace, code, body)
+	}
+}
