@@ -9,9 +9,9 @@ import (
 // MaxProviderString is the most of any provider-supplied string (an error
 // or Status message, a quota warning, an access review's reason, a webhook's
 // denial, a name) that the exporter keeps where it enters a verdict's
-// message, a status page's details or a log line (docs/security.md:
-// "Bounds"). A provider answer may legally be megabytes; copying it into
-// every verdict, page and log line multiplies it.
+// message, a status page's details or a log line (docs/security.md: "What
+// the exporter bounds"). A provider answer may legally be megabytes;
+// copying it into every verdict, page and log line multiplies it.
 const MaxProviderString = 4096
 
 // MaxLabelValue is the longest provider-supplied value (a quota's name, a
