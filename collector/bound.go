@@ -10,7 +10,7 @@ import (
 // or Status message, a quota warning, an access review's reason, a webhook's
 // denial, a name) that the exporter keeps where it enters a verdict's
 // message, a status page's details or a log line (docs/security.md:
-// "Bounds"). A provider answer may legally be megabytes; copying it into
+// "Strings, labels and pages"). A provider answer may legally be megabytes; copying it into
 // every verdict, page and log line multiplies it.
 const MaxProviderString = 4096
 
@@ -19,7 +19,7 @@ const MaxProviderString = 4096
 const MaxLabelValue = 256
 
 // BoundString returns s cut to at most MaxProviderString bytes of valid
-// UTF-8, with a marker saying how much was cut, so that a reader of the
+// UTF-8, with a marker saying how many bytes of s were cut, so that a reader of the
 // message knows it is not the whole of what the provider said. Invalid
 // UTF-8 is replaced, as a log line or a JSON page would otherwise carry it
 // through unchanged.
@@ -31,18 +31,27 @@ func boundString(s string, limit int) string {
 	if len(s) <= limit && utf8.ValidString(s) {
 		return s
 	}
-	end := min(len(s), limit)
-	// Back up to the start of a rune so that a valid string stays valid.
-	for end > 0 && end < len(s) && !utf8.RuneStart(s[end]) {
-		end--
+	// Rune by rune up to limit bytes of output, so that a multi-megabyte
+	// answer is never copied whole; each invalid byte becomes U+FFFD.
+	var b strings.Builder
+	b.Grow(min(len(s), limit) + 64)
+	i := 0
+	for i < len(s) {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		piece := s[i : i+size]
+		if r == utf8.RuneError && size == 1 {
+			piece = "\uFFFD"
+		}
+		if b.Len()+len(piece) > limit {
+			break
+		}
+		b.WriteString(piece)
+		i += size
 	}
-	// Cut before replacing invalid bytes, so that a multi-megabyte answer
-	// is never copied whole.
-	kept := strings.ToValidUTF8(s[:end], "\uFFFD")
-	if end == len(s) {
-		return kept
+	if i < len(s) {
+		b.WriteString("… [cut: " + strconv.Itoa(len(s)-i) + " more bytes]")
 	}
-	return kept + "… [cut: " + strconv.Itoa(len(s)-end) + " more bytes]"
+	return b.String()
 }
 
 // ValidLabelValue reports whether a provider-supplied value may become a

@@ -27,7 +27,7 @@ func TestBoundString(t *testing.T) {
 		t.Errorf("BoundString(%q) = %q, want valid UTF-8 starting with q", bad, got)
 	}
 	hugeBad := strings.Repeat("\xff", 4<<20)
-	if got := BoundString(hugeBad); len(got) > MaxProviderString*3+64 || !utf8.ValidString(got) {
+	if got := BoundString(hugeBad); len(got) > MaxProviderString+64 || !utf8.ValidString(got) {
 		t.Errorf("4 MiB of invalid bytes became %d bytes (valid %v)", len(got), utf8.ValidString(got))
 	}
 }

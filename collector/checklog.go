@@ -118,6 +118,10 @@ func (h *captureHandler) Enabled(ctx context.Context, level slog.Level) bool {
 }
 
 func (h *captureHandler) Handle(ctx context.Context, r slog.Record) error {
+	// What a check logs is cut here, for every kind: an error or answer
+	// of several megabytes would otherwise be kept in the check's log and
+	// written to the engine's at every change (collector.BoundString).
+	r = boundRecord(r)
 	if r.Level >= slog.LevelDebug {
 		h.dst.add(h, r.Clone())
 	}

@@ -149,12 +149,14 @@ func (e *Engine) Load(entries []Entry) error {
 		p := &provider{Entry: en, checker: c, targets: redactedTargets(c), states: map[string]*state{}}
 		for _, t := range p.targets {
 			st := &state{}
-			// A target that stays keeps its history and last verdict for
-			// the status page, but not its cache: the settings changed.
+			// A target that stays keeps its history for the status page,
+			// but neither its cache nor its last verdict: the settings
+			// changed, and a verdict about the old ones (a region no
+			// longer configured, another minimum) would be shown as the
+			// new ones' until the next check. It reads "not checked yet".
 			if prev != nil && prev.Kind == en.Kind {
 				if ps := prev.states[t.Name]; ps != nil {
 					ps.mu.Lock()
-					st.last, st.provisional, st.transition = ps.last, ps.provisional, ps.transition
 					st.history = slices.Clone(ps.history)
 					ps.mu.Unlock()
 				}

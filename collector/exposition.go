@@ -59,9 +59,13 @@ func newFamily(name, help string, typ dto.MetricType, labels ...string) *family 
 // NewExposition builds the families of results. Errors are a provider's
 // metrics that a Registry would refuse too (invalid, inconsistent or
 // duplicate); they are left out and everything else is kept, as
-// promhttp.ContinueOnError does.
+// promhttp.ContinueOnError does. A target whose Facts panic while collected
+// is turned into Unknown, in results too.
 func NewExposition(results []ProviderResult) (*Exposition, error) {
 	ps, order, n := sortedResults(results)
+	// The providers' own metrics first: a target whose Facts panic while
+	// collected reads Unknown in the framework's families below.
+	rows, errs := gatherFacts(ps, order)
 	perTarget := func(name, help string) *family {
 		f := newFamily(name, help, dto.MetricType_GAUGE, "name", "provider", "target")
 		f.values, f.nums = make([]string, 0, 3*n), make([]float64, 0, n)
@@ -120,7 +124,7 @@ func NewExposition(results []ProviderResult) (*Exposition, error) {
 			x.fams = append(x.fams, f)
 		}
 	}
-	facts, err := collectFacts(ps, order, x.fams)
+	facts, err := groupFacts(rows, errs, x.fams)
 	x.fams = append(x.fams, facts...)
 	slices.SortFunc(x.fams, func(a, b *family) int { return strings.Compare(a.name, b.name) })
 	return x, err
@@ -169,21 +173,23 @@ func addTargetInfo(infoF *family, infos []targetInfo) {
 	}
 }
 
-// collectFacts gathers the providers' own metrics of every target, as a
-// Registry does: grouped into families by name, each family sorted by its
-// label values, inconsistent and duplicate metrics left out. A verdict's
-// Facts are collected once (FactsMemo) and reused for as long as the
-// verdict is served.
-func collectFacts(ps []*ProviderResult, order [][]*TargetResult, framework []*family) ([]*family, error) {
+// gatherFacts collects the providers' own metrics of every target. A
+// verdict's Facts are collected once (factsMemo) and reused for as long as
+// the verdict is served. A target whose Facts panicked while collected
+// becomes Unknown with the panic's text, without facts.
+func gatherFacts(ps []*ProviderResult, order [][]*TargetResult) (rows [][]*factMetric, errs []error) {
 	var jobs []*factJob
-	rows := make([][]*factMetric, 0, len(ps))
-	var errs []error
+	rows = make([][]*factMetric, 0, len(ps))
 	for i, p := range ps {
 		for _, t := range order[i] {
 			if t.Facts == nil {
 				continue
 			}
-			if ms, ok, err := t.memo.load(p.Name, t.Target.Name); ok {
+			if ms, ok, panicked, err := t.memo.load(p.Name, t.Target.Name); ok {
+				if panicked != "" {
+					t.Verdict = panicVerdict(t.Verdict, "building the metrics of the verdict", panicked)
+					continue
+				}
 				rows = append(rows, ms)
 				if err != nil {
 					errs = append(errs, err)
@@ -197,8 +203,20 @@ func collectFacts(ps []*ProviderResult, order [][]*TargetResult, framework []*fa
 		jrows, jerrs := collectJobs(jobs)
 		rows = append(rows, jrows...)
 		errs = append(errs, jerrs...)
+		for _, j := range jobs {
+			if j.panic != "" {
+				j.t.Verdict = panicVerdict(j.t.Verdict, "building the metrics of the verdict", j.panic)
+				errs = append(errs, fmt.Errorf("collecting the metrics of target %q of %q panicked: %s", j.t.Target.Name, j.name, j.panic))
+			}
+		}
 	}
+	return rows, errs
+}
 
+// groupFacts groups the providers' metrics into families by name, as a
+// Registry does: each family sorted by its label values, inconsistent and
+// duplicate metrics left out.
+func groupFacts(rows [][]*factMetric, errs []error, framework []*family) ([]*family, error) {
 	byDesc := map[*prometheus.Desc]*family{}
 	byName := map[string]*family{}
 	for _, f := range framework {
@@ -244,7 +262,26 @@ func collectFacts(ps []*ProviderResult, order [][]*TargetResult, framework []*fa
 			return false
 		})
 	}
-	return out, errors.Join(errs...)
+	return out, boundedJoin(errs)
+}
+
+// maxErrors is how many of a scrape's metric errors its error names; the
+// rest are counted. Each is cut (BoundString): an error can quote a label
+// value a provider sent, and a scrape can have one per target.
+const maxErrors = 10
+
+func boundedJoin(errs []error) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	kept := make([]error, 0, min(len(errs), maxErrors)+1)
+	for _, err := range errs[:min(len(errs), maxErrors)] {
+		kept = append(kept, errors.New(BoundString(err.Error())))
+	}
+	if len(errs) > maxErrors {
+		kept = append(kept, fmt.Errorf("and %d more", len(errs)-maxErrors))
+	}
+	return errors.Join(kept...)
 }
 
 // factJob is a target whose Facts' metrics are not known yet.
@@ -252,6 +289,21 @@ type factJob struct {
 	name string
 	t    *TargetResult
 	ms   []*factMetric
+	// panic is the text of a panic in the Facts' Collect; its metrics are
+	// then dropped.
+	panic string
+}
+
+// collectOne sends j's metrics, then the nil that ends them; a panic in
+// Collect is kept in j.panic.
+func collectOne(ch chan<- prometheus.Metric, j *factJob) {
+	defer func() {
+		if rec := recover(); rec != nil {
+			j.panic = BoundString(fmt.Sprint(rec))
+		}
+		ch <- nil
+	}()
+	j.t.Facts.Collect(ch, j.name, j.t.Target.Name)
 }
 
 // collectJobs collects the metrics of the jobs' Facts and remembers them
@@ -263,8 +315,7 @@ func collectJobs(jobs []*factJob) (rows [][]*factMetric, errs []error) {
 	go func() {
 		defer close(ch)
 		for _, j := range jobs {
-			j.t.Facts.Collect(ch, j.name, j.t.Target.Name)
-			ch <- nil
+			collectOne(ch, j)
 		}
 	}()
 	var batch []factMetric // allocated a few hundred at a time
@@ -275,7 +326,11 @@ func collectJobs(jobs []*factJob) (rows [][]*factMetric, errs []error) {
 		j := jobs[k]
 		if m == nil {
 			err := errors.Join(jerrs...)
-			j.t.memo.store(j.name, j.t.Target.Name, j.ms, err)
+			if j.panic != "" {
+				// What was sent before the panic is not the whole.
+				j.ms, err = nil, nil
+			}
+			j.t.memo.store(j.name, j.t.Target.Name, j.ms, err, j.panic)
 			if err != nil {
 				errs = append(errs, err)
 			}
@@ -285,7 +340,12 @@ func collectJobs(jobs []*factJob) (rows [][]*factMetric, errs []error) {
 			continue
 		}
 		if len(batch) == 0 {
-			batch, dms = make([]factMetric, 256), make([]dto.Metric, 256)
+			// A few hundred at a time across targets, but no more than
+			// the jobs left can use: the metrics keep their batch alive
+			// for as long as their verdict is served, and a check collects
+			// its one target alone (settleFacts).
+			n := min(256, 16*(len(jobs)-k))
+			batch, dms = make([]factMetric, n), make([]dto.Metric, n)
 		}
 		fm, dm := &batch[0], &dms[0]
 		batch, dms = batch[1:], dms[1:]
@@ -336,28 +396,29 @@ type factsMemo struct {
 	name, target string
 	ms           []*factMetric
 	err          error
+	panicked     string // the text of a panic in Collect
 }
 
-func (m *factsMemo) load(name, target string) ([]*factMetric, bool, error) {
+func (m *factsMemo) load(name, target string) (ms []*factMetric, ok bool, panicked string, err error) {
 	if m == nil {
-		return nil, false, nil
+		return nil, false, "", nil
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if !m.done || m.name != name || m.target != target {
-		return nil, false, nil
+		return nil, false, "", nil
 	}
-	return m.ms, true, m.err
+	return m.ms, true, m.panicked, m.err
 }
 
-func (m *factsMemo) store(name, target string, ms []*factMetric, err error) {
+func (m *factsMemo) store(name, target string, ms []*factMetric, err error, panicked string) {
 	if m == nil {
 		return
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if !m.done {
-		m.done, m.name, m.target, m.ms, m.err = true, name, target, ms, err
+		m.done, m.name, m.target, m.ms, m.err, m.panicked = true, name, target, ms, err, panicked
 	}
 }
 

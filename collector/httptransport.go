@@ -22,7 +22,29 @@ const MaxBodyBytes = 4 << 20
 type BodyTooLargeError struct{ Limit int64 }
 
 func (e *BodyTooLargeError) Error() string {
-	return fmt.Sprintf("the response body is larger than the exporter's limit of %d MiB; the read was stopped", e.Limit>>20)
+	limit := fmt.Sprintf("%d MiB", e.Limit>>20)
+	if e.Limit%(1<<20) != 0 {
+		limit = fmt.Sprintf("%d KiB", e.Limit>>10)
+	}
+	return fmt.Sprintf("the response body is larger than the exporter's limit of %s; the read was stopped", limit)
+}
+
+type bodyLimitKey struct{}
+
+// WithBodyLimit lowers the body limit of the requests made with ctx below
+// MaxBodyBytes, for answers that are small by nature (an access review):
+// read whole and decoded a few at a time, 4 MiB each would multiply.
+func WithBodyLimit(ctx context.Context, limit int64) context.Context {
+	return context.WithValue(ctx, bodyLimitKey{}, limit)
+}
+
+// bodyLimit is the body limit of req: MaxBodyBytes unless its context
+// lowered it.
+func bodyLimit(req *http.Request) int64 {
+	if l, ok := req.Context().Value(bodyLimitKey{}).(int64); ok && l > 0 && l < MaxBodyBytes {
+		return l
+	}
+	return MaxBodyBytes
 }
 
 // RedirectError is a 3xx answer, which a provider's HTTP client never
@@ -57,7 +79,8 @@ func (t *boundedTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 		_ = resp.Body.Close()
 		return nil, &RedirectError{Status: resp.Status, Location: resp.Header.Get("Location")}
 	}
-	resp.Body = &limitedBody{rc: resp.Body, left: MaxBodyBytes, limit: MaxBodyBytes}
+	limit := bodyLimit(req)
+	resp.Body = &limitedBody{rc: resp.Body, left: limit, limit: limit}
 	return resp, nil
 }
 

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 
-	"go.yaml.in/yaml/v3"
-
 	"github.com/egress-proxies/provider_health_exporter/config"
 )
 
@@ -293,15 +291,6 @@ func Entries(kinds []Kind, cfg *config.Config, logger *slog.Logger) []Entry {
 		}
 	}
 	return out
-}
-
-// fingerprint identifies an entry's settings.
-func fingerprint(entry config.Entry) string {
-	b, err := yaml.Marshal(entry)
-	if err != nil {
-		return fmt.Sprintf("unmarshalable-%p", entry)
-	}
-	return string(b)
 }
 
 // FileWarnings asks each kind to read the files of its entries as its

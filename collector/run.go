@@ -294,19 +294,25 @@ func (e *Engine) start(ctx context.Context, p *provider, st *state, t Target) *c
 		}
 		if !p.Reasons.Contains(v.Reason) {
 			logger.Error("checker returned a reason outside its set", "reason", v.Reason, "message", v.Message)
-			v = Verdict{Reason: ReasonUnknown, Message: fmt.Sprintf("invalid reason %q: %s", v.Reason, v.Message)}
+			v = Verdict{Reason: ReasonUnknown, Message: fmt.Sprintf("invalid reason %q: %s", BoundString(string(v.Reason)), v.Message)}
+		}
+		// The one place every kind's message passes (docs/security.md:
+		// "Strings, labels and pages").
+		v.Message = BoundString(v.Message)
+		st.mu.Lock()
+		prev := st.cached
+		st.mu.Unlock()
+		if prev == nil || !sameFacts(prev.Facts, v.Facts) {
+			v = settleFacts(v, c.memo, p.Name, t.Name, logger)
 		}
 		if v.Address != "" {
 			v.Address = redact.URL(v.Address)
 			t.Address = v.Address
+			st.mu.Lock()
+			st.address = v.Address
+			st.mu.Unlock()
 		}
 		res := Result{Verdict: v, Target: t, CheckedAt: end, Duration: end.Sub(begin)}
-		st.mu.Lock()
-		prev := st.cached
-		if v.Address != "" {
-			st.address = v.Address
-		}
-		st.mu.Unlock()
 		// A verdict is logged at info when the reason changes, so a target
 		// that stays broken does not fill the log at every scrape.
 		level := slog.LevelDebug
@@ -351,8 +357,9 @@ func sameFacts(a, b Facts) bool {
 func safeCheck(ctx context.Context, c Checker, t Target, logger *slog.Logger) (v Verdict) {
 	defer func() {
 		if rec := recover(); rec != nil {
-			logger.Error("checker panicked", "panic", fmt.Sprint(rec), "stack", string(debug.Stack()))
-			v = Verdict{Reason: ReasonUnknown, Message: fmt.Sprintf("checker panicked: %v", rec)}
+			text := BoundString(fmt.Sprint(rec))
+			logger.Error("checker panicked", "panic", text, "stack", string(debug.Stack()))
+			v = Verdict{Reason: ReasonUnknown, Message: "checker panicked: " + text}
 		}
 	}()
 	return c.Check(ctx, logger, t.Name)

@@ -50,7 +50,7 @@ func (p *provider) withFacts(tr TargetResult) TargetResult {
 	if tr.Facts == nil {
 		if k, ok := p.checker.(FactKeeper); ok {
 			// Kept facts change from scrape to scrape: not the verdict's.
-			tr.Facts, tr.memo = k.Facts(tr.Target.Name), nil
+			tr.Facts, tr.memo = keptFacts(k, tr.Target.Name), nil
 		}
 	}
 	return tr

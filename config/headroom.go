@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/egress-proxies/provider_health_exporter/internal/quantity"
 )
 
 // CanI is one can_i entry: what the operator must be allowed to do in the
@@ -68,6 +70,16 @@ func ParseCanI(s string) (CanI, error) {
 func ParseQuotaMinimum(name, value string) (resource.Quantity, error) {
 	if name == "" {
 		return resource.Quantity{}, errors.New("min_quota_headroom: empty resource name")
+	}
+	// The bounded parser first: resource.ParseQuantity never returns on
+	// some values ("1e-1000000000"), and a minimum beyond what it clamps
+	// to could never be met.
+	m, err := quantity.Parse(strings.TrimSpace(value))
+	if err != nil {
+		return resource.Quantity{}, fmt.Errorf("min_quota_headroom %s: %w", name, err)
+	}
+	if m == quantity.MaxMilli {
+		return resource.Quantity{}, fmt.Errorf("min_quota_headroom %s: %q is larger than any quota can be", name, value)
 	}
 	q, err := resource.ParseQuantity(strings.TrimSpace(value))
 	if err != nil {

@@ -196,6 +196,9 @@ func (k *Kubernetes) validateHeadroom(where string) error {
 	if k.Namespace != "" && !namespaceName.MatchString(k.Namespace) {
 		return fmt.Errorf("%s: namespace: %q is not a namespace name (lowercase letters, digits and '-', at most 63)", where, k.Namespace)
 	}
+	if len(k.CanI) > MaxCanI {
+		return fmt.Errorf("%s: can_i: %d entries, at most %d are allowed (each is one access review at every check)", where, len(k.CanI), MaxCanI)
+	}
 	for i, s := range k.CanI {
 		if _, err := ParseCanI(s); err != nil {
 			return fmt.Errorf("%s: can_i[%d]: %w", where, i, err)
@@ -208,6 +211,11 @@ func (k *Kubernetes) validateHeadroom(where string) error {
 	}
 	return nil
 }
+
+// MaxCanI is the most can_i entries one kubernetes entry may list: each is
+// an access review at every check, made at most a few at a time
+// (docs/configuration.md: "Kubernetes").
+const MaxCanI = 32
 
 // namespaceName is a Kubernetes namespace name (an RFC 1123 label).
 var namespaceName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)

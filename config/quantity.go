@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/egress-proxies/provider_health_exporter/internal/quantity"
 )
 
 // ParseBytes reads a byte quantity of the file (min_pool_available,
@@ -26,6 +28,11 @@ func ParseBytes(s string) (uint64, error) {
 	if !strings.ContainsAny(num[:1], "0123456789.+-") {
 		// resource.ParseQuantity reads a bare "Gi" as 0.
 		return 0, fmt.Errorf("quantity %q has no number; want bytes or a binary unit (20GiB, 4Gi)", s)
+	}
+	// The bounded parser first: resource.ParseQuantity never returns on
+	// some values ("1e-1000000000"); its own words for the rest.
+	if _, err := quantity.Parse(num); errors.Is(err, quantity.ErrMagnitude) {
+		return 0, fmt.Errorf("quantity %q: %w", s, quantity.ErrMagnitude)
 	}
 	q, err := resource.ParseQuantity(num)
 	if err != nil {

@@ -62,6 +62,9 @@ type exporter struct {
 	reloadMu sync.Mutex // one reload at a time
 	cfgMu    sync.RWMutex
 	cfg      *config.Config
+	// cfgText is /config's answer for cfg, rendered once per load
+	// (configtext.go).
+	cfgText *configText
 }
 
 func newExporter(o exporterOptions) *exporter {
@@ -101,13 +104,16 @@ func (x *exporter) handler() http.Handler {
 		metrics = promhttp.InstrumentMetricHandler(x.self, metrics)
 	}
 	mux.Handle(x.metricsPath, metrics)
-	mux.HandleFunc("/sd", x.serveSD)
+	// Every page that builds an answer from the whole configuration or
+	// every target counts against --web.max-requests, not only those
+	// that check (docs/security.md: "Strings, labels and pages").
+	mux.Handle("/sd", x.limit(http.HandlerFunc(x.serveSD)))
 	if x.enablePprof {
 		handlePprof(mux)
 	}
 	mux.Handle("/probe", x.limit(http.HandlerFunc(x.serveProbe)))
 	mux.Handle("/api/v1/status", x.limit(http.HandlerFunc(x.serveStatusJSON)))
-	mux.HandleFunc("/config", x.serveConfig)
+	mux.Handle("/config", x.limit(http.HandlerFunc(x.serveConfig)))
 	mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "Healthy")
 	})

@@ -79,6 +79,16 @@ func run(args []string, stdout, stderr *os.File) int {
 		return 1
 	}
 
+	if *enablePprof && (toolkitFlags.WebConfigFile == nil || *toolkitFlags.WebConfigFile == "") {
+		socket := toolkitFlags.WebSystemdSocket != nil && *toolkitFlags.WebSystemdSocket
+		warning, err := pprofUnprotected(*toolkitFlags.WebListenAddresses, socket)
+		if err != nil {
+			logger.Error("refusing to start", "err", err)
+			return 1
+		}
+		logger.Warn(warning)
+	}
+
 	paths, err := resolveWebPaths(*externalURL, *routePrefix)
 	if err != nil {
 		logger.Error("invalid web flags", "err", err)

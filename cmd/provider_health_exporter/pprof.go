@@ -1,6 +1,9 @@
 package main
 
 import (
+	"errors"
+	"fmt"
+	"net"
 	"net/http"
 	"net/http/pprof"
 )
@@ -10,11 +13,47 @@ import (
 // docs/scaling.md's "Performance" asks for. It is off unless
 // --web.enable-pprof is given: a profile shows the exporter's internals and
 // a CPU profile keeps a request busy for its duration. Like every path, it is behind
-// --web.config.file's authentication.
+// --web.config.file's authentication; without that file it is served on
+// loopback only (pprofUnprotected).
 func handlePprof(mux *http.ServeMux) {
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+}
+
+// pprofUnprotected decides what --web.enable-pprof without
+// --web.config.file means (docs/security.md: "pprof"): the profiles
+// (cmdline among them) would be served to anyone who reaches the port.
+// When every listen address is on loopback only the local host reaches
+// them, which is how a profile is taken on a workstation: allowed, with a
+// warning at startup. Otherwise, and with systemd socket activation (whose
+// addresses the exporter does not choose), it is refused with an error
+// naming both flags.
+func pprofUnprotected(listen []string, systemdSocket bool) (warning string, err error) {
+	if systemdSocket {
+		return "", errors.New("--web.enable-pprof without --web.config.file with --web.systemd-socket: the profiles would be served unauthenticated on sockets the exporter does not choose; set --web.config.file (basic auth, TLS) or drop --web.enable-pprof")
+	}
+	for _, addr := range listen {
+		if !loopbackAddress(addr) {
+			return "", fmt.Errorf("--web.enable-pprof without --web.config.file on %s, which is not loopback: the profiles, the command line among them, would be served to anyone who reaches it; set --web.config.file (basic auth, TLS), listen on loopback only, or drop --web.enable-pprof", addr)
+		}
+	}
+	return "--web.enable-pprof without --web.config.file: the profiles, the command line among them, are served unauthenticated to every local user (the listen addresses are loopback only)", nil
+}
+
+// loopbackAddress tells whether a listen address binds loopback only: an
+// IP in 127.0.0.0/8 or ::1, or localhost. ":9877" and "0.0.0.0:9877" bind
+// every interface.
+func loopbackAddress(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

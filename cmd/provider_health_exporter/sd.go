@@ -45,6 +45,11 @@ func (x *exporter) serveSD(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no Host header in the request and no --web.external-url: the exporter does not know its own address", http.StatusBadRequest)
 		return
 	}
+	if err := checkHost(host); err != nil && x.web.externalHost == "" {
+		// Copied into every target group: only a valid, bounded host[:port].
+		http.Error(w, "the request's Host cannot be the exporter's address (set --web.external-url): "+err.Error(), http.StatusBadRequest)
+		return
+	}
 	results, err := x.engine.Status("")
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)

@@ -30,6 +30,11 @@ const (
 	minConns = 64
 	// unlimitedConns caps connections when --web.max-requests is 0.
 	unlimitedConns = 1024
+	// maxHeaderBytes bounds a request's header (net/http's default is
+	// 1 MiB): a scrape's or a browser's is a few KiB, and twenty clients
+	// sending a megabyte each would hold twenty megabytes before any
+	// handler runs. More is answered 431 by net/http.
+	maxHeaderBytes = 64 << 10
 )
 
 // maxConnections is how many client connections may be open at once: four
@@ -71,6 +76,7 @@ func boundedServer(h http.Handler, maxRequests int, writeAfter func() time.Durat
 	return &http.Server{
 		Handler:           conns.markServed(refuseBody(writeDeadline(h, writeAfter))),
 		ReadHeaderTimeout: readHeaderTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
 		IdleTimeout:       idleTimeout,
 		ConnState:         conns.track,
 		ConnContext:       withConn,

@@ -9,8 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"go.yaml.in/yaml/v3"
-
 	"github.com/egress-proxies/provider_health_exporter/collector"
 )
 
@@ -83,9 +81,8 @@ func (x *exporter) status(ctx context.Context, name string, refresh bool) ([]sta
 				st.DurationSeconds = t.Duration.Seconds()
 				st.BackoffUntil = utc(t.BackoffUntil)
 			}
-			if t.Facts != nil {
-				st.Details = t.Facts.Details()
-			}
+			// Cut and bounded by the framework, whatever the kind sends.
+			st.Details = collector.Details(t.Facts)
 			for _, tr := range t.Transitions {
 				st.Transitions = append(st.Transitions, statusTransition{Time: tr.Time.UTC(), From: tr.From, To: tr.To})
 			}
@@ -127,12 +124,14 @@ func (x *exporter) serveStatusJSON(w http.ResponseWriter, r *http.Request) {
 // serveConfig shows the configuration in force. It holds file paths, never
 // secret values: secrets live only in the files it references.
 func (x *exporter) serveConfig(w http.ResponseWriter, _ *http.Request) {
-	cfg := x.config()
-	if cfg == nil {
+	x.cfgMu.RLock()
+	text := x.cfgText
+	x.cfgMu.RUnlock()
+	if text == nil {
 		http.Error(w, "no configuration loaded", http.StatusServiceUnavailable)
 		return
 	}
-	out, err := yaml.Marshal(cfg)
+	out, err := text.render()
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
@@ -148,7 +147,11 @@ func (x *exporter) serveReload(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "this endpoint requires a POST request", http.StatusMethodNotAllowed)
 		return
 	}
-	if err := x.reload(); err != nil {
+	err := x.reload()
+	// A reload of a large file may take longer than the write deadline
+	// set when the request arrived: the answer still gets writeGrace.
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(writeGrace))
+	if err != nil {
 		x.logger.Error("error reloading config", "err", err)
 		http.Error(w, fmt.Sprintf("failed to reload config: %v", err), http.StatusInternalServerError)
 		return

@@ -158,7 +158,9 @@ func (p *placement) create(ctx context.Context, logger *slog.Logger, cl *client)
 	var code int
 	res.StatusCode(&code)
 	logger.Debug("dry-run answered", "status", code)
-	pod, err := decoded[*corev1.Pod](res)
+	// Metadata only: the quantities of the Pod sent back are not parsed
+	// (decode.go).
+	pod, err := podMeta(res)
 	if err != nil {
 		reason, msg := p.judge(ctx, err, tr)
 		logger.Debug("dry-run refused", "reason", reason, "err", collector.BoundString(err.Error()))

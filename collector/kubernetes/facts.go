@@ -6,10 +6,10 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
 	"github.com/egress-proxies/provider_health_exporter/config"
@@ -30,7 +30,7 @@ var (
 type headroomSettings struct {
 	namespace string
 	canI      []CanI
-	mins      map[corev1.ResourceName]resource.Quantity
+	mins      map[corev1.ResourceName]Quantity
 }
 
 // newHeadroomSettings parses the headroom keys, which the configuration
@@ -45,11 +45,15 @@ func newHeadroomSettings(cfg *config.Kubernetes) (headroomSettings, error) {
 		hs.canI = append(hs.canI, ci)
 	}
 	if len(cfg.MinQuotaHeadroom) > 0 {
-		hs.mins = make(map[corev1.ResourceName]resource.Quantity, len(cfg.MinQuotaHeadroom))
+		hs.mins = make(map[corev1.ResourceName]Quantity, len(cfg.MinQuotaHeadroom))
 		for _, name := range slices.Sorted(maps.Keys(cfg.MinQuotaHeadroom)) {
-			q, err := ParseQuotaMinimum(name, cfg.MinQuotaHeadroom[name])
-			if err != nil {
+			value := cfg.MinQuotaHeadroom[name]
+			if _, err := ParseQuotaMinimum(name, value); err != nil {
 				return headroomSettings{}, err
+			}
+			q, err := parseQuantity(strings.TrimSpace(value))
+			if err != nil {
+				return headroomSettings{}, fmt.Errorf("min_quota_headroom %s: %w", name, err)
 			}
 			hs.mins[corev1.ResourceName(name)] = q
 		}
@@ -97,13 +101,17 @@ type Facts struct {
 
 var _ collector.Facts = (*Facts)(nil)
 
-// Collect sends the quota series of the configured resources.
+// Collect sends the quota series of the configured resources, of the
+// quotas whose name is a valid label value (listQuotas).
 func (f *Facts) Collect(ch chan<- prometheus.Metric, name, _ string) {
 	for _, q := range f.Quotas {
-		ch <- prometheus.MustNewConstMetric(quotaHardDesc, prometheus.GaugeValue, q.Hard.AsApproximateFloat64(),
+		if q.NoSeries {
+			continue
+		}
+		ch <- collector.ConstMetric(quotaHardDesc, prometheus.GaugeValue, q.Hard.Milli.Float(),
 			name, f.Namespace, q.Quota, string(q.Resource))
 		if !q.NoUsage {
-			ch <- prometheus.MustNewConstMetric(quotaUsedDesc, prometheus.GaugeValue, q.Used.AsApproximateFloat64(),
+			ch <- collector.ConstMetric(quotaUsedDesc, prometheus.GaugeValue, q.Used.Milli.Float(),
 				name, f.Namespace, q.Quota, string(q.Resource))
 		}
 	}

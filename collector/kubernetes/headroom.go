@@ -23,6 +23,7 @@ import (
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
 	"github.com/egress-proxies/provider_health_exporter/config"
+	"github.com/egress-proxies/provider_health_exporter/internal/quantity"
 )
 
 // ReasonQuotaExhausted says a configured min_quota_headroom is not met by a
@@ -53,17 +54,56 @@ type CanIAnswer struct {
 	Reason string
 }
 
+// Quantity is a quantity of the API server's answer: the text it wrote
+// (cut for messages) and its value, read with bounded work
+// (internal/quantity), in thousandths of its unit, clamped.
+type Quantity struct {
+	Text  string
+	Milli quantity.Milli
+}
+
+func (q Quantity) String() string { return q.Text }
+
+// parseQuantity reads a quantity of the answer; one no cluster could mean
+// ("1e1000000000") is an error, which makes the check BadResponse.
+func parseQuantity(s string) (Quantity, error) {
+	m, err := quantity.Parse(s)
+	if err != nil {
+		return Quantity{}, err //nolint:wrapcheck // its text names the quantity
+	}
+	return Quantity{Text: collector.BoundString(s), Milli: m}, nil
+}
+
 // QuotaUsage is one configured resource of one ResourceQuota: the series
 // kubernetes_quota_hard and _used, and the status page's details.
 type QuotaUsage struct {
+	// Quota is the quota's name, cut (collector.BoundString) when it is
+	// not a valid label value.
 	Quota    string
 	Resource corev1.ResourceName
-	Hard     resource.Quantity
-	Used     resource.Quantity
+	Hard     Quantity
+	Used     Quantity
 	// NoUsage is set when the quota's status has no usage of the resource
 	// yet (no quota controller has counted it): it is not judged.
 	NoUsage bool
+	// NoSeries is set for a quota that is judged but not exported: its
+	// name is no valid label value, or MaxQuotaSeries quotas already are.
+	NoSeries bool
 }
+
+// ReviewConcurrency is how many can_i reviews of one check are in flight
+// at once; the quota list runs beside them (docs/configuration.md:
+// "Kubernetes").
+const ReviewConcurrency = 8
+
+// maxReviewBody is the body limit of an access review's answer: a few
+// hundred bytes, a few KiB with a webhook's reason. A larger one is
+// BadResponse, so that ReviewConcurrency reviews cannot hold 4 MiB each.
+const maxReviewBody = 64 << 10
+
+// MaxQuotaSeries is the most ResourceQuotas of the namespace whose series
+// a check exports (the first by name); every quota is judged.
+const MaxQuotaSeries = 32
 
 // Headroom is what the headroom part of a check read.
 type Headroom struct {
@@ -71,13 +111,13 @@ type Headroom struct {
 	Quotas []QuotaUsage
 }
 
-// readHeadroom asks every can_i review and lists the namespace's
-// ResourceQuotas (when mins is not empty), all at once under ctx, each one
-// request without retries like the list call. An error is that of the
+// readHeadroom asks every can_i review, ReviewConcurrency at a time, and
+// lists the namespace's ResourceQuotas (when mins is not empty) beside
+// them, under ctx, each one request without retries like the list call. An error is that of the
 // first request in can_i order, then the quota list, that failed, with its
 // reason from classify, the list call's classifier.
 func (c *Checker) readHeadroom(ctx context.Context, logger *slog.Logger, cl *client, namespace string,
-	canI []CanI, mins map[corev1.ResourceName]resource.Quantity,
+	canI []CanI, mins map[corev1.ResourceName]Quantity,
 ) (Headroom, collector.Reason, error) {
 	defer utilnet.CloseIdleConnectionsFor(cl.http.Transport)
 	ctx = klog.NewContext(ctx, logr.FromSlogHandler(logger.Handler()))
@@ -85,16 +125,33 @@ func (c *Checker) readHeadroom(ctx context.Context, logger *slog.Logger, cl *cli
 	errs := make([]error, len(canI)+1)
 	traces := make([]*trace, len(canI)+1)
 	var wg sync.WaitGroup
+	// Each request in a goroutine of its own, which the engine's recover
+	// does not reach: a panic in one is its error (collector.CatchPanic).
+	slots := make(chan struct{}, ReviewConcurrency)
 	for i, ci := range canI {
 		traces[i] = &trace{}
 		wg.Go(func() {
-			h.CanI[i], errs[i] = review(context.WithValue(ctx, traceKey{}, traces[i]), logger, cl, namespace, ci)
+			select {
+			case slots <- struct{}{}:
+				defer func() { <-slots }()
+			case <-ctx.Done():
+				errs[i] = fmt.Errorf("can i %s: waiting for a review slot: %w", ci, context.Cause(ctx))
+				return
+			}
+			errs[i] = collector.CatchPanic(func() (err error) {
+				rctx := collector.WithBodyLimit(context.WithValue(ctx, traceKey{}, traces[i]), maxReviewBody)
+				h.CanI[i], err = review(rctx, logger, cl, namespace, ci)
+				return err
+			})
 		})
 	}
 	if len(mins) > 0 {
 		traces[len(canI)] = &trace{}
 		wg.Go(func() {
-			h.Quotas, errs[len(canI)] = listQuotas(context.WithValue(ctx, traceKey{}, traces[len(canI)]), logger, cl, namespace, mins)
+			errs[len(canI)] = collector.CatchPanic(func() (err error) {
+				h.Quotas, err = c.listQuotas(context.WithValue(ctx, traceKey{}, traces[len(canI)]), logger, cl, namespace, mins)
+				return err
+			})
 		})
 	}
 	wg.Wait()
@@ -125,41 +182,97 @@ func review(ctx context.Context, logger *slog.Logger, cl *client, namespace stri
 	if err != nil {
 		return CanIAnswer{}, fmt.Errorf("can i %s in namespace %s: %w", ci, namespace, err)
 	}
-	a := CanIAnswer{CanI: ci, Allowed: obj.Status.Allowed, Reason: obj.Status.Reason}
+	// The authorizer's words, cut: they enter the verdict's message.
+	a := CanIAnswer{CanI: ci, Allowed: obj.Status.Allowed, Reason: collector.BoundString(obj.Status.Reason)}
 	if e := obj.Status.EvaluationError; e != "" {
-		a.Reason = strings.TrimPrefix(a.Reason+"; "+e, "; ")
+		a.Reason = collector.BoundString(strings.TrimPrefix(a.Reason+"; "+collector.BoundString(e), "; "))
 	}
 	logger.Debug("access reviewed", "can_i", ci.String(), "allowed", a.Allowed, "reason", a.Reason)
 	return a, nil
 }
 
 // listQuotas lists the namespace's ResourceQuotas and keeps, for each
-// configured resource, every quota that limits it.
-func listQuotas(ctx context.Context, logger *slog.Logger, cl *client, namespace string, mins map[corev1.ResourceName]resource.Quantity) ([]QuotaUsage, error) {
+// configured resource, every quota that limits it. A quantity no cluster
+// could mean is BadResponse; a quota name that is no valid label value is
+// judged under a cut name and its series are left out, with a log line.
+func (c *Checker) listQuotas(ctx context.Context, logger *slog.Logger, cl *client, namespace string, mins map[corev1.ResourceName]Quantity) ([]QuotaUsage, error) {
 	logger.Debug("listing resource quotas", "namespace", namespace)
 	res := cl.rest.Get().Namespace(namespace).Resource("resourcequotas").MaxRetries(0).Do(ctx)
-	list, err := decoded[*corev1.ResourceQuotaList](res)
+	list, err := quotaList(res)
 	if err != nil {
 		return nil, fmt.Errorf("list resource quotas of namespace %s: %w", namespace, err)
 	}
+	slices.SortFunc(list, func(a, b rawQuota) int { return strings.Compare(a.Name, b.Name) })
 	var out []QuotaUsage
-	for _, q := range list.Items {
-		for name := range mins {
-			hard, ok := q.Spec.Hard[name]
+	exported := 0
+	for _, q := range list {
+		noSeries := false
+		name := q.Name
+		if !collector.ValidLabelValue(name) {
+			name, noSeries = collector.BoundString(name), true
+			c.warnOnce(logger, "quota:"+name, "quota name is no valid label value (empty, over 256 bytes or not UTF-8): it is judged, its series are left out",
+				"namespace", namespace, "quota", name)
+		}
+		counted := false
+		for res := range mins {
+			text, ok := q.SpecHard[string(res)]
 			if !ok {
 				continue
 			}
-			if h, ok := q.Status.Hard[name]; ok {
-				hard = h // what the quota system enforces
+			if h, ok := q.StatusHard[string(res)]; ok {
+				text = h // what the quota system enforces
 			}
-			used, ok := q.Status.Used[name]
-			out = append(out, QuotaUsage{Quota: q.Name, Resource: name, Hard: hard, Used: used, NoUsage: !ok})
+			hard, err := parseQuantity(text)
+			if err != nil {
+				return nil, &badResponseError{err: fmt.Errorf("quota %s in namespace %s: hard %s: %w", name, namespace, res, err)}
+			}
+			u := QuotaUsage{Quota: name, Resource: res, Hard: hard, NoSeries: noSeries}
+			if usedText, ok := q.Used[string(res)]; ok {
+				if u.Used, err = parseQuantity(usedText); err != nil {
+					return nil, &badResponseError{err: fmt.Errorf("quota %s in namespace %s: used %s: %w", name, namespace, res, err)}
+				}
+			} else {
+				u.NoUsage = true
+			}
+			if !u.NoSeries && !counted {
+				counted = true
+				exported++
+			}
+			if exported > MaxQuotaSeries && !u.NoSeries {
+				u.NoSeries = true
+				c.warnOnce(logger, "quota-series", fmt.Sprintf("more than %d resource quotas limit the configured resources: only the first %d by name are exported as series; every one is judged", MaxQuotaSeries, MaxQuotaSeries),
+					"namespace", namespace)
+			}
+			out = append(out, u)
 		}
 	}
 	slices.SortFunc(out, func(a, b QuotaUsage) int {
 		return strings.Compare(a.Quota+"\x00"+string(a.Resource), b.Quota+"\x00"+string(b.Resource))
 	})
 	return out, nil
+}
+
+// maxWarned bounds the warnings a checker remembers having given.
+const maxWarned = 256
+
+// warnOnce logs a warning the first time key comes up in the checker's
+// life (a broken quota name would otherwise be logged at every scrape),
+// and at debug level, for the check's log, every time.
+func (c *Checker) warnOnce(logger *slog.Logger, key, msg string, args ...any) {
+	c.warnedMu.Lock()
+	first := !c.warned[key] && len(c.warned) < maxWarned
+	if first {
+		if c.warned == nil {
+			c.warned = map[string]bool{}
+		}
+		c.warned[key] = true
+	}
+	c.warnedMu.Unlock()
+	if first {
+		logger.Warn(msg, args...)
+		return
+	}
+	logger.Debug(msg, args...)
 }
 
 // decoded returns an answer as the type the request asks for. Result.Error
@@ -191,7 +304,7 @@ func decoded[T runtime.Object](res rest.Result) (T, error) {
 // short of its minimum, QuotaExhausted; otherwise Ready. The message names
 // every failing entry; for Ready it names the quotas not judged ("" when
 // there are none).
-func evaluateHeadroom(namespace string, h Headroom, mins map[corev1.ResourceName]resource.Quantity) (collector.Reason, string) {
+func evaluateHeadroom(namespace string, h Headroom, mins map[corev1.ResourceName]Quantity) (collector.Reason, string) {
 	var denied []string
 	for _, a := range h.CanI {
 		if a.Allowed {
@@ -212,15 +325,13 @@ func evaluateHeadroom(namespace string, h Headroom, mins map[corev1.ResourceName
 			unknown = append(unknown, fmt.Sprintf("quota %s in namespace %s has no usage of %s yet", u.Quota, namespace, u.Resource))
 			continue
 		}
-		left := u.Hard.DeepCopy()
-		left.Sub(u.Used)
+		// Bounded arithmetic: clamped thousandths (internal/quantity).
+		left := u.Hard.Milli.Sub(u.Used.Milli)
 		want := mins[u.Resource]
-		if left.Cmp(want) < 0 {
-			if left.Sign() < 0 {
-				left = resource.Quantity{Format: left.Format}
-			}
+		if left < want.Milli {
+			left = max(left, 0)
 			short = append(short, fmt.Sprintf("quota %s in namespace %s: %s used %s of hard %s leaves %s, %s required",
-				u.Quota, namespace, u.Resource, u.Used.String(), u.Hard.String(), left.String(), want.String()))
+				u.Quota, namespace, u.Resource, u.Used, u.Hard, quantity.Format(left, quantity.Binary(u.Hard.Text)), want))
 		}
 	}
 	if len(short) > 0 {

@@ -76,8 +76,10 @@ func TestParseQuotaMinimum(t *testing.T) {
 		{"requests.cpu", "500m", "500m", ""},
 		{"requests.memory", "4Gi", "4Gi", ""},
 		{"requests.memory", "-4Gi", "", `min_quota_headroom requests.memory: "-4Gi" is negative`},
-		{"pods", "lots", "", `min_quota_headroom pods: "lots"`},
-		{"pods", "", "", `min_quota_headroom pods: ""`},
+		{"pods", "lots", "", `min_quota_headroom pods: quantity "lots": no digits`},
+		{"pods", "", "", `min_quota_headroom pods: empty quantity`},
+		{"pods", "1e-1000000000", "", `min_quota_headroom pods: quantity "1e-1000000000": magnitude beyond 10^±64`},
+		{"pods", "1e40", "", `min_quota_headroom pods: "1e40" is larger than any quota can be`},
 		{"", "1", "", "empty resource name"},
 	} {
 		got, err := ParseQuotaMinimum(tt.name, tt.value)
@@ -93,14 +95,22 @@ func TestParseQuotaMinimum(t *testing.T) {
 	}
 }
 
-var testMins = map[corev1.ResourceName]resource.Quantity{
-	corev1.ResourcePods:           resource.MustParse("1"),
-	corev1.ResourceRequestsCPU:    resource.MustParse("2"),
-	corev1.ResourceRequestsMemory: resource.MustParse("4Gi"),
+var testMins = map[corev1.ResourceName]Quantity{
+	corev1.ResourcePods:           mustQuantity("1"),
+	corev1.ResourceRequestsCPU:    mustQuantity("2"),
+	corev1.ResourceRequestsMemory: mustQuantity("4Gi"),
+}
+
+func mustQuantity(s string) Quantity {
+	q, err := parseQuantity(s)
+	if err != nil {
+		panic(err)
+	}
+	return q
 }
 
 func usage(quota string, res corev1.ResourceName, hard, used string) QuotaUsage {
-	return QuotaUsage{Quota: quota, Resource: res, Hard: resource.MustParse(hard), Used: resource.MustParse(used)}
+	return QuotaUsage{Quota: quota, Resource: res, Hard: mustQuantity(hard), Used: mustQuantity(used)}
 }
 
 func TestEvaluateHeadroom(t *testing.T) {
@@ -129,7 +139,7 @@ func TestEvaluateHeadroom(t *testing.T) {
 			"quota mem in namespace egress-proxies: requests.memory used 20Gi of hard 16Gi leaves 0, 4Gi required"},
 		{"denied wins over quota", Headroom{CanI: []CanIAnswer{no}, Quotas: []QuotaUsage{usage("compute", corev1.ResourcePods, "10", "10")}},
 			collector.ReasonForbidden, "cannot create pods in namespace egress-proxies"},
-		{"usage not counted yet is not exhaustion", Headroom{Quotas: []QuotaUsage{{Quota: "new", Resource: corev1.ResourcePods, Hard: resource.MustParse("0"), NoUsage: true}}},
+		{"usage not counted yet is not exhaustion", Headroom{Quotas: []QuotaUsage{{Quota: "new", Resource: corev1.ResourcePods, Hard: mustQuantity("0"), NoUsage: true}}},
 			collector.ReasonReady, "quota new in namespace egress-proxies has no usage of pods yet"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -308,11 +318,11 @@ func TestQuotaUsagesAreTheConfiguredOnes(t *testing.T) {
 	for _, u := range h.Quotas {
 		s := u.Quota + " " + string(u.Resource) + " " + u.Hard.String() + " " + u.Used.String()
 		if u.NoUsage {
-			s += " no-usage"
+			s = u.Quota + " " + string(u.Resource) + " " + u.Hard.String() + " no-usage"
 		}
 		got = append(got, s)
 	}
-	want := []string{"a-pods pods 5 0 no-usage", "b-compute pods 10 4", "b-compute requests.cpu 8 1500m"}
+	want := []string{"a-pods pods 5 no-usage", "b-compute pods 10 4", "b-compute requests.cpu 8 1500m"}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}

@@ -15,12 +15,9 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
@@ -61,6 +58,10 @@ type Checker struct {
 	// host is the API server of the last configuration read, for Targets
 	// without a lock.
 	host atomic.Pointer[string]
+
+	// warned are the warnings given once (warnOnce).
+	warnedMu sync.Mutex
+	warned   map[string]bool
 }
 
 // New builds the checker of one configured cluster. It does no I/O: the
@@ -138,46 +139,26 @@ func (c *Checker) list(ctx context.Context, logger *slog.Logger, cl *client) col
 	ctx = klog.NewContext(ctx, logr.FromSlogHandler(logger.Handler()))
 
 	logger.Debug("listing pods", "host", cl.host, "label_selector", c.cfg.LabelSelector, "limit", 1)
+	// The Pods' metadata only (decode.go): the same request, with an
+	// Accept header that spares the answer the Pods' specs.
 	res := cl.rest.Get().
 		Resource("pods").
 		VersionedParams(&metav1.ListOptions{LabelSelector: c.cfg.LabelSelector, Limit: 1}, scheme.ParameterCodec).
+		SetHeader("Accept", partialListAccept).
 		MaxRetries(0).
 		Do(ctx)
-	pods, err := podList(res)
+	n, err := podCount(res)
 	if err != nil {
 		reason := classify(ctx, err, tr)
 		logger.Debug("list failed", "reason", reason, "err", err)
 		return collector.Verdict{Reason: reason, Message: err.Error()}
 	}
 	msg := "no managed pods"
-	if len(pods.Items) > 0 {
+	if n > 0 {
 		msg = "managed pods present"
 	}
-	logger.Debug("list succeeded", "pods_in_first_page", len(pods.Items))
+	logger.Debug("list succeeded", "pods_in_first_page", n)
 	return collector.Verdict{Reason: collector.ReasonReady, Message: "pods listed cluster-wide: " + msg}
-}
-
-// podList returns the answer as a PodList. Result.Error is nil for any 2xx
-// answer, and Result.Into accepts a well-formed object of another kind
-// without an error, so the answer is decoded as whatever it says it is and
-// then checked.
-func podList(res rest.Result) (*corev1.PodList, error) {
-	if err := res.Error(); err != nil {
-		return nil, err
-	}
-	obj, err := res.Get()
-	if err != nil {
-		var status apierrors.APIStatus
-		if errors.As(err, &status) {
-			return nil, err
-		}
-		return nil, &badResponseError{err: err}
-	}
-	pods, ok := obj.(*corev1.PodList)
-	if !ok {
-		return nil, &badResponseError{err: fmt.Errorf("got %T, want a PodList", obj)}
-	}
-	return pods, nil
 }
 
 // trace records how far one check's request got, so that a failure can be
@@ -215,7 +196,7 @@ func (t *tracingTransport) WrappedRoundTripper() http.RoundTripper { return t.ba
 
 var _ utilnet.RoundTripperWrapper = (*tracingTransport)(nil)
 
-// badResponseError marks a 2xx answer that is not a PodList.
+// badResponseError marks a 2xx answer that is not what was asked for.
 type badResponseError struct{ err error }
 
 func (e *badResponseError) Error() string { return "undecodable answer: " + e.err.Error() }

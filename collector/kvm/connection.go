@@ -77,8 +77,15 @@ func (c *Checker) queueDial(h *host, logger *slog.Logger) *dialJob {
 // dial queue how the dial went, for its window.
 func (c *Checker) runDial(j *dialJob) dialOutcome {
 	start := time.Now()
-	s, err := c.dial(c.ctx, j.logger, j.h.set)
 	outcome := dialOutcome{kind: dialNeutral}
+	// A dial worker is a goroutine of its own: a panic in it (the SSH or
+	// libvirt client on a peer's bytes) is the host's Unknown, not the
+	// process's end.
+	var s *session
+	err := collector.CatchPanic(func() (err error) {
+		s, err = c.dial(c.ctx, j.logger, j.h.set)
+		return err
+	})
 	h := j.h
 	h.mu.Lock()
 	switch {

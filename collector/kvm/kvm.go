@@ -400,7 +400,8 @@ func (h *host) verdict(logger *slog.Logger, r result) collector.Verdict {
 	v := collector.Verdict{Reason: r.reason, Facts: facts}
 	switch {
 	case r.err != nil:
-		v.Message = r.err.Error()
+		// libvirt's error text is the daemon's, up to a reply's 64 KiB.
+		v.Message = collector.BoundString(r.err.Error())
 		logger.Debug("check failed", "reason", r.reason, "err", r.err)
 	case r.message != "":
 		v.Message = r.message

@@ -60,10 +60,10 @@ var _ collector.Facts = (*Facts)(nil)
 
 // Collect sends the kvm metrics of one host.
 func (f *Facts) Collect(ch chan<- prometheus.Metric, name, target string) {
-	ch <- prometheus.MustNewConstMetric(hostInfoDesc, prometheus.GaugeValue, 1, name, target, f.User, f.LibvirtVersion)
-	ch <- prometheus.MustNewConstMetric(connectsDesc, prometheus.CounterValue, float64(f.Connects), name, target)
+	ch <- collector.ConstMetric(hostInfoDesc, prometheus.GaugeValue, 1, name, target, f.User, f.LibvirtVersion)
+	ch <- collector.ConstMetric(connectsDesc, prometheus.CounterValue, float64(f.Connects), name, target)
 	if f.FreeMemoryKnown {
-		ch <- prometheus.MustNewConstMetric(freeMemoryDesc, prometheus.GaugeValue, float64(f.FreeMemoryBytes), name, target)
+		ch <- collector.ConstMetric(freeMemoryDesc, prometheus.GaugeValue, float64(f.FreeMemoryBytes), name, target)
 	}
 	if f.PoolState == "" {
 		return
@@ -73,7 +73,7 @@ func (f *Facts) Collect(ch chan<- prometheus.Metric, name, target string) {
 		if s == f.PoolState {
 			v = 1
 		}
-		ch <- prometheus.MustNewConstMetric(poolStateDesc, prometheus.GaugeValue, v, name, target, f.Pool, s)
+		ch <- collector.ConstMetric(poolStateDesc, prometheus.GaugeValue, v, name, target, f.Pool, s)
 	}
 	for _, m := range []struct {
 		d *prometheus.Desc
@@ -83,7 +83,7 @@ func (f *Facts) Collect(ch chan<- prometheus.Metric, name, target string) {
 		{poolAllocationDesc, f.AllocationBytes},
 		{poolAvailableDesc, f.AvailableBytes},
 	} {
-		ch <- prometheus.MustNewConstMetric(m.d, prometheus.GaugeValue, float64(m.v), name, target, f.Pool)
+		ch <- collector.ConstMetric(m.d, prometheus.GaugeValue, float64(m.v), name, target, f.Pool)
 	}
 }
 
