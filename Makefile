@@ -98,6 +98,7 @@ lint:
 	$(TOOLS) golangci-lint run --allow-serial-runners ./...
 	$(TOOLS) golangci-lint run --allow-serial-runners --build-tags integration ./collector/kvm/ ./collector/kubernetes/
 	$(TOOLS) golangci-lint run --allow-serial-runners --build-tags promtool,browser ./cmd/... ./mixin/
+	$(TOOLS) golangci-lint run --allow-serial-runners --build-tags demo ./testdata/demo/ ./testdata/demo/compute-standin/
 	$(TOOLS) golangci-lint run --allow-serial-runners --build-tags toykind ./cmd/provider_health_exporter/
 	@if ! command -v systemd-analyze >/dev/null; then \
 	  echo "systemd-analyze not found: skipping the check of deploy/systemd (Debian package systemd)"; exit 0; fi; \

@@ -771,8 +771,8 @@ func (p *statusPage) followLinks() {
 		want[page+filter] = false
 	}
 	isFilter := func(link string) bool {
-		query, ok := strings.CutPrefix(link, page)
-		if query, ok = strings.CutPrefix(query, "?"); !ok {
+		query, ok := strings.CutPrefix(strings.TrimPrefix(link, page), "?")
+		if !ok {
 			return link == page
 		}
 		q, err := url.ParseQuery(query)

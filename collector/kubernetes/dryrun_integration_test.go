@@ -12,6 +12,7 @@ import (
 	"io"
 	"log"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -25,6 +26,7 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -38,15 +40,9 @@ import (
 	"github.com/egress-proxies/provider_health_exporter/internal/testnet"
 )
 
-// The pod_template tests' own namespaces and identities. This file sorts
-// before integration_test.go, so it runs before TestIntegration stops the
-// API server.
-const (
-	placementNS = "placement-it" // the exporter's service accounts
-	// placementSelector labels the namespaces the test's webhooks and
-	// policy look at, so that they refuse nothing elsewhere.
-	placementSelector = "placement-it/admission"
-)
+// placementSelector labels the namespaces the pod_template test's webhooks
+// and policy look at, so that they refuse nothing elsewhere.
+const placementSelector = "placement-it/admission"
 
 // A proxy Pod that meets the restricted Pod Security Standard, and the
 // same Pod running as root, as operators write them.
@@ -88,7 +84,8 @@ spec:
 )
 
 // TestIntegrationDryRun runs the pod_template dry run against the real
-// kube-apiserver's admission chain, one namespace per case: every verdict
+// kube-apiserver's admission chain, one namespace per case, and identities
+// of its own, all new at every run (-count, -shuffle): every verdict
 // of docs/configuration.md ("Placement: pod_template") and each message
 // pattern of judge comes from the real API server here. Then the audit log
 // shows that every create the exporter's identities made carried
@@ -101,14 +98,17 @@ func TestIntegrationDryRun(t *testing.T) {
 	}
 	ctx := context.Background()
 	admin := cl.clientset(t, cl.adminToken, nil)
-	createNamespace(t, admin, placementNS)
+	sfx := fmt.Sprintf("-%08x", rand.Uint32())
+	accounts := "placement-it" + sfx
+	createNamespace(t, admin, accounts)
+	since := auditOffset(t, auditLog)
 	// May list pods cluster-wide (the base check) and create pods in the
 	// namespaces of the cases; the lister only the former.
-	exporter := placementAccount(t, admin, "exporter")
-	lister := placementAccount(t, admin, "lister")
+	exporter := placementAccount(t, admin, accounts, "exporter")
+	lister := placementAccount(t, admin, accounts, "lister")
 	identities := []string{
-		"system:serviceaccount:" + placementNS + ":exporter",
-		"system:serviceaccount:" + placementNS + ":lister",
+		"system:serviceaccount:" + accounts + ":exporter",
+		"system:serviceaccount:" + accounts + ":lister",
 	}
 
 	hook := newAdmissionWebhook(t)
@@ -154,6 +154,7 @@ func TestIntegrationDryRun(t *testing.T) {
 	}
 	ns := func(t *testing.T, name string, labels map[string]string, defaultSA bool) string {
 		t.Helper()
+		name += sfx
 		if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}, metav1.CreateOptions{}); err != nil {
 			t.Fatalf("create namespace %s: %v", name, err)
 		}
@@ -163,7 +164,8 @@ func TestIntegrationDryRun(t *testing.T) {
 				t.Fatalf("create default service account in %s: %v", name, err)
 			}
 		}
-		allowCreate(t, admin, name, "exporter")
+		allowCreate(t, admin, name, accounts, "exporter")
+		waitUserAccess(t, admin, accounts, "exporter", access{verb: "create", resource: "pods", namespace: name})
 		return name
 	}
 	restricted := map[string]string{"pod-security.kubernetes.io/enforce": "restricted"}
@@ -177,7 +179,7 @@ func TestIntegrationDryRun(t *testing.T) {
 		}
 	})
 	t.Run("AdmissionDenied naming PodSecurity for a root Pod in a restricted namespace", func(t *testing.T) {
-		v := run(t, exporter, "placement-ready", rootTemplate)
+		v := run(t, exporter, "placement-ready"+sfx, rootTemplate)
 		want(t, v, ReasonAdmissionDenied, "refused by PodSecurity: ", `violates PodSecurity "restricted:latest"`, "runAsNonRoot != true")
 	})
 	t.Run("Ready with PodSecurity's warnings in warn mode", func(t *testing.T) {
@@ -222,9 +224,10 @@ func TestIntegrationDryRun(t *testing.T) {
 		want(t, run(t, exporter, n, restrictedTemplate), collector.ReasonReady, "admitted")
 	})
 	t.Run("Forbidden for an identity that may not create pods", func(t *testing.T) {
-		want(t, run(t, lister, "placement-ready", restrictedTemplate), collector.ReasonForbidden,
-			"cannot create pods in namespace placement-ready (dry-run create of pod_template in namespace placement-ready): ",
-			`User "system:serviceaccount:`+placementNS+`:lister" cannot create resource "pods"`)
+		n := "placement-ready" + sfx
+		want(t, run(t, lister, n, restrictedTemplate), collector.ReasonForbidden,
+			"cannot create pods in namespace "+n+" (dry-run create of pod_template in namespace "+n+"): ",
+			`User "system:serviceaccount:`+accounts+`:lister" cannot create resource "pods"`)
 	})
 	t.Run("AdmissionDenied naming ServiceAccount when the default ServiceAccount is missing", func(t *testing.T) {
 		n := ns(t, "placement-nosa", nil, false)
@@ -264,7 +267,7 @@ func TestIntegrationDryRun(t *testing.T) {
 	})
 
 	t.Run("audit: every create of the exporter's identities was a dry run, one per check, and no Pod exists", func(t *testing.T) {
-		creates := auditedCreates(t, auditLog, identities)
+		creates := auditedCreates(t, auditLog, since, identities)
 		podCreates := 0
 		for _, e := range creates {
 			u, err := url.Parse(e.RequestURI)
@@ -294,34 +297,63 @@ func TestIntegrationDryRun(t *testing.T) {
 	})
 }
 
-// placementAccount makes a ServiceAccount in placementNS that may list
-// pods cluster-wide, as the base check needs, and returns a token of it.
-func placementAccount(t *testing.T, admin *k8s.Clientset, name string) string {
+// placementAccount makes a ServiceAccount in ns that may list pods
+// cluster-wide, as the base check needs, waits until the RBAC authorizer
+// says so, and returns a token of it.
+func placementAccount(t *testing.T, admin *k8s.Clientset, ns, name string) string {
 	t.Helper()
 	ctx := context.Background()
-	if _, err := admin.CoreV1().ServiceAccounts(placementNS).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+	if _, err := admin.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	role := "placement-it-list-pods"
-	if _, err := admin.RbacV1().ClusterRoles().Get(ctx, role, metav1.GetOptions{}); err != nil {
-		cr := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: role},
-			Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list"}}}}
-		if _, err := admin.RbacV1().ClusterRoles().Create(ctx, cr, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+	const role = "placement-it-list-pods"
+	cr := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: role},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list"}}}}
+	if _, err := admin.RbacV1().ClusterRoles().Create(ctx, cr, metav1.CreateOptions{}); ignoreExists(err) != nil {
+		t.Fatal(err)
 	}
-	crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role + "-" + name},
+	crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + name},
 		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role},
-		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: placementNS}}}
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: ns}}}
 	if _, err := admin.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	return serviceAccountToken(t, admin, placementNS, name)
+	waitUserAccess(t, admin, ns, name, access{verb: "list", resource: "pods"})
+	return serviceAccountToken(t, admin, ns, name)
 }
 
-// allowCreate lets the account create pods in namespace, and nothing else:
-// the Role of deploy/kubernetes/components/placement.
-func allowCreate(t *testing.T, admin *k8s.Clientset, namespace, account string) {
+// waitUserAccess waits until the RBAC authorizer lets ServiceAccount name
+// of ns do a, asked by the admin (a SubjectAccessReview): the account's
+// own reviews would be creates of its own in the audit log, which the test
+// holds to dry runs only. A bounded poll, as waitAccess.
+func waitUserAccess(t *testing.T, admin *k8s.Clientset, ns, name string, a access) {
+	t.Helper()
+	review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User:   "system:serviceaccount:" + ns + ":" + name,
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
+		ResourceAttributes: &authorizationv1.ResourceAttributes{
+			Namespace: a.namespace, Verb: a.verb, Group: a.group, Resource: a.resource, Subresource: a.subresource,
+		},
+	}}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		got, err := admin.AuthorizationV1().SubjectAccessReviews().Create(context.Background(), review, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("%s for %s: %v", a, review.Spec.User, err)
+		}
+		if got.Status.Allowed {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the RBAC authorizer still refuses %s to %s after 60s", a, review.Spec.User)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// allowCreate lets the account of accountNS create pods in namespace, and
+// nothing else: the Role of deploy/kubernetes/components/placement.
+func allowCreate(t *testing.T, admin *k8s.Clientset, namespace, accountNS, account string) {
 	t.Helper()
 	ctx := context.Background()
 	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "create-pods"},
@@ -331,7 +363,7 @@ func allowCreate(t *testing.T, admin *k8s.Clientset, namespace, account string) 
 	}
 	rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "create-pods"},
 		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "create-pods"},
-		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: account, Namespace: placementNS}}}
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: account, Namespace: accountNS}}}
 	if _, err := admin.RbacV1().RoleBindings(namespace).Create(ctx, rb, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -586,16 +618,30 @@ type auditEvent struct {
 	} `json:"objectRef"`
 }
 
+// auditOffset is where the audit log ends now: what auditedCreates reads
+// from, so that an earlier test or run does not count.
+func auditOffset(t *testing.T, path string) int64 {
+	t.Helper()
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Size()
+}
+
 // auditedCreates returns the create requests the audit log holds from the
-// users, each once (its RequestReceived event, written before the API
-// server handled it).
-func auditedCreates(t *testing.T, path string, users []string) []auditEvent {
+// users after offset since, each once (its RequestReceived event, written
+// before the API server handled it).
+func auditedCreates(t *testing.T, path string, since int64, users []string) []auditEvent {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
+	if _, err := f.Seek(since, io.SeekStart); err != nil {
+		t.Fatal(err)
+	}
 	var out []auditEvent
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 16<<20)

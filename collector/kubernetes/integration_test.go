@@ -262,11 +262,20 @@ func TestIntegration(t *testing.T) {
 	})
 
 	t.Run("placement: Forbidden without components/placement, Ready with it, and only dry runs", func(t *testing.T) {
+		since := auditOffset(t, os.Getenv("PHE_K8S_AUDIT_LOG"))
 		wantReason(t, placementCheckWith(t, saKubeconfig), collector.ReasonForbidden)
+		sa := cl.clientset(t, saToken, nil)
+		create := access{verb: "create", resource: "pods", namespace: proxyNamespace}
 		applyPlacementComponent(t, admin)
-		checkPlacementPermissions(t, cl.clientset(t, saToken, nil), cl.clientset(t, unboundToken, nil))
+		// A later run starts without the component again.
+		t.Cleanup(func() {
+			deletePlacementComponent(t, admin)
+			waitAccess(t, sa, false, create)
+		})
+		waitAccess(t, sa, true, create)
+		checkPlacementPermissions(t, sa, cl.clientset(t, unboundToken, nil))
 		wantReason(t, placementCheckWith(t, saKubeconfig), collector.ReasonReady)
-		checkPodCreatesWereDryRuns(t, admin, "system:serviceaccount:"+exporterNamespace+":"+exporterSA, 2)
+		checkPodCreatesWereDryRuns(t, admin, "system:serviceaccount:"+exporterNamespace+":"+exporterSA, since, 2)
 	})
 
 	// The apiserver is started again after it, on the same port, so that

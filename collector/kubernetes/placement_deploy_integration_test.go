@@ -67,10 +67,22 @@ func applyPlacementComponent(t *testing.T, admin *k8s.Clientset) {
 	}
 }
 
+// deletePlacementComponent deletes what applyPlacementComponent created.
+func deletePlacementComponent(t *testing.T, admin *k8s.Clientset) {
+	t.Helper()
+	ctx := context.Background()
+	const name = "provider-health-exporter-placement"
+	if err := admin.RbacV1().RoleBindings(proxyNamespace).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		t.Errorf("delete RoleBinding %s: %v", name, err)
+	}
+	if err := admin.RbacV1().Roles(proxyNamespace).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		t.Errorf("delete Role %s: %v", name, err)
+	}
+}
+
 // checkPlacementPermissions: with components/placement the exporter's
 // account may create Pods in the proxies' namespace, and nothing more
-// there than the base and components/headroom grant; elsewhere nothing
-// changes.
+// there than the base grants; elsewhere nothing changes.
 func checkPlacementPermissions(t *testing.T, sa, baseline *k8s.Clientset) {
 	t.Helper()
 	ctx := context.Background()
@@ -99,8 +111,8 @@ func checkPlacementPermissions(t *testing.T, sa, baseline *k8s.Clientset) {
 		}
 	}
 	sort.Strings(extra)
-	if !slices.Equal(extra, []string{"create pods", "list pods", "list resourcequotas"}) {
-		t.Errorf("%s: beyond the baseline the account may %q, want [create pods list pods list resourcequotas]", proxyNamespace, extra)
+	if !slices.Equal(extra, []string{"create pods", "list pods"}) {
+		t.Errorf("%s: beyond the baseline the account may %q, want [create pods list pods]", proxyNamespace, extra)
 	}
 }
 
@@ -129,12 +141,12 @@ func placementCheckWith(t *testing.T, kubeconfigPath string) collector.Verdict {
 }
 
 // checkPodCreatesWereDryRuns: every create of pods in the audit log by
-// user carried dryRun=All, there are want of them, and no Pod of the
-// template exists in the proxies' namespace.
-func checkPodCreatesWereDryRuns(t *testing.T, admin *k8s.Clientset, user string, want int) {
+// user after offset since carried dryRun=All, there are want of them, and
+// no Pod of the template exists in the proxies' namespace.
+func checkPodCreatesWereDryRuns(t *testing.T, admin *k8s.Clientset, user string, since int64, want int) {
 	t.Helper()
 	n := 0
-	for _, e := range auditedCreates(t, os.Getenv("PHE_K8S_AUDIT_LOG"), []string{user}) {
+	for _, e := range auditedCreates(t, os.Getenv("PHE_K8S_AUDIT_LOG"), since, []string{user}) {
 		if e.ObjectRef.Resource != "pods" {
 			continue // the SelfSubjectAccessReviews of can_i: reviews, not objects
 		}

@@ -20,8 +20,8 @@ import (
 // Name is the section key and provider label.
 const Name = "toy"
 
-// ReasonHTTPError: the URL answered with a status other than 200. The
-// server answered, so it is up.
+// ReasonHTTPError is the reason of a URL that answered with a status
+// other than 200. The server answered, so it is up.
 const ReasonHTTPError collector.Reason = "HTTPError"
 
 // Reasons is the kind's own set; Kind adds the reasons of the Transport

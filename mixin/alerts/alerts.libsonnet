@@ -119,7 +119,7 @@ local exporterDownExpr(c) =
               summary: 'The provider health exporter cannot be scraped.',
               description:
                 '{{ with $labels.instance }}Prometheus cannot scrape the exporter at {{ . }}'
-                + '{{ else }}Prometheus has no target scraping the exporter\'s own /metrics{{ end }}' + c.inCluster + ' (job {{ $labels.job }}) '
+                + "{{ else }}Prometheus has no target scraping the exporter's own /metrics{{ end }}" + c.inCluster + ' (job {{ $labels.job }}) '
                 + 'for more than ' + c.exporterDownFor + '. Provider health is unknown meanwhile: '
                 + 'no other provider-health alert can fire.',
             },

@@ -122,8 +122,9 @@ type demo struct {
 	cmd     *exec.Cmd
 	exited  chan error
 	scanned chan struct{} // closed once the whole output is read
-	base    string        // the status page's URL, without the final /
-	state   string        // the demo's state directory
+	started time.Time
+	base    string // the status page's URL, without the final /
+	state   string // the demo's state directory
 
 	mu    sync.Mutex
 	lines []string
@@ -148,7 +149,7 @@ func startDemo(t *testing.T, root string, env []string) *demo {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	d := &demo{t: t, cmd: cmd, exited: make(chan error, 1), scanned: make(chan struct{})}
+	d := &demo{t: t, cmd: cmd, exited: make(chan error, 1), scanned: make(chan struct{}), started: time.Now()}
 	go func() {
 		d.exited <- cmd.Wait()
 		w.Close()
@@ -305,6 +306,8 @@ func (d *demo) awaitReasons(want map[string]string) {
 		}
 		return true, ""
 	})
+	// A report: nothing is asserted about how soon the verdicts come.
+	d.t.Logf("%d entries with their reasons %s after the demo started", len(want), time.Since(d.started).Round(time.Second))
 }
 
 // process is a live process, told apart from a later one of the same PID
@@ -420,6 +423,7 @@ func (d *demo) ctrlC(group bool) {
 		t.Fatal(err)
 	}
 	var err error
+	stopping := time.Now()
 	select {
 	case err = <-d.exited:
 		d.exited <- err
@@ -427,6 +431,7 @@ func (d *demo) ctrlC(group bool) {
 		t.Fatalf("the demo did not stop within %s after SIGINT", waitLimit)
 	}
 	<-d.scanned
+	t.Logf("the demo stopped %s after SIGINT", time.Since(stopping).Round(100*time.Millisecond))
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || exit.ExitCode() != 130 {
 		t.Errorf("the demo exited with %v, want status 130 (interrupted)", err)

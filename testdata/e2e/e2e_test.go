@@ -1357,8 +1357,9 @@ func run(t *testing.T, dir string, env []string, name string, args ...string) st
 
 // listeningRE finds the address of the "Listening on" record the
 // exporter-toolkit logs once a listener is bound (the exporter,
-// Alertmanager and Prometheus all serve through it; logfmt or JSON).
-var listeningRE = regexp.MustCompile(`"?msg"?[=:]"Listening on",? ?"?address"?[=:]"?([^"\s]+)`)
+// Alertmanager and Prometheus all serve through it; logfmt or JSON;
+// Prometheus 3 puts component=web between msg and address).
+var listeningRE = regexp.MustCompile(`"?msg"?[=:]"Listening on"[^\n]*?"?address"?[=:]"?([^"\s]+)`)
 
 // listenAddress waits until proc, started with
 // --web.listen-address=127.0.0.1:0, logs the address its listener got, and

@@ -343,15 +343,16 @@ func egressPorts(np *networkingv1.NetworkPolicy) []string {
 
 // TestChartHeadroomAndPlacementRoles: off by default; on, a Role and its
 // binding to the exporter's ServiceAccount in each proxies' namespace:
-// headroom the rules of the kustomize component components/headroom (list
-// ResourceQuotas), placement create of Pods, which the pod_template
-// dry-run needs (the kustomize component components/placement).
+// with the rules of the kustomize components: components/headroom (list
+// ResourceQuotas) and components/placement (create Pods, which the
+// pod_template dry-run needs).
 func TestChartHeadroomAndPlacementRoles(t *testing.T) {
 	if rs := renderChart(t, nil).roles; len(rs) != 0 {
 		t.Errorf("default values render Roles %v", slices.Collect(maps.Keys(rs)))
 	}
-	var component rbacv1.Role
-	strict(t, render(t, base, "../components/headroom")["Role"], &component)
+	var headroom, placement rbacv1.Role
+	strict(t, render(t, base, "../components/headroom")["Role"], &headroom)
+	strict(t, render(t, base, "../components/placement")["Role"], &placement)
 
 	c := renderChart(t, map[string]any{"rbac": map[string]any{
 		"headroom":  map[string]any{"enabled": true, "namespaces": []any{"proxies-a", "proxies-b"}},
@@ -359,9 +360,9 @@ func TestChartHeadroomAndPlacementRoles(t *testing.T) {
 	}})
 	sa := c.deployment.Spec.Template.Spec.ServiceAccountName
 	want := map[string][]rbacv1.PolicyRule{
-		"proxies-a/headroom":  component.Rules,
-		"proxies-b/headroom":  component.Rules,
-		"proxies-a/placement": {{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"create"}}},
+		"proxies-a/headroom":  headroom.Rules,
+		"proxies-b/headroom":  headroom.Rules,
+		"proxies-a/placement": placement.Rules,
 	}
 	got := map[string][]rbacv1.PolicyRule{}
 	for _, r := range c.roles {

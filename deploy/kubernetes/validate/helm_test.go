@@ -40,15 +40,15 @@ const proxiesNamespace = "egress-proxies"
 func allToggles(proxiesNS string) map[string]any {
 	on := func() map[string]any { return map[string]any{"enabled": true} }
 	return map[string]any{
-		"serviceMonitor":    on(),
-		"prometheusRule":    on(),
-		"scrapeConfig":      on(),
-		"dashboards":        on(),
-		"releaseLabel":      releaseLabel,
-		"commonLabels":      map[string]any{"team": "egress"},
-		"networkPolicy":     on(),
+		"serviceMonitor":      on(),
+		"prometheusRule":      on(),
+		"scrapeConfig":        on(),
+		"dashboards":          on(),
+		"releaseLabel":        releaseLabel,
+		"commonLabels":        map[string]any{"team": "egress"},
+		"networkPolicy":       on(),
 		"podDisruptionBudget": map[string]any{"maxUnavailable": 1},
-		"kubePrometheus":    map[string]any{"rbac": on()},
+		"kubePrometheus":      map[string]any{"rbac": on()},
 		"rbac": map[string]any{
 			"headroom":  map[string]any{"enabled": true, "namespaces": []any{proxiesNS}},
 			"placement": map[string]any{"enabled": true, "namespaces": []any{proxiesNS}},

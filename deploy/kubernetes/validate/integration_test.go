@@ -189,8 +189,8 @@ func (a *apiserver) may(t *testing.T, user string, groups []string, verb, resour
 	return got.Status.Allowed
 }
 
-// discovery is what the Prometheus Operator's Service discovery reads.
-var discovery = []string{"services", "endpoints", "pods", "endpointslices.discovery.k8s.io"}
+// discoveryResources is what the Prometheus Operator's Service discovery reads.
+var discoveryResources = []string{"services", "endpoints", "pods", "endpointslices.discovery.k8s.io"}
 
 // checkPrometheusAccess: kube-prometheus's Prometheus may get, list and
 // watch what discovery reads in ns, and nothing more there or elsewhere.
@@ -205,7 +205,7 @@ func checkPrometheusAccess(t *testing.T, a *apiserver, ns string) {
 	t.Helper()
 	for {
 		var allowed, missing []string
-		for _, res := range discovery {
+		for _, res := range discoveryResources {
 			for _, verb := range []string{"get", "list", "watch"} {
 				if a.prometheusMay(t, verb, res, ns) {
 					allowed = append(allowed, verb+" "+res)
@@ -225,7 +225,7 @@ func checkPrometheusAccess(t *testing.T, a *apiserver, ns string) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	for _, res := range discovery {
+	for _, res := range discoveryResources {
 		if a.prometheusMay(t, "list", res, "kube-system") {
 			t.Errorf("%s may list %s in kube-system: the Role leaks out of %s", prometheusUser, res, ns)
 		}
