@@ -10,7 +10,7 @@ import (
 )
 
 // RenderYAML writes the configuration as MarshalYAML does, byte for byte —
-// defaults, then every non-empty section in order — in pieces of bounded
+// defaults, then every non-empty section in order, URLs redacted — in pieces of bounded
 // size: yaml.v3 keeps every event of a document until the document ends
 // and MarshalYAML builds a node tree of the whole file first, so that one
 // marshalling of a 5,000-host entry holds some ninety megabytes for a
@@ -20,7 +20,7 @@ import (
 func (c *Config) RenderYAML() ([]byte, error) {
 	var buf bytes.Buffer
 	if c.Defaults != (Defaults{}) {
-		b, err := yaml.Marshal(map[string]any{"defaults": c.Defaults})
+		b, err := marshalRedacted(map[string]any{"defaults": c.Defaults})
 		if err != nil {
 			return nil, fmt.Errorf("defaults: %w", err)
 		}
@@ -42,6 +42,17 @@ func (c *Config) RenderYAML() ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
+// marshalRedacted marshals v as MarshalYAML marshals a section: every
+// string that is a URL redacted (redactNode).
+func marshalRedacted(v any) ([]byte, error) {
+	var n yaml.Node
+	if err := n.Encode(v); err != nil {
+		return nil, fmt.Errorf("encode: %w", err)
+	}
+	redactNode(&n)
+	return yaml.Marshal(&n) //nolint:wrapcheck // the caller names the piece
+}
+
 // renderChunk is how many items of a list are marshalled at once.
 const renderChunk = 64
 
@@ -52,7 +63,7 @@ const renderChunk = 64
 func renderEntry(kind string, e Entry) ([]byte, error) {
 	v := reflect.ValueOf(e)
 	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
-		return yaml.Marshal(map[string]any{kind: []Entry{e}})
+		return marshalRedacted(map[string]any{kind: []Entry{e}})
 	}
 	var longs []longList
 	short := reflect.New(v.Elem().Type())
@@ -67,7 +78,7 @@ func renderEntry(kind string, e Entry) ([]byte, error) {
 		longs = append(longs, longList{key, fv})
 		short.Elem().Field(i).Set(fv.Slice(0, 1))
 	}
-	b, err := yaml.Marshal(map[string]any{kind: []any{short.Interface()}})
+	b, err := marshalRedacted(map[string]any{kind: []any{short.Interface()}})
 	if err != nil || len(longs) == 0 {
 		return b, err //nolint:wrapcheck // the caller names the entry
 	}
@@ -89,7 +100,7 @@ func renderEntry(kind string, e Entry) ([]byte, error) {
 			j++
 		}
 		for k := 0; k < l.list.Len(); k += renderChunk {
-			chunk, err := yaml.Marshal(l.list.Slice(k, min(k+renderChunk, l.list.Len())).Interface())
+			chunk, err := marshalRedacted(l.list.Slice(k, min(k+renderChunk, l.list.Len())).Interface())
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", l.key, err)
 			}

@@ -38,6 +38,7 @@ func TestRenderYAMLIsMarshalYAML(t *testing.T) {
 		}
 	}
 	b.WriteString("kubernetes:\n  - name: k\n    namespace: egress-proxies\n    can_i: [create pods]\n")
+	b.WriteString("gcp:\n  - name: g\n    project: p\n    endpoint: https://user:s3cret@compute.example:8443/api?key=k3y\n")
 	large, err := Parse([]byte(b.String()), sections)
 	if err != nil {
 		t.Fatal(err)
@@ -53,6 +54,9 @@ func TestRenderYAMLIsMarshalYAML(t *testing.T) {
 		}
 		if string(got) != string(want) {
 			t.Errorf("%s: RenderYAML differs from yaml.Marshal:\n%s", name, firstDifference(string(want), string(got)))
+		}
+		if strings.Contains(string(got), "s3cret") || strings.Contains(string(got), "k3y") {
+			t.Errorf("%s: a URL's secret in /config", name)
 		}
 	}
 }

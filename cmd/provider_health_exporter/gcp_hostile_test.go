@@ -136,7 +136,7 @@ func TestGCPHostileAnswers(t *testing.T) {
 		return resp.StatusCode, string(b)
 	}
 
-	startPeak := gcpPeakRSS(t, cmd.Process.Pid)
+	startPeak := peakResidentBytes(t, cmd.Process.Pid)
 	// Three live checks of every entry, and the pages that show them.
 	var metrics, status string
 	for range 3 {
@@ -155,7 +155,7 @@ func TestGCPHostileAnswers(t *testing.T) {
 		t.Errorf("%d regions.get, want every region of both hostile entries asked in each of 3 checks", n)
 	}
 
-	peak := gcpPeakRSS(t, cmd.Process.Pid)
+	peak := peakResidentBytes(t, cmd.Process.Pid)
 	t.Logf("exporter peak RSS (VmHWM) after 3 checks of 20 regions × 4 MB and 20 × 200 KB warnings: %d MiB (%d MiB at start); /api/v1/status %d bytes; log %d bytes",
 		peak>>20, startPeak>>20, len(status), len(logs.String()))
 	if peak > 128<<20 {
@@ -291,25 +291,4 @@ func TestGCPTooManyRegionsRefused(t *testing.T) {
 			t.Errorf("%v: exit %v, output %s; want status 1 naming regions", args, err, out)
 		}
 	}
-}
-
-// gcpPeakRSS is the process's peak resident set size (VmHWM): the most it
-// ever held, not what it holds after a collection.
-func gcpPeakRSS(t *testing.T, pid int) int64 {
-	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for line := range strings.Lines(string(b)) {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmHWM:" {
-			kb, err := strconv.ParseInt(f[1], 10, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return kb << 10
-		}
-	}
-	t.Fatal("no VmHWM")
-	return 0
 }

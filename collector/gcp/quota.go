@@ -108,16 +108,21 @@ func (c *Checker) fetchRegionQuotas(ctx context.Context, logger *slog.Logger, cl
 	errs := make([]error, len(regions))
 	// A region's answer is read and dropped before its worker asks the
 	// next, so at most regionsConcurrency answers are held at once.
+	// Each worker is a goroutine the engine's recover does not reach: a
+	// panic in a region's request or answer is that region's error, which
+	// classify makes Unknown (collector.CatchPanic).
 	boundedEach(len(regions), regionsConcurrency, func(i int) {
-		region := regions[i]
-		logger.Debug("getting region", "project", c.project, "region", region, "fields", quotaFieldMask)
-		r, err := client.Get(cctx, &computepb.GetRegionRequest{Project: c.project, Region: region},
-			gax.WithRetry(func() gax.Retryer { return nil }))
-		if err != nil {
-			errs[i] = fmt.Errorf("get region %s of project %s: %w", region, c.project, err)
-			return
-		}
-		out[i] = regionQuota(region, r, metrics)
+		errs[i] = collector.CatchPanic(func() error {
+			region := regions[i]
+			logger.Debug("getting region", "project", c.project, "region", region, "fields", quotaFieldMask)
+			r, err := client.Get(cctx, &computepb.GetRegionRequest{Project: c.project, Region: region},
+				gax.WithRetry(func() gax.Retryer { return nil }))
+			if err != nil {
+				return fmt.Errorf("get region %s of project %s: %w", region, c.project, err)
+			}
+			out[i] = regionQuota(region, r, metrics)
+			return nil
+		})
 	})
 	for _, err := range errs {
 		if err != nil {

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+
+	"github.com/egress-proxies/provider_health_exporter/collector"
 )
 
 // checkIDHeader carries the id of a check on the Compute request from the
@@ -64,11 +66,17 @@ func (d *deadlineTransport) wrap(next http.RoundTripper) http.RoundTripper {
 			// Never send a request that no deadline bounds.
 			return nil, errors.New("gcp: Compute request outside a check")
 		}
-		r := req.Clone(reg.ctx)
+		ctx := reg.ctx
+		if reg.limit > 0 {
+			// collector.BoundedTransport, below, counts the answer's
+			// bytes against this lower limit.
+			ctx = collector.WithBodyLimit(ctx, reg.limit)
+		}
+		r := req.Clone(ctx)
 		r.Header.Del(checkIDHeader)
 		resp, err := next.RoundTrip(r)
 		if err == nil && reg.limit > 0 {
-			resp.Body = &smallBody{rc: resp.Body, left: reg.limit, limit: reg.limit}
+			resp.Body = smallBody{resp.Body}
 		}
 		return resp, err
 	})
@@ -88,32 +96,17 @@ func (e *answerTooLargeError) Error() string {
 	return fmt.Sprintf("the answer is larger than the exporter's limit of %d KiB for a region or an image; the read was stopped", e.limit>>10)
 }
 
-// smallBody reads at most left more bytes of a body of at most limit; one
-// byte more is an error.
-type smallBody struct {
-	rc          io.ReadCloser
-	left, limit int64
-}
+// smallBody says of an answer that collector.BoundedTransport stopped at
+// its smallAnswerLimit what kind of answer it was.
+type smallBody struct{ io.ReadCloser }
 
-func (b *smallBody) Read(p []byte) (int, error) {
-	if b.left <= 0 {
-		// At the limit: the answer is over it if one more byte comes.
-		var one [1]byte
-		n, err := b.rc.Read(one[:])
-		if n > 0 {
-			return 0, &answerTooLargeError{limit: b.limit}
-		}
-		return 0, err
+func (b smallBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if tooLarge, ok := errors.AsType[*collector.BodyTooLargeError](err); ok {
+		return n, &answerTooLargeError{limit: tooLarge.Limit}
 	}
-	if int64(len(p)) > b.left {
-		p = p[:b.left]
-	}
-	n, err := b.rc.Read(p)
-	b.left -= int64(n)
 	return n, err
 }
-
-func (b *smallBody) Close() error { return b.rc.Close() }
 
 type roundTripperFunc func(*http.Request) (*http.Response, error)
 

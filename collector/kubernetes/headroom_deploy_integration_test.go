@@ -21,10 +21,11 @@ import (
 	"github.com/egress-proxies/provider_health_exporter/config"
 )
 
-// applyHeadroomComponent creates what deploy/kubernetes/components/headroom
-// adds to the base (its Role and RoleBinding), rendered as an overlay of
-// the base would render them, with strict field validation.
-func applyHeadroomComponent(t *testing.T, admin *k8s.Clientset) {
+// applyRoleComponent creates what deploy/kubernetes/components/<component>
+// (headroom, placement) adds to the base: its Role and RoleBinding, named
+// provider-health-exporter-<component>, rendered as an overlay of the base
+// would render them, with strict field validation.
+func applyRoleComponent(t *testing.T, admin *k8s.Clientset, component string) {
 	t.Helper()
 	ctx := context.Background()
 	base := map[string]bool{}
@@ -33,7 +34,7 @@ func applyHeadroomComponent(t *testing.T, admin *k8s.Clientset) {
 	}
 	opts := metav1.CreateOptions{FieldValidation: metav1.FieldValidationStrict}
 	var added []string
-	for _, obj := range renderKustomization(t, deployDir, filepath.Join(deployDir, "components", "headroom")) {
+	for _, obj := range renderKustomization(t, deployDir, filepath.Join(deployDir, "components", component)) {
 		key := obj.GetKind() + "/" + obj.GetNamespace() + "/" + obj.GetName()
 		if base[key] {
 			continue
@@ -52,24 +53,25 @@ func applyHeadroomComponent(t *testing.T, admin *k8s.Clientset) {
 				_, err = admin.RbacV1().RoleBindings(rb.Namespace).Create(ctx, &rb, opts)
 			}
 		default:
-			t.Fatalf("components/headroom adds %s; want only a Role and a RoleBinding", key)
+			t.Fatalf("components/%s adds %s; want only a Role and a RoleBinding", component, key)
 		}
 		if err != nil {
 			t.Fatalf("create %s: %v", key, err)
 		}
 	}
 	sort.Strings(added)
-	want := []string{"Role/" + proxyNamespace + "/provider-health-exporter-headroom", "RoleBinding/" + proxyNamespace + "/provider-health-exporter-headroom"}
+	name := "provider-health-exporter-" + component
+	want := []string{"Role/" + proxyNamespace + "/" + name, "RoleBinding/" + proxyNamespace + "/" + name}
 	if !slices.Equal(added, want) {
-		t.Errorf("components/headroom adds %v, want %v", added, want)
+		t.Errorf("components/%s adds %v, want %v", component, added, want)
 	}
 }
 
-// deleteHeadroomComponent deletes what applyHeadroomComponent created.
-func deleteHeadroomComponent(t *testing.T, admin *k8s.Clientset) {
+// deleteRoleComponent deletes what applyRoleComponent created.
+func deleteRoleComponent(t *testing.T, admin *k8s.Clientset, component string) {
 	t.Helper()
 	ctx := context.Background()
-	const name = "provider-health-exporter-headroom"
+	name := "provider-health-exporter-" + component
 	if err := admin.RbacV1().RoleBindings(proxyNamespace).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 		t.Errorf("delete RoleBinding %s: %v", name, err)
 	}

@@ -250,10 +250,10 @@ func TestIntegration(t *testing.T) {
 		wantReason(t, headroomCheckWith(t, saKubeconfig), collector.ReasonForbidden)
 		sa := cl.clientset(t, saToken, nil)
 		quotas := access{verb: "list", resource: "resourcequotas", namespace: proxyNamespace}
-		applyHeadroomComponent(t, admin)
+		applyRoleComponent(t, admin, "headroom")
 		// A later run starts without the component again.
 		t.Cleanup(func() {
-			deleteHeadroomComponent(t, admin)
+			deleteRoleComponent(t, admin, "headroom")
 			waitAccess(t, sa, false, quotas)
 		})
 		waitAccess(t, sa, true, quotas)
@@ -266,10 +266,10 @@ func TestIntegration(t *testing.T) {
 		wantReason(t, placementCheckWith(t, saKubeconfig), collector.ReasonForbidden)
 		sa := cl.clientset(t, saToken, nil)
 		create := access{verb: "create", resource: "pods", namespace: proxyNamespace}
-		applyPlacementComponent(t, admin)
+		applyRoleComponent(t, admin, "placement")
 		// A later run starts without the component again.
 		t.Cleanup(func() {
-			deletePlacementComponent(t, admin)
+			deleteRoleComponent(t, admin, "placement")
 			waitAccess(t, sa, false, create)
 		})
 		waitAccess(t, sa, true, create)

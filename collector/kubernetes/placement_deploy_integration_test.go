@@ -14,71 +14,12 @@ import (
 	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	k8s "k8s.io/client-go/kubernetes"
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
 	"github.com/egress-proxies/provider_health_exporter/config"
 )
-
-// applyPlacementComponent creates what deploy/kubernetes/components/placement
-// adds to the base (its Role and RoleBinding), rendered as an overlay of
-// the base would render them, with strict field validation.
-func applyPlacementComponent(t *testing.T, admin *k8s.Clientset) {
-	t.Helper()
-	ctx := context.Background()
-	base := map[string]bool{}
-	for _, obj := range renderKustomization(t, deployDir) {
-		base[obj.GetKind()+"/"+obj.GetNamespace()+"/"+obj.GetName()] = true
-	}
-	opts := metav1.CreateOptions{FieldValidation: metav1.FieldValidationStrict}
-	var added []string
-	for _, obj := range renderKustomization(t, deployDir, filepath.Join(deployDir, "components", "placement")) {
-		key := obj.GetKind() + "/" + obj.GetNamespace() + "/" + obj.GetName()
-		if base[key] {
-			continue
-		}
-		added = append(added, key)
-		var err error
-		switch obj.GetKind() {
-		case "Role":
-			var r rbacv1.Role
-			if err = runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(obj.Object, &r, true); err == nil {
-				_, err = admin.RbacV1().Roles(r.Namespace).Create(ctx, &r, opts)
-			}
-		case "RoleBinding":
-			var rb rbacv1.RoleBinding
-			if err = runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(obj.Object, &rb, true); err == nil {
-				_, err = admin.RbacV1().RoleBindings(rb.Namespace).Create(ctx, &rb, opts)
-			}
-		default:
-			t.Fatalf("components/placement adds %s; want only a Role and a RoleBinding", key)
-		}
-		if err != nil {
-			t.Fatalf("create %s: %v", key, err)
-		}
-	}
-	sort.Strings(added)
-	want := []string{"Role/" + proxyNamespace + "/provider-health-exporter-placement", "RoleBinding/" + proxyNamespace + "/provider-health-exporter-placement"}
-	if !slices.Equal(added, want) {
-		t.Errorf("components/placement adds %v, want %v", added, want)
-	}
-}
-
-// deletePlacementComponent deletes what applyPlacementComponent created.
-func deletePlacementComponent(t *testing.T, admin *k8s.Clientset) {
-	t.Helper()
-	ctx := context.Background()
-	const name = "provider-health-exporter-placement"
-	if err := admin.RbacV1().RoleBindings(proxyNamespace).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
-		t.Errorf("delete RoleBinding %s: %v", name, err)
-	}
-	if err := admin.RbacV1().Roles(proxyNamespace).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
-		t.Errorf("delete Role %s: %v", name, err)
-	}
-}
 
 // checkPlacementPermissions: with components/placement the exporter's
 // account may create Pods in the proxies' namespace, and nothing more
