@@ -28,7 +28,7 @@ const (
 	DefaultLibvirtSocket      = "/var/run/libvirt/libvirt-sock"
 	DefaultLibvirtURI         = "qemu:///system"
 	DefaultPool               = "default"
-	DefaultMaxConcurrentDials = 16
+	DefaultMaxConcurrentDials = 128
 	DefaultDialTimeout        = Duration(3 * time.Second)
 	DefaultSSHPort            = "22"
 )

@@ -332,6 +332,45 @@ kvm:
 	}
 }
 
+// The kvm placement names: the entry's taken by a host that sets none, a
+// host's own kept, and a name libvirt would refuse is an error naming the
+// entry, the host and the field.
+func TestKVMPlacement(t *testing.T) {
+	t.Parallel()
+	cfg, err := Parse([]byte(`
+kvm:
+  - name: lab
+    user: u
+    private_key_file: ../testdata/files/placeholder
+    insecure_ignore_host_key: true
+    volume: proxy-base.qcow2
+    hosts:
+      - address: beelink.lab
+      - address: nuc.lab
+        volume: other.qcow2
+        network: proxies
+`), sections)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []struct{ volume, network string }{{"proxy-base.qcow2", ""}, {"other.qcow2", "proxies"}} {
+		h := EntriesOf[*KVM](cfg, "kvm")[0].Hosts[i]
+		if h.Volume != want.volume || h.Network != want.network {
+			t.Errorf("hosts[%d]: volume %q, network %q; want %q, %q", i, h.Volume, h.Network, want.volume, want.network)
+		}
+	}
+	for _, tt := range []struct{ yaml, want string }{
+		{"    network: a/b\n    hosts:\n      - address: h\n", `kvm[0] "lab": network: "a/b" contains '/', which libvirt does not allow in a network name`},
+		{"    hosts:\n      - address: h\n        volume: \"a\\nb\"\n", `kvm[0] "lab": hosts[0]: volume: "a\nb" contains a control character`},
+		{"    volume: " + strings.Repeat("v", 1025) + "\n    hosts:\n      - address: h\n", `kvm[0] "lab": volume: 1025 bytes, at most 1024`},
+	} {
+		_, err := Parse([]byte("kvm:\n  - name: lab\n    user: u\n    private_key_file: ../testdata/files/placeholder\n    insecure_ignore_host_key: true\n"+tt.yaml), sections)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("error %v, want one containing %q", err, tt.want)
+		}
+	}
+}
+
 // TestMarshalRedactsURLs: /config's text shows no URL userinfo or query
 // value, while the entry keeps them for its check.
 func TestMarshalRedactsURLs(t *testing.T) {

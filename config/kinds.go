@@ -143,6 +143,12 @@ type KVM struct {
 	MinFreeMemory    string     `yaml:"min_free_memory,omitempty"`
 	Hosts            []*KVMHost `yaml:"hosts"`
 	Check            `yaml:",inline"`
+
+	// Volume and Network are the optional placement checks, overridable
+	// per host (docs/configuration.md: "KVM"): the base image's volume in
+	// the pool and the libvirt network proxies attach to.
+	Volume  string `yaml:"volume,omitempty"`
+	Network string `yaml:"network,omitempty"`
 }
 
 // KVMHost is one host. After Load, User, Pool and PrivateKeyFile hold the
@@ -161,6 +167,10 @@ type KVMHost struct {
 	MinFreeMemory         string `yaml:"min_free_memory,omitempty"`
 	MinPoolAvailableBytes uint64 `yaml:"-"`
 	MinFreeMemoryBytes    uint64 `yaml:"-"`
+	// Volume and Network override the entry's; after Load they hold the
+	// effective values ("": not checked).
+	Volume  string `yaml:"volume,omitempty"`
+	Network string `yaml:"network,omitempty"`
 }
 
 // Validate implements Entry.
@@ -350,6 +360,9 @@ func (v *KVM) Validate(where string) error {
 	if err := byteMinimum(where, "min_free_memory", v.MinFreeMemory, &unused); err != nil {
 		return err
 	}
+	if err := placementNames(where, v.Volume, v.Network); err != nil {
+		return err
+	}
 	for _, f := range []struct{ field, path string }{
 		{"private_key_file", v.PrivateKeyFile},
 		{"passphrase_file", v.PassphraseFile},
@@ -408,6 +421,15 @@ func (h *KVMHost) resolve(v *KVM, where string) error {
 	if h.Pool == "" {
 		h.Pool = v.Pool
 	}
+	if err := placementNames(where, h.Volume, h.Network); err != nil {
+		return err
+	}
+	if h.Volume == "" {
+		h.Volume = v.Volume
+	}
+	if h.Network == "" {
+		h.Network = v.Network
+	}
 	if h.PrivateKeyFile == "" {
 		h.PrivateKeyFile = v.PrivateKeyFile
 	} else if err := readable(where, "private_key_file", h.PrivateKeyFile); err != nil {
@@ -439,3 +461,25 @@ func (h *KVMHost) resolveMinimums(v *KVM, where string) error {
 	}
 	return nil
 }
+
+// placementNames checks the names of the optional volume and network: a
+// name with a control character is a mistake in the file, and libvirt
+// refuses a network name with a '/'.
+func placementNames(where, volume, network string) error {
+	for _, f := range []struct{ field, name string }{{"volume", volume}, {"network", network}} {
+		if strings.ContainsFunc(f.name, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+			return fmt.Errorf("%s: %s: %q contains a control character", where, f.field, f.name)
+		}
+		if len(f.name) > maxLibvirtName {
+			return fmt.Errorf("%s: %s: %d bytes, at most %d", where, f.field, len(f.name), maxLibvirtName)
+		}
+	}
+	if strings.Contains(network, "/") {
+		return fmt.Errorf("%s: network: %q contains '/', which libvirt does not allow in a network name", where, network)
+	}
+	return nil
+}
+
+// maxLibvirtName bounds a volume or network name: far above any name a
+// libvirt object has, far below what the check's one RPC could carry.
+const maxLibvirtName = 1024

@@ -68,9 +68,10 @@
     kvmReconnectsPerHour: 6,
 
     // Reasons (docs/metrics.md: "Reasons") that waiting does not fix: a human has to change a
-    // credential, a key, an API setting, a filter or a pool, or what an
-    // admission plugin or webhook refuses in the proxy Pod (AdmissionDenied).
-    // They raise ProviderActionRequired on top of ProviderNotReady.
+    // credential, a key, an API setting, a filter, a pool, a volume or a
+    // network, or what an admission plugin or webhook refuses in the proxy
+    // Pod (AdmissionDenied). They raise ProviderActionRequired on top of
+    // ProviderNotReady.
     actionRequiredReasons: [
       'APIDisabled',
       'AdmissionDenied',
@@ -81,6 +82,8 @@
       'ImageUnavailable',
       'InvalidRequest',
       'LibvirtConnectFailed',
+      'NetworkInactive',
+      'NetworkMissing',
       'NotFound',
       'PoolInactive',
       'PoolMissing',
@@ -88,6 +91,7 @@
       'SSHMaterialInvalid',
       'TLSError',
       'Unauthorized',
+      'VolumeMissing',
     ],
 
     // Labels that identify one exporter's view of a target. Joins between

@@ -507,7 +507,7 @@ func TestMaxRequests(t *testing.T) {
 func TestHealthReadyConfig(t *testing.T) {
 	t.Parallel()
 	_, srv, _ := newTestExporter(t, baseConfig, nil, 0)
-	for path, want := range map[string]string{"/-/healthy": "Healthy", "/-/ready": "Ready", "/config": "max_concurrent_dials: 16"} {
+	for path, want := range map[string]string{"/-/healthy": "Healthy", "/-/ready": "Ready", "/config": "max_concurrent_dials: 128"} {
 		code, body := get(t, http.DefaultClient, srv.URL+path, nil)
 		if code != http.StatusOK || !strings.Contains(body, want) {
 			t.Errorf("%s: %d %q, want 200 with %q", path, code, body, want)

@@ -132,6 +132,17 @@ kvm:
     private_key_file: KEY
     min_free_memory: 4GiB
     hosts: [{address: 127.0.0.1:22}]
+  - name: volume
+    insecure_ignore_host_key: true
+    user: proxyops
+    private_key_file: KEY
+    hosts: [{address: 127.0.0.1:22}, {address: 127.0.0.2:22, volume: proxy-base.qcow2}]
+  - name: network
+    insecure_ignore_host_key: true
+    user: proxyops
+    private_key_file: KEY
+    network: proxies
+    hosts: [{address: 127.0.0.1:22}]
 `, "KEY", key)), collector.Sections(builtinKinds()))
 	if err != nil {
 		t.Fatal(err)
@@ -141,8 +152,10 @@ kvm:
 		"gcp/g-quota":        {"QuotaExhausted"},
 		"kvm/pool":           {"PoolFull"},
 		"kvm/memory":         {"HostMemoryLow"},
+		"kvm/volume":         {"VolumeMissing"},
+		"kvm/network":        {"NetworkMissing", "NetworkInactive"},
 	}
-	optIn := []collector.Reason{"QuotaExhausted", "PoolFull", "HostMemoryLow"}
+	optIn := []collector.Reason{"QuotaExhausted", "PoolFull", "HostMemoryLow", "VolumeMissing", "NetworkMissing", "NetworkInactive"}
 	for _, e := range entries(cfg, slog.New(slog.DiscardHandler)) {
 		key := e.Kind + "/" + e.Name
 		for _, r := range optIn {

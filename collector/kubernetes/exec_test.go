@@ -20,17 +20,20 @@ import (
 )
 
 // plugin writes an exec credential plugin script into dir and returns a
-// kubeconfig mutation that uses it instead of the token.
+// kubeconfig mutation that uses it instead of the token. The command is
+// /bin/sh with the script as its argument, not the script itself: these
+// tests run in parallel, and a script exec'd while another test's fork
+// still holds it open for writing fails with ETXTBSY ("text file busy").
 func plugin(t *testing.T, script string) (func(*clientcmdapi.Config), string) {
 	t.Helper()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "plugin.sh")
-	if err := os.WriteFile(path, []byte("#!/bin/sh\n"+script), 0o700); err != nil {
+	if err := os.WriteFile(path, []byte(script), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return func(kc *clientcmdapi.Config) {
 		kc.AuthInfos["exporter"] = &clientcmdapi.AuthInfo{Exec: &clientcmdapi.ExecConfig{
-			Command: path, APIVersion: "client.authentication.k8s.io/v1", InteractiveMode: clientcmdapi.NeverExecInteractiveMode,
+			Command: "/bin/sh", Args: []string{path}, APIVersion: "client.authentication.k8s.io/v1", InteractiveMode: clientcmdapi.NeverExecInteractiveMode,
 			Env: []clientcmdapi.ExecEnvVar{{Name: "PLUGIN_DIR", Value: dir}},
 		}}
 	}, dir

@@ -2,7 +2,12 @@ package kvm
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
@@ -35,6 +40,41 @@ func BenchmarkCheck(b *testing.B) {
 					s.close()
 				}
 			}
+		})
+	}
+}
+
+// BenchmarkKnownHostsHeap measures the heap a parsed known_hosts holds, per
+// line: the entry's hosts share one parse (material), so this is a cost per
+// entry, not per host, and the fleet benchmark's heap per host carries it
+// divided by the number of hosts (docs/scaling.md: "Memory").
+func BenchmarkKnownHostsHeap(b *testing.B) {
+	for _, lines := range []int{1000, 5000} {
+		b.Run(fmt.Sprintf("lines=%d", lines), func(b *testing.B) {
+			path := filepath.Join(b.TempDir(), "known_hosts")
+			var buf strings.Builder
+			for i := range lines {
+				buf.WriteString(knownHostsLine(fmt.Sprintf("192.0.2.%d:%d", i%250+1, 2000+i), randomKey(b)))
+			}
+			if err := os.WriteFile(path, []byte(buf.String()), 0o600); err != nil {
+				b.Fatal(err)
+			}
+			var held int64
+			for b.Loop() {
+				var before, after runtime.MemStats
+				runtime.GC()
+				runtime.ReadMemStats(&before)
+				cb, err := hostKeyCallback(settings{knownHostsFile: path})
+				if err != nil {
+					b.Fatal(err)
+				}
+				runtime.GC()
+				runtime.ReadMemStats(&after)
+				runtime.KeepAlive(cb)
+				held = int64(after.HeapAlloc) - int64(before.HeapAlloc)
+			}
+			b.ReportMetric(float64(held)/float64(lines), "heap-B/line")
+			b.ReportMetric(float64(held)/(1<<10), "heap-KiB")
 		})
 	}
 }

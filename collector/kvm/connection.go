@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 	"time"
 
@@ -72,8 +73,11 @@ func (c *Checker) queueDial(h *host, logger *slog.Logger) *dialJob {
 
 // runDial dials for j in a dial worker, bound to dial_timeout and the
 // checker's life but not to the check that queued it, keeps the session,
-// and keeps count of the host's failed dials for its backoff.
-func (c *Checker) runDial(j *dialJob) {
+// and keeps count of the host's failed dials for its backoff. It tells the
+// dial queue how the dial went, for its window.
+func (c *Checker) runDial(j *dialJob) dialOutcome {
+	start := time.Now()
+	outcome := dialOutcome{kind: dialNeutral}
 	// A dial worker is a goroutine of its own: a panic in it (the SSH or
 	// libvirt client on a peer's bytes) is the host's Unknown, not the
 	// process's end.
@@ -88,10 +92,14 @@ func (c *Checker) runDial(j *dialJob) {
 	case c.ctx.Err() != nil:
 		// Closed while dialing: says nothing about the host.
 		if s != nil {
+			j.logger.Debug(dropLogged, "why", "the checker was closed (reload or shutdown) while the connection was made")
 			defer s.close()
 		}
 		s, err = nil, errClosed
 	case err != nil:
+		if !j.failing && dialTimedOutErr(err) {
+			outcome.kind = dialTimedOut
+		}
 		var de *dialError
 		if errors.As(err, &de) && de.Stage != stageMaterial {
 			// Only a dial that went to the network took a slot; a
@@ -108,9 +116,18 @@ func (c *Checker) runDial(j *dialJob) {
 		h.version = s.version
 		h.sess = s
 		j.logger.Debug("connected", "libvirtVersion", s.version)
+		outcome = dialOutcome{kind: dialEstablished, took: time.Since(start)}
 	}
 	h.mu.Unlock()
 	c.endDial(j, s, err)
+	return outcome
+}
+
+// dialTimedOutErr tells whether a dial ran out of time: dial_timeout, the
+// server's silence, or a TCP connect that timed out.
+func dialTimedOutErr(err error) bool {
+	var silent *silentServerError
+	return errors.Is(err, &dialTimeoutError{}) || errors.As(err, &silent) || errors.Is(err, os.ErrDeadlineExceeded)
 }
 
 // endDial hands j's outcome to the checks waiting for it.
@@ -130,29 +147,64 @@ func (c *Checker) endDial(j *dialJob, s *session, err error) {
 func (h *host) current(logger *slog.Logger) *session {
 	h.mu.Lock()
 	s := h.sess
-	if s != nil && s.isDead() {
-		h.sess = nil
-	}
 	h.mu.Unlock()
 	if s == nil {
 		return nil
 	}
 	if s.isDead() {
-		logger.Debug("kept connection is gone, redialing")
-		s.close()
+		h.drop(logger, s, "the connection ended since the last check (closed by the host, sshd or the network)", nil)
 		return nil
 	}
 	return s
 }
 
-// drop forgets s if it is still the kept session of h and closes it.
-func (h *host) drop(s *session) {
+// dropLogged is the message of every dropped connection: each connection
+// the exporter establishes is either kept or dropped with this line and its
+// reason (docs/scaling.md: "Performance").
+const dropLogged = "kept connection dropped"
+
+// drop forgets s if it is still the kept session of h, closes it, and logs
+// why: at info, or at debug when the host's last connection went the same
+// way and no connection has outlived a check since.
+func (h *host) drop(logger *slog.Logger, s *session, why string, err error) {
 	h.mu.Lock()
 	if h.sess == s {
 		h.sess = nil
 	}
+	repeat := h.lastDrop == why
+	h.lastDrop = why
+	connects := h.connects
 	h.mu.Unlock()
 	s.close()
+	level := slog.LevelInfo
+	if repeat {
+		level = slog.LevelDebug
+	}
+	attrs := []any{"why", why, "connects", connects}
+	if err != nil {
+		attrs = append(attrs, "err", err)
+	}
+	logger.Log(context.Background(), level, dropLogged, attrs...)
+}
+
+// callFailed classifies the failure of a call on s that libvirt did not
+// answer with an error the caller knows: the end of ctx is Timeout (the
+// connection is dropped only when the call outlived its grace, see call),
+// another libvirt error keeps the connection (Unknown), and anything else
+// is a lost connection, which is dropped so that the next check redials.
+func (h *host) callFailed(ctx context.Context, logger *slog.Logger, s *session, err error) (collector.Reason, error) {
+	if collector.Ended(ctx) {
+		if s.isDead() {
+			h.drop(logger, s, "a libvirt call was still unanswered after the check's deadline and its grace", err)
+		}
+		return collector.ReasonTimeout, err
+	}
+	if libvirtError(err) {
+		// libvirtd answered: the connection is fine.
+		return collector.ReasonUnknown, err
+	}
+	h.drop(logger, s, "the connection broke during a libvirt call", err)
+	return ReasonLibvirtConnectionLost, err
 }
 
 // Close closes every kept connection. Checks still running finish on their
@@ -163,12 +215,14 @@ func (c *Checker) Close() error {
 	c.cancel()
 	c.dials.close(func(j *dialJob, err error) { c.endDial(j, nil, err) })
 	var wg sync.WaitGroup
+	closed := 0
 	for _, h := range c.hosts {
 		h.mu.Lock()
 		s := h.sess
 		h.sess = nil
 		h.mu.Unlock()
 		if s != nil {
+			closed++
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -177,6 +231,11 @@ func (c *Checker) Close() error {
 		}
 	}
 	wg.Wait()
+	if closed > 0 {
+		// One line for the whole entry: every kept connection of a reload
+		// or a shutdown ends here, on purpose.
+		c.logger.Debug("kept connections closed: the checker was closed (reload or shutdown)", "connections", closed)
+	}
 	return nil
 }
 
@@ -212,7 +271,9 @@ func (c *Checker) Adopt(old collector.Checker) {
 		}
 		h.mu.Unlock()
 		if s != nil {
-			s.goodbye(c.logger.With("target", h.name))
+			logger := c.logger.With("target", h.name)
+			logger.Info(dropLogged, "why", "its connection settings changed on reload")
+			s.goodbye(logger)
 		}
 	}
 }

@@ -13,6 +13,8 @@ import (
 
 	"github.com/digitalocean/go-libvirt"
 	"golang.org/x/crypto/ssh"
+
+	"github.com/egress-proxies/provider_health_exporter/collector"
 )
 
 // stage names the step of a dial that failed (docs/configuration.md: "KVM"); the reason is
@@ -64,6 +66,68 @@ type session struct {
 	// write.
 	dead     chan struct{}
 	deadOnce sync.Once
+
+	// The handles of the libvirt objects this connection has looked up:
+	// a steady check asks about them without looking them up again
+	// (docs/scaling.md: "Performance"). They belong to the connection, so
+	// a redial starts without any, and are looked up again when libvirt
+	// says the object a handle names is gone.
+	hmu     sync.Mutex
+	pool    *libvirt.StoragePool
+	network *libvirt.Network
+
+	// grace is how long a check's call may go on past the check's
+	// deadline before the session is closed (lateAnswerGrace; tests
+	// shorten or lengthen it).
+	grace time.Duration
+}
+
+// poolHandle is the kept handle of the pool called name, if any.
+func (s *session) poolHandle(name string) (libvirt.StoragePool, bool) {
+	s.hmu.Lock()
+	defer s.hmu.Unlock()
+	if s.pool == nil || s.pool.Name != name {
+		return libvirt.StoragePool{}, false
+	}
+	return *s.pool, true
+}
+
+func (s *session) keepPool(p libvirt.StoragePool) {
+	s.hmu.Lock()
+	if s.pool == nil || *s.pool != p {
+		s.pool = &p
+	}
+	s.hmu.Unlock()
+}
+
+func (s *session) forgetPool() {
+	s.hmu.Lock()
+	s.pool = nil
+	s.hmu.Unlock()
+}
+
+// networkHandle is the kept handle of the network called name, if any.
+func (s *session) networkHandle(name string) (libvirt.Network, bool) {
+	s.hmu.Lock()
+	defer s.hmu.Unlock()
+	if s.network == nil || s.network.Name != name {
+		return libvirt.Network{}, false
+	}
+	return *s.network, true
+}
+
+func (s *session) keepNetwork(n libvirt.Network) {
+	s.hmu.Lock()
+	if s.network == nil || *s.network != n {
+		s.network = &n
+	}
+	s.hmu.Unlock()
+}
+
+func (s *session) forgetNetwork() {
+	s.hmu.Lock()
+	s.network = nil
+	s.hmu.Unlock()
 }
 
 // newSession starts the one goroutine the exporter adds to a kept
@@ -205,6 +269,107 @@ func (s *session) bound(ctx context.Context, fn func() error) error {
 		return fmt.Errorf("%w: %w", context.Cause(ctx), err)
 	}
 	return err
+}
+
+// lateAnswerGrace is how long a check's libvirt call may go on past the
+// check's deadline before its connection is closed. The verdict is Timeout
+// at the deadline either way; the grace only decides whether the connection
+// is kept. A libvirtd that answers a little late (a busy host, or the
+// exporter itself busy dialing a fleet at a cold start) keeps its
+// connection, instead of costing a redial; one that does not answer within
+// the grace is taken for wedged. It is well within the engine's
+// AbandonGrace, so the check still returns before it is abandoned.
+const lateAnswerGrace = collector.AbandonGrace / 2
+
+// call runs fn, a libvirt call for a check bound to ctx, on s (bound's
+// counterpart for checks on a kept connection). When ctx has ended by the
+// time fn returns, call returns ctx's error whatever fn said; the session is
+// closed only if fn has not returned lateAnswerGrace after ctx's deadline
+// (after its end, for a context without one). Callers tell the two apart
+// with isDead.
+func (s *session) call(ctx context.Context, fn func() error) error {
+	w := &lateCall{s: s, grace: s.grace}
+	if w.grace <= 0 {
+		w.grace = lateAnswerGrace
+	}
+	var stop func() bool
+	if d, ok := ctx.Deadline(); ok {
+		// One timer at the deadline plus the grace: registering with the
+		// context (context.AfterFunc) cost several times more, at one call
+		// per host and scrape.
+		w.timer = time.AfterFunc(time.Until(d)+w.grace, w.expire)
+	} else {
+		stop = context.AfterFunc(ctx, w.arm)
+	}
+	err := fn()
+	if stop != nil {
+		stop()
+	}
+	if w.finish() {
+		s.close() // waits for the close the grace timer started
+		if err == nil {
+			err = errors.New("session closed")
+		}
+		return fmt.Errorf("%w: no answer within %s after it, connection closed: %w", endedCause(ctx), w.grace, err)
+	}
+	switch {
+	case !collector.Ended(ctx):
+		return err
+	case err != nil:
+		return fmt.Errorf("%w: %w", endedCause(ctx), err)
+	}
+	return fmt.Errorf("%w: libvirtd answered after it; the connection is kept", endedCause(ctx))
+}
+
+// endedCause is why ctx ended: its cause, or DeadlineExceeded when its
+// deadline has passed but its timer has not fired yet, as happens on a
+// loaded machine (collector.Ended).
+func endedCause(ctx context.Context) error {
+	if err := context.Cause(ctx); err != nil {
+		return err
+	}
+	return context.DeadlineExceeded
+}
+
+// lateCall closes a session whose call goes on lateAnswerGrace past the
+// deadline (or the end) of its context.
+type lateCall struct {
+	s      *session
+	grace  time.Duration
+	mu     sync.Mutex
+	done   bool // the call returned
+	closed bool // the grace ran out first
+	timer  *time.Timer
+}
+
+// arm starts the grace; called when a context without a deadline ends.
+func (w *lateCall) arm() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.done {
+		w.timer = time.AfterFunc(w.grace, w.expire)
+	}
+}
+
+func (w *lateCall) expire() {
+	w.mu.Lock()
+	expired := !w.done
+	w.closed = expired
+	w.mu.Unlock()
+	if expired {
+		w.s.close()
+	}
+}
+
+// finish marks the call returned and tells whether the grace had run out.
+func (w *lateCall) finish() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.done = true
+	if w.timer != nil && !w.closed {
+		w.timer.Stop()
+	}
+	return w.closed
 }
 
 // watchedConn marks the session dead when the libvirt channel fails, so the
@@ -376,6 +541,7 @@ func (c *Checker) dialNetwork(ctx context.Context, logger *slog.Logger, set sett
 		return nil, &dialError{stageHandshake, err}
 	}
 	s := newSession(sc, chans, reqs)
+	s.grace = c.lateGrace
 
 	logger.Debug("dialing", "stage", stageLibvirt, "socket", set.socket, "uri", set.uri)
 	err = s.bound(ctx, func() error {

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // dialJob is one dial of one host (docs/configuration.md: "KVM"). The first check that
@@ -32,32 +33,101 @@ type dialJob struct {
 // before they could dial; a check still waiting dials on its own.
 var errClosed = errors.New("checker closed")
 
-// dialQueue runs the dials of one kvm entry, at most slots at a time
-// (max_concurrent_dials). Hosts whose last dial failed go after every other
-// waiting host and hold at most failingMax slots together, so hosts that
-// keep failing (a host that accepts TCP and never speaks holds its slot for
-// dial_timeout) can never take every slot from the healthy ones. Workers
-// exist only while there is work: an idle entry has no dial goroutine.
+// dialOutcome is what a finished dial says about how many dials may run at
+// once (dialQueue's window).
+type dialOutcome struct {
+	kind dialKind
+	took time.Duration // of an established dial
+}
+
+type dialKind int
+
+const (
+	dialNeutral     dialKind = iota // failed for a reason of the host's (refused, key, auth...), or closed
+	dialEstablished                 // the connection is up
+	dialTimedOut                    // a fresh host's dial ran out of time
+)
+
+// The dial window (docs/scaling.md: "Cold start"): how many dials may run at
+// once, between startWindow (or max_concurrent_dials, if lower) and
+// max_concurrent_dials. It starts there and moves with what dials take:
+//   - a dial established quickly, within slowFactor/2 times the quickest
+//     dial this entry has made (and within a quarter of dial_timeout),
+//     widens it by one: the network, the hosts and the exporter keep up;
+//   - a dial established slowly, beyond slowFactor times the quickest,
+//     narrows it by one: more dials at once would only make each slower
+//     (an exporter short of CPU, a congested link), and would take the CPU
+//     the first checks of the hosts already connected need;
+//   - a dial of a host not known to fail that times out halves it: the
+//     network or the hosts may not keep up, or hosts hang, which the window
+//     at its start has always coped with.
+//
+// It never goes below where it started.
+const (
+	startWindow = 16
+	slowFactor  = 4
+	// fastDialShare: a dial is never quick beyond dial_timeout/fastDialShare,
+	// the quarter a server has to send its identification.
+	fastDialShare = 4
+)
+
+// dialQueue runs the dials of one kvm entry, at most window at a time, and
+// never more than max_concurrent_dials. Hosts whose last dial failed go
+// after every other waiting host and hold at most half the window together,
+// so hosts that keep failing (a host that accepts TCP and never speaks
+// holds its slot for a quarter of dial_timeout) can never take every slot
+// from the healthy ones. Workers exist only while there is work: an idle
+// entry has no dial goroutine.
 type dialQueue struct {
-	slots      int
-	failingMax int
-	run        func(*dialJob) // dials and ends the job
+	most, floor int                        // max_concurrent_dials; the window's least
+	quickLimit  time.Duration              // dial_timeout/fastDialShare
+	run         func(*dialJob) dialOutcome // dials and ends the job
 
 	mu               sync.Mutex
-	fresh, failing   []*dialJob // waiting, oldest first
-	running          int        // workers, each dialing one job
-	runningFailing   int        // of which for failing hosts
+	window           int
+	quickest         time.Duration // of the dials established so far
+	fresh, failing   []*dialJob    // waiting, oldest first
+	running          int           // workers, each dialing one job
+	runningFailing   int           // of which for failing hosts
 	closed           bool
 	workers          sync.WaitGroup
 	queuedTotal      atomic.Int64 // jobs ever queued, for tests
-	maxRunning       int          // the most workers at once, for tests
+	maxRunning       int          // the most workers at once, for tests and the benchmark
 	maxFailingAtOnce int          // the most failing jobs at once, for tests
+	maxWindow        int          // the widest the window was, for the benchmark
+	shrinks          int          // times the window was halved, for the benchmark
 }
 
-func newDialQueue(slots int, run func(*dialJob)) *dialQueue {
-	// Half the slots, but at least one: with a single slot a failing host
-	// still gets it when nobody else waits.
-	return &dialQueue{slots: slots, failingMax: max(1, slots/2), run: run}
+func newDialQueue(most int, dialTimeout time.Duration, run func(*dialJob) dialOutcome) *dialQueue {
+	floor := min(startWindow, most)
+	return &dialQueue{most: most, floor: floor, quickLimit: dialTimeout / fastDialShare, window: floor, maxWindow: floor, run: run}
+}
+
+// failingMax is how many slots hosts whose last dial failed may hold: half
+// the window, but at least one, so a failing host still gets a slot when
+// nobody else waits. Called with mu held.
+func (q *dialQueue) failingMax() int { return max(1, q.window/2) }
+
+// adapt moves the window after a dial. Called with mu held.
+func (q *dialQueue) adapt(o dialOutcome) {
+	switch o.kind {
+	case dialEstablished:
+		if q.quickest == 0 || o.took < q.quickest {
+			q.quickest = o.took
+		}
+		switch {
+		case o.took <= q.quickest*slowFactor/2 && o.took < q.quickLimit:
+			q.window = min(q.most, q.window+1)
+			q.maxWindow = max(q.maxWindow, q.window)
+		case o.took > q.quickest*slowFactor:
+			q.window = max(q.floor, q.window-1)
+		}
+	case dialTimedOut:
+		if w := max(q.floor, q.window/2); w < q.window {
+			q.window = w
+			q.shrinks++
+		}
+	}
 }
 
 // push queues j; it is started at once when a slot is free. It reports
@@ -79,14 +149,14 @@ func (q *dialQueue) push(j *dialJob) bool {
 }
 
 // take removes the next job a free slot may run: the oldest fresh one, else
-// the oldest failing one while failing hosts hold fewer than failingMax
+// the oldest failing one while failing hosts hold fewer than failingMax()
 // slots. Called with mu held.
 func (q *dialQueue) take() *dialJob {
 	var j *dialJob
 	switch {
 	case len(q.fresh) > 0:
 		j, q.fresh = q.fresh[0], q.fresh[1:]
-	case len(q.failing) > 0 && q.runningFailing < q.failingMax:
+	case len(q.failing) > 0 && q.runningFailing < q.failingMax():
 		j, q.failing = q.failing[0], q.failing[1:]
 		q.runningFailing++
 		q.maxFailingAtOnce = max(q.maxFailingAtOnce, q.runningFailing)
@@ -97,7 +167,7 @@ func (q *dialQueue) take() *dialJob {
 // fill starts workers while slots are free and jobs may run. Called with mu
 // held.
 func (q *dialQueue) fill() {
-	for q.running < q.slots {
+	for q.running < q.window {
 		j := q.take()
 		if j == nil {
 			return
@@ -109,20 +179,26 @@ func (q *dialQueue) fill() {
 	}
 }
 
-// work runs jobs until none may run, then ends.
+// work runs jobs until none may run, then ends; a worker beyond a window
+// that shrank ends too.
 func (q *dialQueue) work(j *dialJob) {
 	defer q.workers.Done()
 	for j != nil {
 		j.started.Store(true)
-		q.run(j)
+		o := q.run(j)
 		q.mu.Lock()
+		q.adapt(o)
 		if j.failing {
 			q.runningFailing--
 		}
-		if j = q.take(); j == nil {
+		j = nil
+		if q.running <= q.window {
+			j = q.take()
+		}
+		if j == nil {
 			q.running--
 		}
-		q.fill() // a failing slot may have come free for another worker
+		q.fill() // the window may have grown, or a failing slot come free
 		q.mu.Unlock()
 	}
 }

@@ -23,10 +23,25 @@ type fakeLibvirt struct {
 	allocation uint64
 	available  uint64
 	freeMemory uint64
-	calls      map[string]int
+	// poolGen is the generation of the pool: the first byte of its
+	// UUID. Redefining the pool under the same name (poolGen++) makes
+	// the handles of the old one stale, as libvirtd does: the info call
+	// on one is answered with VIR_ERR_NO_STORAGE_POOL.
+	poolGen byte
+	// volumes are the volumes the pool holds.
+	volumes map[string]bool
+	// networks are the networks defined, each with its generation and
+	// whether it is active.
+	networks map[string]*fakeNetwork
+	calls    map[string]int
 	// gate, when set, holds every ConnectToURI until it is closed: a
 	// dial that takes longer than the check that started it.
 	gate chan struct{}
+	// infoGate, when set, holds every StoragePoolGetInfo until it is
+	// closed, and infoHeld is told each time one is held: a libvirtd
+	// that answers late.
+	infoGate chan struct{}
+	infoHeld chan struct{}
 }
 
 func newFakeLibvirt() *fakeLibvirt {
@@ -36,8 +51,15 @@ func newFakeLibvirt() *fakeLibvirt {
 		capacity:   100 << 30,
 		allocation: 30 << 30,
 		available:  70 << 30,
+		volumes:    map[string]bool{},
+		networks:   map[string]*fakeNetwork{},
 		calls:      map[string]int{},
 	}
+}
+
+type fakeNetwork struct {
+	gen    byte
+	active bool
 }
 
 func (f *fakeLibvirt) client(conn net.Conn) libvirtClient { return &fakeClient{f: f, conn: conn} }
@@ -117,19 +139,73 @@ func (c *fakeClient) StoragePoolLookupByName(name string) (libvirt.StoragePool, 
 	if c.f.lookupErr != nil {
 		return libvirt.StoragePool{}, c.f.lookupErr
 	}
-	return libvirt.StoragePool{Name: name}, nil
+	return libvirt.StoragePool{Name: name, UUID: libvirt.UUID{c.f.poolGen}}, nil
 }
 
-func (c *fakeClient) StoragePoolGetInfo(libvirt.StoragePool) (uint8, uint64, uint64, uint64, error) {
+func (c *fakeClient) StoragePoolGetInfo(p libvirt.StoragePool) (uint8, uint64, uint64, uint64, error) {
+	c.f.mu.Lock()
+	gate, held := c.f.infoGate, c.f.infoHeld
+	c.f.mu.Unlock()
+	if gate != nil {
+		held <- struct{}{}
+		<-gate
+	}
 	if err := c.roundTrip("StoragePoolGetInfo"); err != nil {
 		return 0, 0, 0, 0, err
 	}
 	c.f.mu.Lock()
 	defer c.f.mu.Unlock()
+	if c.f.lookupErr != nil || p.UUID[0] != c.f.poolGen {
+		return 0, 0, 0, 0, libvirt.Error{Code: uint32(libvirt.ErrNoStoragePool), Message: "Storage pool not found: no storage pool with matching uuid"}
+	}
 	if c.f.infoErr != nil {
 		return 0, 0, 0, 0, c.f.infoErr
 	}
 	return c.f.state, c.f.capacity, c.f.allocation, c.f.available, nil
+}
+
+func (c *fakeClient) StorageVolLookupByName(p libvirt.StoragePool, name string) (libvirt.StorageVol, error) {
+	if err := c.roundTrip("StorageVolLookupByName"); err != nil {
+		return libvirt.StorageVol{}, err
+	}
+	c.f.mu.Lock()
+	defer c.f.mu.Unlock()
+	if c.f.lookupErr != nil || p.UUID[0] != c.f.poolGen {
+		return libvirt.StorageVol{}, libvirt.Error{Code: uint32(libvirt.ErrNoStoragePool), Message: "Storage pool not found: no storage pool with matching uuid"}
+	}
+	if !c.f.volumes[name] {
+		return libvirt.StorageVol{}, libvirt.Error{Code: uint32(libvirt.ErrNoStorageVol), Message: "Storage volume not found: no storage vol with matching name '" + name + "'"}
+	}
+	return libvirt.StorageVol{Pool: p.Name, Name: name, Key: "/pool/" + name}, nil
+}
+
+func (c *fakeClient) NetworkLookupByName(name string) (libvirt.Network, error) {
+	if err := c.roundTrip("NetworkLookupByName"); err != nil {
+		return libvirt.Network{}, err
+	}
+	c.f.mu.Lock()
+	defer c.f.mu.Unlock()
+	n := c.f.networks[name]
+	if n == nil {
+		return libvirt.Network{}, libvirt.Error{Code: uint32(libvirt.ErrNoNetwork), Message: "Network not found: no network with matching name '" + name + "'"}
+	}
+	return libvirt.Network{Name: name, UUID: libvirt.UUID{n.gen}}, nil
+}
+
+func (c *fakeClient) NetworkIsActive(net libvirt.Network) (int32, error) {
+	if err := c.roundTrip("NetworkIsActive"); err != nil {
+		return 0, err
+	}
+	c.f.mu.Lock()
+	defer c.f.mu.Unlock()
+	n := c.f.networks[net.Name]
+	if n == nil || n.gen != net.UUID[0] {
+		return 0, libvirt.Error{Code: uint32(libvirt.ErrNoNetwork), Message: "Network not found: no network with matching uuid"}
+	}
+	if n.active {
+		return 1, nil
+	}
+	return 0, nil
 }
 
 func (c *fakeClient) ConnectClose() error {

@@ -3,10 +3,12 @@ package kvm
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -16,8 +18,10 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -96,6 +100,9 @@ func serveFleet() int {
 	fmt.Fprintf(out, "socket %s\n", fake.Path())
 	for i := range n {
 		srv := newSSHServer(tb, key, fake.Path())
+		// Each host answers libvirt's calls itself, as if it had its
+		// own libvirtd: one descriptor per host instead of three.
+		srv.answer = fake.handle
 		state := "ok"
 		if fleetRoleOf(i, hung, 0, 0) == roleHung {
 			srv.setMode(modeSilent)
@@ -206,6 +213,19 @@ type fleetScenario struct {
 	hung, missing, drop int  // percent of the hosts
 	knownHostsPad       int  // extra known_hosts lines, for hosts not checked
 	freeMemory          bool // min_free_memory set: one more RPC a check
+	placement           bool // volume and network set: one more RPC a check each
+	// dials is max_concurrent_dials; 0 is the default. 16 keeps the dial
+	// window fixed where it starts, as it was before it adapted.
+	dials int
+	// header is the scrape header (and the interval of the warm-up
+	// scrapes); 0 is fleetHeader.
+	header time.Duration
+	// settle is a number of steady scrapes made after the warm-up and
+	// before the measured ones; the resident memory is read after them.
+	settle int
+	// memLimit, when set, is the Go memory limit (GOMEMLIMIT) of the
+	// exporter's side while the fleet runs.
+	memLimit int64
 }
 
 func (sc fleetScenario) String() string {
@@ -225,17 +245,28 @@ func (sc fleetScenario) String() string {
 	if sc.freeMemory {
 		name += "/min_free_memory"
 	}
+	if sc.placement {
+		name += "/volume+network"
+	}
+	if sc.dials > 0 {
+		name += fmt.Sprintf("/max_concurrent_dials=%d", sc.dials)
+	}
+	if sc.header != 0 && sc.header != fleetHeader {
+		name += fmt.Sprintf("/header=%s", sc.header)
+	}
+	if sc.memLimit > 0 {
+		name += fmt.Sprintf("/gomemlimit=%dMiB", sc.memLimit>>20)
+	}
 	return name
 }
 
-// Scrape settings of the fleet: Prometheus's header, the exporter's default
-// --timeout-offset, and the interval between the warm-up scrapes, which is
-// the shortest Prometheus allows with that timeout (scrape_timeout may not
-// exceed scrape_interval).
+// Scrape settings of the fleet: Prometheus's header (unless a scenario sets
+// its own) and the exporter's default --timeout-offset. The warm-up scrapes
+// are one header apart, the shortest interval Prometheus allows with that
+// timeout (scrape_timeout may not exceed scrape_interval).
 const (
-	fleetHeader   = 5 * time.Second
-	fleetOffset   = 500 * time.Millisecond
-	fleetInterval = fleetHeader
+	fleetHeader = 5 * time.Second
+	fleetOffset = 500 * time.Millisecond
 	// fleetLate is how far past the budget an answer may leave: the
 	// scrape's answer must be on the wire before the header runs out.
 	fleetLate = 100 * time.Millisecond
@@ -243,23 +274,42 @@ const (
 
 // BenchmarkFleet scrapes a simulated fleet through collector.Engine and the
 // real kvm Checker with the real go-libvirt client, 20 ms per libvirt reply,
-// the scrape header at 5 s (budget 4.5 s), and encodes every answer in the
+// the scrape header at 5 s (budget 4.5 s; 10 s for the 5,000 hosts), and encodes every answer in the
 // text format as /metrics does. An op is one steady scrape of the whole
 // fleet after warm-up; the metrics are explained in
 // docs/scaling.md: "Performance", summarised by testdata/bench/table.sh.
 func BenchmarkFleet(b *testing.B) {
 	for _, sc := range []fleetScenario{
 		{hosts: 1},
-		{hosts: 100},
+		{hosts: 100, settle: 50},
 		{hosts: 100, freeMemory: true},
-		{hosts: 1000},
+		{hosts: 100, placement: true},
+		{hosts: 100, knownHostsPad: 4900},
+		{hosts: 1000, settle: 50},
 		{hosts: 1000, knownHostsPad: 4000},
 		{hosts: 1000, hung: 10},
+		{hosts: 1000, hung: 10, dials: 16},
 		{hosts: 1000, hung: 10, missing: 5, drop: 5},
+		// The default Deployment's fleet in the default Deployment's
+		// memory: GOMEMLIMIT as the manifests set it from the container's
+		// limit (docs/scaling.md: "Sizing"); the resident memory after
+		// the settling scrapes must stay below that limit.
+		{hosts: 1000, settle: 50, memLimit: defaultGoMemLimit},
+		// The cold start of a large replica: Prometheus's scrape_timeout
+		// of 10s, the exporter's default timeout of 10s.
+		{hosts: 5000, header: 10 * time.Second, settle: 50},
 	} {
 		b.Run(sc.String(), func(b *testing.B) { benchFleet(b, sc) })
 	}
 }
+
+// The default Deployment's memory limit (deploy/kubernetes/deployment.yaml,
+// the chart's values.yaml) and the GOMEMLIMIT the manifests derive from it,
+// about 90% (docs/scaling.md: "Sizing").
+const (
+	defaultMemoryLimit = 256 << 20
+	defaultGoMemLimit  = defaultMemoryLimit * 9 / 10
+)
 
 // fleetScrape is what one scrape of the fleet saw.
 type fleetScrape struct {
@@ -289,9 +339,15 @@ func benchFleet(b *testing.B, sc fleetScenario) {
 		LibvirtSocket: socket, LibvirtURI: config.DefaultLibvirtURI, Pool: config.DefaultPool,
 		MaxConcurrentDials: config.DefaultMaxConcurrentDials, DialTimeout: config.DefaultDialTimeout,
 	}
-	// want is the reason each host should have once warmed up.
+	if sc.dials > 0 {
+		cfg.MaxConcurrentDials = sc.dials
+	}
+	// want is the reason each host should have once warmed up; index
+	// finds a host by its address, for the dials counted per host.
 	want := map[string]collector.Reason{}
+	index := make(map[string]int, n)
 	for i, h := range hosts {
+		index[h.addr] = i
 		name := fmt.Sprintf("h%04d", i)
 		pool := config.DefaultPool
 		role := fleetRoleOf(i, sc.hung, sc.missing, sc.drop)
@@ -313,20 +369,37 @@ func benchFleet(b *testing.B, sc fleetScenario) {
 			// Below what the fake reports: the host stays Ready.
 			host.MinFreeMemory, host.MinFreeMemoryBytes = "1GiB", 1<<30
 		}
+		if sc.placement {
+			// A volume and an active network the fake has: Ready.
+			host.Volume, host.Network = "proxy-base.qcow2", "proxies"
+		}
 		cfg.Hosts = append(cfg.Hosts, host)
+	}
+
+	header := sc.header
+	if header == 0 {
+		header = fleetHeader
+	}
+	if sc.memLimit > 0 {
+		defer debug.SetMemoryLimit(debug.SetMemoryLimit(sc.memLimit))
 	}
 
 	// The baseline: everything but the exporter's checker and engine.
 	// FreeOSMemory hands the pages of earlier fleets back, so that RSS
-	// grows from here with this fleet only.
+	// grows from here with this fleet only; the peak is reset to now.
 	debug.FreeOSMemory()
+	resetPeakRSS(b)
 	var before runtime.MemStats
 	runtime.ReadMemStats(&before)
 	rssBefore := rss(b)
 	goroutinesBefore := runtime.NumGoroutine()
 
 	var dials, rpcs atomic.Int64
-	logger := slog.New(slog.DiscardHandler)
+	// hostDials counts the TCP dials of each host, to tell the dials
+	// beyond the first of a healthy host.
+	hostDials := make([]atomic.Int64, n)
+	logs := &countingHandler{counts: map[string]int{}}
+	logger := slog.New(logs)
 	engine := collector.NewEngine(logger)
 	b.Cleanup(engine.Close)
 	var checker *Checker
@@ -338,8 +411,11 @@ func benchFleet(b *testing.B, sc fleetScenario) {
 			if err != nil {
 				return nil, err
 			}
-			c.dialer.ControlContext = func(context.Context, string, string, syscall.RawConn) error {
+			c.dialer.ControlContext = func(_ context.Context, _, address string, _ syscall.RawConn) error {
 				dials.Add(1)
+				if i, ok := index[address]; ok {
+					hostDials[i].Add(1)
+				}
 				return nil
 			}
 			newClient := c.newClient
@@ -351,8 +427,8 @@ func benchFleet(b *testing.B, sc fleetScenario) {
 	if err := engine.Load([]collector.Entry{entry}); err != nil {
 		b.Fatal(err)
 	}
-	req := collector.Request{ScrapeTimeout: fleetHeader, Offset: fleetOffset}
-	budget := collector.Budget(entry.Timeout, fleetHeader, fleetOffset)
+	req := collector.Request{ScrapeTimeout: header, Offset: fleetOffset}
+	budget := collector.Budget(entry.Timeout, header, fleetOffset)
 	// why counts the verdicts of healthy hosts that were not Ready, by
 	// reason and message, for the benchmark's log.
 	why := map[string]int{}
@@ -399,12 +475,19 @@ func benchFleet(b *testing.B, sc fleetScenario) {
 
 	// Warm-up: the cold scrape, then scrapes one interval apart until every
 	// healthy host is Ready (at most ten), so the kept connections are
-	// established.
+	// established. Profiled apart from the steady scrapes: it is the dials'.
+	profileDir := os.Getenv(fleetProfileEnv)
+	prefix := filepath.Join(profileDir, strings.NewReplacer("/", "_", "=", "").Replace(b.Name()))
+	stopCold := func() {}
+	if profileDir != "" {
+		stopCold = startCPUProfile(b, prefix+".cold-cpu.pprof")
+	}
+	coldCPU := cpuTime()
 	first := scrape()
-	next := time.Now().Add(fleetInterval - first.wall)
+	next := time.Now().Add(header - first.wall)
 	wait := func() {
 		time.Sleep(time.Until(next))
-		next = time.Now().Add(fleetInterval)
+		next = time.Now().Add(header)
 	}
 	wait()
 	second := scrape()
@@ -413,6 +496,8 @@ func benchFleet(b *testing.B, sc fleetScenario) {
 		wait()
 		left = scrape().notReady
 	}
+	coldCPU = cpuTime() - coldCPU
+	stopCold()
 	// The last answer's buffer is not the hosts' to carry.
 	answer = bytes.Buffer{}
 	debug.FreeOSMemory()
@@ -422,18 +507,22 @@ func benchFleet(b *testing.B, sc fleetScenario) {
 	rssPerHost := float64(rss(b)-rssBefore) / float64(n)
 	goroutinesPerHost := float64(runtime.NumGoroutine()-goroutinesBefore) / float64(n)
 
-	if dir := os.Getenv(fleetProfileEnv); dir != "" {
-		prefix := filepath.Join(dir, strings.NewReplacer("/", "_", "=", "").Replace(b.Name()))
+	// Settling: steady scrapes back to back, then the resident memory
+	// they leave (the median steady wall counts them too).
+	var walls []time.Duration
+	for range sc.settle {
+		s := scrape()
+		walls = append(walls, s.wall)
+	}
+	rssSettled, peakSettled := rss(b), peakRSS(b)
+	if sc.memLimit > 0 && sc.settle > 0 && rssSettled >= defaultMemoryLimit {
+		b.Errorf("resident memory %d MiB after %d steady scrapes with GOMEMLIMIT %d MiB: the default Deployment's limit is %d MiB",
+			rssSettled>>20, sc.settle, sc.memLimit>>20, defaultMemoryLimit>>20)
+	}
+
+	if profileDir != "" {
 		writeProfiles(b, prefix)
-		f, err := os.Create(prefix + ".steady-cpu.pprof")
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			b.Fatal(err)
-		}
-		defer f.Close()
-		defer pprof.StopCPUProfile()
+		defer startCPUProfile(b, prefix+".steady-cpu.pprof")()
 	}
 
 	dialsBefore, rpcsBefore := dials.Load(), rpcs.Load()
@@ -444,10 +533,33 @@ func benchFleet(b *testing.B, sc fleetScenario) {
 		notReady += s.notReady
 		wrong += s.wrong
 		totalBytes += s.bytes
+		walls = append(walls, s.wall)
 	}
 	steadyCPU := cpuTime() - cpuBefore
 	steadyDials := dials.Load() - dialsBefore
 	steadyRPCs := rpcs.Load() - rpcsBefore
+	slices.Sort(walls)
+	median := walls[len(walls)/2]
+
+	// Dials and sessions of healthy hosts beyond their first, over the
+	// whole run: each is a connection that was established and not kept,
+	// or a dial that failed.
+	var extraDials, extraSessions int64
+	for i := range hosts {
+		if want[fmt.Sprintf("h%04d", i)] != collector.ReasonReady {
+			continue
+		}
+		extraDials += max(hostDials[i].Load()-1, 0)
+	}
+	if checker != nil {
+		for _, h := range checker.hosts {
+			h.mu.Lock()
+			if want[h.name] == collector.ReasonReady && h.connects > 1 {
+				extraSessions += int64(h.connects) - 1
+			}
+			h.mu.Unlock()
+		}
+	}
 
 	// Fully cached: the same entry with min_interval 1h keeps the checker
 	// and serves every verdict from the cache; no check runs.
@@ -465,16 +577,23 @@ func benchFleet(b *testing.B, sc fleetScenario) {
 	cachedCPU := cpuTime() - cpuBefore
 	cachedWall := time.Since(wallBefore)
 
-	logged := 0
-	for w, k := range why {
-		if logged++; logged > 10 {
-			b.Logf("and %d other messages", len(why)-10)
+	// The benchmark's log keeps 10 lines: the dial queue, what was logged
+	// at info, then the commonest messages of healthy hosts not Ready.
+	if checker != nil {
+		q := checker.dials
+		q.mu.Lock()
+		b.Logf("dial queue: at most %d dials at once, %d of failing hosts; window at most %d, halved %d times, %d at the end",
+			q.maxRunning, q.maxFailingAtOnce, q.maxWindow, q.shrinks, q.window)
+		q.mu.Unlock()
+	}
+	b.Logf("logged at info or above: %s", logs.summary())
+	msgs := slices.SortedFunc(maps.Keys(why), func(a, b string) int { return cmp.Compare(why[b], why[a]) })
+	for i, w := range msgs {
+		if i == 7 {
+			b.Logf("and %d other messages", len(msgs)-7)
 			break
 		}
-		b.Logf("%d× not Ready: %s", k, w)
-	}
-	if checker != nil {
-		b.Logf("dial queue: at most %d dials at once, %d of failing hosts", checker.dials.maxRunning, checker.dials.maxFailingAtOnce)
+		b.Logf("%d× not Ready: %s", why[w], w)
 	}
 	// Reported after the loop: b.Loop resets the timer, which drops the
 	// metrics reported before it.
@@ -496,6 +615,66 @@ func benchFleet(b *testing.B, sc fleetScenario) {
 	b.ReportMetric(slowest.Seconds(), "slowest-s")
 	b.ReportMetric(float64(late), "late-answers")
 	b.ReportMetric(float64(scrapes), "scrapes")
+	b.ReportMetric(median.Seconds()*1000, "median-ms")
+	b.ReportMetric(float64(extraDials), "extra-dials")
+	b.ReportMetric(float64(extraSessions), "extra-sessions")
+	b.ReportMetric(float64(logs.count(dropLogged)), "drops-logged")
+	b.ReportMetric(coldCPU.Seconds(), "warmup-cpu-s")
+	if sc.settle > 0 {
+		b.ReportMetric(float64(rssSettled)/(1<<20), "rss-MiB")
+		b.ReportMetric(float64(peakSettled)/(1<<20), "peak-rss-MiB")
+	}
+}
+
+// countingHandler counts what the exporter logs at info and above, by
+// message, for the benchmark's log: every dropped connection is logged
+// with its reason, and a fleet's log says what went wrong in it.
+type countingHandler struct {
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+func (h *countingHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelInfo }
+
+func (h *countingHandler) Handle(_ context.Context, r slog.Record) error {
+	key := r.Message
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "why" || a.Key == "reason" {
+			key += " " + a.Key + "=" + a.Value.String()
+		}
+		return true
+	})
+	h.mu.Lock()
+	h.counts[key]++
+	h.mu.Unlock()
+	return nil
+}
+
+func (h *countingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *countingHandler) WithGroup(string) slog.Handler      { return h }
+
+// count is how often msg was logged, whatever its attributes.
+func (h *countingHandler) count(msg string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for k, v := range h.counts {
+		if k == msg || strings.HasPrefix(k, msg+" ") {
+			n += v
+		}
+	}
+	return n
+}
+
+// summary lists what was logged, by message and reason, with counts.
+func (h *countingHandler) summary() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(h.counts)) {
+		parts = append(parts, fmt.Sprintf("%d× %s", h.counts[k], k))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // encodeText writes the results in the text format the way /metrics
@@ -518,6 +697,23 @@ func encodeText(w io.Writer, res []collector.ProviderResult) error {
 // scrapes after that (steady and cached).
 const fleetProfileEnv = "KVM_FLEET_PROFILE_DIR"
 
+// startCPUProfile profiles the CPU into path until the returned function is
+// called.
+func startCPUProfile(b *testing.B, path string) func() {
+	b.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		b.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}
+}
+
 func writeProfiles(b *testing.B, prefix string) {
 	b.Helper()
 	for _, name := range []string{"heap", "goroutine"} {
@@ -535,23 +731,38 @@ func writeProfiles(b *testing.B, prefix string) {
 }
 
 // rss is the resident set size of this process in bytes.
-func rss(b *testing.B) int64 {
+func rss(b *testing.B) int64 { return procStatus(b, "VmRSS:") }
+
+// procStatus reads a size field of /proc/self/status in bytes.
+func procStatus(b *testing.B, field string) int64 {
 	b.Helper()
 	status, err := os.ReadFile("/proc/self/status")
 	if err != nil {
-		b.Logf("no RSS: %v", err)
+		b.Logf("no %s %v", field, err)
 		return 0
 	}
 	for line := range strings.SplitSeq(string(status), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if v, ok := strings.CutPrefix(line, field); ok {
 			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
 			if err != nil {
-				b.Fatalf("VmRSS %q: %v", v, err)
+				b.Fatalf("%s %q: %v", field, v, err)
 			}
 			return kb << 10
 		}
 	}
 	return 0
+}
+
+// peakRSS is the peak resident set size of this process since the last
+// resetPeakRSS, in bytes.
+func peakRSS(b *testing.B) int64 { return procStatus(b, "VmHWM:") }
+
+// resetPeakRSS makes the kernel count the peak resident set size from now
+// on (proc(5): clear_refs, 5).
+func resetPeakRSS(b *testing.B) {
+	if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
+		b.Logf("peak RSS not reset: %v", err)
+	}
 }
 
 // cpuTime is the CPU time (user + system) of this process so far: the
@@ -585,4 +796,19 @@ func (c countingClient) StoragePoolGetInfo(p libvirt.StoragePool) (uint8, uint64
 func (c countingClient) NodeGetFreeMemory() (uint64, error) {
 	c.calls.Add(1)
 	return c.libvirtClient.NodeGetFreeMemory()
+}
+
+func (c countingClient) StorageVolLookupByName(p libvirt.StoragePool, name string) (libvirt.StorageVol, error) {
+	c.calls.Add(1)
+	return c.libvirtClient.StorageVolLookupByName(p, name)
+}
+
+func (c countingClient) NetworkLookupByName(name string) (libvirt.Network, error) {
+	c.calls.Add(1)
+	return c.libvirtClient.NetworkLookupByName(name)
+}
+
+func (c countingClient) NetworkIsActive(n libvirt.Network) (int32, error) {
+	c.calls.Add(1)
+	return c.libvirtClient.NetworkIsActive(n)
 }

@@ -314,6 +314,15 @@ func checkReply(proc, status uint32, payload []byte) error {
 		r.opaque(16, "pool uuid")
 	case procNodeGetFreeMemory:
 		r.uint32s(2) // freeMem, an unsigned hyper
+	case procStorageVolLookupByName:
+		r.string("volume's pool")
+		r.string("volume name")
+		r.string("volume key")
+	case procNetworkLookupByName:
+		r.string("network name")
+		r.opaque(16, "network uuid")
+	case procNetworkIsActive:
+		r.uint32s(1) // active, an int
 	case procStoragePoolGetInfo:
 		// state (an unsigned char takes 4 bytes in XDR), then capacity,
 		// allocation and available, each an unsigned hyper.

@@ -65,8 +65,8 @@ func TestMisbehavingLibvirtPeer(t *testing.T) {
 	}
 	var cases []tc
 	for _, f := range []Fault{FaultZeroLength, FaultHugeLength, FaultTruncated, FaultWrongProgram, FaultWrongProcedure, FaultGarbageXDR} {
-		// The first call of a dial, and the calls of a check on a kept
-		// connection.
+		// The first call of a dial, the first of a check on a new
+		// connection, and the one of a check on a kept connection.
 		dialWant, poolWant, msg := collector.ReasonUnknown, ReasonLibvirtConnectionLost, "malformed libvirt frame"
 		if f == FaultTruncated {
 			dialWant, msg = collector.ReasonUnreachable, "cut off"
@@ -79,8 +79,9 @@ func TestMisbehavingLibvirtPeer(t *testing.T) {
 	for _, tt := range cases {
 		t.Run(fmt.Sprintf("%s/proc%d", FaultNames[tt.fault], tt.proc), func(t *testing.T) {
 			badC := newChecker(badSrv.addr, bad.Path())
-			if tt.proc != procAuthList {
-				// The pool calls go over a kept connection.
+			if tt.proc == procStoragePoolGetInfo {
+				// The pool's info goes over a kept connection; its
+				// lookup is the first call on a new one.
 				if v := check(t, badC, hostName, 10*time.Second); v.Reason != collector.ReasonReady {
 					t.Fatalf("before the fault: %s (%s), want Ready", v.Reason, v.Message)
 				}

@@ -2,14 +2,11 @@ package kvm
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/digitalocean/go-libvirt"
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
 	"github.com/egress-proxies/provider_health_exporter/config"
@@ -70,7 +67,7 @@ func headroomVerdict(poolReason collector.Reason, pool string, available uint64,
 func (c *Checker) checkFreeMemory(ctx context.Context, logger *slog.Logger, h *host, s *session) (uint64, collector.Reason, error) {
 	lv := loggedClient{next: s.lv, logger: logger}
 	var free uint64
-	err := s.bound(ctx, func() error {
+	err := s.call(ctx, func() error {
 		var err error
 		free, err = lv.NodeGetFreeMemory()
 		if err != nil {
@@ -81,16 +78,8 @@ func (c *Checker) checkFreeMemory(ctx context.Context, logger *slog.Logger, h *h
 	if err == nil {
 		return free, collector.ReasonReady, nil
 	}
-	if collector.Ended(ctx) {
-		h.drop(s)
-		return 0, collector.ReasonTimeout, err
-	}
-	var lerr libvirt.Error
-	if errors.As(err, &lerr) || errors.Is(err, libvirt.ErrUnsupported) {
-		return 0, collector.ReasonUnknown, err
-	}
-	h.drop(s)
-	return 0, ReasonLibvirtConnectionLost, err
+	reason, err := h.callFailed(ctx, logger, s, err)
+	return 0, reason, err
 }
 
 func (c checkedClient) NodeGetFreeMemory() (uint64, error) {
@@ -101,7 +90,7 @@ func (c checkedClient) NodeGetFreeMemory() (uint64, error) {
 func (c loggedClient) NodeGetFreeMemory() (uint64, error) {
 	start := time.Now()
 	v, err := c.next.NodeGetFreeMemory()
-	c.log("NodeGetFreeMemory", start, err, "freeMemory", v)
+	c.log("NodeGetFreeMemory", start, err, slog.Uint64("freeMemory", v))
 	return v, err
 }
 

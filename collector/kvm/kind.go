@@ -11,13 +11,16 @@ func Kind() collector.Kind {
 		Section:     config.KVMSection(),
 		Reasons:     Reasons(),
 		MultiTarget: true, // one target per host
-		// PoolFull and HostMemoryLow only where their minimum is set, on
-		// the entry or one of its hosts (docs/configuration.md).
+		// PoolFull and HostMemoryLow only where their minimum is set, the
+		// placement reasons only where volume or network is, on the entry
+		// or one of its hosts (docs/configuration.md).
 		EntryReasons: func(k *config.KVM) collector.ReasonSet {
 			pool, memory := k.MinPoolAvailable != "", k.MinFreeMemory != ""
+			volume, network := k.Volume != "", k.Network != ""
 			for _, h := range k.Hosts {
 				pool = pool || h.MinPoolAvailable != ""
 				memory = memory || h.MinFreeMemory != ""
+				volume, network = volume || h.Volume != "", network || h.Network != ""
 			}
 			set := Reasons()
 			if !pool {
@@ -25,6 +28,12 @@ func Kind() collector.Kind {
 			}
 			if !memory {
 				set = set.Without(ReasonHostMemoryLow)
+			}
+			if !volume {
+				set = set.Without(ReasonVolumeMissing)
+			}
+			if !network {
+				set = set.Without(ReasonNetworkMissing, ReasonNetworkInactive)
 			}
 			return set
 		},

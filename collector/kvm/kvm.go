@@ -29,13 +29,17 @@ var (
 type Checker struct {
 	hosts  []*host
 	byName map[string]*host
-	// dials runs the dials, at most max_concurrent_dials at once; checks
-	// on kept connections do not wait for it.
+	// dials runs the dials, as many at once as its window allows and at
+	// most max_concurrent_dials; checks on kept connections do not wait
+	// for it.
 	dials *dialQueue
 	// dialTimeout bounds one dial (dial_timeout), whatever is left of the
 	// scrape's budget, so a host that hangs mid-dial gives its slot back
 	// early (docs/configuration.md: "KVM").
 	dialTimeout time.Duration
+	// lateGrace is how long a check's libvirt call may go on past the
+	// check's deadline before its connection is closed (lateAnswerGrace).
+	lateGrace time.Duration
 
 	// dialer opens every TCP connection to a host (collector.WithDialer); newClient
 	// is the seam where tests put a fake libvirt behind the SSH channel.
@@ -75,6 +79,14 @@ type host struct {
 	// finds nothing new, so that their metrics are not collected again
 	// (collector.Facts).
 	facts *Facts
+	// volume and network are the host's placement keys ("": not checked).
+	volume, network string
+	// ready is the message of a Ready verdict for its pool.
+	ready struct{ pool, msg string }
+	// lastDrop is why the host's last connection was dropped, until a
+	// connection outlives a check: a host that loses every connection the
+	// same way is logged at info once, then at debug.
+	lastDrop string
 }
 
 // Backoff of a host whose dials keep failing (docs/configuration.md: "KVM"): one failed
@@ -133,22 +145,25 @@ func New(cfg *config.KVM, logger *slog.Logger, opts ...collector.Option) (*Check
 	c := &Checker{
 		byName:      make(map[string]*host, len(cfg.Hosts)),
 		dialTimeout: dialTimeout,
+		lateGrace:   lateAnswerGrace,
 		dialer:      collector.Apply(opts).Dialer(&net.Dialer{}),
 		newClient:   newLibvirtClient,
 		material:    newMaterial(),
 		logger:      logger,
 	}
-	c.dials = newDialQueue(dials, c.runDial)
+	c.dials = newDialQueue(dials, dialTimeout, c.runDial)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	for _, h := range cfg.Hosts {
 		if _, dup := c.byName[h.Name]; dup {
 			return nil, fmt.Errorf("duplicate host name %q", h.Name)
 		}
 		hh := &host{
-			name: h.Name,
-			pool: h.Pool,
-			mins: Minimums{PoolAvailable: h.MinPoolAvailableBytes, FreeMemory: h.MinFreeMemoryBytes},
-			set:  hostSettings(cfg, h),
+			name:    h.Name,
+			pool:    h.Pool,
+			mins:    Minimums{PoolAvailable: h.MinPoolAvailableBytes, FreeMemory: h.MinFreeMemoryBytes},
+			volume:  h.Volume,
+			network: h.Network,
+			set:     hostSettings(cfg, h),
 		}
 		c.hosts = append(c.hosts, hh)
 		c.byName[h.Name] = hh
@@ -218,7 +233,7 @@ func (c *Checker) Check(ctx context.Context, logger *slog.Logger, target string)
 	if collector.Ended(ctx) {
 		// Binding a call to a context that is already over would close
 		// the kept connection for nothing.
-		r.reason, r.err = collector.ReasonTimeout, fmt.Errorf("no time left for the check: %w", context.Cause(ctx))
+		r.reason, r.err = collector.ReasonTimeout, fmt.Errorf("no time left for the check: %w", endedCause(ctx))
 		return h.verdict(logger, r)
 	}
 	s, kept, transient, err := c.session(ctx, logger, h)
@@ -229,14 +244,29 @@ func (c *Checker) Check(ctx context.Context, logger *slog.Logger, target string)
 	if transient {
 		defer s.goodbye(logger)
 	}
-	r.reason, r.state, r.info, r.err = c.checkPool(ctx, logger, h, s, kept)
+	if collector.Ended(ctx) {
+		// The dial ended as the deadline came: a call now would have no
+		// time to answer and would cost the new connection.
+		r.reason, r.err = collector.ReasonTimeout, fmt.Errorf("connected, but no time was left for the check: %w", endedCause(ctx))
+		return h.verdict(logger, r)
+	}
+	r.reason, r.state, r.info, r.handle, r.err = c.checkPool(ctx, logger, h, s, kept)
 	c.checkHeadroom(ctx, logger, h, s, &r)
+	if kept && !s.isDead() {
+		// The connection outlived a check: a later drop is news.
+		h.mu.Lock()
+		h.lastDrop = ""
+		h.mu.Unlock()
+	}
 	return h.verdict(logger, r)
 }
 
 // checkHeadroom compares a running pool's available bytes and, only when
 // min_free_memory is set (one more RPC), the host's free memory with the
-// host's minimums (docs/configuration.md: "KVM").
+// host's minimums, and checks the volume and network when they are set
+// (one RPC each), in the order of docs/configuration.md ("KVM"): PoolFull,
+// VolumeMissing, NetworkMissing, NetworkInactive, HostMemoryLow. What an
+// earlier one finds is the verdict, and the later ones are not asked.
 func (c *Checker) checkHeadroom(ctx context.Context, logger *slog.Logger, h *host, s *session, r *result) {
 	if r.reason != collector.ReasonReady {
 		return
@@ -249,6 +279,13 @@ func (c *Checker) checkHeadroom(ctx context.Context, logger *slog.Logger, h *hos
 		}
 		r.free, r.freeKnown = free, true
 	}
+	r.reason, r.message = headroomVerdict(r.reason, h.pool, r.info.available, Minimums{PoolAvailable: h.mins.PoolAvailable}, 0)
+	if r.reason != collector.ReasonReady {
+		return
+	}
+	if c.checkPlacement(ctx, logger, h, s, r); r.reason != collector.ReasonReady {
+		return
+	}
 	r.reason, r.message = headroomVerdict(r.reason, h.pool, r.info.available, h.mins, r.free)
 }
 
@@ -256,59 +293,75 @@ type poolInfo struct {
 	capacity, allocation, available uint64
 }
 
-// checkPool makes the only calls a check on a kept connection makes. A pool
-// verdict keeps the connection; a transport failure or the end of ctx drops
-// it.
-func (c *Checker) checkPool(ctx context.Context, logger *slog.Logger, h *host, s *session, kept bool) (collector.Reason, string, poolInfo, error) {
+// checkPool reads the pool's state and sizes: StoragePoolGetInfo on the
+// pool handle the connection keeps, the one call of a steady check. The
+// handle is looked up when the connection has none for this pool (a new
+// connection, a reload that changed the pool) and again, once, when libvirt
+// says the pool it names is gone: undefined, or defined again under the
+// same name with a new UUID. Only when that lookup fails too is the verdict
+// PoolMissing. A pool verdict keeps the connection; a transport failure, or
+// a call still unanswered well past the deadline, drops it.
+func (c *Checker) checkPool(ctx context.Context, logger *slog.Logger, h *host, s *session, kept bool) (collector.Reason, string, poolInfo, libvirt.StoragePool, error) {
 	lv := loggedClient{next: s.lv, logger: logger}
 	var (
 		state uint8
 		info  poolInfo
+		pool  libvirt.StoragePool
 	)
-	err := s.bound(ctx, func() error {
-		p, err := lv.StoragePoolLookupByName(h.pool)
-		if err != nil {
-			return fmt.Errorf("look up pool %q: %w", h.pool, err)
+	err := s.call(ctx, func() error {
+		p, handle := s.poolHandle(h.pool)
+		var err error
+		if !handle {
+			if p, err = lv.StoragePoolLookupByName(h.pool); err != nil {
+				return fmt.Errorf("look up pool %q: %w", h.pool, err)
+			}
 		}
 		state, info.capacity, info.allocation, info.available, err = lv.StoragePoolGetInfo(p)
+		if handle && libvirtCode(err, libvirt.ErrNoStoragePool) {
+			logger.Debug("the kept pool handle is stale, looking the pool up again", "pool", h.pool, "err", err)
+			s.forgetPool()
+			if p, err = lv.StoragePoolLookupByName(h.pool); err != nil {
+				return fmt.Errorf("look up pool %q: %w", h.pool, err)
+			}
+			state, info.capacity, info.allocation, info.available, err = lv.StoragePoolGetInfo(p)
+		}
 		if err != nil {
 			return fmt.Errorf("get info of pool %q: %w", h.pool, err)
 		}
+		s.keepPool(p)
+		pool = p
 		return nil
 	})
 	if err != nil {
-		if collector.Ended(ctx) {
-			h.drop(s)
-			return collector.ReasonTimeout, "", info, err
+		if !collector.Ended(ctx) && libvirtCode(err, libvirt.ErrNoStoragePool) {
+			return ReasonPoolMissing, "", info, pool, err
 		}
-		var lerr libvirt.Error
-		if errors.As(err, &lerr) || errors.Is(err, libvirt.ErrUnsupported) {
-			// libvirtd answered: the connection is fine.
-			if lerr.Code == uint32(libvirt.ErrNoStoragePool) {
-				return ReasonPoolMissing, "", info, err
-			}
-			return collector.ReasonUnknown, "", info, err
-		}
-		h.drop(s)
-		if kept {
+		if kept && !collector.Ended(ctx) && !libvirtError(err) {
 			err = fmt.Errorf("kept connection lost: %w", err)
 		}
-		return ReasonLibvirtConnectionLost, "", info, err
+		reason, err := h.callFailed(ctx, logger, s, err)
+		return reason, "", info, pool, err
 	}
 	word := poolStateWord(state)
 	switch libvirt.StoragePoolState(state) {
 	case libvirt.StoragePoolRunning:
-		return collector.ReasonReady, word, info, nil
+		return collector.ReasonReady, word, info, pool, nil
 	case libvirt.StoragePoolInactive:
-		return ReasonPoolInactive, word, info, nil
+		return ReasonPoolInactive, word, info, pool, nil
 	case libvirt.StoragePoolBuilding:
-		return ReasonPoolBuilding, word, info, nil
+		return ReasonPoolBuilding, word, info, pool, nil
 	case libvirt.StoragePoolDegraded:
-		return ReasonPoolDegraded, word, info, nil
+		return ReasonPoolDegraded, word, info, pool, nil
 	case libvirt.StoragePoolInaccessible:
-		return ReasonPoolInaccessible, word, info, nil
+		return ReasonPoolInaccessible, word, info, pool, nil
 	}
-	return collector.ReasonUnknown, "", info, fmt.Errorf("pool %q has state %d, which this exporter does not know", h.pool, state)
+	return collector.ReasonUnknown, "", info, pool, fmt.Errorf("pool %q has state %d, which this exporter does not know", h.pool, state)
+}
+
+// libvirtError tells whether libvirtd answered err: the connection is fine.
+func libvirtError(err error) bool {
+	var lerr libvirt.Error
+	return errors.As(err, &lerr) || errors.Is(err, libvirt.ErrUnsupported)
 }
 
 type result struct {
@@ -316,6 +369,8 @@ type result struct {
 	pool   string
 	state  string
 	info   poolInfo
+	// handle is the pool's handle, for the volume lookup.
+	handle libvirt.StoragePool
 	// free is the host's free memory when freeKnown (min_free_memory set
 	// and read); message, when not empty, is a headroom verdict's.
 	free      uint64
@@ -325,18 +380,22 @@ type result struct {
 }
 
 func (h *host) verdict(logger *slog.Logger, r result) collector.Verdict {
-	facts := &Facts{Pool: r.pool, PoolState: r.state, Mins: h.mins, FreeMemoryKnown: r.freeKnown, FreeMemoryBytes: r.free}
+	// Built on the stack and compared with the last ones: a steady check
+	// finds what the one before found and hands out the same Facts.
+	f := Facts{Pool: r.pool, PoolState: r.state, Mins: h.mins, FreeMemoryKnown: r.freeKnown, FreeMemoryBytes: r.free,
+		Volume: h.volume, Network: h.network}
 	if r.state != "" {
-		facts.CapacityBytes = r.info.capacity
-		facts.AllocationBytes = r.info.allocation
-		facts.AvailableBytes = r.info.available
+		f.CapacityBytes = r.info.capacity
+		f.AllocationBytes = r.info.allocation
+		f.AvailableBytes = r.info.available
 	}
 	h.mu.Lock()
-	facts.User, facts.LibvirtVersion, facts.Connects = h.set.user, h.version, h.connects
-	if h.facts != nil && *h.facts == *facts {
-		facts = h.facts
+	f.User, f.LibvirtVersion, f.Connects = h.set.user, h.version, h.connects
+	if h.facts == nil || *h.facts != f {
+		changed := f // f itself stays on the stack
+		h.facts = &changed
 	}
-	h.facts = facts
+	facts := h.facts
 	h.mu.Unlock()
 	v := collector.Verdict{Reason: r.reason, Facts: facts}
 	switch {
@@ -347,9 +406,20 @@ func (h *host) verdict(logger *slog.Logger, r result) collector.Verdict {
 	case r.message != "":
 		v.Message = r.message
 	case r.reason == collector.ReasonReady:
-		v.Message = fmt.Sprintf("pool %q is running", r.pool)
+		v.Message = h.readyMessage(r.pool)
 	default:
 		v.Message = fmt.Sprintf("pool %q is %s", r.pool, r.state)
 	}
 	return v
+}
+
+// readyMessage is the message of a Ready verdict, made once per pool name
+// rather than at every check.
+func (h *host) readyMessage(pool string) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ready.pool != pool || h.ready.msg == "" {
+		h.ready.pool, h.ready.msg = pool, fmt.Sprintf("pool %q is running", pool)
+	}
+	return h.ready.msg
 }

@@ -206,6 +206,38 @@ func TestReasons(t *testing.T) {
 			wantDials: 1, wantConnects: 1,
 		},
 		{
+			name: "VolumeMissing keeps the connection",
+			setup: func(e *env) {
+				e.cfg.Hosts[0].Volume = "proxy-base.qcow2"
+			},
+			steps:     []step{{want: ReasonVolumeMissing}, {want: ReasonVolumeMissing}},
+			wantDials: 1, wantConnects: 1,
+		},
+		{
+			name: "NetworkMissing keeps the connection",
+			setup: func(e *env) {
+				e.fake.volumes["proxy-base.qcow2"] = true
+				e.cfg.Hosts[0].Volume, e.cfg.Hosts[0].Network = "proxy-base.qcow2", "proxies"
+			},
+			steps:     []step{{want: ReasonNetworkMissing}, {want: ReasonNetworkMissing}},
+			wantDials: 1, wantConnects: 1,
+		},
+		{
+			name: "NetworkInactive keeps the connection, and Ready once the network is started",
+			setup: func(e *env) {
+				e.fake.networks["proxies"] = &fakeNetwork{}
+				e.cfg.Hosts[0].Network = "proxies"
+			},
+			steps: []step{
+				{want: ReasonNetworkInactive},
+				{want: ReasonNetworkInactive},
+				{before: func(e *env, _ *Checker) {
+					e.fake.set(func(f *fakeLibvirt) { f.networks["proxies"].active = true })
+				}, want: collector.ReasonReady},
+			},
+			wantDials: 1, wantConnects: 1,
+		},
+		{
 			name:      "PoolBuilding",
 			setup:     func(e *env) { e.fake.state = uint8(libvirt.StoragePoolBuilding) },
 			steps:     []step{{want: ReasonPoolBuilding}, {want: ReasonPoolBuilding}},
@@ -528,7 +560,8 @@ func TestReasons(t *testing.T) {
 }
 
 // TestReadyFacts checks what a Ready verdict carries and that a check on a
-// kept connection makes the pool calls and nothing else.
+// kept connection makes one call, the pool's info on its kept handle, and
+// nothing else.
 func TestReadyFacts(t *testing.T) {
 	e := newEnv(t)
 	e.fake.version = 10002003
@@ -552,7 +585,7 @@ func TestReadyFacts(t *testing.T) {
 			t.Errorf("details[%s] = %q, want %q", k, v.Facts.Details()[k], w)
 		}
 	}
-	wantCalls := map[string]int{"ConnectToURI": 1, "ConnectGetLibVersion": 1, "StoragePoolLookupByName": 4, "StoragePoolGetInfo": 4}
+	wantCalls := map[string]int{"ConnectToURI": 1, "ConnectGetLibVersion": 1, "StoragePoolLookupByName": 1, "StoragePoolGetInfo": 4}
 	got := e.fake.callCounts()
 	if len(got) != len(wantCalls) {
 		t.Errorf("calls %v, want %v", got, wantCalls)

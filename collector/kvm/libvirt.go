@@ -1,6 +1,7 @@
 package kvm
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net"
@@ -18,12 +19,19 @@ type libvirtClient interface {
 	ConnectToURI(uri libvirt.ConnectURI) error
 	// ConnectGetLibVersion is asked once per connection, for kvm_host_info.
 	ConnectGetLibVersion() (uint64, error)
-	// StoragePoolLookupByName and StoragePoolGetInfo are the only calls a
-	// check on a kept connection makes.
+	// StoragePoolGetInfo is the one call of a steady check; the pool's
+	// handle is looked up (StoragePoolLookupByName) once per connection,
+	// and again only when libvirt says the pool it names is gone.
 	StoragePoolLookupByName(name string) (libvirt.StoragePool, error)
 	StoragePoolGetInfo(pool libvirt.StoragePool) (state uint8, capacity, allocation, available uint64, err error)
 	// NodeGetFreeMemory is made only for a host with min_free_memory.
 	NodeGetFreeMemory() (uint64, error)
+	// StorageVolLookupByName is made only for a host with volume, and
+	// NetworkIsActive only for one with network, whose handle is looked
+	// up (NetworkLookupByName) as the pool's is.
+	StorageVolLookupByName(pool libvirt.StoragePool, name string) (libvirt.StorageVol, error)
+	NetworkLookupByName(name string) (libvirt.Network, error)
+	NetworkIsActive(network libvirt.Network) (int32, error)
 	// ConnectClose says goodbye when a kept connection is closed on
 	// purpose, so libvirtd does not log an error for a vanished client.
 	ConnectClose() error
@@ -94,40 +102,44 @@ type loggedClient struct {
 
 var _ libvirtClient = loggedClient{}
 
-func (c loggedClient) log(call string, start time.Time, err error, attrs ...any) {
-	attrs = append([]any{"call", call, "duration", time.Since(start)}, attrs...)
+// log writes one call's line. Typed attributes (LogAttrs) cost no
+// conversion: a steady check logs one call per host and scrape into its
+// debug log.
+func (c loggedClient) log(call string, start time.Time, err error, attrs ...slog.Attr) {
+	all := make([]slog.Attr, 0, 3+len(attrs))
+	all = append(append(all, slog.String("call", call), slog.Duration("duration", time.Since(start))), attrs...)
 	if err != nil {
-		attrs = append(attrs, "err", err)
+		all = append(all, slog.Any("err", err))
 	}
-	c.logger.Debug("libvirt call", attrs...)
+	c.logger.LogAttrs(context.Background(), slog.LevelDebug, "libvirt call", all...)
 }
 
 func (c loggedClient) ConnectToURI(uri libvirt.ConnectURI) error {
 	start := time.Now()
 	err := c.next.ConnectToURI(uri)
-	c.log("ConnectToURI", start, err, "uri", string(uri))
+	c.log("ConnectToURI", start, err, slog.String("uri", string(uri)))
 	return err
 }
 
 func (c loggedClient) ConnectGetLibVersion() (uint64, error) {
 	start := time.Now()
 	v, err := c.next.ConnectGetLibVersion()
-	c.log("ConnectGetLibVersion", start, err, "version", formatVersion(v))
+	c.log("ConnectGetLibVersion", start, err, slog.String("version", formatVersion(v)))
 	return v, err
 }
 
 func (c loggedClient) StoragePoolLookupByName(name string) (libvirt.StoragePool, error) {
 	start := time.Now()
 	p, err := c.next.StoragePoolLookupByName(name)
-	c.log("StoragePoolLookupByName", start, err, "pool", name)
+	c.log("StoragePoolLookupByName", start, err, slog.String("pool", name))
 	return p, err
 }
 
 func (c loggedClient) StoragePoolGetInfo(pool libvirt.StoragePool) (uint8, uint64, uint64, uint64, error) {
 	start := time.Now()
 	state, capacity, allocation, available, err := c.next.StoragePoolGetInfo(pool)
-	c.log("StoragePoolGetInfo", start, err, "pool", pool.Name, "state", poolStateWord(state),
-		"capacity", capacity, "allocation", allocation, "available", available)
+	c.log("StoragePoolGetInfo", start, err, slog.String("pool", pool.Name), slog.String("state", poolStateWord(state)),
+		slog.Uint64("capacity", capacity), slog.Uint64("allocation", allocation), slog.Uint64("available", available))
 	return state, capacity, allocation, available, err
 }
 

@@ -123,20 +123,11 @@ func (f *FakeLibvirtd) handle(c net.Conn) {
 			_, _ = io.Copy(io.Discard, c)
 			return
 		}
-		pool := poolName(h.procedure, body)
-		if pool == DropPool && h.procedure == procStoragePoolGetInfo {
+		name := firstString(body)
+		if name == DropPool && h.procedure == procStoragePoolGetInfo {
 			return // the connection drops in the middle of the check
 		}
-		status, payload := answer(h.procedure)
-		if h.procedure == procStoragePoolLookupByName && pool == DropPool {
-			w := xdrWriter{}
-			w.str(pool)
-			w.b = append(w.b, make([]byte, 16)...)
-			payload = w.b
-		}
-		if pool == MissingPool {
-			status, payload = statusError, errorPayload(errNoStoragePool, "Storage pool not found: no storage pool with matching name '"+pool+"'")
-		}
+		status, payload := answerTo(h.procedure, name, body)
 		if _, err := c.Write(replyFrame(remoteProgram, h.procedure, h.serial, status, payload)); err != nil {
 			return
 		}
@@ -154,13 +145,27 @@ const MissingPool = "missing"
 // FakeFreeMemory is the host free memory the fake reports.
 const FakeFreeMemory = 3 << 30
 
-// errNoStoragePool is libvirt's VIR_ERR_NO_STORAGE_POOL.
-const errNoStoragePool = 49
+// MissingVolume and MissingNetwork are the volume and network the fake
+// does not have (libvirt errors 50 and 43), InactiveNetwork the one it has
+// defined but not started; it has every other name.
+const (
+	MissingVolume   = "missing.qcow2"
+	MissingNetwork  = "missing-net"
+	InactiveNetwork = "inactive-net"
+)
 
-// poolName is the pool a lookup or info call names: both payloads start
-// with it as an XDR string. "" for other calls or a payload too short.
-func poolName(proc uint32, body []byte) string {
-	if proc != procStoragePoolLookupByName && proc != procStoragePoolGetInfo || len(body) < 4 {
+// libvirt's VIR_ERR_NO_STORAGE_POOL, VIR_ERR_NO_STORAGE_VOL and
+// VIR_ERR_NO_NETWORK.
+const (
+	errNoStoragePool = 49
+	errNoStorageVol  = 50
+	errNoNetwork     = 43
+)
+
+// firstString is the first XDR string of a call's payload: the pool a pool
+// call names, the network a network call names. "" for a payload too short.
+func firstString(body []byte) string {
+	if len(body) < 4 {
 		return ""
 	}
 	n := binary.BigEndian.Uint32(body)
@@ -168,6 +173,51 @@ func poolName(proc uint32, body []byte) string {
 		return ""
 	}
 	return string(body[4 : 4+n])
+}
+
+// answerTo is libvirtd's answer to a call of proc whose payload is body and
+// names name first: a healthy host whose pool is running, except for the
+// names above.
+func answerTo(proc uint32, name string, body []byte) (uint32, []byte) {
+	w := xdrWriter{}
+	switch proc {
+	case procStoragePoolLookupByName, procStoragePoolGetInfo, procStorageVolLookupByName:
+		if name == MissingPool {
+			return statusError, errorPayload(errNoStoragePool, "Storage pool not found: no storage pool with matching name '"+name+"'")
+		}
+	case procNetworkLookupByName:
+		if name == MissingNetwork {
+			return statusError, errorPayload(errNoNetwork, "Network not found: no network with matching name '"+name+"'")
+		}
+	}
+	switch proc {
+	case procStoragePoolLookupByName, procNetworkLookupByName:
+		w.str(name)
+		w.b = append(w.b, make([]byte, 16)...)
+		return statusOK, w.b
+	case procStorageVolLookupByName:
+		// The call is the pool (name, uuid), then the volume's name.
+		pad := (4 - len(name)%4) % 4
+		vol := ""
+		if off := 4 + len(name) + pad + 16; off <= len(body) {
+			vol = firstString(body[off:])
+		}
+		if vol == MissingVolume {
+			return statusError, errorPayload(errNoStorageVol, "Storage volume not found: no storage vol with matching name '"+vol+"'")
+		}
+		w.str(name)
+		w.str(vol)
+		w.str("/var/lib/libvirt/images/" + vol)
+		return statusOK, w.b
+	case procNetworkIsActive:
+		if name == InactiveNetwork {
+			w.u32(0)
+		} else {
+			w.u32(1)
+		}
+		return statusOK, w.b
+	}
+	return answer(proc)
 }
 
 // answer is libvirtd's answer to proc on a healthy host with a running pool.

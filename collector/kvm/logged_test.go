@@ -34,6 +34,21 @@ func (r *recordingClient) StoragePoolGetInfo(libvirt.StoragePool) (uint8, uint64
 	return 2, 0, 0, 0, nil
 }
 
+func (r *recordingClient) StorageVolLookupByName(libvirt.StoragePool, string) (libvirt.StorageVol, error) {
+	r.calls = append(r.calls, "StorageVolLookupByName")
+	return libvirt.StorageVol{}, nil
+}
+
+func (r *recordingClient) NetworkLookupByName(string) (libvirt.Network, error) {
+	r.calls = append(r.calls, "NetworkLookupByName")
+	return libvirt.Network{}, nil
+}
+
+func (r *recordingClient) NetworkIsActive(libvirt.Network) (int32, error) {
+	r.calls = append(r.calls, "NetworkIsActive")
+	return 1, nil
+}
+
 func (r *recordingClient) ConnectClose() error {
 	r.calls = append(r.calls, "ConnectClose")
 	return nil

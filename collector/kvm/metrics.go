@@ -52,6 +52,8 @@ type Facts struct {
 	// FreeMemoryKnown: min_free_memory is set and the call answered.
 	FreeMemoryBytes uint64
 	FreeMemoryKnown bool
+	// Volume and Network are the host's placement keys, "" when not set.
+	Volume, Network string
 }
 
 var _ collector.Facts = (*Facts)(nil)
@@ -86,8 +88,8 @@ func (f *Facts) Collect(ch chan<- prometheus.Metric, name, target string) {
 }
 
 // Details are the kvm facts of /api/v1/status. The headroom readings and
-// minimums are there only for a host with a minimum set, so that the
-// status of one without is as before.
+// minimums, the volume and the network are there only for a host that sets
+// them, so that the status of one without is as before.
 func (f *Facts) Details() map[string]string {
 	d := map[string]string{
 		"user":           f.User,
@@ -107,6 +109,12 @@ func (f *Facts) Details() map[string]string {
 			d["freeMemoryBytes"] = strconv.FormatUint(f.FreeMemoryBytes, 10)
 		}
 	}
+	if f.Volume != "" {
+		d["volume"] = f.Volume
+	}
+	if f.Network != "" {
+		d["network"] = f.Network
+	}
 	return d
 }
 
@@ -121,5 +129,6 @@ func (c *Checker) Facts(target string) collector.Facts {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return &Facts{User: h.set.user, Pool: h.pool, LibvirtVersion: h.version, Connects: h.connects, Mins: h.mins}
+	return &Facts{User: h.set.user, Pool: h.pool, LibvirtVersion: h.version, Connects: h.connects, Mins: h.mins,
+		Volume: h.volume, Network: h.network}
 }

@@ -36,8 +36,12 @@ type sshServer struct {
 	authMu     sync.Mutex
 	authorized ssh.PublicKey
 	socket     string // the only path forwarded; others are rejected like sshd does for a missing socket
-	mode       atomic.Int32
-	accepted   atomic.Int64 // TCP connections accepted: the number of dials
+	// answer, when set, answers the forwarded socket's channel in this
+	// process instead of connecting to the socket: a fleet of thousands
+	// of hosts would otherwise spend two more descriptors per host.
+	answer   func(net.Conn)
+	mode     atomic.Int32
+	accepted atomic.Int64 // TCP connections accepted: the number of dials
 
 	mu    sync.Mutex
 	conns map[net.Conn]struct{}
@@ -171,6 +175,20 @@ func (s *sshServer) handle(c net.Conn) {
 		}
 		if err := ssh.Unmarshal(nc.ExtraData(), &msg); err != nil || msg.SocketPath != s.socket {
 			_ = nc.Reject(ssh.ConnectionFailed, "open failed")
+			continue
+		}
+		if s.answer != nil {
+			ch, creqs, err := nc.Accept()
+			if err != nil {
+				continue
+			}
+			go ssh.DiscardRequests(creqs)
+			s.wg.Add(1)
+			go func() {
+				defer s.wg.Done()
+				defer ch.Close()
+				s.answer(channelConn{Channel: ch, local: sc.LocalAddr(), remote: sc.RemoteAddr()})
+			}()
 			continue
 		}
 		uc, err := net.Dial("unix", msg.SocketPath)

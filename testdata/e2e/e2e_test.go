@@ -70,6 +70,12 @@ const (
 	// NodeGetFreeMemory.
 	memName = "e2e-kvm-memory"
 	memHost = "memory-low-host"
+	// volName is the kvm entry whose host, the same real libvirtd, names a
+	// base volume its pool does not hold: VolumeMissing, from the real
+	// StorageVolLookupByName.
+	volName   = "e2e-kvm-volume"
+	volHost   = "volume-missing-host"
+	volVolume = "e2e-no-such-base.qcow2"
 	// quotaName is the gcp entry of the headroom check: regions.get of
 	// quotaRegion answers testdata/gcp/regions-exhausted.json, where
 	// IN_USE_ADDRESSES is used up (8 of 8).
@@ -146,6 +152,7 @@ func TestEndToEnd(t *testing.T) {
 	maps.Copy(cfgData, map[string]any{
 		"FullName": fullName, "FullHost": fullHost, "FullMinimum": fullMinimum, "FullAddress": kvm.addresses[0],
 		"MemName": memName, "MemHost": memHost,
+		"VolName": volName, "VolHost": volHost, "VolVolume": volVolume,
 		"FullUser": kvm.env["KVM_IT_USER"], "FullKey": kvm.env["KVM_IT_KEY"], "FullKnownHosts": kvm.env["KVM_IT_KNOWN_HOSTS"],
 		"FullSocket": kvm.env["KVM_IT_SOCKET"], "FullURI": kvm.env["KVM_IT_URI"], "FullPool": kvm.env["KVM_IT_POOL"],
 	})
@@ -277,7 +284,8 @@ func TestEndToEnd(t *testing.T) {
 	step("AdmissionDenied from the real PodSecurity admission in Prometheus, /metrics, /probe, /api/v1/status and the status page")
 	checkPoolFull(t, prom, exporterURL, cfgData["FullPool"].(string))
 	checkHostMemoryLow(t, prom, exporterURL)
-	step("PoolFull and HostMemoryLow from the real libvirtd in Prometheus, /metrics, /probe, /api/v1/status and the status page")
+	checkVolumeMissing(t, prom, exporterURL, cfgData["FullPool"].(string))
+	step("PoolFull, HostMemoryLow and VolumeMissing from the real libvirtd in Prometheus, /metrics, /probe, /api/v1/status and the status page")
 
 	// The status API says the same, and no secret shows anywhere: not on
 	// the HTTP surface, not in the exporter's debug log.
@@ -308,6 +316,7 @@ func TestEndToEnd(t *testing.T) {
 	wantStatus["kubernetes/"+admName+"/apiserver"] = "AdmissionDenied ready=false"
 	wantStatus["kvm/"+fullName+"/"+fullHost] = "PoolFull ready=false"
 	wantStatus["kvm/"+memName+"/"+memHost] = "HostMemoryLow ready=false"
+	wantStatus["kvm/"+volName+"/"+volHost] = "VolumeMissing ready=false"
 	if fmt.Sprint(gotStatus) != fmt.Sprint(wantStatus) {
 		t.Errorf("/api/v1/status: %v, want %v", gotStatus, wantStatus)
 	}
@@ -315,7 +324,7 @@ func TestEndToEnd(t *testing.T) {
 		return append([]string{kubeToken, accessToken, "PRIVATE KEY", adm.token, adm.adminToken}, assertions.list()...)
 	}
 	for _, path := range []string{"/", "/config", "/api/v1/status", "/metrics",
-		"/probe?name=" + kubeName + "&debug=true", "/probe?name=" + gcpName + "&debug=true", "/probe?name=" + kvmName + "&debug=true", "/probe?name=" + fullName + "&debug=true", "/probe?name=" + memName + "&debug=true", "/probe?name=" + quotaName + "&debug=true", "/probe?name=" + admName + "&debug=true"} {
+		"/probe?name=" + kubeName + "&debug=true", "/probe?name=" + gcpName + "&debug=true", "/probe?name=" + kvmName + "&debug=true", "/probe?name=" + fullName + "&debug=true", "/probe?name=" + memName + "&debug=true", "/probe?name=" + volName + "&debug=true", "/probe?name=" + quotaName + "&debug=true", "/probe?name=" + admName + "&debug=true"} {
 		body := get(t, exporterURL+path)
 		for _, secret := range secrets() {
 			if strings.Contains(body, secret) {
@@ -353,6 +362,15 @@ func TestEndToEnd(t *testing.T) {
 	}, description: "reason: HostMemoryLow."}, alertMatch{name: "ProviderUnavailable", labels: map[string]string{
 		"job": job, "provider": "kvm", "name": memName, "severity": "critical",
 	}, description: "reasons: HostMemoryLow."})
+	// VolumeMissing does not clear by itself: ProviderActionRequired
+	// too, with the reason as a label.
+	headroomAlerts = append(headroomAlerts, alertMatch{name: "ProviderNotReady", labels: map[string]string{
+		"job": job, "instance": exporterAddr, "provider": "kvm", "name": volName, "target": volHost, "severity": "warning",
+	}, description: "reason: VolumeMissing."}, alertMatch{name: "ProviderUnavailable", labels: map[string]string{
+		"job": job, "provider": "kvm", "name": volName, "severity": "critical",
+	}, description: "reasons: VolumeMissing."}, alertMatch{name: "ProviderActionRequired", labels: map[string]string{
+		"job": job, "instance": exporterAddr, "provider": "kvm", "name": volName, "target": volHost, "reason": "VolumeMissing", "severity": "critical",
+	}, description: "has reported VolumeMissing for more than"})
 	allIn := func(alerts []alert, state string) bool {
 		for _, m := range headroomAlerts {
 			if !m.in(alerts, state) {
@@ -550,6 +568,19 @@ func checkQuotaExhausted(t *testing.T, prom *promAPI, exporterURL string) {
 	}
 }
 
+// checkVolumeMissing asserts that the volName entry's host, whose real
+// libvirtd was asked StorageVolLookupByName for a volume its pool does not
+// hold, is VolumeMissing with up 1 and ready 0 everywhere the exporter shows
+// it, naming the volume and the pool.
+func checkVolumeMissing(t *testing.T, prom *promAPI, exporterURL, pool string) {
+	t.Helper()
+	msg := regexp.MustCompile(`^volume "` + regexp.QuoteMeta(volVolume) + `" not found in pool "` + regexp.QuoteMeta(pool) + `": .*no storage vol with matching name`)
+	details := checkHeadroom(t, prom, exporterURL, "kvm", volName, volHost, "VolumeMissing", msg)
+	if details["volume"] != volVolume || details["poolState"] != "running" {
+		t.Errorf("/api/v1/status details %v: want volume %s and the pool running", details, volVolume)
+	}
+}
+
 // checkHeadroom asserts that target of entry name is not ready for reason
 // with up 1 everywhere the exporter shows it: in Prometheus, in /metrics,
 // in /probe, in /api/v1/status with a message matching msg, and on the
@@ -640,13 +671,13 @@ func reasonSeries(body string, labels map[string]string) map[string]string {
 	return out
 }
 
-// realDiskAlert reports whether a is a pool-space alert of the PoolFull or
-// HostMemoryLow entry's host. Its pool is a directory on the machine's own disk, whose
+// realDiskAlert reports whether a is a pool-space alert of the PoolFull,
+// HostMemoryLow or VolumeMissing entry's host. Its pool is a directory on the machine's own disk, whose
 // free space and trend the test does not control: KVMPoolLowSpace and
 // KVMPoolFillingUp may rightly fire for it, or not.
 func realDiskAlert(a alert) bool {
 	return (a.Labels["alertname"] == "KVMPoolLowSpace" || a.Labels["alertname"] == "KVMPoolFillingUp") &&
-		(a.Labels["name"] == fullName || a.Labels["name"] == memName)
+		(a.Labels["name"] == fullName || a.Labels["name"] == memName || a.Labels["name"] == volName)
 }
 
 // --- configuration templates ---------------------------------------------
@@ -727,6 +758,17 @@ kvm:
     hosts:
       - address: {{.FullAddress}}
         name: {{.MemHost}}
+  - name: {{.VolName}}
+    user: {{.FullUser}}
+    private_key_file: {{.FullKey}}
+    known_hosts_file: {{.FullKnownHosts}}
+    libvirt_socket: {{.FullSocket}}
+    libvirt_uri: {{.FullURI}}
+    pool: {{.FullPool}}
+    volume: {{.VolVolume}}
+    hosts:
+      - address: {{.FullAddress}}
+        name: {{.VolHost}}
 {{- end}}
 `
 
