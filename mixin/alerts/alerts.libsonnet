@@ -195,8 +195,8 @@ local exporterDownExpr(c) =
               description:
                 'Target {{ $labels.target }} of the {{ $labels.provider }} provider {{ $labels.name }} '
                 + 'has reported {{ $labels.reason }} for more than ' + c.providerActionRequiredFor
-                + '. This does not clear by itself: a credential, key, API setting, filter or '
-                + 'storage pool has to be fixed.',
+                + '. This does not clear by itself: a credential, key, API setting, filter, '
+                + 'storage pool, base volume, network, admission policy or image has to be fixed.',
             },
           },
           {
