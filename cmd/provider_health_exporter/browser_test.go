@@ -474,13 +474,15 @@ type statusPage struct {
 // pageRow is one target's row of the status table as the browser renders
 // it.
 type pageRow struct {
-	ID          string       `json:"id"`      // name/target
-	Section     string       `json:"section"` // the state of the section the row is in
-	Class       string       `json:"class"`
-	Cells       []string     `json:"cells"`       // innerText of each cell
-	Titles      []string     `json:"titles"`      // title attribute of each cell
-	StateBg     []string     `json:"stateBg"`     // computed background of the td.state cells
-	Transitions []transition `json:"transitions"` // the lines of the transitions cell
+	ID           string            `json:"id"`      // name/target
+	Section      string            `json:"section"` // the state of the section the row is in
+	Class        string            `json:"class"`
+	Cells        []string          `json:"cells"`        // innerText of each cell, the message's without its details
+	Details      map[string]string `json:"details"`      // the details under the message
+	DetailsShown bool              `json:"detailsShown"` // whether the browser shows them
+	Titles       []string          `json:"titles"`       // title attribute of each cell
+	StateBg      []string          `json:"stateBg"`      // computed background of the td.state cells
+	Transitions  []transition      `json:"transitions"`  // the lines of the transitions cell
 }
 
 type transition struct {
@@ -492,7 +494,15 @@ const rowsJS = `Array.from(document.querySelectorAll('#targets tr[data-target]')
 	id: tr.dataset.name + '/' + tr.dataset.target,
 	section: tr.parentElement.className,
 	class: tr.className,
-	cells: Array.from(tr.cells).map(td => td.innerText),
+	cells: Array.from(tr.cells).map(td => {
+		const d = td.querySelector('div.facts');
+		return d ? td.innerText.slice(0, -d.innerText.length).replace(/\n$/, '') : td.innerText;
+	}),
+	details: Object.fromEntries(Array.from(tr.querySelectorAll('td.message div.facts span')).map(s => {
+		const i = s.textContent.indexOf(': ');
+		return [s.textContent.slice(0, i), s.textContent.slice(i + 2)];
+	})),
+	detailsShown: Array.from(tr.querySelectorAll('td.message div.facts')).every(d => d.checkVisibility()),
 	titles: Array.from(tr.cells).map(td => td.title),
 	stateBg: Array.from(tr.querySelectorAll('td.state')).map(td => getComputedStyle(td).backgroundColor),
 	transitions: Array.from(tr.querySelectorAll('td.transitions div')).map(d => ({title: d.title, text: d.innerText})),
@@ -641,6 +651,9 @@ func (p *statusPage) compareWithStatus(rows []pageRow) {
 			}
 			if msg, ok := strings.CutPrefix(r.Cells[5], tg.Message); !ok || msg != "" && !backoffNote.MatchString(msg) {
 				t.Errorf("%s: message %q, want %q", id, r.Cells[5], tg.Message)
+			}
+			if !maps.Equal(r.Details, tg.Details) || !r.DetailsShown {
+				t.Errorf("%s: details %q (shown: %v), want %q shown", id, r.Details, r.DetailsShown, tg.Details)
 			}
 			if r.Titles[2] != tg.Address || r.Titles[6] != stamp(tg.LastTransitionTime) || r.Titles[7] != stamp(tg.LastCheckTime) {
 				t.Errorf("%s: titles (address, since, last check) %q, want %q, %q, %q", id, r.Titles, tg.Address, stamp(tg.LastTransitionTime), stamp(tg.LastCheckTime))

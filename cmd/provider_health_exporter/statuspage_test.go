@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -12,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/net/html"
 
@@ -428,4 +430,84 @@ func BenchmarkStatusPage(b *testing.B) {
 		size = w.Body.Len()
 	}
 	b.ReportMetric(float64(size), "bytes/page")
+}
+
+// TestStatusPageShowsDetails: a target's details, what /api/v1/status
+// has under "details" (here a Kubernetes entry's pod_template, namespace
+// and last dry run), are on its row of the page under the message,
+// escaped; a row without details has none.
+func TestStatusPageShowsDetails(t *testing.T) {
+	t.Parallel()
+	facts := &kubernetes.Facts{Namespace: "proxies", PodTemplate: "/etc/provider_health/proxy-pod.yaml",
+		DryRun: &kubernetes.DryRunOutcome{Time: time.Date(2026, 12, 5, 8, 0, 0, 0, time.UTC), Reason: collector.ReasonReady,
+			Message: `dry-run create of pod_template in namespace proxies admitted <script>alert(1)</script>`}}
+	behaviours := map[string]func(context.Context, *slog.Logger, string) collector.Verdict{
+		"prod-cluster": func(context.Context, *slog.Logger, string) collector.Verdict {
+			return collector.Verdict{Reason: collector.ReasonReady, Message: "listed 3 pods", Facts: facts}
+		},
+	}
+	_, srv, _ := newTestExporter(t, baseConfig, behaviours, 0)
+	if code, body := get(t, http.DefaultClient, srv.URL+"/?refresh=true", nil); code != http.StatusOK {
+		t.Fatalf("refresh: %d %s", code, body)
+	}
+	_, body := get(t, http.DefaultClient, srv.URL+"/api/v1/status", nil)
+	var status struct {
+		Providers []statusProvider `json:"providers"`
+	}
+	if err := json.Unmarshal([]byte(body), &status); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]map[string]string{}
+	for _, p := range status.Providers {
+		for _, tg := range p.Targets {
+			want[p.Name+"/"+tg.Target] = tg.Details
+		}
+	}
+	if d := want["prod-cluster/apiserver"]; d["podTemplate"] != facts.PodTemplate || d["namespace"] != "proxies" || !strings.HasPrefix(d["dryRun"], "Ready: ") {
+		t.Fatalf("/api/v1/status details of prod-cluster: %q", d)
+	}
+
+	_, page := get(t, http.DefaultClient, srv.URL+"/", nil)
+	if strings.Contains(page, "<script>alert") {
+		t.Error("a detail's value is on the page unescaped")
+	}
+	doc, err := html.Parse(strings.NewReader(page))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]map[string]string{}
+	var walk func(n *html.Node, row string)
+	walk = func(n *html.Node, row string) {
+		if n.Type == html.ElementNode && n.Data == "tr" && hasAttr(n, "data-target") {
+			row = attr(n, "data-name") + "/" + attr(n, "data-target")
+			got[row] = nil
+		}
+		if n.Type == html.ElementNode && attr(n, "class") == "facts" {
+			if msg := n.Parent; msg == nil || attr(msg, "class") != "message" {
+				t.Errorf("%s: the details are not in the message cell", row)
+			}
+			d := map[string]string{}
+			for c := n.FirstChild; c != nil; c = c.NextSibling {
+				k, v, ok := strings.Cut(text(c), ": ")
+				if c.Type != html.ElementNode || c.Data != "span" || !ok {
+					t.Errorf("%s: %q in the details, want a span of key: value", row, text(c))
+				}
+				d[k] = v
+			}
+			got[row] = d
+			return
+		}
+		for c := n.FirstChild; c != nil; c = c.NextSibling {
+			walk(c, row)
+		}
+	}
+	walk(doc, "")
+	if len(got) != len(want) {
+		t.Fatalf("rows on the page %q, in /api/v1/status %q", slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(want)))
+	}
+	for row, w := range want {
+		if g := got[row]; !maps.Equal(g, w) {
+			t.Errorf("%s: details on the page %q, in /api/v1/status %q", row, g, w)
+		}
+	}
 }
