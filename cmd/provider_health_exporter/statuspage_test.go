@@ -241,13 +241,7 @@ func TestStatusPageFleetView(t *testing.T) {
 	}
 
 	// The summary counts what /api/v1/status says.
-	_, body := get(t, http.DefaultClient, srv.URL+"/api/v1/status", nil)
-	var st struct {
-		Providers []statusProvider `json:"providers"`
-	}
-	if err := json.Unmarshal([]byte(body), &st); err != nil {
-		t.Fatal(err)
-	}
+	st := getStatus(t, srv.URL)
 	type tally struct {
 		counts             map[string]int
 		notReadyBy, downBy map[string]int
@@ -256,7 +250,7 @@ func TestStatusPageFleetView(t *testing.T) {
 	for _, key := range []string{"", kubernetes.Name, gcp.Name, kvm.Name} {
 		wantSum[key] = &tally{counts: map[string]int{"entries": 0, "targets": 0, "ready": 0, "notready": 0, "down": 0, "unchecked": 0}, notReadyBy: map[string]int{}, downBy: map[string]int{}}
 	}
-	for _, p := range st.Providers {
+	for _, p := range st {
 		for _, key := range []string{"", p.Provider} {
 			w := wantSum[key]
 			w.counts["entries"]++
@@ -450,15 +444,8 @@ func TestStatusPageShowsDetails(t *testing.T) {
 	if code, body := get(t, http.DefaultClient, srv.URL+"/?refresh=true", nil); code != http.StatusOK {
 		t.Fatalf("refresh: %d %s", code, body)
 	}
-	_, body := get(t, http.DefaultClient, srv.URL+"/api/v1/status", nil)
-	var status struct {
-		Providers []statusProvider `json:"providers"`
-	}
-	if err := json.Unmarshal([]byte(body), &status); err != nil {
-		t.Fatal(err)
-	}
 	want := map[string]map[string]string{}
-	for _, p := range status.Providers {
+	for _, p := range getStatus(t, srv.URL) {
 		for _, tg := range p.Targets {
 			want[p.Name+"/"+tg.Target] = tg.Details
 		}
@@ -510,4 +497,17 @@ func TestStatusPageShowsDetails(t *testing.T) {
 			t.Errorf("%s: details on the page %q, in /api/v1/status %q", row, g, w)
 		}
 	}
+}
+
+// getStatus reads the exporter's /api/v1/status.
+func getStatus(t *testing.T, base string) []statusProvider {
+	t.Helper()
+	_, body := get(t, http.DefaultClient, base+"/api/v1/status", nil)
+	var st struct {
+		Providers []statusProvider `json:"providers"`
+	}
+	if err := json.Unmarshal([]byte(body), &st); err != nil {
+		t.Fatalf("/api/v1/status: %v\n%.2000s", err, body)
+	}
+	return st.Providers
 }
