@@ -199,8 +199,8 @@ func (s *session) openSocket(path string) (net.Conn, error) {
 	return channelConn{Channel: ch, local: s.conn.LocalAddr(), remote: s.conn.RemoteAddr()}, nil
 }
 
-// channelConn is an SSH channel as the net.Conn go-libvirt reads and
-// writes. Like x/crypto/ssh's own, it has no deadlines: the session is
+// channelConn is an SSH channel as the net.Conn the libvirt client reads
+// and writes. Like x/crypto/ssh's own, it has no deadlines: the session is
 // closed when a call must end (session.bound).
 type channelConn struct {
 	ssh.Channel
@@ -219,8 +219,8 @@ func (channelConn) SetWriteDeadline(time.Time) error { return errNoDeadline }
 func (s *session) markDead() { s.deadOnce.Do(func() { close(s.dead) }) }
 
 // close tears the whole session down: closing the SSH connection closes the
-// libvirt channel, which ends go-libvirt's reader and fails its pending
-// calls. It waits for the SSH connection to be gone so nothing outlives it.
+// libvirt channel, which ends the read of a call waiting for its reply
+// with an error. It waits for the SSH connection to be gone so nothing outlives it.
 func (s *session) close() {
 	s.closeOnce.Do(func() {
 		_ = s.conn.Close()
@@ -255,8 +255,8 @@ func (s *session) isDead() bool {
 }
 
 // bound runs fn, a call that takes no context, and closes the session when
-// ctx ends first: go-libvirt has no context, and a deadline on its
-// connection makes its read loop spin. It returns ctx's error when ctx ended,
+// ctx ends first: an SSH channel has no deadlines (channelConn), so closing
+// the session is what ends a call waiting for its reply. It returns ctx's error when ctx ended,
 // whatever fn said, because the session is then gone.
 func (s *session) bound(ctx context.Context, fn func() error) error {
 	stop := context.AfterFunc(ctx, s.close)

@@ -84,7 +84,7 @@ type fakeClient struct {
 	f    *fakeLibvirt
 	conn net.Conn
 	// rt serialises the round trips of concurrent checks sharing this
-	// connection, as go-libvirt's single reader does. Without it several
+	// connection, as rpcClient does. Without it several
 	// goroutines read the SSH channel at once, and at EOF x/crypto/ssh
 	// wakes only one of them: the others would block forever.
 	rt sync.Mutex

@@ -273,7 +273,7 @@ const (
 )
 
 // BenchmarkFleet scrapes a simulated fleet through collector.Engine and the
-// real kvm Checker with the real go-libvirt client, 20 ms per libvirt reply,
+// real kvm Checker with the exporter's libvirt client, 20 ms per libvirt reply,
 // the scrape header at 5 s (budget 4.5 s; 10 s for the 5,000 hosts), and encodes every answer in the
 // text format as /metrics does. An op is one steady scrape of the whole
 // fleet after warm-up; the metrics are explained in

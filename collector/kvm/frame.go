@@ -65,22 +65,24 @@ func badFrame(format string, args ...any) error {
 	return &frameError{msg: fmt.Sprintf(format, args...)}
 }
 
-// frameConn sits between the libvirt socket opened over SSH and go-libvirt.
-// go-libvirt trusts the peer: a frame length below the header size panics
-// its reader goroutine, which no recover of ours can catch, and a huge one
-// makes it allocate that much; its XDR decoder allocates whatever a length
-// in the payload claims. frameConn hands go-libvirt only whole frames that
-// answer a call in flight, with a payload of the shape that call's reply
-// has, so every length go-libvirt then reads is one the peer actually sent.
+// frameConn sits between the libvirt socket opened over SSH and the libvirt
+// client (rpcClient). The peer is not trusted: a frame length below the
+// header size, or a huge one, or a length inside the payload that claims
+// more than was sent, would make a client that believed it misread the
+// stream or allocate what it claims (go-libvirt, which the exporter used
+// before, panicked in its reader goroutine on the first and allocated the
+// others). frameConn hands out only whole frames that answer the call in
+// flight, with a payload of the shape that call's reply has, so every
+// length the client then reads is one the peer actually sent.
 type frameConn struct {
 	net.Conn
 
-	// rmu guards the read side; go-libvirt has one reader.
+	// rmu guards the read side; the client has one reader at a time.
 	rmu     sync.Mutex
 	pending []byte // the checked frame being handed out
 
-	// wmu guards the parser of our own calls; go-libvirt serialises its
-	// writes, but a frame may arrive in several writes.
+	// wmu guards the parser of our own calls; the client writes a call
+	// as one frame, but Write takes a frame in several writes too.
 	wmu  sync.Mutex
 	whdr []byte // the part of an outgoing frame's length and header seen so far
 	wpay int    // payload bytes of the outgoing frame still to pass
@@ -114,7 +116,7 @@ func (c *frameConn) fail(err error) error {
 	return err
 }
 
-// Write notes the serial and procedure of every call go-libvirt sends, so a
+// Write notes the serial and procedure of every call the client sends, so a
 // reply can be matched to it, and passes the bytes on unchanged.
 func (c *frameConn) Write(p []byte) (int, error) {
 	c.wmu.Lock()
@@ -153,18 +155,9 @@ func (c *frameConn) note(p []byte) {
 func (c *frameConn) Read(p []byte) (int, error) {
 	c.rmu.Lock()
 	defer c.rmu.Unlock()
-	if err := c.violation(); err != nil {
-		return 0, err
-	}
 	if len(c.pending) == 0 {
-		frame, started, err := c.readFrame()
+		frame, err := c.nextLocked()
 		if err != nil {
-			if started {
-				// Nothing after a bad or cut-off frame can be trusted to
-				// be framed right; the error is kept to say why every
-				// call in flight failed.
-				return 0, c.fail(err)
-			}
 			return 0, err
 		}
 		c.pending = frame
@@ -172,6 +165,34 @@ func (c *frameConn) Read(p []byte) (int, error) {
 	n := copy(p, c.pending)
 	c.pending = c.pending[n:]
 	return n, nil
+}
+
+// next reads the next frame whole and checks it: what rpcClient reads
+// instead of bytes.
+func (c *frameConn) next() ([]byte, error) {
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	if len(c.pending) > 0 {
+		return nil, errors.New("libvirt frame read whole after part of it was read")
+	}
+	return c.nextLocked()
+}
+
+func (c *frameConn) nextLocked() ([]byte, error) {
+	if err := c.violation(); err != nil {
+		return nil, err
+	}
+	frame, started, err := c.readFrame()
+	if err != nil {
+		if started {
+			// Nothing after a bad or cut-off frame can be trusted to be
+			// framed right; the error is kept to say why every later
+			// call fails.
+			return nil, c.fail(err)
+		}
+		return nil, err
+	}
+	return frame, nil
 }
 
 type header struct {
@@ -280,12 +301,12 @@ func (c *frameConn) match(h header) (uint32, error) {
 	return proc, nil
 }
 
-// checkReply checks that a reply's payload has the shape go-libvirt decodes
+// checkReply checks that a reply's payload has the shape rpcClient decodes
 // it into, so every length inside it fits in the bytes that were sent.
 func checkReply(proc, status uint32, payload []byte) error {
 	r := xdrReader{b: payload}
 	if status == statusError {
-		// What go-libvirt's decodeError reads of a remote_error: code,
+		// What replyError reads of a remote_error: code,
 		// domain, the message's presence flag, the message, level. The
 		// fields after it are not read.
 		r.uint32s(3)
@@ -365,29 +386,38 @@ func (r *xdrReader) uint32s(n int) uint32 {
 	return v
 }
 
+// uint64 reads an unsigned hyper: two 4-byte words, the high one first.
+func (r *xdrReader) uint64() uint64 {
+	hi := r.uint32s(1)
+	lo := r.uint32s(1)
+	return uint64(hi)<<32 | uint64(lo)
+}
+
 // string reads a variable-length string: its length, then the bytes padded
 // to a multiple of 4.
-func (r *xdrReader) string(what string) {
+func (r *xdrReader) string(what string) string {
 	n := r.uint32s(1)
 	if r.err != nil {
-		return
+		return ""
 	}
 	if n > remoteStringMax {
 		r.err = fmt.Errorf("%s of %d bytes is above libvirt's limit of %d", what, n, remoteStringMax)
-		return
+		return ""
 	}
-	r.opaque(int(n), what)
+	return string(r.opaque(int(n), what))
 }
 
-// opaque skips n bytes padded to a multiple of 4.
-func (r *xdrReader) opaque(n int, what string) {
+// opaque reads n bytes padded to a multiple of 4.
+func (r *xdrReader) opaque(n int, what string) []byte {
 	if r.err != nil {
-		return
+		return nil
 	}
 	padded := n + (4-n%4)%4
 	if padded > len(r.b) {
 		r.err = fmt.Errorf("%s of %d bytes with only %d bytes left", what, n, len(r.b))
-		return
+		return nil
 	}
+	v := r.b[:n]
 	r.b = r.b[padded:]
+	return v
 }

@@ -82,11 +82,6 @@ func (c *Checker) checkFreeMemory(ctx context.Context, logger *slog.Logger, h *h
 	return 0, reason, err
 }
 
-func (c checkedClient) NodeGetFreeMemory() (uint64, error) {
-	v, err := c.next.NodeGetFreeMemory()
-	return v, c.explain(err)
-}
-
 func (c loggedClient) NodeGetFreeMemory() (uint64, error) {
 	start := time.Now()
 	v, err := c.next.NodeGetFreeMemory()

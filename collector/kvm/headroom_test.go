@@ -113,10 +113,10 @@ func TestHeadroomVerdict(t *testing.T) {
 	}
 }
 
-// TestFreeMemoryOverTheWire makes the NodeGetFreeMemory call with the real
-// go-libvirt client, through the frame checker, on the kept connection of a
-// check, to a libvirt peer that speaks the wire protocol; a reply of the
-// wrong shape loses the connection instead of reaching go-libvirt.
+// TestFreeMemoryOverTheWire makes the NodeGetFreeMemory call with the
+// exporter's libvirt client, through the frame checker, on the kept
+// connection of a check, to a libvirt peer that speaks the wire protocol; a
+// reply of the wrong shape loses the connection instead of being decoded.
 func TestFreeMemoryOverTheWire(t *testing.T) {
 	e := newEnv(t)
 	fake := NewFakeLibvirtd(t)

@@ -4,16 +4,14 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"time"
 
 	"github.com/digitalocean/go-libvirt"
-	"github.com/digitalocean/go-libvirt/socket/dialers"
 )
 
-// libvirtClient is the narrow seam in front of go-libvirt: exactly the calls a
-// check makes, so the unit tests can fake what libvirtd does and nothing more.
-// *libvirt.Libvirt implements it.
+// libvirtClient is the narrow seam in front of libvirt's RPC protocol:
+// exactly the calls a check makes, so the unit tests can fake what libvirtd
+// does and nothing more. rpcClient implements it.
 type libvirtClient interface {
 	// ConnectToURI runs the libvirt handshake (auth list, connect open).
 	ConnectToURI(uri libvirt.ConnectURI) error
@@ -35,61 +33,6 @@ type libvirtClient interface {
 	// ConnectClose says goodbye when a kept connection is closed on
 	// purpose, so libvirtd does not log an error for a vanished client.
 	ConnectClose() error
-}
-
-// newLibvirtClient speaks libvirt's RPC protocol over conn, the libvirt
-// socket opened over SSH. The dialer hands go-libvirt that conn instead of
-// letting it dial (its own SSH dialer neither bounds the handshake nor
-// closes the client), behind a frameConn so that go-libvirt only ever reads
-// frames that libvirt's protocol allows.
-func newLibvirtClient(conn net.Conn) libvirtClient {
-	fc := newFrameConn(conn)
-	return checkedClient{next: libvirt.NewWithDialer(dialers.NewAlreadyConnected(fc)), frames: fc}
-}
-
-var _ libvirtClient = (*libvirt.Libvirt)(nil)
-
-// checkedClient names the protocol violation behind a failed call: when
-// frameConn refuses a frame, go-libvirt only sees its connection end and
-// reports the call as interrupted.
-type checkedClient struct {
-	next   *libvirt.Libvirt
-	frames *frameConn
-}
-
-var _ libvirtClient = checkedClient{}
-
-func (c checkedClient) explain(err error) error {
-	if err == nil {
-		return nil
-	}
-	if v := c.frames.violation(); v != nil {
-		return fmt.Errorf("%w (%w)", v, err)
-	}
-	return err
-}
-
-func (c checkedClient) ConnectToURI(uri libvirt.ConnectURI) error {
-	return c.explain(c.next.ConnectToURI(uri))
-}
-
-func (c checkedClient) ConnectGetLibVersion() (uint64, error) {
-	v, err := c.next.ConnectGetLibVersion()
-	return v, c.explain(err)
-}
-
-func (c checkedClient) StoragePoolLookupByName(name string) (libvirt.StoragePool, error) {
-	p, err := c.next.StoragePoolLookupByName(name)
-	return p, c.explain(err)
-}
-
-func (c checkedClient) StoragePoolGetInfo(pool libvirt.StoragePool) (uint8, uint64, uint64, uint64, error) {
-	state, capacity, allocation, available, err := c.next.StoragePoolGetInfo(pool)
-	return state, capacity, allocation, available, c.explain(err)
-}
-
-func (c checkedClient) ConnectClose() error {
-	return c.explain(c.next.ConnectClose())
 }
 
 // loggedClient logs every libvirt call at debug level to the logger of the

@@ -253,7 +253,8 @@ func errorPayload(code uint32, msg string) []byte {
 }
 
 // BrokenReply is the reply to a call of proc with serial, broken by fault.
-// Each is a frame go-libvirt would mishandle without the frame checker.
+// Each is a frame a client that trusted its peer would mishandle (go-libvirt
+// panicked or allocated gigabytes on them) without the frame checker.
 func BrokenReply(fault Fault, proc uint32, serial int32) []byte {
 	switch fault {
 	case FaultZeroLength:
@@ -272,7 +273,7 @@ func BrokenReply(fault Fault, proc uint32, serial int32) []byte {
 		_, payload := answer(proc)
 		return replyFrame(0x20008087, proc, serial, statusOK, payload) // QEMU_PROGRAM
 	case FaultWrongProcedure:
-		// REMOTE_PROC_DOMAIN_EVENT_CALLBACK_LIFECYCLE: go-libvirt decodes
+		// REMOTE_PROC_DOMAIN_EVENT_CALLBACK_LIFECYCLE: go-libvirt decoded
 		// a frame naming an event procedure as that event, in its reader.
 		w := xdrWriter{}
 		w.u32(1, 0x7ffffff0) // callbackID, then a domain name that claims 2 GiB
@@ -299,7 +300,7 @@ func replyFrame(program, proc uint32, serial int32, status uint32, payload []byt
 	return append(w.b, payload...)
 }
 
-// callFrame is a call as go-libvirt sends it.
+// callFrame is a call as rpcClient sends it.
 func callFrame(proc uint32, serial int32, payload []byte) []byte {
 	w := xdrWriter{}
 	w.u32(uint32(minFrameLen+len(payload)), remoteProgram, remoteProtocolVersion, proc, frameCall, uint32(serial), statusOK)

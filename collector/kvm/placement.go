@@ -128,21 +128,6 @@ func (c *Checker) checkNetwork(ctx context.Context, logger *slog.Logger, h *host
 	return reason, "", err
 }
 
-func (c checkedClient) StorageVolLookupByName(pool libvirt.StoragePool, name string) (libvirt.StorageVol, error) {
-	v, err := c.next.StorageVolLookupByName(pool, name)
-	return v, c.explain(err)
-}
-
-func (c checkedClient) NetworkLookupByName(name string) (libvirt.Network, error) {
-	n, err := c.next.NetworkLookupByName(name)
-	return n, c.explain(err)
-}
-
-func (c checkedClient) NetworkIsActive(n libvirt.Network) (int32, error) {
-	a, err := c.next.NetworkIsActive(n)
-	return a, c.explain(err)
-}
-
 func (c loggedClient) StorageVolLookupByName(pool libvirt.StoragePool, name string) (libvirt.StorageVol, error) {
 	start := time.Now()
 	v, err := c.next.StorageVolLookupByName(pool, name)

@@ -212,8 +212,8 @@ func newEnvFacts(t *testing.T) map[string]string {
 	return check(t, e.checker(), hostName, time.Minute).Facts.Details()
 }
 
-// TestPlacementOverTheWire makes the placement calls with the real go-libvirt
-// client, through the frame checker, to a libvirt peer that speaks the wire
+// TestPlacementOverTheWire makes the placement calls with the exporter's
+// libvirt client, through the frame checker, to a libvirt peer that speaks the wire
 // protocol: found, missing and inactive answers reach the verdict, and a
 // steady check makes one call per key.
 func TestPlacementOverTheWire(t *testing.T) {
