@@ -8,7 +8,6 @@ import (
 	"reflect"
 	"runtime/debug"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/egress-proxies/provider_health_exporter/internal/redact"
@@ -136,7 +135,20 @@ func (e *Engine) Run(ctx context.Context, req Request) ([]ProviderResult, error)
 	}
 	start := time.Now()
 	out := make([]ProviderResult, len(ps))
-	var wg sync.WaitGroup
+	// Every check is started (or joined) first, then waited for here, in
+	// turn: a goroutine per target only to wait for its check cost a
+	// tenth of a 1,000-host steady scrape's CPU (docs/scaling.md:
+	// "Performance"). Each wait ends with the provider's deadline at the
+	// latest, so the waits in turn end as early as concurrent ones.
+	type waiting struct {
+		i, j int
+		ctx  context.Context
+		st   *state
+		t    Target
+		c    *call
+		mode string
+	}
+	var waits []waiting
 	for i, p := range ps {
 		budget := Budget(p.Timeout, req.ScrapeTimeout, req.Offset)
 		budget -= reserve(req.Reserve, budget)
@@ -156,10 +168,23 @@ func (e *Engine) Run(ctx context.Context, req Request) ([]ProviderResult, error)
 				pctx, cancel = context.WithDeadline(ctx, start.Add(budget))
 				defer cancel()
 			}
-			wg.Go(func() { out[i].Targets[j] = e.checkTarget(pctx, p, t) })
+			st := p.states[t.Name]
+			tr, c, mode, ok := e.join(pctx, p, st, t)
+			if ok {
+				out[i].Targets[j] = tr
+				continue
+			}
+			waits = append(waits, waiting{i: i, j: j, ctx: pctx, st: st, t: t, c: c, mode: mode})
 		}
 	}
-	wg.Wait()
+	for _, w := range waits {
+		p := ps[w.i]
+		tr, again := e.await(w.ctx, p, w.st, w.t, w.c, w.mode)
+		if again {
+			tr = e.checkTarget(w.ctx, p, w.t)
+		}
+		out[w.i].Targets[w.j] = tr
+	}
 	for i, p := range ps {
 		r := p.result(0)
 		out[i].Checks, out[i].Abandoned = r.Checks, r.Abandoned
@@ -190,63 +215,84 @@ func (e *Engine) count(p *provider, mode string) {
 func (e *Engine) checkTarget(ctx context.Context, p *provider, t Target) TargetResult {
 	st := p.states[t.Name]
 	for {
-		if tr, ok := e.reuse(p, st, t); ok {
+		tr, c, mode, ok := e.join(ctx, p, st, t)
+		if ok {
 			return tr
 		}
-		st.mu.Lock()
-		c, mode := st.inflight, ModeShared
-		if c != nil && overdue(c, time.Now()) {
-			e.abandonLocked(p, st, c)
-			c = nil
+		if tr, again := e.await(ctx, p, st, t, c, mode); !again {
+			return tr
 		}
-		if c == nil {
-			if st.abandoned >= MaxAbandoned {
-				n := st.abandoned
-				st.mu.Unlock()
-				return e.stuck(p, st, t, n)
-			}
-			c, mode = e.start(ctx, p, st, t), ModeLive
-			st.inflight = c
-		}
-		st.mu.Unlock()
+	}
+}
 
-		select {
-		case <-c.done:
-			if mode == ModeShared && c.res.Reason == ReasonTimeout && ctx.Err() == nil && c.deadline.Before(checkDeadline(ctx, 0)) {
-				continue // its budget was shorter than ours
-			}
-			e.count(p, mode)
-			return p.withFacts(e.answer(st, c.res, mode, c.log, c.memo))
-		case <-ctx.Done():
+// join returns the verdict of the target when it needs no check (ok): the
+// cached one, or a made-up one for a target whose checks are stuck. Else it
+// returns the one live check of the target, joined (ModeShared) or started
+// (ModeLive), for await.
+func (e *Engine) join(ctx context.Context, p *provider, st *state, t Target) (TargetResult, *call, string, bool) {
+	if tr, ok := e.reuse(p, st, t); ok {
+		return tr, nil, "", true
+	}
+	st.mu.Lock()
+	c, mode := st.inflight, ModeShared
+	if c != nil && overdue(c, time.Now()) {
+		e.abandonLocked(p, st, c)
+		c = nil
+	}
+	if c == nil {
+		if st.abandoned >= MaxAbandoned {
+			n := st.abandoned
+			st.mu.Unlock()
+			return e.stuck(p, st, t, n), nil, "", true
 		}
-		select {
-		case <-c.done:
-			// The check ended at the same moment: its verdict (already
-			// Timeout unless it was Ready) says more.
-			e.count(p, mode)
-			return p.withFacts(e.answer(st, c.res, mode, c.log, c.memo))
-		default:
-		}
-		// The check did not answer in time; this caller answers anyway.
-		now := time.Now()
-		msg := fmt.Sprintf("no verdict within the budget: %v", context.Cause(ctx))
-		if !now.Before(c.deadline) {
-			msg = fmt.Sprintf("the check did not return by its deadline (%v); it is abandoned %v after it", context.Cause(ctx), AbandonGrace)
-		}
-		res := Result{
-			Verdict:   Verdict{Reason: ReasonTimeout, Message: msg},
-			Target:    t,
-			CheckedAt: now,
-		}
-		// Only a check that overran its own deadline (a stuck checker) is
-		// recorded, provisionally: a caller that went away must not make
-		// ready flap, and the check's own verdict replaces this one.
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) && !now.Before(c.deadline) {
-			record(st, res, true)
+		c, mode = e.start(ctx, p, st, t), ModeLive
+		st.inflight = c
+	}
+	st.mu.Unlock()
+	return TargetResult{}, c, mode, false
+}
+
+// await waits for c, the check join returned, until ctx ends, and returns
+// the caller's verdict. again tells that c was a joined check with a
+// shorter budget than the caller's that timed out: the caller joins or
+// starts another.
+func (e *Engine) await(ctx context.Context, p *provider, st *state, t Target, c *call, mode string) (tr TargetResult, again bool) {
+	select {
+	case <-c.done:
+		if mode == ModeShared && c.res.Reason == ReasonTimeout && ctx.Err() == nil && c.deadline.Before(checkDeadline(ctx, 0)) {
+			return TargetResult{}, true // its budget was shorter than ours
 		}
 		e.count(p, mode)
-		return p.withFacts(e.answer(st, res, mode, nil, nil))
+		return p.withFacts(e.answer(st, c.res, mode, c.log, c.memo)), false
+	case <-ctx.Done():
 	}
+	select {
+	case <-c.done:
+		// The check ended at the same moment: its verdict (already
+		// Timeout unless it was Ready) says more.
+		e.count(p, mode)
+		return p.withFacts(e.answer(st, c.res, mode, c.log, c.memo)), false
+	default:
+	}
+	// The check did not answer in time; this caller answers anyway.
+	now := time.Now()
+	msg := fmt.Sprintf("no verdict within the budget: %v", context.Cause(ctx))
+	if !now.Before(c.deadline) {
+		msg = fmt.Sprintf("the check did not return by its deadline (%v); it is abandoned %v after it", context.Cause(ctx), AbandonGrace)
+	}
+	res := Result{
+		Verdict:   Verdict{Reason: ReasonTimeout, Message: msg},
+		Target:    t,
+		CheckedAt: now,
+	}
+	// Only a check that overran its own deadline (a stuck checker) is
+	// recorded, provisionally: a caller that went away must not make
+	// ready flap, and the check's own verdict replaces this one.
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) && !now.Before(c.deadline) {
+		record(st, res, true)
+	}
+	e.count(p, mode)
+	return p.withFacts(e.answer(st, res, mode, nil, nil)), false
 }
 
 func (e *Engine) answer(st *state, res Result, mode string, log *CheckLog, memo *factsMemo) TargetResult {
