@@ -206,8 +206,8 @@ func (c *rawClient) ConnectGetLibVersion() (uint64, error) {
 		return 0, err
 	}
 	r := xdrReader{b: p}
-	hi, lo := r.uint32s(1), r.uint32s(1)
-	return uint64(hi)<<32 | uint64(lo), r.err
+	v := r.uint64()
+	return v, r.err
 }
 
 func (c *rawClient) StoragePoolLookupByName(name string) (libvirt.StoragePool, error) {
@@ -225,21 +225,14 @@ func (c *rawClient) StoragePoolLookupByName(name string) (libvirt.StoragePool, e
 }
 
 func (c *rawClient) StoragePoolGetInfo(pool libvirt.StoragePool) (uint8, uint64, uint64, uint64, error) {
-	w := xdrWriter{}
-	w.str(pool.Name)
-	w.b = append(w.b, pool.UUID[:]...)
-	p, err := c.call(procStoragePoolGetInfo, w.b)
+	p, err := c.call(procStoragePoolGetInfo, xdrArgs(nil).string(pool.Name).uuid(pool.UUID))
 	if err != nil {
 		return 0, 0, 0, 0, err
 	}
 	r := xdrReader{b: p}
 	state := r.uint32s(1)
-	var v [3]uint64
-	for i := range v {
-		hi, lo := r.uint32s(1), r.uint32s(1)
-		v[i] = uint64(hi)<<32 | uint64(lo)
-	}
-	return uint8(state), v[0], v[1], v[2], r.err
+	capacity, allocation, available := r.uint64(), r.uint64(), r.uint64()
+	return uint8(state), capacity, allocation, available, r.err
 }
 
 func (c *rawClient) ConnectClose() error {
