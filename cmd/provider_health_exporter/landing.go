@@ -71,12 +71,17 @@ func (x *exporter) serveLanding(w http.ResponseWriter, r *http.Request) {
 		Error       string
 		Version     string
 	}{Prefix: cmp.Or(x.linkPrefix, "."), MetricsPath: x.metricsPath, Version: "provider_health_exporter " + version.Info()}
-	st, err := x.status(r.Context(), "", q.Get("refresh") == "true")
-	if err != nil {
-		data.Error = err.Error()
+	st := known
+	if q.Get("refresh") == "true" {
+		if st, err = x.status(r.Context(), "", true); err != nil {
+			data.Error = err.Error()
+		}
 	}
 	data.pageView = buildPage(st, x.kinds, filter)
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	// The template writes straight to the connection, row by row
+	// (pageGroup.Rows): a page of a thousand 4 KiB messages is streamed,
+	// not built (docs/security.md: "Strings, labels and pages").
 	if err := landingTemplate.Execute(w, data); err != nil {
 		x.logger.Debug("writing landing page", "err", err)
 	}

@@ -41,15 +41,19 @@ func (x *exporter) serveProbe(w http.ResponseWriter, r *http.Request) {
 		x.answer(w, r, results, nil, shape)
 		return
 	}
+	// Written target by target to the connection: a debug probe of an
+	// entry of 5,000 hosts holds one target's log at a time. Provider text
+	// is escaped as the log escapes it: the answer is read in terminals.
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	fmt.Fprintln(w, "Logs for the check:")
 	for _, p := range results {
 		for _, t := range p.Targets {
 			log := t.Log.String()
 			if log == "" {
-				fmt.Fprintf(w, "(no log for %s/%s/%s: %s)\n", p.Kind, p.Name, t.Target.Name, describeMode(t.Mode))
+				fmt.Fprintf(w, "(no log for %s/%s/%s: %s)\n", collector.EscapeText(p.Kind), collector.EscapeText(p.Name), collector.EscapeText(t.Target.Name), describeMode(t.Mode))
 				continue
 			}
+			// slog's text format has quoted and escaped every value already.
 			fmt.Fprint(w, log)
 		}
 	}
@@ -57,7 +61,8 @@ func (x *exporter) serveProbe(w http.ResponseWriter, r *http.Request) {
 	for _, p := range results {
 		for _, t := range p.Targets {
 			fmt.Fprintf(w, "Verdict for %s/%s/%s: %s (up=%v ready=%v) in %ss: %s\n",
-				p.Kind, p.Name, t.Target.Name, t.Reason, p.Reasons.Up(t.Reason), t.Reason.Ready(), trimFloat(t.Duration.Seconds()), t.Message)
+				collector.EscapeText(p.Kind), collector.EscapeText(p.Name), collector.EscapeText(t.Target.Name), collector.EscapeText(string(t.Reason)),
+				p.Reasons.Up(t.Reason), t.Reason.Ready(), trimFloat(t.Duration.Seconds()), collector.EscapeText(t.Message))
 		}
 	}
 	fmt.Fprintln(w, "\nMetrics that would have been returned:")
