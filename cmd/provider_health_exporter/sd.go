@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"time"
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
 )
@@ -36,6 +37,7 @@ func (x *exporter) multiTarget(kind string) bool {
 // (docs/configuration.md: "HTTP endpoints"). It reads the engine's last
 // state and never starts a check.
 func (x *exporter) serveSD(w http.ResponseWriter, r *http.Request) {
+	begin := time.Now()
 	scheme, host, prefix := x.web.externalScheme, x.web.externalHost, x.web.linkPrefix
 	if host == "" {
 		// Without --web.external-url, Prometheus reaches the exporter where
@@ -60,7 +62,7 @@ func (x *exporter) serveSD(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	if err := x.writeSD(w, results, scheme, host, prefix); err != nil {
+	if err := x.writeSD(x.stream(w, begin), results, scheme, host, prefix); err != nil {
 		x.logger.Debug("writing service discovery", "err", err)
 	}
 }

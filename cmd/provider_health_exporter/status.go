@@ -123,6 +123,7 @@ func utc(t time.Time) *time.Time {
 // (docs/security.md: "Strings, labels and pages"). A script needs every
 // target, so the answer is streamed, never cut.
 func (x *exporter) serveStatusJSON(w http.ResponseWriter, r *http.Request) {
+	begin := time.Now()
 	q := r.URL.Query()
 	st, err := x.status(r.Context(), q.Get("name"), q.Get("refresh") == "true")
 	var lerr *collector.LookupError
@@ -135,7 +136,7 @@ func (x *exporter) serveStatusJSON(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	if err := writeStatusJSON(w, st); err != nil {
+	if err := writeStatusJSON(x.stream(w, begin), st); err != nil {
 		x.logger.Debug("writing status", "err", err)
 	}
 }
@@ -212,6 +213,7 @@ func (s *stickyWriter) WriteString(str string) {
 // serveConfig shows the configuration in force. It holds file paths, never
 // secret values: secrets live only in the files it references.
 func (x *exporter) serveConfig(w http.ResponseWriter, _ *http.Request) {
+	begin := time.Now()
 	x.cfgMu.RLock()
 	text := x.cfgText
 	x.cfgMu.RUnlock()
@@ -225,8 +227,19 @@ func (x *exporter) serveConfig(w http.ResponseWriter, _ *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	fmt.Fprintf(w, "# %s (secrets are referenced by path; their contents are never shown)\n", x.configFile)
-	_, _ = w.Write(out)
+	// The bytes are the load's, shared by every request (configtext.go);
+	// written in pieces, so that a client that keeps reading a large
+	// file's text keeps its write deadline moving (streamWriter).
+	sw := x.stream(w, begin)
+	fmt.Fprintf(sw, "# %s (secrets are referenced by path; their contents are never shown)\n", x.configFile)
+	for len(out) > 0 {
+		n := min(len(out), 64<<10)
+		if _, err := sw.Write(out[:n]); err != nil {
+			x.logger.Debug("writing config", "err", err)
+			return
+		}
+		out = out[n:]
+	}
 }
 
 func (x *exporter) serveReload(w http.ResponseWriter, r *http.Request) {
