@@ -152,9 +152,22 @@ func writeStatusJSON(w io.Writer, results []collector.ProviderResult) error {
 		out.WriteString("{\n  \"providers\": []\n}\n")
 		return out.err
 	}
+	// One buffer and encoder for the whole answer: a target's encoding
+	// is written and the buffer reused, so an answer of any size makes
+	// next to no garbage.
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	encode := func(v any, indent string) ([]byte, error) {
+		buf.Reset()
+		enc.SetIndent(indent, "  ")
+		if err := enc.Encode(v); err != nil {
+			return nil, err
+		}
+		return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+	}
 	out.WriteString("{\n  \"providers\": [")
 	for i, p := range results {
-		head, err := json.MarshalIndent(newStatusEntry(p), entryIndent, "  ")
+		head, err := encode(newStatusEntry(p), entryIndent)
 		if err != nil {
 			return fmt.Errorf("encoding entry %s: %w", p.Name, err)
 		}
@@ -164,7 +177,7 @@ func writeStatusJSON(w io.Writer, results []collector.ProviderResult) error {
 		out.Write(head)
 		out.WriteString(",\n" + entryIndent + "  \"targets\": [")
 		for j, t := range p.Targets {
-			b, err := json.MarshalIndent(newStatusTarget(p, t), targetIndent, "  ")
+			b, err := encode(newStatusTarget(p, t), targetIndent)
 			if err != nil {
 				return fmt.Errorf("encoding target %s/%s: %w", p.Name, t.Target.Name, err)
 			}
