@@ -92,7 +92,8 @@ func (h *hasher) value(v reflect.Value) error {
 		}
 		b = append(b, j...)
 	}
-	h.buf = append(b, ';')
-	h.write(h.buf)
+	b = append(b, ';')
+	h.buf = b
+	h.write(b)
 	return nil
 }

@@ -73,11 +73,12 @@ func describeStrictError(e error, root *yaml.Node) (line int, msg string) {
 // that starts the path is tried.
 func findKey(n *yaml.Node, path string) *yaml.Node {
 	for n != nil && (n.Kind == yaml.DocumentNode || n.Kind == yaml.AliasNode) {
-		if n.Kind == yaml.AliasNode {
+		switch {
+		case n.Kind == yaml.AliasNode:
 			n = n.Alias
-		} else if len(n.Content) == 1 {
+		case len(n.Content) == 1:
 			n = n.Content[0]
-		} else {
+		default:
 			return nil
 		}
 	}

@@ -29,7 +29,11 @@ func largeKVMConfig(size int) string {
 // BenchmarkReloadLarge reloads a 16 MiB configuration through the
 // exporter's reload, with the real kinds: the parse, the entries, the
 // engine's load. Run it with -memprofile to see where a reload's memory
-// goes.
+// goes: most of it is yaml.v3's node tree of the whole file (some 150 MB
+// per parse); working out a struct's fields per host and hashing each
+// field through its own conversion or JSON encoding made another 300 MB
+// until they were cached and buffered (988 MB and 24 million allocations
+// per reload before, 581 MB and 10.4 million after).
 func BenchmarkReloadLarge(b *testing.B) {
 	dir := b.TempDir()
 	writeFile(b, filepath.Join(dir, "key"), "not a key")
@@ -48,3 +52,4 @@ func BenchmarkReloadLarge(b *testing.B) {
 	}
 	b.ReportMetric(float64(len(cfg)), "config-bytes")
 }
+
