@@ -52,4 +52,3 @@ func BenchmarkReloadLarge(b *testing.B) {
 	}
 	b.ReportMetric(float64(len(cfg)), "config-bytes")
 }
-
