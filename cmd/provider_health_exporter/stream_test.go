@@ -7,9 +7,13 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
+	"testing/synctest"
+	"time"
 	"unicode/utf8"
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
@@ -180,4 +184,59 @@ func TestTextAnswersEscaped(t *testing.T) {
 	if code != http.StatusBadRequest || len(body) > 300 {
 		t.Errorf("a 10 KB scrape timeout header: %d, %d bytes %.300q; want a short 400", code, len(body), body)
 	}
+}
+
+// deadlineRecorder is a ResponseWriter that records the write deadlines
+// set through http.ResponseController, and fails writes when told.
+type deadlineRecorder struct {
+	http.ResponseWriter
+	deadlines []time.Time
+	fail      bool
+}
+
+func (d *deadlineRecorder) Write(b []byte) (int, error) {
+	if d.fail {
+		return 0, errGone
+	}
+	return len(b), nil
+}
+
+func (d *deadlineRecorder) SetWriteDeadline(t time.Time) error {
+	d.deadlines = append(d.deadlines, t)
+	return nil
+}
+
+// TestStreamWriterMovesTheDeadline: a streamed answer's write deadline
+// moves writeGrace past each piece the client takes, once it is more than
+// a second later than the one in force, never past maxStreamTime after the
+// request, and not after a failed write.
+func TestStreamWriterMovesTheDeadline(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		d := &deadlineRecorder{ResponseWriter: httptest.NewRecorder()}
+		begin := time.Now()
+		sw := streaming(d, begin, 20*time.Second)
+		write := func() {
+			t.Helper()
+			if _, err := sw.Write([]byte("piece")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		write() // now+10s is before the first deadline: nothing to move
+		time.Sleep(15 * time.Second)
+		write() // begin+25s
+		time.Sleep(500 * time.Millisecond)
+		write() // half a second later: not worth a call
+		time.Sleep(6 * time.Minute)
+		write() // capped at begin+maxStreamTime
+		d.fail = true
+		time.Sleep(time.Minute)
+		if _, err := sw.Write([]byte("piece")); !errors.Is(err, errGone) {
+			t.Errorf("a failed write: %v", err)
+		}
+		want := []time.Time{begin.Add(25 * time.Second), begin.Add(maxStreamTime)}
+		if !slices.EqualFunc(d.deadlines, want, time.Time.Equal) {
+			t.Errorf("deadlines %v, want %v", d.deadlines, want)
+		}
+	})
 }
