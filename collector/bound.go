@@ -62,3 +62,56 @@ func boundString(s string, limit int) string {
 func ValidLabelValue(v string) bool {
 	return v != "" && len(v) <= MaxLabelValue && utf8.ValidString(v)
 }
+
+// MaxEcho is the most of a request's parameter (an unknown name= or
+// target=, a header's value) that an error answer repeats: enough to
+// recognise a typo; a client sending 60 KB gets back a prefix, not its
+// own 60 KB.
+const MaxEcho = 64
+
+// Echo is s as an error answer or a log line repeats it: quoted with Go's
+// escapes, as the log writes strings (an ESC byte is \x1b, a NUL \x00),
+// and cut to MaxEcho bytes followed by the length of the whole.
+func Echo(s string) string {
+	if len(s) <= MaxEcho {
+		return strconv.Quote(s)
+	}
+	n := MaxEcho
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return strconv.Quote(s[:n]) + "… (" + strconv.Itoa(len(s)) + " bytes)"
+}
+
+// EscapeText is s with every rune that is not printable (control
+// characters: ESC, NUL, a newline) and every byte that is not UTF-8
+// written as Go escapes it (\x1b, \x00, \n, \xff), for provider text in a
+// text/plain answer, where a terminal would otherwise act on it. Quotes
+// and backslashes stay as they are: the text is read, not parsed.
+func EscapeText(s string) string {
+	clean := true
+	for _, r := range s {
+		if r == utf8.RuneError || !strconv.IsPrint(r) {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			b.WriteString(`\x` + strconv.FormatUint(uint64(s[i])>>4, 16) + strconv.FormatUint(uint64(s[i])&15, 16))
+		case !strconv.IsPrint(r):
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+		default:
+			b.WriteString(s[i : i+size])
+		}
+		i += size
+	}
+	return b.String()
+}

@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -19,8 +20,16 @@ func TestBoundString(t *testing.T) {
 	if !strings.Contains(got, "[cut: ") {
 		t.Errorf("cut string has no marker: %q", got[len(got)-40:])
 	}
-	if len(got) > MaxProviderString+64 {
-		t.Errorf("cut string is %d bytes, want at most %d plus the marker", len(got), MaxProviderString)
+	// Exactly the limit kept (2,048 runes of 2 bytes fill it), and a
+	// marker that counts the rest: not one rune more.
+	kept, marker, ok := strings.Cut(got, "… [cut: ")
+	if !ok || len(kept) != MaxProviderString || marker != strconv.Itoa(len(long)-MaxProviderString)+" more bytes]" {
+		t.Errorf("cut string keeps %d bytes and says %q, want exactly %d and the count of the rest", len(kept), marker, MaxProviderString)
+	}
+	// A rune that would cross the limit is left out whole.
+	odd := "a" + long
+	if kept, _, _ := strings.Cut(BoundString(odd), "… [cut: "); len(kept) != MaxProviderString-1 || !utf8.ValidString(kept) {
+		t.Errorf("with a rune across the limit, %d bytes kept, want %d", len(kept), MaxProviderString-1)
 	}
 	bad := "q\xff\xfe"
 	if got := BoundString(bad); !utf8.ValidString(got) || !strings.HasPrefix(got, "q") {

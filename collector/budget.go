@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -19,21 +20,26 @@ func ParseScrapeTimeout(v string) (time.Duration, error) {
 	// ParseFloat takes Go literal syntax, digit separators included:
 	// "1_0" would be 10, which no Prometheus sends.
 	if strings.ContainsRune(v, '_') {
-		return 0, fmt.Errorf("parse %s %q: not a number of seconds", ScrapeTimeoutHeader, v)
+		return 0, fmt.Errorf("parse %s %s: not a number of seconds", ScrapeTimeoutHeader, Echo(v))
 	}
 	secs, err := strconv.ParseFloat(v, 64)
 	if err != nil {
-		return 0, fmt.Errorf("parse %s %q: %w", ScrapeTimeoutHeader, v, err)
+		// Not ParseFloat's error: it repeats the whole value.
+		what := "not a number of seconds"
+		if errors.Is(err, strconv.ErrRange) {
+			what = "out of range"
+		}
+		return 0, fmt.Errorf("parse %s %s: %s", ScrapeTimeoutHeader, Echo(v), what)
 	}
 	// Also refuses NaN and infinities, which ParseFloat accepts.
 	if !(secs > 0 && secs < 1e9) {
-		return 0, fmt.Errorf("parse %s %q: must be a positive number of seconds", ScrapeTimeoutHeader, v)
+		return 0, fmt.Errorf("parse %s %s: must be a positive number of seconds", ScrapeTimeoutHeader, Echo(v))
 	}
 	d := time.Duration(secs * float64(time.Second))
 	// A value that rounds to nothing must not turn into "no header" (0)
 	// or a budget no check can use; Prometheus's own minimum is 1ms.
 	if d < MinScrapeTimeout {
-		return 0, fmt.Errorf("parse %s %q: below the minimum of %s", ScrapeTimeoutHeader, v, MinScrapeTimeout)
+		return 0, fmt.Errorf("parse %s %s: below the minimum of %s", ScrapeTimeoutHeader, Echo(v), MinScrapeTimeout)
 	}
 	return d, nil
 }

@@ -83,10 +83,10 @@ func (e *Engine) selectProviders(req Request) ([]*provider, error) {
 	}
 	p := e.byName[req.Name]
 	if p == nil {
-		return nil, &LookupError{fmt.Sprintf("unknown name %q", req.Name)}
+		return nil, &LookupError{"unknown name " + Echo(req.Name)}
 	}
 	if req.Target != "" && p.states[req.Target] == nil {
-		return nil, &LookupError{fmt.Sprintf("unknown target %q of %s %q", req.Target, p.Kind, p.Name)}
+		return nil, &LookupError{fmt.Sprintf("unknown target %s of %s %q", Echo(req.Target), p.Kind, p.Name)}
 	}
 	return []*provider{p}, nil
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"testing/synctest"
+	"time"
 	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -199,6 +200,33 @@ func TestDetailsAreBounded(t *testing.T) {
 	}
 	if Details(nil) != nil {
 		t.Error("details of no facts")
+	}
+	// A key is cut as a label value is: 256 bytes and the marker.
+	longKey := strings.Repeat("k", 1<<20)
+	for k, v := range Details(testFacts{longKey: "v"}) {
+		if len(k) > MaxLabelValue+64 || !strings.Contains(k, "[cut: ") || v != "v" {
+			t.Errorf("a key of 1 MiB became one of %d bytes (%.40q…)", len(k), k)
+		}
+	}
+}
+
+// TestBoundRecordCutsALoneError: a record whose only long part is an
+// error attribute (no long string beside it) is cut too.
+func TestBoundRecordCutsALoneError(t *testing.T) {
+	t.Parallel()
+	for name, v := range map[string]any{
+		"error": errors.New(strings.Repeat("e", 1<<20)),
+		"bytes": []byte(strings.Repeat("b", 1<<20)),
+	} {
+		r := slog.NewRecord(time.Now(), slog.LevelDebug, "dial failed", 0)
+		r.AddAttrs(slog.Any("err", v))
+		out := boundRecord(r)
+		out.Attrs(func(a slog.Attr) bool {
+			if s := a.Value.String(); !bounded(s) || !strings.Contains(s, "[cut: ") {
+				t.Errorf("%s of 1 MiB: attribute %s of %d bytes after boundRecord", name, a.Key, len(s))
+			}
+			return true
+		})
 	}
 }
 

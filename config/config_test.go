@@ -59,7 +59,7 @@ func TestLoadInvalid(t *testing.T) {
 		"invalid-negative-quota-headroom.yml":        `gcp[0] "crawl-prod": min_quota_headroom INSTANCES: -1 is not a non-negative number`,
 		"invalid-bad-quantity.yml":                   `kvm[0] "lab": min_pool_available: quantity "20G": use a binary unit (Ki, Mi, Gi, Ti or KiB, MiB, GiB, TiB) or plain bytes`,
 		"invalid-negative-quantity.yml":              `kvm[0] "lab": hosts[1]: min_free_memory: quantity "-4Gi" is negative`,
-		"invalid-pod-template-unknown-field.yml":     `kubernetes[0] "prod": pod_template: ../testdata/files/pod-template-unknown-field.yaml: strict decoding: unknown field "spec.containers[0].imagePullPolic"`,
+		"invalid-pod-template-unknown-field.yml":     `kubernetes[0] "prod": pod_template: ../testdata/files/pod-template-unknown-field.yaml: strict decoding: line 9: unknown field "spec.containers[0].imagePullPolic"`,
 		"invalid-pod-template-wrong-type.yml":        `kubernetes[0] "prod": pod_template: ../testdata/files/pod-template-wrong-type.yaml: spec.containers.ports: a number where a list is expected`,
 		"invalid-pod-template-not-a-pod.yml":         `kubernetes[0] "prod": pod_template: ../testdata/files/pod-template-deployment.yaml: not a Pod: apiVersion "apps/v1", kind "Deployment" (want apiVersion: v1, kind: Pod)`,
 		"invalid-pod-template-without-namespace.yml": `kubernetes[0] "prod": namespace: missing (required by pod_template)`,

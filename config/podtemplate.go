@@ -91,12 +91,13 @@ func ReadPodTemplate(path string) (PodTemplate, error) {
 // (spec.containers[0].imagePullPolic). apiVersion and kind, when present,
 // must be v1 and Pod; they are filled in when absent.
 func DecodePodTemplate(data []byte) (*corev1.Pod, error) {
-	if err := singleDocument(data); err != nil {
+	doc, err := singleDocument(data)
+	if err != nil {
 		return nil, err
 	}
 	js, err := sigsyaml.YAMLToJSONStrict(data)
 	if err != nil {
-		return nil, fmt.Errorf("not YAML or JSON: %w", err)
+		return nil, fmt.Errorf("not YAML or JSON: %s", hideKeys(err.Error()))
 	}
 	js = bytes.TrimSpace(js)
 	if len(js) == 0 || bytes.Equal(js, []byte("null")) {
@@ -127,9 +128,19 @@ func DecodePodTemplate(data []byte) (*corev1.Pod, error) {
 		return nil, readableTypeError(err)
 	}
 	if len(strictErrs) > 0 {
-		msgs := make([]string, len(strictErrs))
+		// In the order of the file's lines.
+		type lineMsg struct {
+			line int
+			msg  string
+		}
+		found := make([]lineMsg, len(strictErrs))
 		for i, e := range strictErrs {
-			msgs[i] = e.Error()
+			found[i].line, found[i].msg = describeStrictError(e, doc)
+		}
+		slices.SortStableFunc(found, func(a, b lineMsg) int { return a.line - b.line })
+		msgs := make([]string, len(found))
+		for i, f := range found {
+			msgs[i] = f.msg
 		}
 		return nil, fmt.Errorf("strict decoding: %s", strings.Join(msgs, "; "))
 	}
@@ -182,19 +193,21 @@ func show(v any) string {
 
 // singleDocument refuses a stream of several YAML documents: only the
 // first would be decoded, silently.
-func singleDocument(data []byte) error {
+// It returns the document, where describeStrictError finds the lines of
+// the fields the strict decoder refuses.
+func singleDocument(data []byte) (*yaml.Node, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
-	var n yaml.Node
+	var n, next yaml.Node
 	if err := dec.Decode(&n); err != nil {
 		if errors.Is(err, io.EOF) {
-			return errors.New("empty: want a Pod manifest (apiVersion: v1, kind: Pod)")
+			return nil, errors.New("empty: want a Pod manifest (apiVersion: v1, kind: Pod)")
 		}
-		return fmt.Errorf("not YAML or JSON: %w", err)
+		return nil, fmt.Errorf("not YAML or JSON: %s", hideKeys(err.Error()))
 	}
-	if err := dec.Decode(&n); !errors.Is(err, io.EOF) {
-		return errors.New("more than one YAML document: want one Pod")
+	if err := dec.Decode(&next); !errors.Is(err, io.EOF) {
+		return nil, errors.New("more than one YAML document: want one Pod")
 	}
-	return nil
+	return &n, nil
 }
 
 // quantityMaps are the keys whose values map resource names to quantities

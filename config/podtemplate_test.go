@@ -18,9 +18,9 @@ func TestDecodePodTemplate(t *testing.T) {
 		{"YAML", "apiVersion: v1\nkind: Pod\n" + ctr, ""},
 		{"apiVersion and kind may be left out", ctr, ""},
 		{"JSON", `{"apiVersion":"v1","kind":"Pod","spec":{"containers":[{"name":"proxy","image":"registry.example/proxy:1"}]}}`, ""},
-		{"unknown field", ctr + "      imagePullPolic: Always\n", `strict decoding: unknown field "spec.containers[0].imagePullPolic"`},
-		{"field in the wrong case", "spec:\n  Containers: []\n", `strict decoding: unknown field "spec.Containers"`},
-		{"two unknown fields", ctr + "      bogus: 1\n  alsoBogus: 2\n", `strict decoding: unknown field "spec.alsoBogus"; unknown field "spec.containers[0].bogus"`},
+		{"unknown field", ctr + "      imagePullPolic: Always\n", `strict decoding: line 5: unknown field "spec.containers[0].imagePullPolic"`},
+		{"field in the wrong case", "spec:\n  Containers: []\n", `strict decoding: line 2: unknown field "spec.Containers"`},
+		{"two unknown fields", ctr + "      bogus: 1\n  alsoBogus: 2\n", `strict decoding: line 5: unknown field "spec.containers[0].bogus"; line 6: unknown field "spec.alsoBogus"`},
 		{"duplicate field", ctr + "      name: again\n", `not YAML or JSON: yaml: unmarshal errors:`},
 		{"wrong type: a label's value", "metadata:\n  labels: {tier: 1}\n" + ctr, "metadata.labels: a number where a string is expected"},
 		{"wrong type: a list", "spec:\n  containers: proxy\n", "spec.containers: a string where a list is expected"},
@@ -159,5 +159,52 @@ func TestExampleTemplate(t *testing.T) {
 		len(ctr) != 1 || ctr[0].SecurityContext == nil || ctr[0].SecurityContext.AllowPrivilegeEscalation == nil ||
 		*ctr[0].SecurityContext.AllowPrivilegeEscalation || ctr[0].SecurityContext.Capabilities == nil {
 		t.Errorf("example template %+v", pt.Pod)
+	}
+}
+
+// shadowLike is a file of /etc/shadow's shape: each line ends in ':', so
+// YAML reads the file as a mapping whose keys are its lines.
+const shadowLike = "root:$6$saltsalt$Q8n1m3yRk2vZ9.hashhashhashhashhashhashhashhashhash/:19000:0:99999:7:::\n" +
+	"daemon:*:19000:0:99999:7:::\n" +
+	"proxyops:$6$pepper12$Zk2vZ9hashhashhashhashhashhashhashhashhash.:19001:0:99999:7:::\n"
+
+// TestStrictErrorsDoNotRepeatTheFile: a pod_template or configuration
+// file that is a shadow-like file is refused with the line of each key and
+// never its text; a misspelt field is still named in full.
+func TestStrictErrorsDoNotRepeatTheFile(t *testing.T) {
+	_, err := DecodePodTemplate([]byte(shadowLike))
+	if err == nil {
+		t.Fatal("a shadow-like file decodes as a Pod")
+	}
+	msg := err.Error()
+	for _, want := range []string{"line 1: unknown field at the top level: (a key of ", "line 3: unknown field", "cannot be a field name, not shown"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error %q lacks %q", msg, want)
+		}
+	}
+	for _, leak := range []string{"$6$", "root", "daemon", "19000", "hash"} {
+		if strings.Contains(msg, leak) {
+			t.Errorf("error repeats the file (%q): %s", leak, msg)
+		}
+	}
+	// Nested: under a real field, a key that cannot be a field name.
+	_, err = DecodePodTemplate([]byte("spec:\n  containers:\n    - name: p\n      image: i\n      \"pass: w$rd\": 1\n"))
+	if err == nil || !strings.Contains(err.Error(), `line 5: unknown field under "spec.containers[0]": (a key of 10 bytes`) || strings.Contains(err.Error(), "w$rd") {
+		t.Errorf("nested key: %v", err)
+	}
+	// A duplicate key the YAML parser finds is not repeated either.
+	_, err = DecodePodTemplate([]byte("root:$6$x:1:\nroot:$6$x:1:\n"))
+	if err == nil || strings.Contains(err.Error(), "$6$") {
+		t.Errorf("duplicate key: %v", err)
+	}
+
+	dir := t.TempDir()
+	shadow := filepath.Join(dir, "shadow")
+	if err := os.WriteFile(shadow, []byte(shadowLike), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Load(shadow, sections)
+	if err == nil || !strings.Contains(err.Error(), "line 1: unknown field (a key of ") || strings.Contains(err.Error(), "$6$") {
+		t.Errorf("a shadow-like configuration file: %v", err)
 	}
 }

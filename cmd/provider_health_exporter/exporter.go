@@ -169,7 +169,7 @@ func (x *exporter) serveMetrics(w http.ResponseWriter, r *http.Request) {
 		req.Kinds = map[string]bool{}
 		for _, k := range collect {
 			if !validCollect(x.kinds, k) {
-				http.Error(w, fmt.Sprintf("collect[]=%q: want one of %s", k, strings.Join(collectValues(x.kinds), ", ")), http.StatusBadRequest)
+				http.Error(w, fmt.Sprintf("collect[]=%s: want one of %s", collector.Echo(k), strings.Join(collectValues(x.kinds), ", ")), http.StatusBadRequest)
 				return
 			}
 			req.Kinds[k] = true

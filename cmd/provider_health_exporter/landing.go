@@ -47,6 +47,7 @@ var landingTemplate = template.Must(template.New("landing").Funcs(template.FuncM
 // page, which is served at the route prefix's "/": they hold under
 // --web.route-prefix alone and behind a proxy that strips a path alike.
 func (x *exporter) serveLanding(w http.ResponseWriter, r *http.Request) {
+	begin := time.Now()
 	q := r.URL.Query()
 	// The filter is read before anything is checked: a refresh with a
 	// filter that cannot match runs no check.
@@ -71,13 +72,18 @@ func (x *exporter) serveLanding(w http.ResponseWriter, r *http.Request) {
 		Error       string
 		Version     string
 	}{Prefix: cmp.Or(x.linkPrefix, "."), MetricsPath: x.metricsPath, Version: "provider_health_exporter " + version.Info()}
-	st, err := x.status(r.Context(), "", q.Get("refresh") == "true")
-	if err != nil {
-		data.Error = err.Error()
+	st := known
+	if q.Get("refresh") == "true" {
+		if st, err = x.status(r.Context(), "", true); err != nil {
+			data.Error = err.Error()
+		}
 	}
 	data.pageView = buildPage(st, x.kinds, filter)
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	if err := landingTemplate.Execute(w, data); err != nil {
+	// The template writes straight to the connection, row by row
+	// (pageGroup.Rows): a page of a thousand 4 KiB messages is streamed,
+	// not built (docs/security.md: "Strings, labels and pages").
+	if err := landingTemplate.Execute(x.stream(w, begin), data); err != nil {
 		x.logger.Debug("writing landing page", "err", err)
 	}
 }

@@ -22,8 +22,10 @@ func TestSoftMemoryLimit(t *testing.T) {
 		wantErr string
 	}{
 		{name: "nothing set", want: 0},
-		{name: "the container limit", env: map[string]string{memoryLimitEnv: "134217728"}, want: 120795955},
-		{name: "spaces around it", env: map[string]string{memoryLimitEnv: " 1000\n"}, want: 900},
+		{name: "the Deployment's limit", env: map[string]string{memoryLimitEnv: "268435456"}, want: 192 << 20},
+		{name: "a small limit: half of it", env: map[string]string{memoryLimitEnv: "134217728"}, want: 64 << 20},
+		{name: "a large limit: 90% of it", env: map[string]string{memoryLimitEnv: "2147483648"}, want: 1932735284},
+		{name: "spaces around it", env: map[string]string{memoryLimitEnv: " 1000\n"}, want: 500},
 		{name: "GOMEMLIMIT wins", env: map[string]string{memoryLimitEnv: "134217728", "GOMEMLIMIT": "64MiB"}, want: 0},
 		{name: "a quantity, not bytes", env: map[string]string{memoryLimitEnv: "128Mi"}, wantErr: `PROVIDER_HEALTH_MEMORY_LIMIT="128Mi": want the container's memory limit as a positive number of bytes`},
 		{name: "zero", env: map[string]string{memoryLimitEnv: "0"}, wantErr: `PROVIDER_HEALTH_MEMORY_LIMIT="0"`},
@@ -47,8 +49,8 @@ func TestSoftMemoryLimit(t *testing.T) {
 }
 
 // TestMemoryLimitFromTheContainer: the real binary, given the container's
-// memory limit the way the downward API gives it, runs with 90% of it as
-// the Go runtime's soft limit (go_gc_gomemlimit_bytes of its own metrics);
+// memory limit the way the downward API gives it, runs with that limit less
+// 64 MiB for its mapped code as the Go runtime's soft limit (go_gc_gomemlimit_bytes of its own metrics);
 // an explicit GOMEMLIMIT wins; a value that is not bytes stops the start
 // with an error naming the variable.
 func TestMemoryLimitFromTheContainer(t *testing.T) {
@@ -62,7 +64,7 @@ func TestMemoryLimitFromTheContainer(t *testing.T) {
 		env  []string
 		want string
 	}{
-		{[]string{"GOMEMLIMIT=", memoryLimitEnv + "=134217728"}, "1.20795955e+08"},
+		{[]string{"GOMEMLIMIT=", memoryLimitEnv + "=268435456"}, "2.01326592e+08"},
 		{[]string{"GOMEMLIMIT=64MiB", memoryLimitEnv + "=134217728"}, "6.7108864e+07"},
 	} {
 		var logs syncBuffer

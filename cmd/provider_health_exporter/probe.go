@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/prometheus/common/expfmt"
 
@@ -12,6 +13,7 @@ import (
 // serveProbe checks one provider entry, or one target of it: the
 // multi-target pattern, for sharding and per-provider scrape intervals.
 func (x *exporter) serveProbe(w http.ResponseWriter, r *http.Request) {
+	begin := time.Now()
 	q := r.URL.Query()
 	req, err := x.request(r)
 	if err != nil {
@@ -41,32 +43,38 @@ func (x *exporter) serveProbe(w http.ResponseWriter, r *http.Request) {
 		x.answer(w, r, results, nil, shape)
 		return
 	}
+	// Written target by target to the connection: a debug probe of an
+	// entry of 5,000 hosts holds one target's log at a time. Provider text
+	// is escaped as the log escapes it: the answer is read in terminals.
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	fmt.Fprintln(w, "Logs for the check:")
+	out := x.stream(w, begin)
+	fmt.Fprintln(out, "Logs for the check:")
 	for _, p := range results {
 		for _, t := range p.Targets {
 			log := t.Log.String()
 			if log == "" {
-				fmt.Fprintf(w, "(no log for %s/%s/%s: %s)\n", p.Kind, p.Name, t.Target.Name, describeMode(t.Mode))
+				fmt.Fprintf(out, "(no log for %s/%s/%s: %s)\n", collector.EscapeText(p.Kind), collector.EscapeText(p.Name), collector.EscapeText(t.Target.Name), describeMode(t.Mode))
 				continue
 			}
-			fmt.Fprint(w, log)
+			// slog's text format has quoted and escaped every value already.
+			fmt.Fprint(out, log)
 		}
 	}
-	fmt.Fprintln(w)
+	fmt.Fprintln(out)
 	for _, p := range results {
 		for _, t := range p.Targets {
-			fmt.Fprintf(w, "Verdict for %s/%s/%s: %s (up=%v ready=%v) in %ss: %s\n",
-				p.Kind, p.Name, t.Target.Name, t.Reason, p.Reasons.Up(t.Reason), t.Reason.Ready(), trimFloat(t.Duration.Seconds()), t.Message)
+			fmt.Fprintf(out, "Verdict for %s/%s/%s: %s (up=%v ready=%v) in %ss: %s\n",
+				collector.EscapeText(p.Kind), collector.EscapeText(p.Name), collector.EscapeText(t.Target.Name), collector.EscapeText(string(t.Reason)),
+				p.Reasons.Up(t.Reason), t.Reason.Ready(), trimFloat(t.Duration.Seconds()), collector.EscapeText(t.Message))
 		}
 	}
-	fmt.Fprintln(w, "\nMetrics that would have been returned:")
+	fmt.Fprintln(out, "\nMetrics that would have been returned:")
 	exp, err := collector.NewExposition(results)
 	if err != nil {
-		fmt.Fprintf(w, "error gathering metrics: %v\n", err)
+		fmt.Fprintf(out, "error gathering metrics: %v\n", err)
 	}
-	if err := exp.Write(w, expfmt.NewFormat(expfmt.TypeTextPlain), nil, nil); err != nil {
-		fmt.Fprintf(w, "error encoding metrics: %v\n", err)
+	if err := exp.Write(out, expfmt.NewFormat(expfmt.TypeTextPlain), nil, nil); err != nil {
+		fmt.Fprintf(out, "error encoding metrics: %v\n", err)
 	}
 }
 

@@ -2,7 +2,12 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
+	"time"
+
+	"github.com/egress-proxies/provider_health_exporter/collector"
 )
 
 // sdGroup is one target group of Prometheus's HTTP service discovery
@@ -32,6 +37,7 @@ func (x *exporter) multiTarget(kind string) bool {
 // (docs/configuration.md: "HTTP endpoints"). It reads the engine's last
 // state and never starts a check.
 func (x *exporter) serveSD(w http.ResponseWriter, r *http.Request) {
+	begin := time.Now()
 	scheme, host, prefix := x.web.externalScheme, x.web.externalHost, x.web.linkPrefix
 	if host == "" {
 		// Without --web.external-url, Prometheus reaches the exporter where
@@ -55,8 +61,23 @@ func (x *exporter) serveSD(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	groups := []sdGroup{}
+	w.Header().Set("Content-Type", "application/json")
+	if err := x.writeSD(x.stream(w, begin), results, scheme, host, prefix); err != nil {
+		x.logger.Debug("writing service discovery", "err", err)
+	}
+}
+
+// writeSD writes the target groups of results one at a time, byte for
+// byte what a json.Encoder with SetIndent("", "  ") writes of the whole
+// list: Prometheus needs every group, so the list is streamed, never cut,
+// and a 5,000-host fleet's list is never held whole per request
+// (docs/security.md: "Strings, labels and pages").
+func (x *exporter) writeSD(w io.Writer, results []collector.ProviderResult, scheme, host, prefix string) error {
+	out := &stickyWriter{w: w}
+	out.WriteString("[")
+	n := 0
 	for _, p := range results {
+		multi := x.multiTarget(p.Kind)
 		for _, t := range p.Targets {
 			labels := map[string]string{
 				"__metrics_path__": prefix + "/probe",
@@ -66,16 +87,24 @@ func (x *exporter) serveSD(w http.ResponseWriter, r *http.Request) {
 				"name":             p.Name,
 				"target":           t.Target.Name,
 			}
-			if x.multiTarget(p.Kind) {
+			if multi {
 				labels["__param_target"] = t.Target.Name
 			}
-			groups = append(groups, sdGroup{Targets: []string{host}, Labels: labels})
+			b, err := json.MarshalIndent(sdGroup{Targets: []string{host}, Labels: labels}, "  ", "  ")
+			if err != nil {
+				return fmt.Errorf("encoding the group of %s/%s: %w", p.Name, t.Target.Name, err)
+			}
+			out.WriteString(separator(n) + "\n  ")
+			out.Write(b)
+			if out.err != nil {
+				return out.err
+			}
+			n++
 		}
 	}
-	w.Header().Set("Content-Type", "application/json")
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(groups); err != nil {
-		x.logger.Debug("writing service discovery", "err", err)
+	if n > 0 {
+		out.WriteString("\n")
 	}
+	out.WriteString("]\n")
+	return out.err
 }

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -40,57 +42,70 @@ type statusTransition struct {
 	To   collector.Reason `json:"to"`
 }
 
-// statusProvider is one provider entry in /api/v1/status.
-type statusProvider struct {
-	Provider string         `json:"provider"`
-	Name     string         `json:"name"`
-	Ready    bool           `json:"ready"` // every target ready
-	Targets  []statusTarget `json:"targets"`
+// statusEntry is one provider entry in /api/v1/status, less its targets:
+// the answer is written entry by entry and target by target
+// (writeStatusJSON), so a field added here or to statusTarget is all it
+// takes to show it.
+type statusEntry struct {
+	Provider string `json:"provider"`
+	Name     string `json:"name"`
+	Ready    bool   `json:"ready"` // every target ready
 }
 
-// status shapes the last verdicts for people and scripts. It checks
-// nothing unless refresh is set; then it runs the checks as a scrape
-// does (shared, min_interval applied, under the providers' own timeouts).
-func (x *exporter) status(ctx context.Context, name string, refresh bool) ([]statusProvider, error) {
+// statusProvider is one provider entry with its targets, the shape of
+// the answer; clients (and the tests) decode it.
+type statusProvider struct {
+	statusEntry
+	Targets []statusTarget `json:"targets"`
+}
+
+// status gives the last verdicts. It checks nothing unless refresh is
+// set; then it runs the checks as a scrape does (shared, min_interval
+// applied, under the providers' own timeouts). The results are the
+// engine's snapshot: each page shapes one target at a time from it
+// (newStatusTarget), so that no page holds a second copy of every
+// message and detail.
+func (x *exporter) status(ctx context.Context, name string, refresh bool) ([]collector.ProviderResult, error) {
 	if refresh {
 		if _, err := x.engine.Run(ctx, collector.Request{Name: name, Offset: x.offset}); err != nil {
 			return nil, err
 		}
 	}
-	results, err := x.engine.Status(name)
-	if err != nil {
-		return nil, err
+	return x.engine.Status(name)
+}
+
+// newStatusEntry is p's entry, without its targets.
+func newStatusEntry(p collector.ProviderResult) statusEntry {
+	e := statusEntry{Provider: p.Kind, Name: p.Name, Ready: len(p.Targets) > 0}
+	for _, t := range p.Targets {
+		e.Ready = e.Ready && t.Reason.Ready()
 	}
-	out := make([]statusProvider, 0, len(results))
-	for _, p := range results {
-		sp := statusProvider{Provider: p.Kind, Name: p.Name, Ready: len(p.Targets) > 0, Targets: []statusTarget{}}
-		for _, t := range p.Targets {
-			sp.Ready = sp.Ready && t.Reason.Ready()
-			st := statusTarget{
-				Target:      t.Target.Name,
-				Address:     t.Target.Address,
-				Checked:     t.Checked,
-				Up:          p.Reasons.Up(t.Reason),
-				Ready:       t.Reason.Ready(),
-				Reason:      t.Reason,
-				Message:     t.Message,
-				Transitions: []statusTransition{},
-			}
-			if t.Checked {
-				st.LastTransitionTime, st.LastCheckTime = utc(t.LastTransition), utc(t.CheckedAt)
-				st.DurationSeconds = t.Duration.Seconds()
-				st.BackoffUntil = utc(t.BackoffUntil)
-			}
-			// Cut and bounded by the framework, whatever the kind sends.
-			st.Details = collector.Details(t.Facts)
-			for _, tr := range t.Transitions {
-				st.Transitions = append(st.Transitions, statusTransition{Time: tr.Time.UTC(), From: tr.From, To: tr.To})
-			}
-			sp.Targets = append(sp.Targets, st)
-		}
-		out = append(out, sp)
+	return e
+}
+
+// verdictOf is what the status page sorts and filters t of p by: its
+// state and reason, without the message, details and times that
+// newStatusTarget copies.
+func verdictOf(p collector.ProviderResult, t collector.TargetResult) statusTarget {
+	return statusTarget{Checked: t.Checked, Up: p.Reasons.Up(t.Reason), Ready: t.Reason.Ready(), Reason: t.Reason}
+}
+
+// newStatusTarget is t of p as /api/v1/status and the status page show it.
+func newStatusTarget(p collector.ProviderResult, t collector.TargetResult) statusTarget {
+	st := verdictOf(p, t)
+	st.Target, st.Address, st.Message = t.Target.Name, t.Target.Address, t.Message
+	st.Transitions = make([]statusTransition, 0, len(t.Transitions))
+	if t.Checked {
+		st.LastTransitionTime, st.LastCheckTime = utc(t.LastTransition), utc(t.CheckedAt)
+		st.DurationSeconds = t.Duration.Seconds()
+		st.BackoffUntil = utc(t.BackoffUntil)
 	}
-	return out, nil
+	// Cut and bounded by the framework, whatever the kind sends.
+	st.Details = collector.Details(t.Facts)
+	for _, tr := range t.Transitions {
+		st.Transitions = append(st.Transitions, statusTransition{Time: tr.Time.UTC(), From: tr.From, To: tr.To})
+	}
+	return st
 }
 
 func utc(t time.Time) *time.Time {
@@ -101,7 +116,14 @@ func utc(t time.Time) *time.Time {
 	return &u
 }
 
+// serveStatusJSON writes the answer target by target (writeStatusJSON)
+// rather than encoding it whole: a thousand entries whose dry runs are
+// refused with 4 KiB messages make an answer of 16 MB, which forty
+// clients at once (--web.max-requests) would each have held in memory
+// (docs/security.md: "Strings, labels and pages"). A script needs every
+// target, so the answer is streamed, never cut.
 func (x *exporter) serveStatusJSON(w http.ResponseWriter, r *http.Request) {
+	begin := time.Now()
 	q := r.URL.Query()
 	st, err := x.status(r.Context(), q.Get("name"), q.Get("refresh") == "true")
 	var lerr *collector.LookupError
@@ -114,16 +136,97 @@ func (x *exporter) serveStatusJSON(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(map[string]any{"providers": st}); err != nil {
+	if err := writeStatusJSON(x.stream(w, begin), st); err != nil {
 		x.logger.Debug("writing status", "err", err)
+	}
+}
+
+// writeStatusJSON writes {"providers": [...]} of results, indented, byte
+// for byte what a json.Encoder with SetIndent("", "  ") writes of the whole
+// answer, one entry head and one target at a time. It stops at the first
+// failed write: a client gone, or past its write deadline.
+func writeStatusJSON(w io.Writer, results []collector.ProviderResult) error {
+	const entryIndent, targetIndent = "    ", "        "
+	out := &stickyWriter{w: w}
+	if len(results) == 0 {
+		out.WriteString("{\n  \"providers\": []\n}\n")
+		return out.err
+	}
+	// One buffer and encoder for the whole answer: a target's encoding
+	// is written and the buffer reused, so an answer of any size makes
+	// next to no garbage.
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	encode := func(v any, indent string) ([]byte, error) {
+		buf.Reset()
+		enc.SetIndent(indent, "  ")
+		if err := enc.Encode(v); err != nil {
+			return nil, err
+		}
+		return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+	}
+	out.WriteString("{\n  \"providers\": [")
+	for i, p := range results {
+		head, err := encode(newStatusEntry(p), entryIndent)
+		if err != nil {
+			return fmt.Errorf("encoding entry %s: %w", p.Name, err)
+		}
+		// The head's closing brace gives way to the targets.
+		head = bytes.TrimSuffix(head, []byte("\n"+entryIndent+"}"))
+		out.WriteString(separator(i) + "\n" + entryIndent)
+		out.Write(head)
+		out.WriteString(",\n" + entryIndent + "  \"targets\": [")
+		for j, t := range p.Targets {
+			b, err := encode(newStatusTarget(p, t), targetIndent)
+			if err != nil {
+				return fmt.Errorf("encoding target %s/%s: %w", p.Name, t.Target.Name, err)
+			}
+			out.WriteString(separator(j) + "\n" + targetIndent)
+			out.Write(b)
+			if out.err != nil {
+				return out.err
+			}
+		}
+		if len(p.Targets) > 0 {
+			out.WriteString("\n" + entryIndent + "  ")
+		}
+		out.WriteString("]\n" + entryIndent + "}")
+	}
+	out.WriteString("\n  ]\n}\n")
+	return out.err
+}
+
+// separator is what comes before the i-th element of a JSON list.
+func separator(i int) string {
+	if i == 0 {
+		return ""
+	}
+	return ","
+}
+
+// stickyWriter remembers the first failed write and writes nothing after
+// it, so that a streaming answer checks for errors once per element.
+type stickyWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (s *stickyWriter) Write(b []byte) {
+	if s.err == nil {
+		_, s.err = s.w.Write(b)
+	}
+}
+
+func (s *stickyWriter) WriteString(str string) {
+	if s.err == nil {
+		_, s.err = io.WriteString(s.w, str)
 	}
 }
 
 // serveConfig shows the configuration in force. It holds file paths, never
 // secret values: secrets live only in the files it references.
 func (x *exporter) serveConfig(w http.ResponseWriter, _ *http.Request) {
+	begin := time.Now()
 	x.cfgMu.RLock()
 	text := x.cfgText
 	x.cfgMu.RUnlock()
@@ -137,8 +240,19 @@ func (x *exporter) serveConfig(w http.ResponseWriter, _ *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	fmt.Fprintf(w, "# %s (secrets are referenced by path; their contents are never shown)\n", x.configFile)
-	_, _ = w.Write(out)
+	// The bytes are the load's, shared by every request (configtext.go);
+	// written in pieces, so that a client that keeps reading a large
+	// file's text keeps its write deadline moving (streamWriter).
+	sw := x.stream(w, begin)
+	fmt.Fprintf(sw, "# %s (secrets are referenced by path; their contents are never shown)\n", x.configFile)
+	for len(out) > 0 {
+		n := min(len(out), 64<<10)
+		if _, err := sw.Write(out[:n]); err != nil {
+			x.logger.Debug("writing config", "err", err)
+			return
+		}
+		out = out[n:]
+	}
 }
 
 func (x *exporter) serveReload(w http.ResponseWriter, r *http.Request) {

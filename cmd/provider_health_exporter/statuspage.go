@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"fmt"
+	"iter"
 	"net/url"
 	"slices"
 	"strconv"
@@ -74,9 +75,6 @@ func (f pageFilter) Query() url.Values {
 	return q
 }
 
-// maxFilterEcho is the most of a query parameter an error repeats.
-const maxFilterEcho = 64
-
 // parseFilter reads the filter from q. A value that can match nothing the
 // exporter could ever show (a kind, reason or state that does not exist)
 // is an error naming the parameter, as an unknown name is; a known reason
@@ -95,13 +93,13 @@ func parseFilter(q url.Values, kinds []collector.Kind, names []string) (pageFilt
 	}
 	switch {
 	case f.Provider != "" && !slices.Contains(kindNames, f.Provider):
-		return f, fmt.Errorf("provider=%.*q: not a kind of provider; want one of %s", maxFilterEcho, f.Provider, strings.Join(kindNames, ", "))
+		return f, fmt.Errorf("provider=%s: not a kind of provider; want one of %s", collector.Echo(f.Provider), strings.Join(kindNames, ", "))
 	case f.Name != "" && !slices.Contains(names, f.Name):
-		return f, fmt.Errorf("name=%.*q: no entry of that name is configured", maxFilterEcho, f.Name)
+		return f, fmt.Errorf("name=%s: no entry of that name is configured", collector.Echo(f.Name))
 	case f.Reason != "" && !reasonKnown:
-		return f, fmt.Errorf("reason=%.*q: no kind of provider has that reason (docs/metrics.md lists them)", maxFilterEcho, f.Reason)
+		return f, fmt.Errorf("reason=%s: no kind of provider has that reason (docs/metrics.md lists them)", collector.Echo(f.Reason))
 	case f.State != "" && !slices.Contains(states, f.State):
-		return f, fmt.Errorf("state=%.*q: want one of %s", maxFilterEcho, f.State, strings.Join(states, ", "))
+		return f, fmt.Errorf("state=%s: want one of %s", collector.Echo(f.State), strings.Join(states, ", "))
 	}
 	return f, nil
 }
@@ -169,8 +167,26 @@ type pageGroup struct {
 	Provider, Name string
 	Header         bool
 	Size           int // targets of the entry, in every section
+	Count          int // rows of the entry in this section
 	By             []reasonCount
-	Rows           []tableRow
+	// result holds the rows' targets, at the indices of targets.
+	result  *collector.ProviderResult
+	targets []int
+}
+
+// Rows are the group's rows, each shaped only when the template writes
+// it: the page streams row by row, and a request holds one row's message
+// and details at a time, not the whole fleet's (docs/security.md:
+// "Strings, labels and pages").
+func (g pageGroup) Rows() iter.Seq[tableRow] {
+	return func(yield func(tableRow) bool) {
+		for _, i := range g.targets {
+			t := newStatusTarget(*g.result, g.result.Targets[i])
+			if !yield(tableRow{Provider: g.Provider, Name: g.Name, State: targetState(t), statusTarget: t}) {
+				return
+			}
+		}
+	}
 }
 
 // pageSection is the rows of one state.
@@ -201,8 +217,10 @@ type pageView struct {
 }
 
 // buildPage shapes the verdicts of providers for the page: the summary of
-// all of them, and the targets f selects.
-func buildPage(providers []statusProvider, kinds []collector.Kind, f pageFilter) pageView {
+// all of them, and the targets f selects. It reads only each target's
+// state and reason; the rows are shaped as they are written
+// (pageGroup.Rows).
+func buildPage(providers []collector.ProviderResult, kinds []collector.Kind, f pageFilter) pageView {
 	v := pageView{Filter: f, FilterQuery: f.Query().Encode()}
 	multi := map[string]bool{}
 	for _, k := range kinds {
@@ -213,36 +231,39 @@ func buildPage(providers []statusProvider, kinds []collector.Kind, f pageFilter)
 	total := newSummaryRow("")
 	reasons := reasonCounts{}
 	groups := map[string][]pageGroup{}
-	for _, p := range providers {
-		s := byKind[p.Provider]
+	for pi := range providers {
+		p := &providers[pi]
+		s := byKind[p.Kind]
 		if s == nil {
-			s = newSummaryRow(p.Provider)
-			byKind[p.Provider] = s
-			kindOrder = append(kindOrder, p.Provider)
+			s = newSummaryRow(p.Kind)
+			byKind[p.Kind] = s
+			kindOrder = append(kindOrder, p.Kind)
 		}
 		s.Entries++
 		total.Entries++
-		v.Names = append(v.Names, option{Value: p.Name, Label: p.Provider + "/" + p.Name, Selected: p.Name == f.Name})
+		v.Names = append(v.Names, option{Value: p.Name, Label: p.Kind + "/" + p.Name, Selected: p.Name == f.Name})
 		inState := map[string]*pageGroup{}
 		counts := map[string]reasonCounts{}
-		for _, t := range p.Targets {
+		for ti, tr := range p.Targets {
+			t := verdictOf(*p, tr)
 			s.add(t)
 			total.add(t)
 			if t.Checked {
 				reasons[t.Reason]++
 			}
-			if !f.matches(p.Provider, p.Name, t) {
+			if !f.matches(p.Kind, p.Name, t) {
 				continue
 			}
 			v.Shown++
 			state := targetState(t)
 			g := inState[state]
 			if g == nil {
-				g = &pageGroup{Provider: p.Provider, Name: p.Name, Header: multi[p.Provider], Size: len(p.Targets)}
+				g = &pageGroup{Provider: p.Kind, Name: p.Name, Header: multi[p.Kind], Size: len(p.Targets), result: p}
 				inState[state] = g
 				counts[state] = reasonCounts{}
 			}
-			g.Rows = append(g.Rows, tableRow{Provider: p.Provider, Name: p.Name, State: state, statusTarget: t})
+			g.Count++
+			g.targets = append(g.targets, ti)
 			if t.Checked {
 				counts[state][t.Reason]++
 			}
@@ -265,7 +286,7 @@ func buildPage(providers []statusProvider, kinds []collector.Kind, f pageFilter)
 		if gs := groups[st.value]; len(gs) > 0 {
 			sec := pageSection{State: st.value, Title: st.title, Words: st.words, Groups: gs}
 			for _, g := range gs {
-				sec.Count += len(g.Rows)
+				sec.Count += g.Count
 			}
 			v.Sections = append(v.Sections, sec)
 		}

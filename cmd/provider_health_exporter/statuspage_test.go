@@ -356,7 +356,8 @@ func TestStatusPageFilters(t *testing.T) {
 		{"reason=Sleepy", `reason="Sleepy": no kind of provider has that reason`},
 		{"state=sideways", `state="sideways": want one of notready, down, unchecked, ready`},
 		{"name=nope&refresh=true", `name="nope"`},
-		{"provider=" + long, `provider="` + long[:maxFilterEcho] + `"`},
+		{"provider=" + long, `provider="` + long[:collector.MaxEcho] + `"… (10000 bytes)`},
+		{"name=%1b%5b2J%00" + long, `name="\x1b[2J\x00` + long[:collector.MaxEcho-5] + `"… (10005 bytes)`},
 	} {
 		code, body := get(t, http.DefaultClient, srv.URL+"/?"+tc.query, nil)
 		if code != http.StatusBadRequest || !strings.Contains(body, tc.want) {
