@@ -20,7 +20,8 @@ const (
 	// Every reply to the calls a check makes is far smaller (an error's
 	// message is at most 1024 bytes), so a larger frame is refused before
 	// it is read: a hostile peer cannot make the exporter hold more than
-	// this per host.
+	// this per frame. What it sends unasked is bounded by the drain of the
+	// channel (drainedChannel, maxUnread).
 	maxReplyLen = 65536 + frameLenSize
 
 	remoteProgram         = 0x20008086 // REMOTE_PROGRAM
