@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/digitalocean/go-libvirt"
@@ -255,16 +256,21 @@ const drainMinRead = 512
 // nothing unread: a steady check's reply is a few hundred bytes.
 const drainKeep = 4 << 10
 
-// floodError ends a libvirt channel that brought more than maxUnread
-// bytes nobody read, or any extended data.
+// floodError ends a libvirt channel that brought data while no call
+// awaited a reply, more than maxUnread bytes nobody read, or any extended
+// data.
 type floodError struct {
 	unread int
+	idle   bool
 	stderr bool
 }
 
 func (e *floodError) Error() string {
-	if e.stderr {
+	switch {
+	case e.stderr:
 		return "the libvirt socket's SSH channel sent extended (stderr) data, which a socket forward never does; the connection was closed"
+	case e.idle:
+		return fmt.Sprintf("the libvirt socket's SSH channel sent %d bytes that no call asked for, while no call awaited a reply; the connection was closed", e.unread)
 	}
 	return fmt.Sprintf("the libvirt socket's SSH channel sent %d bytes that no call asked for, more than the %d of any reply; the connection was closed", e.unread, maxUnread)
 }
@@ -283,6 +289,9 @@ func (e *floodError) Error() string {
 type drainedChannel struct {
 	channelConn
 	flooded func(error)
+	// asked, once set (askedBy), tells whether a call awaits a reply:
+	// data that arrives while none does ends the channel at once.
+	asked atomic.Pointer[func() bool]
 
 	mu   sync.Mutex
 	cond sync.Cond
@@ -302,6 +311,9 @@ func newDrainedChannel(c channelConn, flooded func(error)) *drainedChannel {
 	go d.drainStderr()
 	return d
 }
+
+// askedBy makes f the judge of whether arriving data was asked for.
+func (d *drainedChannel) askedBy(f func() bool) { d.asked.Store(&f) }
 
 // room returns the free room past the unread bytes, compacting or growing
 // the buffer first; called with mu held.
@@ -343,8 +355,13 @@ func (d *drainedChannel) drain() {
 			return
 		}
 		d.buf = d.buf[:len(d.buf)+n]
-		if unread := len(d.buf) - d.off; unread > maxUnread {
-			err := &floodError{unread: unread}
+		asked := d.asked.Load()
+		// Checked before the client can see the bytes: a reply's bytes
+		// arrive only after its call was counted, and are read whole
+		// before it is uncounted.
+		idle := n > 0 && asked != nil && !(*asked)()
+		if unread := len(d.buf) - d.off; unread > maxUnread || idle {
+			err := &floodError{unread: unread, idle: idle}
 			d.err = err
 			d.buf, d.off = nil, 0
 			d.cond.Broadcast()
@@ -760,6 +777,11 @@ func (c *Checker) dialNetwork(ctx context.Context, logger *slog.Logger, set sett
 			return fmt.Errorf("open %s over ssh: %w", set.socket, err)
 		}
 		s.lv = c.newClient(watchedConn{Conn: ch, s: s})
+		if a, ok := s.lv.(interface{ awaiting() bool }); ok {
+			// Data that arrives while no call awaits a reply was not
+			// asked for: the connection ends at its first byte.
+			ch.(*drainedChannel).askedBy(a.awaiting)
+		}
 		lv := loggedClient{next: s.lv, logger: logger}
 		if err := lv.ConnectToURI(libvirt.ConnectURI(set.uri)); err != nil {
 			return fmt.Errorf("connect %s: %w", set.uri, err)

@@ -2,6 +2,7 @@ package kvm
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -188,7 +189,7 @@ func TestFloodingPeers(t *testing.T) {
 		case v.Reason != ReasonLibvirtConnectionLost:
 			t.Errorf("%s (%s): %s (%s), want LibvirtConnectionLost", name, modes[name], v.Reason, v.Message)
 		case modes[name] == floodStderr && !strings.Contains(v.Message, "extended (stderr) data"),
-			modes[name] != floodStderr && !strings.Contains(v.Message, "that no call asked for, more than the 65540 of any reply"):
+			modes[name] != floodStderr && !strings.Contains(v.Message, "bytes that no call asked for, while no call awaited a reply"):
 			t.Errorf("%s (%s): message %q does not name the flood", name, modes[name], v.Message)
 		}
 	}
@@ -196,5 +197,80 @@ func TestFloodingPeers(t *testing.T) {
 	defer cancel()
 	if v := c.Check(ctx, testLogger(t), "flood-05"); v.Reason != ReasonLibvirtConnectionLost && v.Reason != collector.ReasonReady {
 		t.Errorf("a flooding host's check after the lost one: %s (%s), want a new connection, Ready unless its flood comes first", v.Reason, v.Message)
+	}
+}
+
+// pipeChannel is an SSH channel whose peer writes into data and stderr.
+type pipeChannel struct {
+	data, stderr *io.PipeReader
+}
+
+func (c pipeChannel) Read(p []byte) (int, error)  { return c.data.Read(p) }
+func (c pipeChannel) Write(p []byte) (int, error) { return len(p), nil }
+func (c pipeChannel) Close() error {
+	c.data.Close()
+	c.stderr.Close()
+	return nil
+}
+func (c pipeChannel) CloseWrite() error                              { return nil }
+func (c pipeChannel) SendRequest(string, bool, []byte) (bool, error) { return false, nil }
+func (c pipeChannel) Stderr() io.ReadWriter {
+	return struct {
+		io.Reader
+		io.Writer
+	}{c.stderr, io.Discard}
+}
+
+// TestDrainedChannel: what a call awaits is handed out whole; data while
+// no call awaits a reply, more than maxUnread unread while one does, or any
+// stderr ends the channel with a floodError saying which.
+func TestDrainedChannel(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		asked  bool
+		data   int
+		stderr bool
+		want   string // "" = handed out
+	}{
+		{"a reply", true, 4096, false, ""},
+		{"the largest reply", true, maxUnread, false, ""},
+		{"more than any reply", true, maxUnread + 1, false, "sent 65541 bytes that no call asked for, more than the 65540 of any reply"},
+		{"data while no call awaits", false, 1, false, "sent 1 bytes that no call asked for, while no call awaited a reply"},
+		{"stderr", true, 0, true, "extended (stderr) data"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dr, dw := io.Pipe()
+			er, ew := io.Pipe()
+			flooded := make(chan error, 2)
+			d := newDrainedChannel(channelConn{Channel: pipeChannel{dr, er}}, func(err error) { flooded <- err })
+			defer d.Close()
+			d.askedBy(func() bool { return tc.asked })
+			go func() {
+				if tc.stderr {
+					_, _ = ew.Write([]byte("x"))
+					return
+				}
+				_, _ = dw.Write(make([]byte, tc.data))
+			}()
+			if tc.want == "" {
+				got, err := io.ReadFull(d, make([]byte, tc.data))
+				if err != nil || got != tc.data {
+					t.Fatalf("read %d of %d bytes: %v", got, tc.data, err)
+				}
+				select {
+				case err := <-flooded:
+					t.Fatalf("flooded: %v", err)
+				default:
+				}
+				return
+			}
+			err := <-flooded
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("flooded with %v, want %q", err, tc.want)
+			}
+			if _, rerr := d.Read(make([]byte, 16)); !errors.Is(rerr, err) {
+				t.Errorf("a read after the flood: %v, want the flood's error", rerr)
+			}
+		})
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 )
 
 // Bounds of libvirt's RPC protocol (src/rpc/virnetprotocol.x). Every frame is
@@ -79,7 +80,14 @@ type frameConn struct {
 	mu    sync.Mutex
 	calls map[int32]uint32 // serial -> procedure of each call awaiting its reply
 	err   error            // the first violation; every later read returns it
+
+	// awaited counts the calls sent whose reply has not been read whole:
+	// while it is 0, nothing the peer sends was asked for (awaiting).
+	awaited atomic.Int32
 }
+
+// awaiting tells whether a call sent awaits its reply, or the rest of it.
+func (c *frameConn) awaiting() bool { return c.awaited.Load() > 0 }
 
 func newFrameConn(conn net.Conn) *frameConn {
 	return &frameConn{conn: conn, calls: map[int32]uint32{}}
@@ -137,6 +145,7 @@ func (c *frameConn) note(p []byte) {
 			c.mu.Lock()
 			c.calls[h.serial] = h.procedure
 			c.mu.Unlock()
+			c.awaited.Add(1)
 		}
 	}
 }
@@ -160,6 +169,9 @@ func (c *frameConn) next() (reply, error) {
 		return reply{}, err
 	}
 	r, started, err := c.readFrame()
+	if started && err == nil {
+		c.awaited.Add(-1) // the reply was read whole
+	}
 	if err != nil {
 		if started {
 			// Nothing after a bad or cut-off frame can be trusted to be

@@ -40,6 +40,10 @@ func newLibvirtClient(conn net.Conn) libvirtClient {
 
 var _ libvirtClient = (*rpcClient)(nil)
 
+// awaiting tells whether a call awaits its reply: what drainedChannel asks
+// of data that arrives.
+func (c *rpcClient) awaiting() bool { return c.frames.awaiting() }
+
 // call sends procedure proc with its XDR-encoded arguments and returns the
 // values of libvirtd's reply, decoded by the shape procedures gives proc.
 // An error reply is returned as the error libvirtd sent (decodeError).
