@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"syscall"
 )
 
@@ -47,6 +48,87 @@ func bodyLimit(req *http.Request) int64 {
 	return MaxBodyBytes
 }
 
+// MaxHeaderBytes is the most the exporter reads of one response's headers
+// from a provider's HTTP API or a token endpoint (docs/security.md: "What
+// the exporter bounds"): net/http's own default is 10 MB per answer, which
+// a server could send on every request of a check. An API server's or
+// Compute's headers are a few KB, warnings included (kube-apiserver caps
+// its Warning headers at 4 KiB in all).
+const MaxHeaderBytes = 64 << 10
+
+// HeaderTooLargeError is an answer whose headers are over MaxHeaderBytes:
+// net/http stopped reading them. Over HTTP/2 the client ends the whole
+// connection with a PROTOCOL_ERROR instead when headers go past the limit
+// by more than a frame, which is how 9 MB of headers end; that error does
+// not say why, so its message says what it most likely was.
+type HeaderTooLargeError struct {
+	Limit int64
+	Err   error // net/http's own error
+	// http2 is set for HTTP/2's PROTOCOL_ERROR.
+	http2 bool
+}
+
+func (e *HeaderTooLargeError) Error() string {
+	if e.http2 {
+		return fmt.Sprintf("the server broke the HTTP/2 protocol, as headers over the exporter's limit of %d KiB do; the connection was closed: %v", e.Limit>>10, e.Err)
+	}
+	return fmt.Sprintf("the response headers are larger than the exporter's limit of %d KiB; the answer was refused: %v", e.Limit>>10, e.Err)
+}
+
+func (e *HeaderTooLargeError) Unwrap() error { return e.Err }
+
+// BoundHeaders sets the response header limit of the *http.Transport at
+// the bottom of rt (through WrappedRoundTripper) to MaxHeaderBytes, for
+// HTTP/1 and HTTP/2 alike (the HTTP/2 transport takes its header list
+// limit from it). It must be called before rt sends its first request, on
+// a transport of the caller's own. Without an *http.Transport below, it
+// returns an error: the caller must not send through an unbounded one.
+func BoundHeaders(rt http.RoundTripper) error {
+	for rt != nil {
+		if t, ok := rt.(*http.Transport); ok {
+			if t == http.DefaultTransport {
+				return errors.New("refusing to change the process's http.DefaultTransport")
+			}
+			t.MaxResponseHeaderBytes = MaxHeaderBytes
+			return nil
+		}
+		w, ok := rt.(interface{ WrappedRoundTripper() http.RoundTripper })
+		if !ok {
+			break
+		}
+		rt = w.WrappedRoundTripper()
+	}
+	return fmt.Errorf("no *http.Transport below %T to bound response headers on", rt)
+}
+
+// headerLimitErrors are how net/http reports headers over the limit: its
+// HTTP/1 client, and the HTTP/2 one (net/http's bundled copy and
+// golang.org/x/net/http2, which client-go uses, word it alike). http2Protocol
+// is the connection error both HTTP/2 clients end a connection with when
+// the headers go on past the limit. None of these errors has a type of
+// its own in net/http; TestHeaderBound and the Kubernetes and GCP header
+// tests pin the words against both transports.
+var headerLimitErrors = []string{
+	"server response headers exceeded ",
+	"http2: response header list larger than advertised limit",
+}
+
+const http2Protocol = "connection error: PROTOCOL_ERROR"
+
+// headerLimit wraps err when it is one of the errors above.
+func headerLimit(err error) error {
+	s := err.Error()
+	for _, e := range headerLimitErrors {
+		if strings.Contains(s, e) {
+			return &HeaderTooLargeError{Limit: MaxHeaderBytes, Err: err}
+		}
+	}
+	if strings.Contains(s, http2Protocol) {
+		return &HeaderTooLargeError{Limit: MaxHeaderBytes, Err: err, http2: true}
+	}
+	return err
+}
+
 // RedirectError is a 3xx answer, which a provider's HTTP client never
 // follows: credentials go only to the configured host and port.
 type RedirectError struct {
@@ -60,7 +142,9 @@ func (e *RedirectError) Error() string {
 
 // BoundedTransport is the transport every provider HTTP client sends its
 // requests through, below its authentication: a body is read up to
-// MaxBodyBytes and no further, and a 3xx answer is an error
+// MaxBodyBytes and no further, headers over MaxHeaderBytes (the limit
+// BoundHeaders sets on the transport below) are a *HeaderTooLargeError,
+// and a 3xx answer is an error
 // (*RedirectError) instead of a response, so that no client, whatever its
 // redirect policy, asks another server, let alone with the credentials its
 // authentication layer adds to every request.
@@ -73,7 +157,7 @@ type boundedTransport struct{ next http.RoundTripper }
 func (t *boundedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := t.next.RoundTrip(req)
 	if err != nil {
-		return nil, err
+		return nil, headerLimit(err)
 	}
 	if resp.StatusCode >= 300 && resp.StatusCode <= 399 && resp.StatusCode != http.StatusNotModified {
 		_ = resp.Body.Close()
@@ -157,7 +241,8 @@ func HTTPReasons(extra ...ReasonDef) ReasonSet {
 //
 //   - the context ended, or a step's own timeout (TLS handshake, TCP connect)
 //     fired: Timeout, whatever the error says
-//   - a 3xx answer or a body over MaxBodyBytes: BadResponse
+//   - a 3xx answer, headers over MaxHeaderBytes or a body over
+//     MaxBodyBytes: BadResponse
 //   - the name did not resolve: DNSFailed
 //   - certificate, handshake or alert problems, and an HTTP answer to
 //     HTTPS (a TLS record header error): TLSError
@@ -172,13 +257,14 @@ func classifyTransport(ctx context.Context, err error) (r Reason, ok bool) {
 	var (
 		redirect *RedirectError
 		tooLarge *BodyTooLargeError
+		headers  *HeaderTooLargeError
 		dnsErr   *net.DNSError
 		netErr   net.Error
 	)
 	switch {
 	case Ended(ctx) || errors.Is(err, context.DeadlineExceeded):
 		return ReasonTimeout, true
-	case errors.As(err, &redirect), errors.As(err, &tooLarge):
+	case errors.As(err, &redirect), errors.As(err, &tooLarge), errors.As(err, &headers):
 		return ReasonBadResponse, true
 	case errors.As(err, &dnsErr):
 		return ReasonDNSFailed, true

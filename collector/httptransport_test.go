@@ -3,10 +3,13 @@ package collector
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -246,4 +249,107 @@ func TestCloseIdleConnectionsReachesThroughWrappers(t *testing.T) {
 	}
 	// Nothing below with the method: nothing to do, and no panic.
 	BoundedTransport(wrapper{http.NewFileTransport(http.Dir("."))}).(interface{ CloseIdleConnections() }).CloseIdleConnections()
+}
+
+// hugeHeaders is an HTTP/1.1 answer with 9 MB of headers in 8 KiB values,
+// then a small body.
+var hugeHeaders = func() []byte {
+	var b strings.Builder
+	b.WriteString("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n")
+	value := strings.Repeat("h", 8<<10)
+	for i := 0; b.Len() < 9_000_000; i++ {
+		fmt.Fprintf(&b, "X-Padding-%d: %s\r\n", i, value)
+	}
+	b.WriteString("Content-Length: 2\r\nConnection: close\r\n\r\n{}")
+	return []byte(b.String())
+}()
+
+// TestHeaderBound: an answer with 9 MB of headers is refused at
+// MaxHeaderBytes, over HTTP/1.1 and over HTTP/2, as a *HeaderTooLargeError
+// that names the limit and classifies as BadResponse; headers under the
+// limit pass. Over HTTP/1.1, from a server that writes bytes it built
+// beforehand, the client allocates a small part of what was sent.
+func TestHeaderBound(t *testing.T) {
+	t.Parallel()
+	bounded := func(t *testing.T, tr *http.Transport) *http.Client {
+		t.Helper()
+		tr.DisableKeepAlives = true
+		if err := BoundHeaders(tr); err != nil {
+			t.Fatal(err)
+		}
+		return &http.Client{Transport: BoundedTransport(tr)}
+	}
+	wantRefused := func(t *testing.T, err error) {
+		t.Helper()
+		var tooLarge *HeaderTooLargeError
+		if !errors.As(err, &tooLarge) || !strings.Contains(err.Error(), "limit of 64 KiB") {
+			t.Fatalf("err = %v, want HeaderTooLargeError naming the limit", err)
+		}
+		if r, ok := Transport.Classify(context.Background(), err); !ok || r != ReasonBadResponse {
+			t.Errorf("classified %s (%v), want BadResponse", r, ok)
+		}
+	}
+
+	t.Run("HTTP/1.1", func(t *testing.T) {
+		t.Parallel()
+		addr := listen(t, func(c net.Conn) {
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(time.Minute))
+			buf := make([]byte, 4096)
+			_, _ = c.Read(buf) // the request
+			_, _ = c.Write(hugeHeaders)
+		})
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		err := get(context.Background(), t, bounded(t, http.DefaultTransport.(*http.Transport).Clone()), "http://"+addr+"/")
+		runtime.ReadMemStats(&after)
+		wantRefused(t, err)
+		// Other tests run in parallel: the bound is loose, but far under
+		// the 9 MB net/http's default limit would have read.
+		if grew := after.TotalAlloc - before.TotalAlloc; grew > 4<<20 {
+			t.Errorf("reading the refused answer allocated %d KiB", grew>>10)
+		}
+	})
+
+	t.Run("HTTP/2", func(t *testing.T) {
+		t.Parallel()
+		srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.ProtoMajor != 2 {
+				http.Error(w, "want HTTP/2", http.StatusHTTPVersionNotSupported)
+				return
+			}
+			value := strings.Repeat("h", 8<<10)
+			n := 1100 // 9 MB
+			if r.URL.Path == "/small" {
+				n = 4 // 32 KiB: under the limit
+			}
+			for i := range n {
+				w.Header().Set(fmt.Sprintf("X-Padding-%d", i), value)
+			}
+			_, _ = io.WriteString(w, "{}")
+		}))
+		srv.EnableHTTP2 = true
+		srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+		srv.StartTLS()
+		t.Cleanup(srv.Close)
+		client := func() *http.Client {
+			tr := srv.Client().Transport.(*http.Transport).Clone()
+			tr.ForceAttemptHTTP2 = true
+			return bounded(t, tr)
+		}
+		if err := get(context.Background(), t, client(), srv.URL+"/small"); err != nil {
+			t.Fatalf("32 KiB of headers: %v, want the answer", err)
+		}
+		wantRefused(t, get(context.Background(), t, client(), srv.URL+"/"))
+	})
+
+	t.Run("no transport to bound", func(t *testing.T) {
+		t.Parallel()
+		if err := BoundHeaders(wrapper{next: http.DefaultTransport}); err == nil {
+			t.Error("BoundHeaders changed http.DefaultTransport")
+		}
+		if err := BoundHeaders(wrapper{next: &closeCounter{}}); err == nil {
+			t.Error("BoundHeaders found a transport where there is none")
+		}
+	})
 }

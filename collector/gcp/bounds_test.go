@@ -44,6 +44,49 @@ func TestBodyOverTheLimit(t *testing.T) {
 	}
 }
 
+// hugeHeaders wraps h so that its answers carry 9 MB of headers.
+func hugeHeaders(h http.Handler) http.Handler {
+	value := strings.Repeat("h", 8<<10)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for i := range 1100 {
+			w.Header().Set(fmt.Sprintf("X-Padding-%d", i), value)
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// TestHeadersOverTheLimit: a Compute answer or a token endpoint answer with
+// 9 MB of headers is refused at collector.MaxHeaderBytes: BadResponse, or
+// CredentialsUnavailable for the token, as for a body over its limit, each
+// naming the limit.
+func TestHeadersOverTheLimit(t *testing.T) {
+	t.Parallel()
+	t.Run("Compute", func(t *testing.T) {
+		t.Parallel()
+		tokens := newTokenServer(t, nil)
+		api := newComputeServer(t, 200, "aggregated-instances.json")
+		api.Config.Handler = hugeHeaders(api.Config.Handler)
+		api.start()
+		v := check(t, newTestChecker(t, api.URL, tokens), 30*time.Second)
+		if v.Reason != collector.ReasonBadResponse || !strings.Contains(v.Message, "headers are larger than the exporter's limit of 64 KiB") {
+			t.Errorf("verdict %s (%s), want BadResponse naming the header limit", v.Reason, v.Message)
+		}
+	})
+	t.Run("token endpoint", func(t *testing.T) {
+		t.Parallel()
+		tokens := newTokenServer(t, nil)
+		tokens.Config.Handler = hugeHeaders(tokens.Config.Handler)
+		api := newComputeServer(t, 200, "aggregated-instances.json").start()
+		v := check(t, newTestChecker(t, api.URL, tokens), 30*time.Second)
+		if v.Reason != collector.ReasonCredentialsUnavailable || !strings.Contains(v.Message, "headers are larger than the exporter's limit of 64 KiB") {
+			t.Errorf("verdict %s (%s), want CredentialsUnavailable naming the header limit", v.Reason, v.Message)
+		}
+		if n := api.requests.Load(); n != 0 {
+			t.Errorf("%d Compute requests without a token", n)
+		}
+	})
+}
+
 // TestRedirectsAreNotFollowed: a 302 from Compute or from the token
 // endpoint is BadResponse / CredentialsUnavailable with the Location, and
 // the server it points to receives nothing, least of all the token.

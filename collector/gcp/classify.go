@@ -82,15 +82,34 @@ func classify(ctx context.Context, err error) (collector.Reason, string) {
 	if errors.As(err, &tooLarge) {
 		return collector.ReasonBadResponse, fmt.Sprintf("Compute's answer was refused: %v", err)
 	}
-	// The body of a 200 did not decode into an aggregated list.
+	// The body of a 200 did not decode into the answer asked for: an
+	// aggregated list, unless the call said otherwise (answerOf).
 	if errors.Is(err, proto.Error) {
-		return collector.ReasonBadResponse, fmt.Sprintf("Compute answered 200 with a body that is not an instance list: %v", err)
+		what := "an instance list"
+		var a *answerOfError
+		if errors.As(err, &a) {
+			what = a.what
+		}
+		return collector.ReasonBadResponse, fmt.Sprintf("Compute answered 200 with a body that is not %s: %v", what, err)
 	}
 	if r, ok := collector.Transport.Classify(ctx, err); ok {
 		return r, transportMessage(r, err)
 	}
 	return collector.ReasonUnknown, err.Error()
 }
+
+// answerOfError names the answer a call other than the instance list
+// expected, for the message of a body that does not decode as one.
+type answerOfError struct {
+	what string // "an image", "a region"
+	err  error
+}
+
+func (e *answerOfError) Error() string { return e.err.Error() }
+func (e *answerOfError) Unwrap() error { return e.err }
+
+// answerOf marks err as the failure of a call whose answer is what.
+func answerOf(what string, err error) error { return &answerOfError{what: what, err: err} }
 
 // transportMessage says what a transport reason means for Compute.
 func transportMessage(r collector.Reason, err error) string {

@@ -142,6 +142,10 @@ func New(cfg *config.GCP, logger *slog.Logger, opts ...collector.Option) (*Check
 	c.base = http.DefaultTransport.(*http.Transport).Clone()
 	c.base.DisableKeepAlives = true
 	c.base.DialContext = c.dialer.DialContext
+	// Compute's and the token endpoint's headers alike.
+	if err := collector.BoundHeaders(c.base); err != nil {
+		return nil, err
+	}
 	c.deadlines = newDeadlineTransport()
 	return c, nil
 }

@@ -134,14 +134,14 @@ func (c *Checker) fetchImage(ctx context.Context, logger *slog.Logger, client *c
 		logger.Debug("getting source image from family", "project", c.image.Project, "family", c.image.Family, "fields", imageFieldMask)
 		img, err := client.GetFromFamily(cctx, &computepb.GetFromFamilyImageRequest{Project: c.image.Project, Family: c.image.Family}, noRetry)
 		if err != nil {
-			return nil, fmt.Errorf("get source image %s: %w", c.sourceImage, err)
+			return nil, answerOf("an image", fmt.Errorf("get source image %s: %w", c.sourceImage, err))
 		}
 		return img, nil
 	}
 	logger.Debug("getting source image", "project", c.image.Project, "image", c.image.Image, "fields", imageFieldMask)
 	img, err := client.Get(cctx, &computepb.GetImageRequest{Project: c.image.Project, Image: c.image.Image}, noRetry)
 	if err != nil {
-		return nil, fmt.Errorf("get source image %s: %w", c.sourceImage, err)
+		return nil, answerOf("an image", fmt.Errorf("get source image %s: %w", c.sourceImage, err))
 	}
 	return img, nil
 }

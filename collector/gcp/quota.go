@@ -118,7 +118,7 @@ func (c *Checker) fetchRegionQuotas(ctx context.Context, logger *slog.Logger, cl
 			r, err := client.Get(cctx, &computepb.GetRegionRequest{Project: c.project, Region: region},
 				gax.WithRetry(func() gax.Retryer { return nil }))
 			if err != nil {
-				return fmt.Errorf("get region %s of project %s: %w", region, c.project, err)
+				return answerOf("a region", fmt.Errorf("get region %s of project %s: %w", region, c.project, err))
 			}
 			out[i] = regionQuota(region, r, metrics)
 			return nil

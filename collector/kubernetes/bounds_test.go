@@ -1,6 +1,10 @@
 package kubernetes
 
 import (
+	"encoding/pem"
+	"fmt"
+	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -51,5 +55,51 @@ func TestHugeListIsCut(t *testing.T) {
 	v := check(newTestChecker(t, kubeconfig(t, srv.URL, srv.caPEM(), nil)))
 	if v.Reason != collector.ReasonBadResponse || !strings.Contains(v.Message, "limit of 4 MiB") {
 		t.Errorf("verdict %s (%s), want BadResponse naming the limit", v.Reason, v.Message)
+	}
+}
+
+// TestHugeHeadersAreRefused: an API server that answers with 9 MB of
+// headers, over HTTP/1.1 or HTTP/2 (client-go's own HTTP/2 transport), is
+// BadResponse naming the header limit (collector.MaxHeaderBytes); 32 KiB of
+// headers pass.
+func TestHugeHeadersAreRefused(t *testing.T) {
+	t.Parallel()
+	value := strings.Repeat("h", 8<<10)
+	for _, h2 := range []bool{false, true} {
+		for _, tc := range []struct {
+			name    string
+			headers int
+			want    collector.Reason
+		}{
+			{"9 MB", 1100, collector.ReasonBadResponse},
+			{"32 KiB", 4, collector.ReasonReady},
+		} {
+			name := tc.name + " over HTTP/1.1"
+			if h2 {
+				name = tc.name + " over HTTP/2"
+			}
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if (r.ProtoMajor == 2) != h2 {
+						http.Error(w, "wrong protocol", http.StatusHTTPVersionNotSupported)
+						return
+					}
+					for i := range tc.headers {
+						w.Header().Set(fmt.Sprintf("X-Padding-%d", i), value)
+					}
+					writePodList(w)
+				}))
+				srv.EnableHTTP2 = h2
+				srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+				srv.StartTLS()
+				t.Cleanup(srv.Close)
+				ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+				v := check(newTestChecker(t, kubeconfig(t, srv.URL, ca, nil)))
+				if v.Reason != tc.want || (tc.want == collector.ReasonBadResponse && !strings.Contains(v.Message, "limit of 64 KiB")) {
+					t.Errorf("verdict %s (%s), want %s (naming the limit when refused)", v.Reason, v.Message, tc.want)
+				}
+			})
+		}
 	}
 }

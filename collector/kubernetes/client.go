@@ -165,8 +165,14 @@ func (c *Checker) build(base *rest.Config, cred *execCredential) (*client, error
 	// The innermost wrapper, below client-go's authentication wrappers, so
 	// that reaching it means credentials were obtained.
 	// Below it, the bounds every provider's HTTP client has: capped
-	// bodies, no redirects (collector.BoundedTransport).
+	// headers and bodies, no redirects (collector.BoundedTransport).
+	// client-go calls the wrapper as it builds the transport below
+	// (HTTPClientFor), its own for this build: cfg.Dial makes it one no
+	// other client shares, whose header limit is then set before any
+	// request.
+	var boundErr error
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		boundErr = collector.BoundHeaders(rt)
 		return &tracingTransport{base: collector.BoundedTransport(rt)}
 	})
 	cfg.GroupVersion = &corev1.SchemeGroupVersion
@@ -176,6 +182,9 @@ func (c *Checker) build(base *rest.Config, cred *execCredential) (*client, error
 	httpClient, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("http client: %w", err)
+	}
+	if boundErr != nil {
+		return nil, fmt.Errorf("http client: %w", boundErr)
 	}
 	rc, err := rest.RESTClientForConfigAndClient(cfg, httpClient)
 	if err != nil {

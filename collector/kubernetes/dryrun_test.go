@@ -122,6 +122,8 @@ func TestJudge(t *testing.T) {
 		{"namespace missing", apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, "egress-proxies"), collector.ReasonNotFound, what + `: namespaces "egress-proxies" not found`},
 		{"429", apierrors.NewTooManyRequests("too many requests", 1), collector.ReasonRateLimited, what + ": too many requests"},
 		{"503", apierrors.NewServiceUnavailable("the server is shutting down"), collector.ReasonServerError, what + ": the server is shutting down"},
+		{"500", apierrors.NewInternalError(errors.New("etcdserver: request timed out")), collector.ReasonServerError, what + ": Internal error occurred: etcdserver: request timed out"},
+		{"500 of another reason", status(500, metav1.StatusReasonUnknown, "the backend broke"), collector.ReasonServerError, what + ": the backend broke"},
 		{"connection refused", &url.Error{Op: "Post", URL: "https://127.0.0.1:6443" + dryRunPath, Err: &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}}, collector.ReasonUnreachable, what + ": Post…"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -424,6 +426,9 @@ func TestDryRunOneRequest(t *testing.T) {
 		}, collector.ReasonRateLimited},
 		{"503 with Retry-After", func(w http.ResponseWriter, _ *http.Request) {
 			writeStatus(w, apierrors.NewServiceUnavailable("shutting down"), map[string]string{"Retry-After": "1"})
+		}, collector.ReasonServerError},
+		{"a plain 500, not a Status", func(w http.ResponseWriter, _ *http.Request) {
+			http.Error(w, "upstream connect error or disconnect/reset before headers", http.StatusInternalServerError)
 		}, collector.ReasonServerError},
 		{"connection closed before an answer", func(w http.ResponseWriter, _ *http.Request) {
 			if conn, _, err := w.(http.Hijacker).Hijack(); err == nil {

@@ -74,6 +74,12 @@ func classify(ctx context.Context, err error) collector.Reason {
 	if collector.Ended(ctx) || errors.Is(err, &dialTimeoutError{}) || errors.As(err, &silent) {
 		return collector.ReasonTimeout
 	}
+	var flood *floodError
+	if errors.As(err, &flood) {
+		// The host sent more than any call asked for, while connecting
+		// or on its kept connection (drainedChannel).
+		return ReasonLibvirtConnectionLost
+	}
 	var de *dialError
 	if !errors.As(err, &de) {
 		return collector.ReasonUnknown

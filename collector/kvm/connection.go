@@ -22,6 +22,9 @@ import (
 // that the checker is closed, so the caller must close the session when
 // done.
 func (c *Checker) session(ctx context.Context, logger *slog.Logger, h *host) (s *session, kept, transient bool, err error) {
+	if err := h.faulted(logger); err != nil {
+		return nil, false, false, err
+	}
 	if s := h.current(logger); s != nil {
 		return s, true, false, nil
 	}
@@ -114,7 +117,7 @@ func (c *Checker) runDial(j *dialJob) dialOutcome {
 		h.failedDials, h.notBefore = 0, time.Time{}
 		h.connects++
 		h.version = s.version
-		h.sess = s
+		h.keep(s)
 		j.logger.Debug("connected", "libvirtVersion", s.version)
 		outcome = dialOutcome{kind: dialEstablished, took: time.Since(start)}
 	}
@@ -156,6 +159,29 @@ func (h *host) current(logger *slog.Logger) *session {
 		return nil
 	}
 	return s
+}
+
+// faulted returns, once, why the peer closed h's kept connection between
+// checks by sending what no call asked for (drainedChannel): that check
+// reports the lost connection, the next one redials. The session was let go
+// when it happened (host.keep); a session flooded before it was kept is
+// dropped here.
+func (h *host) faulted(logger *slog.Logger) error {
+	h.mu.Lock()
+	s, err := h.sess, h.fault
+	h.fault = nil
+	h.mu.Unlock()
+	if err == nil && s != nil && s.isDead() {
+		err = s.faultErr()
+		if err != nil {
+			h.drop(logger, s, "the host sent what no libvirt call asked for", err)
+		}
+	}
+	if err == nil {
+		return nil
+	}
+	logger.Info(dropLogged, "why", "the host sent what no libvirt call asked for", "err", err)
+	return fmt.Errorf("kept connection lost: %w", err)
 }
 
 // dropLogged is the message of every dropped connection: each connection
@@ -267,7 +293,8 @@ func (c *Checker) Adopt(old collector.Checker) {
 			h.version = version
 		}
 		if h.sess == nil && s != nil {
-			h.sess, s = s, nil
+			h.keep(s)
+			s = nil
 		}
 		h.mu.Unlock()
 		if s != nil {

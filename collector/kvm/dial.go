@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/digitalocean/go-libvirt"
@@ -61,6 +62,11 @@ type session struct {
 	socketReqs chan (<-chan *ssh.Request)
 
 	closeOnce sync.Once
+	// fault is why the peer's data closed the session (drainedChannel);
+	// onFault, when set, is told it. faultMu guards both.
+	faultMu sync.Mutex
+	fault   error
+	onFault func(error)
 	// dead is closed once the transport is known to be gone: the SSH
 	// connection ended, the libvirt channel closed or failed a read or
 	// write.
@@ -189,14 +195,235 @@ type streamLocalOpen struct {
 }
 
 // openSocket opens the unix socket at path on the host over SSH, as
-// `ssh -L` to a unix socket does.
+// `ssh -L` to a unix socket does, and starts draining it (drainedChannel).
 func (s *session) openSocket(path string) (net.Conn, error) {
 	ch, reqs, err := s.conn.OpenChannel("direct-streamlocal@openssh.com", ssh.Marshal(&streamLocalOpen{SocketPath: path}))
 	if err != nil {
 		return nil, err
 	}
 	s.socketReqs <- reqs
-	return channelConn{Channel: ch, local: s.conn.LocalAddr(), remote: s.conn.RemoteAddr()}, nil
+	d := newDrainedChannel(channelConn{Channel: ch, local: s.conn.LocalAddr(), remote: s.conn.RemoteAddr()}, s.flooded)
+	return d, nil
+}
+
+// flooded ends a session whose libvirt channel brought more than anyone
+// asked for (drainedChannel): the connection is closed at once, and the
+// session's host, if it keeps it (watch), lets it go and keeps err for its
+// next check.
+func (s *session) flooded(err error) {
+	s.faultMu.Lock()
+	s.fault = err
+	f := s.onFault
+	s.faultMu.Unlock()
+	s.markDead()
+	_ = s.conn.Close()
+	if f != nil {
+		f(err)
+	}
+}
+
+// watch makes f be told the fault that ends s, now if it already did.
+func (s *session) watch(f func(error)) {
+	s.faultMu.Lock()
+	s.onFault = f
+	err := s.fault
+	s.faultMu.Unlock()
+	if err != nil {
+		go f(err) // the caller holds its host's lock
+	}
+}
+
+// faultErr is why the peer's data closed s, or nil.
+func (s *session) faultErr() error {
+	s.faultMu.Lock()
+	defer s.faultMu.Unlock()
+	return s.fault
+}
+
+// maxUnread is the most the libvirt channel may hold that the client has
+// not read: the largest reply the frame checker lets through (maxReplyLen).
+// The client reads a reply only while its call is in flight, one call at a
+// time, and the exporter never asks for anything libvirtd would send
+// unasked (frameConn.match), so more unread bytes than one whole reply are
+// a peer that sends what nobody asked for (docs/security.md: "What the
+// exporter bounds").
+const maxUnread = maxReplyLen
+
+// drainMinRead is the least room the drain reads into at a time.
+const drainMinRead = 512
+
+// drainKeep is the most buffer a drained channel keeps while it holds
+// nothing unread: a steady check's reply is a few hundred bytes.
+const drainKeep = 4 << 10
+
+// floodError ends a libvirt channel that brought data while no call
+// awaited a reply, more than maxUnread bytes nobody read, or any extended
+// data.
+type floodError struct {
+	unread int
+	idle   bool
+	stderr bool
+}
+
+func (e *floodError) Error() string {
+	switch {
+	case e.stderr:
+		return "the libvirt socket's SSH channel sent extended (stderr) data, which a socket forward never does; the connection was closed"
+	case e.idle:
+		return fmt.Sprintf("the libvirt socket's SSH channel sent %d bytes that no call asked for, while no call awaited a reply; the connection was closed", e.unread)
+	}
+	return fmt.Sprintf("the libvirt socket's SSH channel sent %d bytes that no call asked for, more than the %d of any reply; the connection was closed", e.unread, maxUnread)
+}
+
+// drainedChannel is the libvirt channel as the client reads it. x/crypto/ssh
+// buffers whatever a channel's peer sends, up to the channel's 2 MiB window,
+// until it is read, in one allocation per SSH packet: a peer pushing data
+// between checks (or one byte per packet) would make the exporter hold
+// megabytes per host for nothing. x/crypto/ssh has no setting for the
+// window, so a goroutine reads the channel continuously into a buffer the
+// client reads from, and closes the connection (flooded) when more than
+// maxUnread bytes are unread; another reads the channel's extended data,
+// which a socket forward never sends, and closes the connection on the
+// first byte. A flooding host thus costs at most maxUnread bytes of buffer
+// and what x/crypto/ssh holds between two reads of the drain.
+type drainedChannel struct {
+	channelConn
+	flooded func(error)
+	// asked, once set (askedBy), tells whether a call awaits a reply:
+	// data that arrives while none does ends the channel at once.
+	asked atomic.Pointer[func() bool]
+
+	mu   sync.Mutex
+	cond sync.Cond
+	// buf[off:] is unread. Only the drain goroutine changes buf's
+	// backing array or reads into it past len(buf), and only while it
+	// holds mu or into room past len(buf), which the reader never
+	// touches.
+	buf []byte
+	off int
+	err error // why draining ended; the client gets it once buf is read
+}
+
+func newDrainedChannel(c channelConn, flooded func(error)) *drainedChannel {
+	d := &drainedChannel{channelConn: c, flooded: flooded}
+	d.cond.L = &d.mu
+	go d.drain()
+	go d.drainStderr()
+	return d
+}
+
+// askedBy makes f the judge of whether arriving data was asked for.
+func (d *drainedChannel) askedBy(f func() bool) { d.asked.Store(&f) }
+
+// room returns the free room past the unread bytes, compacting or growing
+// the buffer first; called with mu held.
+func (d *drainedChannel) room() []byte {
+	unread := len(d.buf) - d.off
+	if unread == 0 && cap(d.buf) > drainKeep {
+		d.buf, d.off = nil, 0
+	}
+	if cap(d.buf)-len(d.buf) >= drainMinRead {
+		return d.buf[len(d.buf):cap(d.buf)]
+	}
+	size := min(max(2*unread, unread+drainMinRead, drainMinRead), maxUnread+drainMinRead)
+	if unread == 0 && d.buf != nil && cap(d.buf) >= size {
+		d.buf, d.off = d.buf[:0], 0
+	} else {
+		b := make([]byte, unread, size)
+		copy(b, d.buf[d.off:])
+		d.buf, d.off = b, 0
+	}
+	return d.buf[len(d.buf):cap(d.buf)]
+}
+
+// drain reads the channel until it ends or floods.
+func (d *drainedChannel) drain() {
+	for {
+		d.mu.Lock()
+		if d.err != nil {
+			d.mu.Unlock()
+			return
+		}
+		room := d.room()
+		d.mu.Unlock()
+		n, err := d.Channel.Read(room)
+		d.mu.Lock()
+		if d.err != nil {
+			// Extended data ended the channel while this read waited.
+			d.mu.Unlock()
+			discard(d.Channel)
+			return
+		}
+		d.buf = d.buf[:len(d.buf)+n]
+		asked := d.asked.Load()
+		// Checked before the client can see the bytes: a reply's bytes
+		// arrive only after its call was counted, and are read whole
+		// before it is uncounted.
+		idle := n > 0 && asked != nil && !(*asked)()
+		if unread := len(d.buf) - d.off; unread > maxUnread || idle {
+			err := &floodError{unread: unread, idle: idle}
+			d.err = err
+			d.buf, d.off = nil, 0
+			d.cond.Broadcast()
+			d.mu.Unlock()
+			d.flooded(err)
+			discard(d.Channel)
+			return
+		}
+		if err != nil {
+			d.err = err
+		}
+		d.cond.Broadcast()
+		d.mu.Unlock()
+	}
+}
+
+// drainStderr reads the channel's extended data, and ends the connection on
+// its first byte.
+func (d *drainedChannel) drainStderr() {
+	var b [64]byte
+	n, _ := d.Stderr().Read(b[:])
+	if n == 0 {
+		return // the channel closed
+	}
+	err := &floodError{stderr: true}
+	d.mu.Lock()
+	if d.err == nil {
+		d.err = err
+		d.buf, d.off = nil, 0
+	}
+	d.cond.Broadcast()
+	d.mu.Unlock()
+	d.flooded(err)
+	discard(d.Stderr())
+}
+
+// discard reads r until it ends: what x/crypto/ssh queued of a flood before
+// its connection was closed is let go at once, not when the session is.
+func discard(r io.Reader) {
+	var b [512]byte
+	for {
+		if _, err := r.Read(b[:]); err != nil {
+			return
+		}
+	}
+}
+
+// Read hands out what the drain read, waiting for it; a flood ends it at
+// once, any other end after the bytes read before it.
+func (d *drainedChannel) Read(p []byte) (int, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for d.off == len(d.buf) && d.err == nil {
+		d.cond.Wait()
+	}
+	var flood *floodError
+	if !errors.As(d.err, &flood) && d.off < len(d.buf) {
+		n := copy(p, d.buf[d.off:])
+		d.off += n
+		return n, nil
+	}
+	return 0, d.err
 }
 
 // channelConn is an SSH channel as the net.Conn the libvirt client reads
@@ -550,6 +777,11 @@ func (c *Checker) dialNetwork(ctx context.Context, logger *slog.Logger, set sett
 			return fmt.Errorf("open %s over ssh: %w", set.socket, err)
 		}
 		s.lv = c.newClient(watchedConn{Conn: ch, s: s})
+		if a, ok := s.lv.(interface{ awaiting() bool }); ok {
+			// Data that arrives while no call awaits a reply was not
+			// asked for: the connection ends at its first byte.
+			ch.(*drainedChannel).askedBy(a.awaiting)
+		}
 		lv := loggedClient{next: s.lv, logger: logger}
 		if err := lv.ConnectToURI(libvirt.ConnectURI(set.uri)); err != nil {
 			return fmt.Errorf("connect %s: %w", set.uri, err)

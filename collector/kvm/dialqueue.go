@@ -154,10 +154,13 @@ func (q *dialQueue) push(j *dialJob) bool {
 func (q *dialQueue) take() *dialJob {
 	var j *dialJob
 	switch {
+	// The taken slot is cleared: the queue's backing array would
+	// otherwise keep the job, and through it the session its dial made,
+	// after the session is dropped.
 	case len(q.fresh) > 0:
-		j, q.fresh = q.fresh[0], q.fresh[1:]
+		j, q.fresh[0], q.fresh = q.fresh[0], nil, q.fresh[1:]
 	case len(q.failing) > 0 && q.runningFailing < q.failingMax():
-		j, q.failing = q.failing[0], q.failing[1:]
+		j, q.failing[0], q.failing = q.failing[0], nil, q.failing[1:]
 		q.runningFailing++
 		q.maxFailingAtOnce = max(q.maxFailingAtOnce, q.runningFailing)
 	}

@@ -28,6 +28,11 @@ type fakeLibvirt struct {
 	// the handles of the old one stale, as libvirtd does: the info call
 	// on one is answered with VIR_ERR_NO_STORAGE_POOL.
 	poolGen byte
+	// poolGoneAtVolume makes the next volume lookup find the pool gone
+	// (VIR_ERR_NO_STORAGE_POOL) and the pool defined again under a new
+	// UUID: a pool undefined and defined again between a check's pool
+	// info and its volume lookup.
+	poolGoneAtVolume bool
 	// volumes are the volumes the pool holds.
 	volumes map[string]bool
 	// networks are the networks defined, each with its generation and
@@ -170,6 +175,10 @@ func (c *fakeClient) StorageVolLookupByName(p libvirt.StoragePool, name string) 
 	}
 	c.f.mu.Lock()
 	defer c.f.mu.Unlock()
+	if c.f.poolGoneAtVolume {
+		c.f.poolGoneAtVolume = false
+		c.f.poolGen++
+	}
 	if c.f.lookupErr != nil || p.UUID[0] != c.f.poolGen {
 		return libvirt.StorageVol{}, libvirt.Error{Code: uint32(libvirt.ErrNoStoragePool), Message: "Storage pool not found: no storage pool with matching uuid"}
 	}

@@ -21,13 +21,6 @@ const (
 	ReasonHostMemoryLow collector.Reason = "HostMemoryLow"
 )
 
-// procNodeGetFreeMemory is REMOTE_PROC_NODE_GET_FREE_MEMORY (remote_protocol.x):
-// the one extra call of a check whose host sets min_free_memory.
-const procNodeGetFreeMemory = 102
-
-// ProcNodeGetFreeMemory names the procedure for tests outside the package.
-const ProcNodeGetFreeMemory = procNodeGetFreeMemory
-
 // Minimums are a host's headroom requirements in bytes; 0 means not set.
 type Minimums struct {
 	// PoolAvailable is min_pool_available: compared with the available

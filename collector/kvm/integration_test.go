@@ -499,3 +499,57 @@ func TestIntegrationMisbehavingLibvirtPeer(t *testing.T) {
 		}
 	}
 }
+
+// TestIntegrationIdlePastKeepalive: a kept connection left idle past the
+// real libvirtd's keepalive timeout (keepalive_interval × (keepalive_count
+// + 1), set to a few seconds in the test daemon's libvirtd.conf) is still
+// the one connection, and provider_health_kvm_connects_total stays flat.
+// libvirtd pings only clients that ask for keepalive, and the exporter
+// never asks for keepalives, events or streams (frame.go refuses any frame
+// but a reply): a client that asked would meet a ping it refuses, or be
+// dropped for leaving the pings unanswered, and redial.
+func TestIntegrationIdlePastKeepalive(t *testing.T) {
+	e := loadEnv(t)
+	num := func(k string) int {
+		n, err := strconv.Atoi(os.Getenv(k))
+		if err != nil || n <= 0 {
+			t.Fatalf("%s=%q: want the test daemon's keepalive setting (testdata/kvm/ctl.sh)", k, os.Getenv(k))
+		}
+		return n
+	}
+	interval, count := num("KVM_IT_KEEPALIVE_INTERVAL"), num("KVM_IT_KEEPALIVE_COUNT")
+	// Past the timeout with room to spare: libvirtd's timer is coarse.
+	idle := time.Duration(interval*(count+1)+2*interval) * time.Second
+	before := acceptedLogins(t, e, e.user)
+	c := e.checker(t, nil)
+	connects := func(v collector.Verdict) float64 {
+		t.Helper()
+		ch := make(chan prometheus.Metric, 64)
+		v.Facts.Collect(ch, "lab", target)
+		close(ch)
+		for m := range ch {
+			var pb dto.Metric
+			if strings.Contains(m.Desc().String(), `"provider_health_kvm_connects_total"`) && m.Write(&pb) == nil {
+				return pb.GetCounter().GetValue()
+			}
+		}
+		t.Fatalf("no provider_health_kvm_connects_total (reason %s)", v.Reason)
+		return 0
+	}
+	v := check(t, c)
+	want(t, v, collector.ReasonReady)
+	if n := connects(v); n != 1 {
+		t.Fatalf("connects_total %v after the first check, want 1", n)
+	}
+	for i := range 2 {
+		time.Sleep(idle)
+		v = check(t, c)
+		if v.Reason != collector.ReasonReady || connects(v) != 1 {
+			t.Fatalf("after %d idle spells of %s: reason %s (%s), connects_total %v; want Ready on the first connection",
+				i+1, idle, v.Reason, v.Message, connects(v))
+		}
+	}
+	if got := acceptedLogins(t, e, e.user) - before; got != 1 {
+		t.Errorf("sshd logged %d accepted logins, want 1", got)
+	}
+}

@@ -87,6 +87,23 @@ type host struct {
 	// connection outlives a check: a host that loses every connection the
 	// same way is logged at info once, then at debug.
 	lastDrop string
+	// fault is why the peer closed the kept connection between checks
+	// (drainedChannel), until the next check reports it.
+	fault error
+}
+
+// keep makes s the kept session of h, called with h.mu held: a session its
+// peer floods between checks is let go at once (x/crypto/ssh holds what
+// it had queued until then) and its fault kept for the next check.
+func (h *host) keep(s *session) {
+	h.sess = s
+	s.watch(func(err error) {
+		h.mu.Lock()
+		if h.sess == s {
+			h.sess, h.fault = nil, err
+		}
+		h.mu.Unlock()
+	})
 }
 
 // Backoff of a host whose dials keep failing (docs/configuration.md: "KVM"): one failed

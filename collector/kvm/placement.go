@@ -24,20 +24,6 @@ const (
 	ReasonNetworkInactive collector.Reason = "NetworkInactive"
 )
 
-// The procedures of the placement checks (remote_protocol.x).
-const (
-	procNetworkLookupByName    = 46
-	procStorageVolLookupByName = 95
-	procNetworkIsActive        = 152
-)
-
-// Procedures of the placement checks, for tests outside the package.
-const (
-	ProcNetworkLookupByName    = procNetworkLookupByName
-	ProcStorageVolLookupByName = procStorageVolLookupByName
-	ProcNetworkIsActive        = procNetworkIsActive
-)
-
 // libvirtCode tells whether err carries libvirt's error code.
 func libvirtCode(err error, code libvirt.ErrorNumber) bool {
 	var lerr libvirt.Error

@@ -78,6 +78,17 @@ func TestKeptHandles(t *testing.T) {
 	})
 	wantCalls(t, "steady check after the pool's new lookup", checkWant(collector.ReasonReady), steady)
 
+	// The pool goes while its handle is used for the volume: the handle is
+	// dropped, so the next check looks the pool up before asking for its
+	// info instead of asking on the stale handle first.
+	e.fake.set(func(f *fakeLibvirt) { f.poolGoneAtVolume = true })
+	wantCalls(t, "pool gone at the volume lookup", checkWant(ReasonPoolMissing), map[string]int{
+		"StoragePoolGetInfo": 1, "StorageVolLookupByName": 1,
+	})
+	wantCalls(t, "check after the pool went at the volume lookup", checkWant(collector.ReasonReady), map[string]int{
+		"StoragePoolLookupByName": 1, "StoragePoolGetInfo": 1, "StorageVolLookupByName": 1, "NetworkIsActive": 1,
+	})
+
 	e.fake.set(func(f *fakeLibvirt) { f.networks["proxies"] = &fakeNetwork{gen: 1, active: true} })
 	wantCalls(t, "network defined again", checkWant(collector.ReasonReady), map[string]int{
 		"StoragePoolGetInfo": 1, "StorageVolLookupByName": 1, "NetworkIsActive": 2, "NetworkLookupByName": 1,

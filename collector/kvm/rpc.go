@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"strings"
 	"sync"
 
 	"github.com/digitalocean/go-libvirt"
@@ -41,31 +40,19 @@ func newLibvirtClient(conn net.Conn) libvirtClient {
 
 var _ libvirtClient = (*rpcClient)(nil)
 
-// procNames name the procedures in errors, as libvirt's API does.
-var procNames = map[uint32]string{
-	procConnectOpen:             "ConnectOpen",
-	procConnectClose:            "ConnectClose",
-	procAuthList:                "AuthList",
-	procAuthPolkit:              "AuthPolkit",
-	procStoragePoolLookupByName: "StoragePoolLookupByName",
-	procStoragePoolGetInfo:      "StoragePoolGetInfo",
-	procConnectGetLibVersion:    "ConnectGetLibVersion",
-	procNodeGetFreeMemory:       "NodeGetFreeMemory",
-	procStorageVolLookupByName:  "StorageVolLookupByName",
-	procNetworkLookupByName:     "NetworkLookupByName",
-	procNetworkIsActive:         "NetworkIsActive",
-}
+// awaiting tells whether a call awaits its reply: what drainedChannel asks
+// of data that arrives.
+func (c *rpcClient) awaiting() bool { return c.frames.awaiting() }
 
 // call sends procedure proc with its XDR-encoded arguments and returns the
-// payload of libvirtd's reply. A reply with an error status is returned as
-// the error libvirtd sent (libvirt.Error, or libvirt.ErrUnsupported for a
-// procedure libvirtd does not know, as go-libvirt returned them).
-func (c *rpcClient) call(proc uint32, args []byte) ([]byte, error) {
+// values of libvirtd's reply, decoded by the shape procedures gives proc.
+// An error reply is returned as the error libvirtd sent (decodeError).
+func (c *rpcClient) call(proc uint32, args []byte) (values, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := c.frames.violation(); err != nil {
 		// The frame checker closed the connection: say why.
-		return nil, err
+		return values{}, err
 	}
 	c.serial++
 	b := binary.BigEndian.AppendUint32(c.out[:0], uint32(minFrameLen+len(args)))
@@ -77,45 +64,19 @@ func (c *rpcClient) call(proc uint32, args []byte) ([]byte, error) {
 	// The frame checker notes the call from the frame written: its reply
 	// is the only frame it lets through.
 	if _, err := c.frames.Write(b); err != nil {
-		return nil, fmt.Errorf("libvirt call %s not sent: %w", procNames[proc], err)
+		return values{}, fmt.Errorf("libvirt call %s not sent: %w", procName(proc), err)
 	}
-	frame, err := c.frames.next()
+	r, err := c.frames.next()
 	if err != nil {
 		var fe *frameError
 		if errors.As(err, &fe) {
-			return nil, err
+			return values{}, err
 		}
-		return nil, fmt.Errorf("libvirt call %s unanswered, the connection ended: %w", procNames[proc], err)
+		return values{}, fmt.Errorf("libvirt call %s unanswered, the connection ended: %w", procName(proc), err)
 	}
 	// The frame checker matched the reply's serial and procedure with
-	// this call, and its payload's shape with the call's reply.
-	h := parseHeader(frame)
-	payload := frame[minFrameLen:]
-	if h.status == statusError {
-		return nil, replyError(payload)
-	}
-	return payload, nil
-}
-
-// replyError is the remote_error of an error reply: its code, domain,
-// message and level (the fields the frame checker checked), as go-libvirt
-// made it.
-func replyError(payload []byte) error {
-	r := xdrReader{b: payload}
-	code := r.uint32s(1)
-	r.uint32s(2) // domain, the message's presence
-	msg := r.string("error message")
-	if r.err != nil {
-		return badFrame("error reply: %v", r.err)
-	}
-	switch {
-	case strings.Contains(msg, "unknown procedure"):
-		return libvirt.ErrUnsupported
-	case libvirt.ErrorNumber(code) == libvirt.ErrOk:
-		// libvirtd's "no error": go-libvirt took it for success too.
-		return nil
-	}
-	return libvirt.Error{Code: code, Message: msg}
+	// this call, and decoded it by the shape of the call's reply.
+	return r.vals, r.err
 }
 
 // xdrArgs builds a call's XDR arguments.
@@ -132,15 +93,6 @@ func (a xdrArgs) string(s string) xdrArgs {
 // uuid appends a UUID, a fixed 16-byte opaque (no padding).
 func (a xdrArgs) uuid(u libvirt.UUID) xdrArgs { return append(a, u[:]...) }
 
-// reply decodes a reply's payload with r; a field that does not fit is a
-// malformed frame (the frame checker lets none through).
-func reply(proc uint32, r *xdrReader) error {
-	if r.err != nil {
-		return badFrame("reply to %s: %v", procNames[proc], r.err)
-	}
-	return nil
-}
-
 // The auth types of remote_auth_type.
 const (
 	authNone   = 0
@@ -151,20 +103,11 @@ const (
 // which libvirtd requires before anything else, polkit's check when that is
 // the first type offered that needs no exchange, then the connect open.
 func (c *rpcClient) ConnectToURI(uri libvirt.ConnectURI) error {
-	p, err := c.call(procAuthList, nil)
+	v, err := c.call(procAuthList, nil)
 	if err != nil {
 		return err
 	}
-	r := xdrReader{b: p}
-	n := r.uint32s(1)
-	types := make([]uint32, 0, min(n, authTypeListMax))
-	for range min(n, authTypeListMax) {
-		types = append(types, r.uint32s(1))
-	}
-	if err := reply(procAuthList, &r); err != nil {
-		return err
-	}
-	for _, t := range types {
+	for _, t := range v.auths {
 		if t == authPolkit {
 			if _, err := c.call(procAuthPolkit, nil); err != nil {
 				return err
@@ -180,81 +123,55 @@ func (c *rpcClient) ConnectToURI(uri libvirt.ConnectURI) error {
 	return err
 }
 
+// The methods below read the values of a reply in the order of its shape
+// in procedures.
+
 func (c *rpcClient) ConnectGetLibVersion() (uint64, error) {
-	p, err := c.call(procConnectGetLibVersion, nil)
-	if err != nil {
-		return 0, err
-	}
-	r := xdrReader{b: p}
-	v := r.uint64()
-	return v, reply(procConnectGetLibVersion, &r)
+	v, err := c.call(procConnectGetLibVersion, nil)
+	return v.nums[0], err
 }
 
 func (c *rpcClient) StoragePoolLookupByName(name string) (libvirt.StoragePool, error) {
-	p, err := c.call(procStoragePoolLookupByName, xdrArgs(nil).string(name))
+	v, err := c.call(procStoragePoolLookupByName, xdrArgs(nil).string(name))
 	if err != nil {
 		return libvirt.StoragePool{}, err
 	}
-	var pool libvirt.StoragePool
-	r := xdrReader{b: p}
-	pool.Name = r.string("pool name")
-	copy(pool.UUID[:], r.opaque(len(pool.UUID), "pool uuid"))
-	return pool, reply(procStoragePoolLookupByName, &r)
+	return libvirt.StoragePool{Name: v.strs[0], UUID: v.uuid}, nil
 }
 
 func (c *rpcClient) StoragePoolGetInfo(pool libvirt.StoragePool) (state uint8, capacity, allocation, available uint64, err error) {
-	p, err := c.call(procStoragePoolGetInfo, xdrArgs(nil).string(pool.Name).uuid(pool.UUID))
+	v, err := c.call(procStoragePoolGetInfo, xdrArgs(nil).string(pool.Name).uuid(pool.UUID))
 	if err != nil {
 		return 0, 0, 0, 0, err
 	}
-	r := xdrReader{b: p}
-	// The state is an unsigned char, 4 bytes in XDR; the frame checker
-	// refused a value above 255.
-	state = uint8(r.uint32s(1))
-	capacity, allocation, available = r.uint64(), r.uint64(), r.uint64()
-	return state, capacity, allocation, available, reply(procStoragePoolGetInfo, &r)
+	// The frame checker refused a state above 255.
+	return uint8(v.nums[0]), v.nums[1], v.nums[2], v.nums[3], nil
 }
 
 func (c *rpcClient) NodeGetFreeMemory() (uint64, error) {
-	p, err := c.call(procNodeGetFreeMemory, nil)
-	if err != nil {
-		return 0, err
-	}
-	r := xdrReader{b: p}
-	v := r.uint64()
-	return v, reply(procNodeGetFreeMemory, &r)
+	v, err := c.call(procNodeGetFreeMemory, nil)
+	return v.nums[0], err
 }
 
 func (c *rpcClient) StorageVolLookupByName(pool libvirt.StoragePool, name string) (libvirt.StorageVol, error) {
-	p, err := c.call(procStorageVolLookupByName, xdrArgs(nil).string(pool.Name).uuid(pool.UUID).string(name))
+	v, err := c.call(procStorageVolLookupByName, xdrArgs(nil).string(pool.Name).uuid(pool.UUID).string(name))
 	if err != nil {
 		return libvirt.StorageVol{}, err
 	}
-	r := xdrReader{b: p}
-	v := libvirt.StorageVol{Pool: r.string("volume's pool"), Name: r.string("volume name"), Key: r.string("volume key")}
-	return v, reply(procStorageVolLookupByName, &r)
+	return libvirt.StorageVol{Pool: v.strs[0], Name: v.strs[1], Key: v.strs[2]}, nil
 }
 
 func (c *rpcClient) NetworkLookupByName(name string) (libvirt.Network, error) {
-	p, err := c.call(procNetworkLookupByName, xdrArgs(nil).string(name))
+	v, err := c.call(procNetworkLookupByName, xdrArgs(nil).string(name))
 	if err != nil {
 		return libvirt.Network{}, err
 	}
-	var n libvirt.Network
-	r := xdrReader{b: p}
-	n.Name = r.string("network name")
-	copy(n.UUID[:], r.opaque(len(n.UUID), "network uuid"))
-	return n, reply(procNetworkLookupByName, &r)
+	return libvirt.Network{Name: v.strs[0], UUID: v.uuid}, nil
 }
 
 func (c *rpcClient) NetworkIsActive(n libvirt.Network) (int32, error) {
-	p, err := c.call(procNetworkIsActive, xdrArgs(nil).string(n.Name).uuid(n.UUID))
-	if err != nil {
-		return 0, err
-	}
-	r := xdrReader{b: p}
-	active := int32(r.uint32s(1))
-	return active, reply(procNetworkIsActive, &r)
+	v, err := c.call(procNetworkIsActive, xdrArgs(nil).string(n.Name).uuid(n.UUID))
+	return int32(v.nums[0]), err
 }
 
 func (c *rpcClient) ConnectClose() error {

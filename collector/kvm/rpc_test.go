@@ -189,6 +189,61 @@ func TestRPCCalls(t *testing.T) {
 		}
 	})
 
+	// libvirt's own client fails every error reply, whatever its code
+	// (virNetClientProgramCall); a NULL message is an absent one.
+	t.Run("error replies libvirt's way", func(t *testing.T) {
+		nullMessage := func(code uint32) []byte {
+			w := xdrWriter{}
+			w.u32(code, 18, 0)            // code, domain (storage), no message
+			w.u32(2, 0, 0, 0, 0, 0, 0, 0) // level, no dom, no str1..3, int1, int2, no net
+			return w.b
+		}
+		var replies [][]byte
+		lv, _, _ := startScripted(t, func(h header, _ []byte) []byte {
+			b := replies[0]
+			replies = replies[1:]
+			return replyFrame(remoteProgram, h.procedure, h.serial, statusError, b)
+		})
+		replies = append(replies, nullMessage(errNoStoragePool))
+		_, _, _, _, err := lv.StoragePoolGetInfo(pool)
+		var lerr libvirt.Error
+		if !libvirtCode(err, libvirt.ErrNoStoragePool) || !errors.As(err, &lerr) || lerr.Message != "" || strings.Contains(err.Error(), "\x00") ||
+			!strings.Contains(err.Error(), "StoragePoolGetInfo with error 49 and no message") {
+			t.Errorf("NULL message: got %q (%#v), want error 49 with its message absent", err, err)
+		}
+		for _, tc := range []struct {
+			name    string
+			payload []byte
+		}{
+			{"VIR_ERR_OK with a message", errorPayload(uint32(libvirt.ErrOk), "no error")},
+			{"VIR_ERR_OK without a message", nullMessage(uint32(libvirt.ErrOk))},
+		} {
+			replies = append(replies, tc.payload)
+			state, capacity, _, _, err := lv.StoragePoolGetInfo(pool)
+			if !errors.As(err, &lerr) || lerr.Code != uint32(libvirt.ErrOk) || !libvirtError(err) || state != 0 || capacity != 0 {
+				t.Errorf("%s: got %d %d, %#v; want the call failed with libvirt's error 0, not its fields taken for the pool's", tc.name, state, capacity, err)
+			}
+		}
+		// ConnectOpen has no value: an error reply that took code 0 for
+		// success would have opened a connection libvirtd refused.
+		replies = append(replies, errorPayload(uint32(libvirt.ErrOk), "refused"))
+		if err := lv.ConnectClose(); err == nil {
+			t.Error("ConnectClose answered with an error of code 0: got success")
+		}
+	})
+
+	t.Run("an error reply whose message presence is neither 0 nor 1", func(t *testing.T) {
+		lv, _, _ := startScripted(t, func(h header, _ []byte) []byte {
+			w := xdrWriter{}
+			w.u32(errNoStoragePool, 18, 2, 2)
+			return replyFrame(remoteProgram, h.procedure, h.serial, statusError, w.b)
+		})
+		var fe *frameError
+		if _, _, _, _, err := lv.StoragePoolGetInfo(pool); !errors.As(err, &fe) || !strings.Contains(err.Error(), "message presence 2") {
+			t.Errorf("got %v, want a malformed frame naming the presence flag", err)
+		}
+	})
+
 	t.Run("connection ends", func(t *testing.T) {
 		lv, _, _ := startScripted(t, func(header, []byte) []byte { return nil })
 		_, _, _, _, err := lv.StoragePoolGetInfo(pool)

@@ -39,6 +39,10 @@ sock_dir=$state/libvirt/sock
 sock=$sock_dir/libvirt-sock
 uri=qemu:///session
 virsh_uri="qemu:///session?socket=$sock"
+# libvirtd's keepalive for the clients that ask for it: small, so that a
+# test can wait past its timeout (interval x (count + 1) seconds).
+keepalive_interval=1
+keepalive_count=2
 # All of 127.0.0.0/8 is on lo: listening on any of it needs no setup.
 IFS=, read -r -a ssh_addrs <<<"${KVM_CTL_SSH_ADDRESSES:-127.0.0.1}"
 
@@ -206,6 +210,11 @@ setup_libvirt() {
 # Throwaway unprivileged libvirtd for provider_health_exporter tests.
 unix_sock_dir = "$sock_dir"
 log_outputs = "3:stderr"
+# Small, so that a test can keep a connection idle past libvirtd's
+# keepalive timeout (interval x (count + 1)) in seconds: libvirtd pings
+# only clients that asked for keepalive, which the exporter never does.
+keepalive_interval = $keepalive_interval
+keepalive_count = $keepalive_count
 CONF
 	chown "$user:$group" "$d/libvirtd.conf"
 }
@@ -253,6 +262,8 @@ KVM_IT_URI=$uri
 KVM_IT_VIRSH_URI=$virsh_uri
 KVM_IT_POOL=$pool
 KVM_IT_POOL_DIR=$state/pool
+KVM_IT_KEEPALIVE_INTERVAL=$keepalive_interval
+KVM_IT_KEEPALIVE_COUNT=$keepalive_count
 ENV
 }
 
