@@ -60,14 +60,14 @@ const MaxCapacity = 1 << 53
 
 // Fit is the capacity of one constraint from whole numbers: floor(headroom
 // / need), 0 when headroom < need (a negative headroom included), bounded
-// to MaxCapacity. A need that is not positive constrains nothing: the
-// result is unknown.
+// to MaxCapacity. A need of 0 or less asks only that headroom ≥ need: it
+// gives 0 when headroom is short of it and no bound (unknown) otherwise.
 func Fit(headroom, need int64, binding string) Capacity {
-	if need <= 0 {
-		return Capacity{}
-	}
 	if headroom < need {
 		return Capacity{Known: true, Binding: binding}
+	}
+	if need <= 0 {
+		return Capacity{}
 	}
 	return Capacity{Known: true, Proxies: min(headroom/need, MaxCapacity), Binding: binding}
 }
@@ -83,13 +83,16 @@ func FitUint64(headroom, need uint64, binding string) Capacity {
 // FitFloat is Fit for measured floats (a cloud quota's limit − usage). It
 // gives 0 exactly when headroom < need, whatever the rounding of the
 // quotient, and 0 for a NaN headroom; an infinite headroom is MaxCapacity.
-// A need that is not a positive finite number is unknown.
+// A NaN or infinite need is unknown.
 func FitFloat(headroom, need float64, binding string) Capacity {
-	if !(need > 0) || math.IsInf(need, 1) {
+	if math.IsNaN(need) || math.IsInf(need, 0) {
 		return Capacity{}
 	}
 	if !(headroom >= need) { // NaN included
 		return Capacity{Known: true, Binding: binding}
+	}
+	if need <= 0 {
+		return Capacity{}
 	}
 	// headroom ≥ need > 0, so the rounded quotient is at least 1.
 	q := math.Floor(headroom / need)
@@ -101,11 +104,14 @@ func FitFloat(headroom, need float64, binding string) Capacity {
 
 // FitRat is Fit for exact rationals of any size (Kubernetes quantities).
 func FitRat(headroom, need *big.Rat, binding string) Capacity {
-	if need == nil || headroom == nil || need.Sign() <= 0 {
+	if need == nil || headroom == nil {
 		return Capacity{}
 	}
 	if headroom.Cmp(need) < 0 {
 		return Capacity{Known: true, Binding: binding}
+	}
+	if need.Sign() <= 0 {
+		return Capacity{}
 	}
 	q := new(big.Rat).Quo(headroom, need)
 	n := new(big.Int).Quo(q.Num(), q.Denom()) // both positive: floor
@@ -125,6 +131,25 @@ func (c Capacity) Min(o Capacity) Capacity {
 		return o
 	}
 	return c
+}
+
+// Blocked is c for a verdict whose reason is r: c when r is Ready or c
+// is 0 or unknown, else 0 bound by r, since no proxy fits while r holds
+// (a missing base image, a refused dry run) however much room the
+// constraints leave.
+func (c Capacity) Blocked(r Reason) Capacity {
+	if !c.Known || r.Ready() || c.Proxies <= 0 {
+		return c
+	}
+	return Capacity{Known: true, Binding: string(r)}
+}
+
+// Contradicts reports whether c contradicts a verdict whose reason is r:
+// a known capacity is at least 1 exactly when r is Ready. The tests of
+// every kind check each verdict they make with it; the engine mends what
+// it finds (Capacity).
+func (c Capacity) Contradicts(r Reason) bool {
+	return c.Known && (c.Proxies >= 1) != r.Ready()
 }
 
 // String is the capacity as the status page and logs say it.
@@ -152,8 +177,6 @@ func (c Capacity) settle(r Reason) (Capacity, string) {
 		return Capacity{}, ""
 	case r.Ready() && c.Proxies < 1:
 		return Capacity{}, fmt.Sprintf("checker returned Ready with a capacity of %s; the capacity is dropped", c)
-	case !r.Ready() && c.Proxies > 0:
-		return Capacity{Known: true, Binding: string(r)}, ""
 	}
-	return c, ""
+	return c.Blocked(r), ""
 }
