@@ -22,7 +22,7 @@ import (
 // capQuota is a ResourceQuota with hard and used as name → quantity pairs.
 func capQuota(name string, hardUsed ...[3]string) corev1.ResourceQuota {
 	q := corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: headroomNamespace},
-		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{}},
+		Spec:   corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{}},
 		Status: corev1.ResourceQuotaStatus{Hard: corev1.ResourceList{}, Used: corev1.ResourceList{}}}
 	for _, hu := range hardUsed {
 		r := corev1.ResourceName(hu[0])
@@ -176,4 +176,3 @@ func TestCapacityQuotaListRefused(t *testing.T) {
 		t.Errorf("message %q, want it to say %q", v.Message, want)
 	}
 }
-
