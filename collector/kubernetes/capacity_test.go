@@ -134,12 +134,19 @@ func TestCapacity(t *testing.T) {
 			collector.ReasonReady, known(1, "quota compute requests.cpu")},
 		{"can_i says no", []corev1.ResourceQuota{compute}, "", map[string]string{"pods": "1"}, false, nil,
 			collector.ReasonForbidden, known(0, string(collector.ReasonForbidden))},
+		{"can_i alone names no need", []corev1.ResourceQuota{compute}, "", nil, false, nil,
+			collector.ReasonForbidden, collector.Capacity{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			// The review and the quota list arrive together (want 2).
+			// The review and the quota list, when there is one, arrive
+			// together.
+			want := 1
+			if tc.mins != nil || tc.template != "" {
+				want = 2
+			}
 			api := &dryRunAPI{t: t, post: tc.post, headroom: &headroomAPI{t: t, quotas: tc.quotas,
-				allowed: map[string]bool{"create pods": tc.allowed}, want: 2, asked: map[string]int{}, arrived: make(chan struct{})}}
+				allowed: map[string]bool{"create pods": tc.allowed}, want: want, asked: map[string]int{}, arrived: make(chan struct{})}}
 			srv := newAPIServer(t, true, api.serve)
 			c := dryRunChecker(t, srv, func(k *config.Kubernetes) {
 				k.PodTemplate = config.PodTemplate{}

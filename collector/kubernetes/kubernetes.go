@@ -129,7 +129,9 @@ func (c *Checker) Check(ctx context.Context, logger *slog.Logger, target string)
 		// A can_i "no", a quota or a dry run that refuses leaves no room,
 		// whatever the quotas read say: 0, bound by that reason, even
 		// where no quota bounds anything.
-		if slices.Contains(refusals, v.Reason) && (!v.Capacity.Known || v.Capacity.Proxies > 0) {
+		// can_i alone names no need: no capacity.
+		hasNeed := len(c.headroomSet.mins) > 0 || c.headroomSet.forPod
+		if hasNeed && slices.Contains(refusals, v.Reason) && (!v.Capacity.Known || v.Capacity.Proxies > 0) {
 			v.Capacity = collector.Capacity{Known: true, Binding: string(v.Reason)}
 		}
 	}
