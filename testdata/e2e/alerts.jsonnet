@@ -17,6 +17,8 @@ local mixin = (import '../../mixin/mixin.libsonnet') + {
     kvmReconnectsFor: '5s',
     providerQuotaNearLimitFor: '5s',
     kvmPoolFillingUpFor: '5s',
+    capacityLowFor: '5s',
+    capacityRunningOutFor: '5s',
   },
 };
 
