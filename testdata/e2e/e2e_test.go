@@ -325,6 +325,7 @@ func TestEndToEnd(t *testing.T) {
 	wantStatus["kvm/"+fullName+"/"+fullHost] = "PoolFull ready=false"
 	wantStatus["kvm/"+memName+"/"+memHost] = "HostMemoryLow ready=false"
 	wantStatus["kvm/"+volName+"/"+volHost] = "VolumeMissing ready=false"
+	wantStatus["kvm/"+capName+"/"+capHost] = "Ready ready=true"
 	if fmt.Sprint(gotStatus) != fmt.Sprint(wantStatus) {
 		t.Errorf("/api/v1/status: %v, want %v", gotStatus, wantStatus)
 	}
