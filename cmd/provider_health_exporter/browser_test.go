@@ -645,7 +645,12 @@ func (p *statusPage) compareWithStatus(rows []pageRow) {
 				t.Errorf("%s: %d cells, want 11: %+v", id, len(r.Cells), r)
 				continue
 			}
-			want := []string{sp.Provider, sp.Name, tg.Target, map[bool]string{true: "yes", false: "no"}[tg.Ready], string(tg.Reason)}
+			// Under the reason, the capacity where one is known.
+			reason := string(tg.Reason)
+			if c := tg.CapacityText(); c != "" {
+				reason += "\ncapacity " + c + ": " + tg.CapacityBinding
+			}
+			want := []string{sp.Provider, sp.Name, tg.Target, map[bool]string{true: "yes", false: "no"}[tg.Ready], reason}
 			if !slices.Equal(r.Cells[:5], want) {
 				t.Errorf("%s: cells %q, want %q", id, r.Cells[:5], want)
 			}

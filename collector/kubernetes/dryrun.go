@@ -118,8 +118,12 @@ func dryRunPod(tmpl *corev1.Pod, namespace string) *corev1.Pod {
 // outcome.
 func (c *Checker) dryRun(ctx context.Context, logger *slog.Logger, cl *client, v collector.Verdict) collector.Verdict {
 	p := c.placement
+	var needs PodNeeds
+	var needsErr error
 	if v.Reason == collector.ReasonReady {
-		reason, msg := p.create(ctx, logger, cl)
+		var reason collector.Reason
+		var msg string
+		reason, msg, needs, needsErr = p.create(ctx, logger, cl)
 		p.last.Store(&DryRunOutcome{Time: time.Now(), Reason: reason, Message: msg})
 		if reason == collector.ReasonReady {
 			v.Message += "; " + msg
@@ -133,12 +137,18 @@ func (c *Checker) dryRun(ctx context.Context, logger *slog.Logger, cl *client, v
 		v.Facts = f
 	}
 	f.PodTemplate, f.DryRun = p.file, p.last.Load()
+	f.needs = needs
+	if needsErr != nil {
+		f.needsErr = collector.BoundString(needsErr.Error())
+	}
 	return v
 }
 
 // create sends the dry run and judges the answer. One request, no
-// retries, under ctx.
-func (p *placement) create(ctx context.Context, logger *slog.Logger, cl *client) (collector.Reason, string) {
+// retries, under ctx. An admitted Pod's needs are read from the answer
+// for the capacity (decodePodNeeds): what cannot be read there is an
+// error beside a Ready verdict, never the verdict.
+func (p *placement) create(ctx context.Context, logger *slog.Logger, cl *client) (collector.Reason, string, PodNeeds, error) {
 	defer utilnet.CloseIdleConnectionsFor(cl.http.Transport)
 	tr := &trace{}
 	ctx = context.WithValue(ctx, traceKey{}, tr)
@@ -151,7 +161,7 @@ func (p *placement) create(ctx context.Context, logger *slog.Logger, cl *client)
 	// The one request of the exporter that could change a cluster: it is
 	// never sent without dryRun=All, whatever becomes of the code above.
 	if q := u.Query()["dryRun"]; len(q) != 1 || q[0] != metav1.DryRunAll {
-		return collector.ReasonUnknown, fmt.Sprintf("refusing to send %s without dryRun=All", u.Path)
+		return collector.ReasonUnknown, fmt.Sprintf("refusing to send %s without dryRun=All", u.Path), nil, nil
 	}
 	logger.Debug("dry-run create of pod_template", "file", p.file, "request", http.MethodPost+" "+u.RequestURI())
 	res := req.Do(ctx)
@@ -164,12 +174,12 @@ func (p *placement) create(ctx context.Context, logger *slog.Logger, cl *client)
 	if err != nil {
 		reason, msg := p.judge(ctx, err, tr)
 		logger.Debug("dry-run refused", "reason", reason, "err", collector.BoundString(err.Error()))
-		return reason, msg
+		return reason, msg, nil, nil
 	}
 	msg := "dry-run create of pod_template in namespace " + p.namespace + " admitted"
 	if pod.GenerateName == "" && pod.Name == "" {
 		// Not the object just sent: a proxy or another server answered.
-		return collector.ReasonBadResponse, msg + ", but the answer is not the Pod sent"
+		return collector.ReasonBadResponse, msg + ", but the answer is not the Pod sent", nil, nil
 	}
 	var warned []string
 	for _, w := range res.Warnings() {
@@ -178,7 +188,15 @@ func (p *placement) create(ctx context.Context, logger *slog.Logger, cl *client)
 	if len(warned) > 0 {
 		msg += " with warnings: " + collector.BoundString(strings.Join(warned, "; "))
 	}
-	return collector.ReasonReady, msg
+	body, protobuf, err := answer(res)
+	var needs PodNeeds
+	if err == nil {
+		needs, err = decodePodNeeds(body, protobuf)
+	}
+	if err != nil {
+		logger.Debug("the admitted Pod's requests were not read", "err", collector.BoundString(err.Error()))
+	}
+	return collector.ReasonReady, msg, needs, err
 }
 
 // The API server tells admission refusals apart only by their text; each

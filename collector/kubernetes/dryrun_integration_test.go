@@ -138,6 +138,9 @@ func TestIntegrationDryRun(t *testing.T) {
 			t.Fatalf("the dry run was not sent: %s %s", v.Reason, v.Message)
 		}
 		dryRuns++
+		if v.Capacity.Contradicts(v.Reason) {
+			t.Errorf("capacity %s contradicts the verdict %s (%s)", v.Capacity, v.Reason, v.Message)
+		}
 		return v
 	}
 	want := func(t *testing.T, v collector.Verdict, reason collector.Reason, parts ...string) {
@@ -222,6 +225,64 @@ func TestIntegrationDryRun(t *testing.T) {
 		want(t, run(t, exporter, n, restrictedTemplate), ReasonQuotaExhausted, "refused by ResourceQuota: ", "exceeded quota: proxies, requested: pods=1, used: pods=2, limited: pods=2")
 		setStatus(corev1.ResourceQuotaStatus{Hard: hard, Used: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("1")}})
 		want(t, run(t, exporter, n, restrictedTemplate), collector.ReasonReady, "admitted")
+	})
+	t.Run("capacity: the quota's room for the Pod admission returns, LimitRange defaults included", func(t *testing.T) {
+		n := ns(t, "placement-capacity", nil, true)
+		// The exporter may list the namespace's quotas, as the headroom
+		// component grants (docs/configuration.md: "Placement: pod_template").
+		role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "list-quotas"},
+			Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"resourcequotas"}, Verbs: []string{"list"}}}}
+		if _, err := admin.RbacV1().Roles(n).Create(ctx, role, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "list-quotas"},
+			RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "list-quotas"},
+			Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "exporter", Namespace: accounts}}}
+		if _, err := admin.RbacV1().RoleBindings(n).Create(ctx, rb, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitUserAccess(t, admin, accounts, "exporter", access{verb: "list", resource: "resourcequotas", namespace: n})
+		// The proxy asks for no CPU: the LimitRange's default request of
+		// 200m is what admission gives it; its memory limit of 256Mi
+		// becomes its request by the API server's defaulting.
+		lr := &corev1.LimitRange{ObjectMeta: metav1.ObjectMeta{Name: "defaults"}, Spec: corev1.LimitRangeSpec{Limits: []corev1.LimitRangeItem{{
+			Type: corev1.LimitTypeContainer, DefaultRequest: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("200m")}}}}}
+		if _, err := admin.CoreV1().LimitRanges(n).Create(ctx, lr, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		template := strings.Replace(restrictedTemplate, "        requests: {cpu: 250m, memory: 128Mi}\n        limits: {cpu: \"1\", memory: 256Mi}\n",
+			"        limits: {memory: 256Mi}\n", 1)
+		hard := corev1.ResourceList{corev1.ResourceRequestsCPU: resource.MustParse("1"), corev1.ResourceRequestsMemory: resource.MustParse("1Gi"),
+			corev1.ResourcePods: resource.MustParse("10")}
+		rq, err := admin.CoreV1().ResourceQuotas(n).Create(ctx, &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "proxies"},
+			Spec: corev1.ResourceQuotaSpec{Hard: hard}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// No quota controller runs: the usage is written as it would.
+		for _, tc := range []struct {
+			usedCPU string
+			reason  collector.Reason
+			cap     collector.Capacity
+		}{
+			// 700m / 200m, 1Gi / 256Mi = 4, 8 pods: 3.
+			{"300m", collector.ReasonReady, collector.Capacity{Known: true, Proxies: 3, Binding: "quota proxies requests.cpu"}},
+			// Exactly one Pod's 200m left: admitted, capacity 1.
+			{"800m", collector.ReasonReady, collector.Capacity{Known: true, Proxies: 1, Binding: "quota proxies requests.cpu"}},
+			// 1m short: the real ResourceQuota admission refuses, 0.
+			{"801m", ReasonQuotaExhausted, collector.Capacity{Known: true, Binding: string(ReasonQuotaExhausted)}},
+		} {
+			rq.Status = corev1.ResourceQuotaStatus{Hard: hard, Used: corev1.ResourceList{corev1.ResourceRequestsCPU: resource.MustParse(tc.usedCPU),
+				corev1.ResourceRequestsMemory: resource.MustParse("0"), corev1.ResourcePods: resource.MustParse("2")}}
+			if rq, err = admin.CoreV1().ResourceQuotas(n).UpdateStatus(ctx, rq, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			v := run(t, exporter, n, template)
+			t.Logf("requests.cpu used %s of 1: %s, capacity %s: %s", tc.usedCPU, v.Reason, v.Capacity, v.Message)
+			if v.Reason != tc.reason || v.Capacity != tc.cap {
+				t.Errorf("requests.cpu used %s: %s, capacity %+v; want %s, capacity %+v (%s)", tc.usedCPU, v.Reason, v.Capacity, tc.reason, tc.cap, v.Message)
+			}
+		}
 	})
 	t.Run("Forbidden for an identity that may not create pods", func(t *testing.T) {
 		n := "placement-ready" + sfx

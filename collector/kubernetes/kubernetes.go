@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -108,6 +109,7 @@ func (c *Checker) Check(ctx context.Context, logger *slog.Logger, target string)
 		return collector.Verdict{Reason: collector.ReasonCredentialsUnavailable, Message: err.Error()}
 	}
 	v := c.list(ctx, logger, cl)
+	listed := v.Reason == collector.ReasonReady
 	if v.Reason == collector.ReasonReady && c.headroomSet.set() {
 		// Only a cluster the exporter can list in is worth asking
 		// whether a proxy would fit (docs/configuration.md: "Kubernetes").
@@ -118,6 +120,21 @@ func (c *Checker) Check(ctx context.Context, logger *slog.Logger, target string)
 		// list and the headroom (docs/configuration.md: "Placement: pod_template").
 		v = c.dryRun(ctx, logger, cl, v)
 	}
+	if f, ok := v.Facts.(*Facts); ok && listed {
+		var note string
+		v.Capacity, note = f.capacity(c.headroomSet.mins)
+		if note != "" && v.Reason == collector.ReasonReady {
+			v.Message += "; " + note
+		}
+		// A can_i "no", a quota or a dry run that refuses leaves no room,
+		// whatever the quotas read say: 0, bound by that reason, even
+		// where no quota bounds anything.
+		// can_i alone names no need: no capacity.
+		hasNeed := len(c.headroomSet.mins) > 0 || c.headroomSet.forPod
+		if hasNeed && slices.Contains(refusals, v.Reason) && (!v.Capacity.Known || v.Capacity.Proxies > 0) {
+			v.Capacity = collector.Capacity{Known: true, Binding: string(v.Reason)}
+		}
+	}
 	v.Address = cl.host // the kubeconfig's server: target_info's address
 	if v.Reason == collector.ReasonUnauthorized {
 		// An exec plugin's credential without an expiry is reused until
@@ -126,6 +143,10 @@ func (c *Checker) Check(ctx context.Context, logger *slog.Logger, target string)
 	}
 	return v
 }
+
+// refusals are the reasons a cluster that answered gives when one more
+// proxy would not be admitted: its capacity is 0.
+var refusals = []collector.Reason{collector.ReasonForbidden, ReasonQuotaExhausted, ReasonAdmissionDenied}
 
 // list makes the check's one request with the client cl.
 func (c *Checker) list(ctx context.Context, logger *slog.Logger, cl *client) collector.Verdict {

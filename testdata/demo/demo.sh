@@ -4,16 +4,17 @@
 # (docs/configuration.md: "Demo"). As root on Debian 12:
 #
 #   - kvm: a real sshd and libvirtd with a running `dir` pool (testdata/kvm/ctl.sh):
-#     kvm-lab Ready, kvm-pool-full PoolFull (min_pool_available above the
-#     pool), kvm-host-key HostKeyMismatch (known_hosts holds another key);
+#     kvm-lab Ready (with a capacity), kvm-pool-full PoolFull (min_pool_available above the
+#     pool, capacity 0), kvm-host-key HostKeyMismatch (known_hosts holds another key);
 #   - gcp: compute-standin (testdata/demo/compute-standin), a loopback
 #     STAND-IN of the Compute API serving the bodies recorded from the real
-#     API under testdata/gcp/, not Google: gcp-standin Ready,
+#     API under testdata/gcp/, not Google: gcp-standin Ready (capacity 2),
 #     gcp-standin-quota QuotaExhausted, gcp-standin-disabled APIDisabled;
 #   - kubernetes: a real kube-apiserver and etcd (testdata/kubernetes/ctl.sh,
 #     the binary of build-apiserver.sh, cached as make test caches it), started
 #     in the background by testdata/demo/kubernetes.sh, whose entries join by a
-#     reload when it answers: kube-demo Ready, kube-demo-can-i Forbidden. Where
+#     reload when it answers: kube-demo Ready (capacity 17 from a ResourceQuota whose
+#     usage the demo writes itself: no quota controller runs), kube-demo-can-i Forbidden. Where
 #     kube-apiserver is not built yet it is built in the background first;
 #     the other kinds do not wait for it.
 #
@@ -146,13 +147,15 @@ cat >"$state/provider_health.base.yml" <<YAML
 defaults:
   timeout: 15s
 kvm:
-  - name: kvm-lab              # Ready
+  - name: kvm-lab              # Ready; capacity: pool available / 1GiB, free memory / 256MiB
     user: $KVM_IT_USER
     private_key_file: $KVM_IT_KEY
     known_hosts_file: $KVM_IT_KNOWN_HOSTS
     libvirt_socket: $KVM_IT_SOCKET
     libvirt_uri: $KVM_IT_URI
     pool: $KVM_IT_POOL
+    min_pool_available: 1GiB
+    min_free_memory: 256MiB
     hosts:
       - {address: "$KVM_IT_ADDRESS", name: lab-host}
   - name: kvm-pool-full        # PoolFull: the pool has less than min_pool_available
@@ -175,10 +178,12 @@ kvm:
     hosts:
       - {address: "$KVM_IT_ADDRESS", name: moved-host}
 gcp:
-  - name: gcp-standin          # Ready (stand-in: aggregated-instances.json)
+  - name: gcp-standin          # Ready (stand-in: aggregated-instances.json); capacity 2 (regions-ok.json: CPUS 6 of 24, 8 a proxy)
     project: standin-ready
     credentials_file: $state/gcp/service-account.json
     endpoint: $compute_url
+    regions: [us-central1]
+    min_quota_headroom: {CPUS: 8, INSTANCES: 1, IN_USE_ADDRESSES: 1}
   - name: gcp-standin-quota    # QuotaExhausted (stand-in: regions-exhausted.json, IN_USE_ADDRESSES 8 of 8)
     project: standin-quota
     credentials_file: $state/gcp/service-account.json
@@ -228,6 +233,7 @@ demo: try
         curl -s $host:$port/metrics | grep -E '^provider_health_(ready|reason.*} 1)'
         curl -s $host:$port/api/v1/status
         curl -s '$host:$port/probe?name=kvm-pool-full&debug=true'
+        curl -s $host:$port/metrics | grep '^provider_health_capacity'
 demo: scraping $base/metrics every ${interval}s, as Prometheus would; Ctrl-C stops everything.
 MSG
 

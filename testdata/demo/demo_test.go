@@ -66,6 +66,7 @@ func TestDemo(t *testing.T) {
 		d := startDemo(t, root, nil)
 		d.expectLine("demo: kubernetes: starting kube-apiserver and etcd in the background")
 		d.awaitReasons(wantReasons)
+		d.checkCapacities()
 		d.ctrlC(true)
 	})
 
@@ -286,6 +287,56 @@ func (d *demo) status() map[string]string {
 		}
 	}
 	return out
+}
+
+// checkCapacities checks the capacity /api/v1/status shows for each kind
+// (docs/metrics.md: "Capacity"): kvm-lab's from the real pool and free
+// memory (at least 1: the demo host has a GiB of pool and 256 MiB free),
+// gcp-standin's from regions-ok.json, kube-demo's from the ResourceQuota
+// kubernetes.sh wrote, and 0 where the verdict says nothing fits.
+func (d *demo) checkCapacities() {
+	d.t.Helper()
+	resp, err := http.Get(d.base + "/api/v1/status")
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var st struct {
+		Providers []struct {
+			Name    string `json:"name"`
+			Targets []struct {
+				Capacity *int64 `json:"capacity"`
+				Binding  string `json:"capacityBinding"`
+			} `json:"targets"`
+		} `json:"providers"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		d.t.Fatalf("/api/v1/status: %v", err)
+	}
+	got := map[string]string{}
+	for _, p := range st.Providers {
+		for _, tg := range p.Targets {
+			if tg.Capacity != nil {
+				got[p.Name] = fmt.Sprintf("%d %s", *tg.Capacity, tg.Binding)
+			}
+		}
+	}
+	want := map[string]*regexp.Regexp{
+		"kvm-lab":           regexp.MustCompile(`^[1-9][0-9]* (pool \S+|memory)$`),
+		"kvm-pool-full":     regexp.MustCompile(`^0 pool \S+$`),
+		"gcp-standin":       regexp.MustCompile(`^2 region us-central1 CPUS$`),
+		"gcp-standin-quota": regexp.MustCompile(`^0 region europe-west4 IN_USE_ADDRESSES$`),
+		"kube-demo":         regexp.MustCompile(`^17 quota proxies pods$`),
+	}
+	for name, re := range want {
+		if !re.MatchString(got[name]) {
+			d.t.Errorf("%s: capacity %q, want %s", name, got[name], re)
+		}
+	}
+	if len(got) != len(want) {
+		d.t.Errorf("capacities %v, want those of %d entries (the others set no headroom key)", got, len(want))
+	}
+	d.t.Logf("capacities: %v", got)
 }
 
 // awaitReasons waits until every entry of want has its reason, from the

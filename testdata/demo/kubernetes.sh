@@ -3,7 +3,8 @@
 # background in a process group of its own (demo.sh stops the group):
 # builds kube-apiserver if it is not built yet (the build command prints
 # the binary's path), starts it and etcd with testdata/kubernetes/ctl.sh,
-# gives the demo's ServiceAccount the right to list Pods and no other,
+# gives the demo's ServiceAccount the right to list Pods and the namespace's
+# ResourceQuotas and no other, creates a ResourceQuota with its usage,
 # writes a kubeconfig with its token, adds two kubernetes entries to the
 # exporter's configuration and reloads the exporter.
 #
@@ -49,6 +50,20 @@ kcreate /apis/rbac.authorization.k8s.io/v1/clusterroles \
 	'{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRole","metadata":{"name":"provider-health-demo"},"rules":[{"apiGroups":[""],"resources":["pods"],"verbs":["list"]}]}' >/dev/null
 kcreate /apis/rbac.authorization.k8s.io/v1/clusterrolebindings \
 	"{\"apiVersion\":\"rbac.authorization.k8s.io/v1\",\"kind\":\"ClusterRoleBinding\",\"metadata\":{\"name\":\"provider-health-demo\"},\"roleRef\":{\"apiGroup\":\"rbac.authorization.k8s.io\",\"kind\":\"ClusterRole\",\"name\":\"provider-health-demo\"},\"subjects\":[{\"kind\":\"ServiceAccount\",\"name\":\"$account\",\"namespace\":\"$namespace\"}]}" >/dev/null
+# A ResourceQuota of 20 pods in $namespace, 3 of them used, and the right
+# to list it: kube-demo's capacity (docs/metrics.md: "Capacity") is 17. No
+# quota controller runs here, so the usage is written by the demo through
+# the status subresource, as the controller would.
+kcreate "/api/v1/namespaces/$namespace/resourcequotas" \
+	'{"apiVersion":"v1","kind":"ResourceQuota","metadata":{"name":"proxies"},"spec":{"hard":{"pods":"20"}}}' >/dev/null
+curl -fsS --max-time 30 --cacert "$PHE_K8S_CA" -H "Authorization: Bearer $(cat "$PHE_K8S_ADMIN_TOKEN_FILE")" \
+	-H 'Content-Type: application/merge-patch+json' -X PATCH -o /dev/null \
+	"$PHE_K8S_SERVER/api/v1/namespaces/$namespace/resourcequotas/proxies/status" \
+	-d '{"status":{"hard":{"pods":"20"},"used":{"pods":"3"}}}' || fail "writing the ResourceQuota's usage failed"
+kcreate "/apis/rbac.authorization.k8s.io/v1/namespaces/$namespace/roles" \
+	'{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"Role","metadata":{"name":"provider-health-demo-quotas"},"rules":[{"apiGroups":[""],"resources":["resourcequotas"],"verbs":["list"]}]}' >/dev/null
+kcreate "/apis/rbac.authorization.k8s.io/v1/namespaces/$namespace/rolebindings" \
+	"{\"apiVersion\":\"rbac.authorization.k8s.io/v1\",\"kind\":\"RoleBinding\",\"metadata\":{\"name\":\"provider-health-demo-quotas\"},\"roleRef\":{\"apiGroup\":\"rbac.authorization.k8s.io\",\"kind\":\"Role\",\"name\":\"provider-health-demo-quotas\"},\"subjects\":[{\"kind\":\"ServiceAccount\",\"name\":\"$account\",\"namespace\":\"$namespace\"}]}" >/dev/null
 token=$(kcreate "/api/v1/namespaces/$namespace/serviceaccounts/$account/token" \
 	'{"apiVersion":"authentication.k8s.io/v1","kind":"TokenRequest","spec":{"expirationSeconds":86400}}' |
 	tr -d '\n' | sed -n 's/.*"token": *"\([^"]*\)".*/\1/p')
@@ -68,8 +83,10 @@ YAML
 	cat "$state/provider_health.base.yml"
 	cat <<YAML
 kubernetes:
-  - name: kube-demo            # Ready: the demo's ServiceAccount may list Pods
+  - name: kube-demo            # Ready: the demo's ServiceAccount may list Pods; capacity 17 (quota proxies: 3 of 20 pods)
     kubeconfig: $state/k8s/kubeconfig
+    namespace: $namespace
+    min_quota_headroom: {pods: 1}
   - name: kube-demo-can-i      # Forbidden: it may not create Pods in $namespace
     kubeconfig: $state/k8s/kubeconfig
     namespace: $namespace

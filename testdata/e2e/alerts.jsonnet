@@ -17,6 +17,10 @@ local mixin = (import '../../mixin/mixin.libsonnet') + {
     kvmReconnectsFor: '5s',
     providerQuotaNearLimitFor: '5s',
     kvmPoolFillingUpFor: '5s',
+    capacityLowFor: '5s',
+    // Not shortened: the real host's free memory moves within seconds, and
+    // a trend of seconds extrapolated over capacityHorizon is noise, which
+    // the mixin's hour of `for` is there to ignore.
   },
 };
 

@@ -79,6 +79,11 @@ const (
 	// quotaName is the gcp entry of the headroom check: regions.get of
 	// quotaRegion answers testdata/gcp/regions-exhausted.json, where
 	// IN_USE_ADDRESSES is used up (8 of 8).
+	// capName is the kvm entry whose host, the same real libvirtd, has
+	// room for many proxies of 1 MiB of pool and memory: Ready with a
+	// capacity (docs/metrics.md: "Capacity").
+	capName     = "e2e-kvm-capacity"
+	capHost     = "capacity-host"
 	quotaName   = "e2e-gcp-quota"
 	quotaRegion = "europe-west4"
 	accessToken = "ya29.e2e-access-token"
@@ -153,6 +158,7 @@ func TestEndToEnd(t *testing.T) {
 		"FullName": fullName, "FullHost": fullHost, "FullMinimum": fullMinimum, "FullAddress": kvm.addresses[0],
 		"MemName": memName, "MemHost": memHost,
 		"VolName": volName, "VolHost": volHost, "VolVolume": volVolume,
+		"CapName": capName, "CapHost": capHost,
 		"FullUser": kvm.env["KVM_IT_USER"], "FullKey": kvm.env["KVM_IT_KEY"], "FullKnownHosts": kvm.env["KVM_IT_KNOWN_HOSTS"],
 		"FullSocket": kvm.env["KVM_IT_SOCKET"], "FullURI": kvm.env["KVM_IT_URI"], "FullPool": kvm.env["KVM_IT_POOL"],
 	})
@@ -286,6 +292,8 @@ func TestEndToEnd(t *testing.T) {
 	checkHostMemoryLow(t, prom, exporterURL)
 	checkVolumeMissing(t, prom, exporterURL, cfgData["FullPool"].(string))
 	step("PoolFull, HostMemoryLow and VolumeMissing from the real libvirtd in Prometheus, /metrics, /probe, /api/v1/status and the status page")
+	checkCapacity(t, prom, exporterURL)
+	step("capacities in Prometheus and /api/v1/status: room on the real host, none where the quota is used up")
 
 	// The status API says the same, and no secret shows anywhere: not on
 	// the HTTP surface, not in the exporter's debug log.
@@ -317,6 +325,7 @@ func TestEndToEnd(t *testing.T) {
 	wantStatus["kvm/"+fullName+"/"+fullHost] = "PoolFull ready=false"
 	wantStatus["kvm/"+memName+"/"+memHost] = "HostMemoryLow ready=false"
 	wantStatus["kvm/"+volName+"/"+volHost] = "VolumeMissing ready=false"
+	wantStatus["kvm/"+capName+"/"+capHost] = "Ready ready=true"
 	if fmt.Sprint(gotStatus) != fmt.Sprint(wantStatus) {
 		t.Errorf("/api/v1/status: %v, want %v", gotStatus, wantStatus)
 	}
@@ -371,6 +380,14 @@ func TestEndToEnd(t *testing.T) {
 	}, description: "reasons: VolumeMissing."}, alertMatch{name: "ProviderActionRequired", labels: map[string]string{
 		"job": job, "instance": exporterAddr, "provider": "kvm", "name": volName, "target": volHost, "reason": "VolumeMissing", "severity": "critical",
 	}, description: "has reported VolumeMissing for more than"})
+	// Capacity 0 goes with those verdicts: ProviderCapacityLow fires for
+	// every entry with a capacity key that has no room (the quota, the
+	// pool, the memory, the refused pod_template), never for capName.
+	for _, e := range [][3]string{{"gcp", quotaName, "compute"}, {"kvm", fullName, fullHost}, {"kvm", memName, memHost}, {"kubernetes", admName, "apiserver"}} {
+		headroomAlerts = append(headroomAlerts, alertMatch{name: "ProviderCapacityLow", labels: map[string]string{
+			"job": job, "instance": exporterAddr, "provider": e[0], "name": e[1], "target": e[2], "severity": "warning",
+		}, description: "has room for 0 more proxies"})
+	}
 	allIn := func(alerts []alert, state string) bool {
 		for _, m := range headroomAlerts {
 			if !m.in(alerts, state) {
@@ -566,6 +583,55 @@ func checkQuotaExhausted(t *testing.T, prom *promAPI, exporterURL string) {
 			t.Errorf("%s = %v in Prometheus, want 8", q, got)
 		}
 	}
+}
+
+// checkCapacity asserts provider_health_capacity through Prometheus and
+// /api/v1/status (docs/metrics.md: "Capacity"): capName's host, with 1 MiB
+// of pool and memory a proxy, has room for at least one from the real
+// libvirtd's readings; quotaName's region has none, bound by its used-up
+// IN_USE_ADDRESSES; an entry without capacity keys has no series.
+func checkCapacity(t *testing.T, prom *promAPI, exporterURL string) {
+	t.Helper()
+	q := `provider_health_capacity{provider="kvm",name="` + capName + `",target="` + capHost + `"} >= 1`
+	// The host's first verdict came with the scrapes the checks before
+	// waited for; a slow machine may still be on its first.
+	for deadline := time.Now().Add(waitLimit); len(prom.query(q)) != 1; time.Sleep(poll) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: no such series in Prometheus within %s", q, waitLimit)
+		}
+	}
+	q = `provider_health_capacity{provider="gcp",name="` + quotaName + `",target="compute"}`
+	if got := prom.query(q); len(got) != 1 || got[0].value != "0" {
+		t.Errorf("%s = %v in Prometheus, want 0", q, got)
+	}
+	for _, name := range []string{gcpName, kubeName, kvmName, volName} {
+		if got := prom.query(`provider_health_capacity{name="` + name + `"}`); len(got) != 0 {
+			t.Errorf("capacity of %s (no capacity key) in Prometheus: %v, want none", name, got)
+		}
+	}
+	var status struct {
+		Providers []struct {
+			Name    string `json:"name"`
+			Targets []struct {
+				Capacity *int64 `json:"capacity"`
+				Binding  string `json:"capacityBinding"`
+			} `json:"targets"`
+		} `json:"providers"`
+	}
+	must(t, json.Unmarshal([]byte(get(t, exporterURL+"/api/v1/status")), &status))
+	got := map[string]string{}
+	for _, p := range status.Providers {
+		for _, tg := range p.Targets {
+			if tg.Capacity != nil {
+				got[p.Name] = fmt.Sprintf("%d %s", *tg.Capacity, tg.Binding)
+			}
+		}
+	}
+	if !regexp.MustCompile(`^[1-9][0-9]* (pool \S+|memory)$`).MatchString(got[capName]) ||
+		got[quotaName] != "0 region "+quotaRegion+" IN_USE_ADDRESSES" {
+		t.Errorf("/api/v1/status capacities %v: want %s at least 1, bound by its pool or memory, and %s 0, bound by region %s IN_USE_ADDRESSES", got, capName, quotaName, quotaRegion)
+	}
+	t.Logf("capacities in /api/v1/status: %v", got)
 }
 
 // checkVolumeMissing asserts that the volName entry's host, whose real
@@ -769,6 +835,18 @@ kvm:
     hosts:
       - address: {{.FullAddress}}
         name: {{.VolHost}}
+  - name: {{.CapName}}
+    user: {{.FullUser}}
+    private_key_file: {{.FullKey}}
+    known_hosts_file: {{.FullKnownHosts}}
+    libvirt_socket: {{.FullSocket}}
+    libvirt_uri: {{.FullURI}}
+    pool: {{.FullPool}}
+    min_pool_available: 1MiB
+    min_free_memory: 1MiB
+    hosts:
+      - address: {{.FullAddress}}
+        name: {{.CapHost}}
 {{- end}}
 `
 
