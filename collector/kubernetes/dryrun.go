@@ -41,9 +41,13 @@ const DefaultGenerateName = "provider-health-dry-run-"
 // where their key is set (docs/configuration.md), so that a configuration
 // without them exports exactly the series it did before. QuotaExhausted
 // comes with min_quota_headroom and with pod_template, whose dry run meets
-// the ResourceQuota admission; AdmissionDenied with pod_template only.
+// the ResourceQuota admission; AdmissionDenied with pod_template only;
+// Unschedulable with schedule only.
 func EntryReasons(k *config.Kubernetes) collector.ReasonSet {
 	set := Reasons()
+	if k == nil || !k.Schedule {
+		set = set.Without(ReasonUnschedulable)
+	}
 	if k == nil || k.PodTemplate.Path == "" {
 		set = set.Without(ReasonAdmissionDenied)
 		if k == nil || len(k.MinQuotaHeadroom) == 0 {
@@ -60,6 +64,9 @@ type placement struct {
 	// body is the Pod as sent: the template with its name cleared and a
 	// generateName, in namespace, as JSON.
 	body []byte
+	// wholePod: the answer is decoded as a whole Pod, for schedule;
+	// otherwise its metadata only.
+	wholePod bool
 	// last is the outcome of the last dry run, for the status page.
 	last atomic.Pointer[DryRunOutcome]
 }
@@ -85,7 +92,7 @@ func newPlacement(cfg *config.Kubernetes) (*placement, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes %q: pod_template %s: %w", cfg.Name, pt.Path, err)
 	}
-	return &placement{file: pt.Path, namespace: cfg.Namespace, body: body}, nil
+	return &placement{file: pt.Path, namespace: cfg.Namespace, body: body, wholePod: cfg.Schedule}, nil
 }
 
 // dryRunPod is the Pod the dry run sends: the template as the operator
@@ -116,10 +123,15 @@ func dryRunPod(tmpl *corev1.Pod, namespace string) *corev1.Pod {
 // headroom (v), one POST of the template with dryRun=All. Whatever v is,
 // the verdict carries the template's details and the last dry run's
 // outcome.
-func (c *Checker) dryRun(ctx context.Context, logger *slog.Logger, cl *client, v collector.Verdict) collector.Verdict {
+//
+// The Pod admission returned is returned too when it was admitted and the
+// entry sets schedule (nil otherwise).
+func (c *Checker) dryRun(ctx context.Context, logger *slog.Logger, cl *client, v collector.Verdict) (collector.Verdict, *corev1.Pod) {
 	p := c.placement
+	var admitted *corev1.Pod
 	if v.Reason == collector.ReasonReady {
-		reason, msg := p.create(ctx, logger, cl)
+		reason, msg, pod := p.create(ctx, logger, cl)
+		admitted = pod
 		p.last.Store(&DryRunOutcome{Time: time.Now(), Reason: reason, Message: msg})
 		if reason == collector.ReasonReady {
 			v.Message += "; " + msg
@@ -133,12 +145,13 @@ func (c *Checker) dryRun(ctx context.Context, logger *slog.Logger, cl *client, v
 		v.Facts = f
 	}
 	f.PodTemplate, f.DryRun = p.file, p.last.Load()
-	return v
+	return v, admitted
 }
 
 // create sends the dry run and judges the answer. One request, no
-// retries, under ctx.
-func (p *placement) create(ctx context.Context, logger *slog.Logger, cl *client) (collector.Reason, string) {
+// retries, under ctx. With wholePod, an admitted Pod is returned as
+// admission left it (defaults, LimitRange requests, mutating webhooks).
+func (p *placement) create(ctx context.Context, logger *slog.Logger, cl *client) (collector.Reason, string, *corev1.Pod) {
 	defer utilnet.CloseIdleConnectionsFor(cl.http.Transport)
 	tr := &trace{}
 	ctx = context.WithValue(ctx, traceKey{}, tr)
@@ -151,25 +164,34 @@ func (p *placement) create(ctx context.Context, logger *slog.Logger, cl *client)
 	// The one request of the exporter that could change a cluster: it is
 	// never sent without dryRun=All, whatever becomes of the code above.
 	if q := u.Query()["dryRun"]; len(q) != 1 || q[0] != metav1.DryRunAll {
-		return collector.ReasonUnknown, fmt.Sprintf("refusing to send %s without dryRun=All", u.Path)
+		return collector.ReasonUnknown, fmt.Sprintf("refusing to send %s without dryRun=All", u.Path), nil
 	}
 	logger.Debug("dry-run create of pod_template", "file", p.file, "request", http.MethodPost+" "+u.RequestURI())
 	res := req.Do(ctx)
 	var code int
 	res.StatusCode(&code)
 	logger.Debug("dry-run answered", "status", code)
-	// Metadata only: the quantities of the Pod sent back are not parsed
-	// (decode.go).
-	pod, err := podMeta(res)
+	// Metadata only, unless schedule fits the Pod: then the quantities
+	// of the Pod sent back are parsed (decode.go).
+	var whole *corev1.Pod
+	var pod metav1.ObjectMeta
+	var err error
+	if p.wholePod {
+		if whole, err = decodedPod(res); err == nil {
+			pod = whole.ObjectMeta
+		}
+	} else {
+		pod, err = podMeta(res)
+	}
 	if err != nil {
 		reason, msg := p.judge(ctx, err, tr)
 		logger.Debug("dry-run refused", "reason", reason, "err", collector.BoundString(err.Error()))
-		return reason, msg
+		return reason, msg, nil
 	}
 	msg := "dry-run create of pod_template in namespace " + p.namespace + " admitted"
 	if pod.GenerateName == "" && pod.Name == "" {
 		// Not the object just sent: a proxy or another server answered.
-		return collector.ReasonBadResponse, msg + ", but the answer is not the Pod sent"
+		return collector.ReasonBadResponse, msg + ", but the answer is not the Pod sent", nil
 	}
 	var warned []string
 	for _, w := range res.Warnings() {
@@ -178,7 +200,7 @@ func (p *placement) create(ctx context.Context, logger *slog.Logger, cl *client)
 	if len(warned) > 0 {
 		msg += " with warnings: " + collector.BoundString(strings.Join(warned, "; "))
 	}
-	return collector.ReasonReady, msg
+	return collector.ReasonReady, msg, whole
 }
 
 // The API server tells admission refusals apart only by their text; each

@@ -97,6 +97,11 @@ type Facts struct {
 	// last dry run (nil before the first); both empty without one.
 	PodTemplate string
 	DryRun      *DryRunOutcome
+	// Schedule is the last fit's outcome (nil before the first), when
+	// the entry sets schedule.
+	Schedule *ScheduleOutcome
+	// scheduled is set when the entry sets schedule.
+	scheduled bool
 }
 
 var _ collector.Facts = (*Facts)(nil)
@@ -133,6 +138,9 @@ func (f *Facts) Details() map[string]string {
 	}
 	if f.PodTemplate != "" {
 		dryRunDetails(d, f.PodTemplate, f.DryRun)
+	}
+	if f.scheduled {
+		scheduleDetails(d, f.Schedule)
 	}
 	return d
 }
