@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -38,6 +39,8 @@ type watcher struct {
 	logger *slog.Logger
 	mu     sync.Mutex
 	cur    *watchSet // nil until the first check, and after Close
+	// old are the sets replaced by ensure, stopping; Close waits for them too.
+	old    []*watchSet
 	closed bool
 }
 
@@ -72,31 +75,44 @@ func (w *watcher) ensure(cl *client) *watchSet {
 		return w.cur
 	}
 	if w.cur != nil {
-		// The old caches end on their own; Close waits only for the
-		// current ones, which are the only ones that may still grow.
 		w.cur.cancel()
+		w.old = append(w.old, w.cur)
 	}
+	w.old = slices.DeleteFunc(w.old, func(ws *watchSet) bool { return ws.stopped() })
 	w.cur = startWatch(w.logger, cl)
 	return w.cur
+}
+
+func (ws *watchSet) stopped() bool {
+	select {
+	case <-ws.done:
+		return true
+	default:
+		return false
+	}
 }
 
 // Close stops the informers and waits, at most until ctx ends, for their
 // goroutines to end.
 func (w *watcher) Close(ctx context.Context) error {
 	w.mu.Lock()
-	cur := w.cur
-	w.cur, w.closed = nil, true
+	sets := w.old
+	if w.cur != nil {
+		sets = append(sets, w.cur)
+	}
+	w.cur, w.old, w.closed = nil, nil, true
 	w.mu.Unlock()
-	if cur == nil {
-		return nil
+	for _, ws := range sets {
+		ws.cancel()
 	}
-	cur.cancel()
-	select {
-	case <-cur.done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("watch of nodes and pods did not stop: %w", context.Cause(ctx))
+	for _, ws := range sets {
+		select {
+		case <-ws.done:
+		case <-ctx.Done():
+			return fmt.Errorf("watch of nodes and pods did not stop: %w", context.Cause(ctx))
+		}
 	}
+	return nil
 }
 
 // startWatch starts the informers of Nodes and of non-terminal Pods with

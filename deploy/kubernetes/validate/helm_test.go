@@ -79,6 +79,9 @@ type chartObjects struct {
 	configMaps         map[string]corev1.ConfigMap // by name
 	clusterRole        *rbacv1.ClusterRole
 	clusterRoleBinding *rbacv1.ClusterRoleBinding
+	// scheduleRole and scheduleBinding are rbac.schedule's (name suffix -schedule).
+	scheduleRole    *rbacv1.ClusterRole
+	scheduleBinding *rbacv1.ClusterRoleBinding
 	roles              map[string]rbacv1.Role        // by namespace/name
 	roleBindings       map[string]rbacv1.RoleBinding // by namespace/name
 	networkPolicy      *networkingv1.NetworkPolicy
@@ -131,11 +134,21 @@ func decodeChartObject(c *chartObjects, o object) error {
 		c.configMaps[cm.Name] = cm
 		return nil
 	case "ClusterRole":
-		c.clusterRole = new(rbacv1.ClusterRole)
-		into = c.clusterRole
+		r := new(rbacv1.ClusterRole)
+		if strings.HasSuffix(o.Metadata.Name, "-schedule") {
+			c.scheduleRole = r
+		} else {
+			c.clusterRole = r
+		}
+		into = r
 	case "ClusterRoleBinding":
-		c.clusterRoleBinding = new(rbacv1.ClusterRoleBinding)
-		into = c.clusterRoleBinding
+		rb := new(rbacv1.ClusterRoleBinding)
+		if strings.HasSuffix(o.Metadata.Name, "-schedule") {
+			c.scheduleBinding = rb
+		} else {
+			c.clusterRoleBinding = rb
+		}
+		into = rb
 	case "Role":
 		var r rbacv1.Role
 		if err := yaml.UnmarshalStrict(o.doc, &r); err != nil {
