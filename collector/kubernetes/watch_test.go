@@ -74,17 +74,17 @@ func (s *watchServer) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	var body any
 	if pods {
-		p := bound("n1", "cpu", "1")
+		p := boundPod("n1", "cpu", "1")
 		p.Spec.Containers[0].Image = "registry.example/proxy:1"
 		p.ResourceVersion = "7"
 		body = &corev1.PodList{TypeMeta: metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"}, ListMeta: metav1.ListMeta{ResourceVersion: "10"}, Items: []corev1.Pod{*p}}
 	} else {
-		n := testNode("n1", nil)
+		n := fitNode("n1", nil)
 		n.Status.Images = []corev1.ContainerImage{{Names: []string{"registry.example/big:1"}, SizeBytes: 1 << 30}}
 		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
 		n.ResourceVersion = "5"
 		body = &corev1.NodeList{TypeMeta: metav1.TypeMeta{Kind: "NodeList", APIVersion: "v1"}, ListMeta: metav1.ListMeta{ResourceVersion: "10"},
-			Items: []corev1.Node{*n, *testNode("n2", nil)}}
+			Items: []corev1.Node{*n, *fitNode("n2", nil)}}
 	}
 	_ = json.NewEncoder(w).Encode(body)
 }
