@@ -81,6 +81,10 @@ type Verdict struct {
 	// Facts are what only the provider knows of the target; nil when it
 	// has nothing to add to the shared metrics.
 	Facts Facts
+	// Capacity is how many more proxies fit and which constraint binds
+	// it (capacity.go: Capacity says how a provider sets it); the zero
+	// value, unknown, exports no capacity series.
+	Capacity Capacity
 }
 
 // Facts are a provider's own facts about one target. The provider declares

@@ -77,6 +77,7 @@ func NewExposition(results []ProviderResult) (*Exposition, error) {
 		abandoned  = newFamily(namespace+"_exporter_checks_abandoned_total", abandonedHelp, dto.MetricType_COUNTER, "name", "provider")
 		upF        = perTarget(namespace+"_up", upHelp)
 		readyF     = perTarget(namespace+"_ready", readyHelp)
+		capF       = newFamily(namespace+"_capacity", capacityHelp, dto.MetricType_GAUGE, "name", "provider", "target")
 		durationF  = perTarget(namespace+"_check_duration_seconds", durationHelp)
 		lastCheckF = perTarget(namespace+"_last_check_timestamp_seconds", lastCheckHelp)
 		lastTransF = perTarget(namespace+"_last_transition_timestamp_seconds", lastTransitionHelp)
@@ -102,6 +103,9 @@ func NewExposition(results []ProviderResult) (*Exposition, error) {
 		for _, t := range order[i] {
 			upF.add(boolFloat(p.Reasons.Up(t.Reason)), p.Name, p.Kind, t.Target.Name)
 			readyF.add(boolFloat(t.Reason.Ready()), p.Name, p.Kind, t.Target.Name)
+			if t.Capacity.Known {
+				capF.add(float64(t.Capacity.Proxies), p.Name, p.Kind, t.Target.Name)
+			}
 			durationF.add(t.Duration.Seconds(), p.Name, p.Kind, t.Target.Name)
 			lastCheckF.add(unixSeconds(t.CheckedAt), p.Name, p.Kind, t.Target.Name)
 			if !t.LastTransition.IsZero() {
@@ -119,7 +123,7 @@ func NewExposition(results []ProviderResult) (*Exposition, error) {
 	addTargetInfo(infoF, infos)
 
 	x := &Exposition{}
-	for _, f := range []*family{timeout, checks, abandoned, upF, readyF, durationF, lastCheckF, lastTransF, reasonF, infoF} {
+	for _, f := range []*family{timeout, checks, abandoned, upF, readyF, capF, durationF, lastCheckF, lastTransF, reasonF, infoF} {
 		if f.len() > 0 {
 			x.fams = append(x.fams, f)
 		}

@@ -59,13 +59,17 @@ func richResults() []ProviderResult {
 			Checked: true, Mode: ModeLive, LastTransition: transition,
 		}
 	}
+	withCapacity := func(tr TargetResult, n int64) TargetResult {
+		tr.Capacity = Capacity{Known: true, Proxies: n, Binding: "pool default"}
+		return tr
+	}
 	return []ProviderResult{
 		{
 			Kind: ProviderKVM, Name: "zeta", Reasons: testReasons(), Budget: 4500 * time.Millisecond,
 			Checks: map[string]uint64{ModeLive: 7, ModeCached: 1 << 40},
 			Targets: []TargetResult{
-				tr("nuc", "127.0.0.1:22", ReasonPoolInactive, 20*time.Millisecond, at, richFacts{1}),
-				tr("a\"quoted\\name\nwith newline", "127.0.0.1:22", ReasonReady, 0, time.Time{}, richFacts{2.5e-7}),
+				withCapacity(tr("nuc", "127.0.0.1:22", ReasonPoolInactive, 20*time.Millisecond, at, richFacts{1}), 0),
+				withCapacity(tr("a\"quoted\\name\nwith newline", "127.0.0.1:22", ReasonReady, 0, time.Time{}, richFacts{2.5e-7}), MaxCapacity),
 				tr("ünïcode", "[::1]:22", ReasonTimeout, 4500*time.Millisecond, at.Add(-time.Hour), richFacts{0}),
 				tr("beelink", "127.0.0.2:22", ReasonUnknown, time.Nanosecond, at, nil),
 			},

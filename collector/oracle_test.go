@@ -7,6 +7,7 @@ var (
 
 	upDesc             = prometheus.NewDesc(namespace+"_up", upHelp, targetLabels, nil)
 	readyDesc          = prometheus.NewDesc(namespace+"_ready", readyHelp, targetLabels, nil)
+	capacityDesc       = prometheus.NewDesc(namespace+"_capacity", capacityHelp, targetLabels, nil)
 	reasonDesc         = prometheus.NewDesc(namespace+"_reason", reasonHelp, append(targetLabels, "reason"), nil)
 	durationDesc       = prometheus.NewDesc(namespace+"_check_duration_seconds", durationHelp, targetLabels, nil)
 	timeoutDesc        = prometheus.NewDesc(namespace+"_check_timeout_seconds", timeoutHelp, []string{"provider", "name"}, nil)
@@ -50,6 +51,9 @@ func collectTarget(ch chan<- prometheus.Metric, p ProviderResult, t TargetResult
 	}
 	gauge(upDesc, boolFloat(p.Reasons.Up(t.Reason)))
 	gauge(readyDesc, boolFloat(t.Reason.Ready()))
+	if t.Capacity.Known {
+		gauge(capacityDesc, float64(t.Capacity.Proxies))
+	}
 	for _, r := range p.Reasons.Reasons() {
 		gauge(reasonDesc, boolFloat(r == t.Reason), string(r))
 	}

@@ -345,6 +345,10 @@ func (e *Engine) start(ctx context.Context, p *provider, st *state, t Target) *c
 		// The one place every kind's message passes (docs/security.md:
 		// "Strings, labels and pages").
 		v.Message = BoundString(v.Message)
+		var capErr string
+		if v.Capacity, capErr = v.Capacity.settle(v.Reason); capErr != "" {
+			logger.Error("checker returned a capacity its verdict contradicts", "reason", v.Reason, "problem", capErr)
+		}
 		st.mu.Lock()
 		prev := st.cached
 		st.mu.Unlock()

@@ -62,6 +62,20 @@
     kvmPoolFillingUpHorizon: '24h',
     kvmPoolMinAvailableBytes: 0,
 
+    // ProviderCapacityLow fires when a target has room for fewer than
+    // capacityLowProxies more proxies (provider_health_capacity,
+    // docs/metrics.md: "Capacity") for capacityLowFor: raise it above the
+    // largest rollout you make at once.
+    capacityLowProxies: 5,
+    capacityLowFor: '15m',
+    // ProviderCapacityRunningOut extrapolates each target's capacity over
+    // the last capacityWindow and fires when it would fall below 1 proxy
+    // within capacityHorizon while there is still room now. Durations in
+    // s, m, h, d or w.
+    capacityWindow: '6h',
+    capacityHorizon: '24h',
+    capacityRunningOutFor: '1h',
+
     // Kept KVM connections are reused across scrapes, so sessions established
     // per hour stay near zero in steady state; more than this means the
     // connection to a host keeps breaking.

@@ -54,6 +54,9 @@ var headroomMetrics = map[string][]string{
 	"provider_health_kubernetes_quota_hard":      {"name", "namespace", "quota", "resource"},
 	"provider_health_kubernetes_quota_used":      {"name", "namespace", "quota", "resource"},
 	"provider_health_kvm_host_free_memory_bytes": {"name", "target"},
+	// How many more proxies fit: only where a headroom key says what one
+	// proxy needs (docs/metrics.md: "Capacity").
+	"provider_health_capacity": {"provider", "name", "target"},
 }
 
 var goldenSeriesRE = regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? `)

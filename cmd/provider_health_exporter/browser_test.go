@@ -641,25 +641,28 @@ func (p *statusPage) compareWithStatus(rows []pageRow) {
 			if r.Class != stateOf(tg) {
 				t.Errorf("%s: class %q, want %q", id, r.Class, stateOf(tg))
 			}
-			if len(r.Cells) != 11 {
-				t.Errorf("%s: %d cells, want 11: %+v", id, len(r.Cells), r)
+			if len(r.Cells) != 12 {
+				t.Errorf("%s: %d cells, want 12: %+v", id, len(r.Cells), r)
 				continue
 			}
 			want := []string{sp.Provider, sp.Name, tg.Target, map[bool]string{true: "yes", false: "no"}[tg.Ready], string(tg.Reason)}
 			if !slices.Equal(r.Cells[:5], want) {
 				t.Errorf("%s: cells %q, want %q", id, r.Cells[:5], want)
 			}
-			if msg, ok := strings.CutPrefix(r.Cells[5], tg.Message); !ok || msg != "" && !backoffNote.MatchString(msg) {
-				t.Errorf("%s: message %q, want %q", id, r.Cells[5], tg.Message)
+			if want := strings.TrimSpace(tg.CapacityText() + "\n" + tg.CapacityBinding); r.Cells[5] != want {
+				t.Errorf("%s: capacity %q, want %q", id, r.Cells[5], want)
+			}
+			if msg, ok := strings.CutPrefix(r.Cells[6], tg.Message); !ok || msg != "" && !backoffNote.MatchString(msg) {
+				t.Errorf("%s: message %q, want %q", id, r.Cells[6], tg.Message)
 			}
 			if !maps.Equal(r.Details, tg.Details) || !r.DetailsShown {
 				t.Errorf("%s: details %q (shown: %v), want %q shown", id, r.Details, r.DetailsShown, tg.Details)
 			}
-			if r.Titles[2] != tg.Address || r.Titles[6] != stamp(tg.LastTransitionTime) || r.Titles[7] != stamp(tg.LastCheckTime) {
+			if r.Titles[2] != tg.Address || r.Titles[7] != stamp(tg.LastTransitionTime) || r.Titles[8] != stamp(tg.LastCheckTime) {
 				t.Errorf("%s: titles (address, since, last check) %q, want %q, %q, %q", id, r.Titles, tg.Address, stamp(tg.LastTransitionTime), stamp(tg.LastCheckTime))
 			}
-			if want := trimFloat(tg.DurationSeconds) + "s"; r.Cells[8] != want {
-				t.Errorf("%s: duration %q, want %q", id, r.Cells[8], want)
+			if want := trimFloat(tg.DurationSeconds) + "s"; r.Cells[9] != want {
+				t.Errorf("%s: duration %q, want %q", id, r.Cells[9], want)
 			}
 			var wantTr []transition
 			for _, tr := range tg.Transitions {
@@ -714,9 +717,9 @@ func (p *statusPage) checkExpected(rows []pageRow) {
 			_, text, _ := strings.Cut(tr.Text, " ")
 			transitions = append(transitions, text)
 		}
-		if r.Class != w.class || r.Cells[3] != w.ready || r.Cells[4] != w.reason || !strings.Contains(r.Cells[5], w.message) || !slices.Equal(transitions, w.transitions) {
+		if r.Class != w.class || r.Cells[3] != w.ready || r.Cells[4] != w.reason || !strings.Contains(r.Cells[6], w.message) || !slices.Equal(transitions, w.transitions) {
 			t.Errorf("%s: class %q ready %q reason %q message %q transitions %q; want %q %q %q, a message with %q, transitions %q",
-				id, r.Class, r.Cells[3], r.Cells[4], r.Cells[5], transitions, w.class, w.ready, w.reason, w.message, w.transitions)
+				id, r.Class, r.Cells[3], r.Cells[4], r.Cells[6], transitions, w.class, w.ready, w.reason, w.message, w.transitions)
 		}
 	}
 	for id := range want {

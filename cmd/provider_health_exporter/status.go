@@ -15,13 +15,17 @@ import (
 // statusTarget is one target in /api/v1/status, in the shape
 // docs/configuration.md: "HTTP endpoints" documents.
 type statusTarget struct {
-	Target             string             `json:"target"`
-	Address            string             `json:"address"`
-	Checked            bool               `json:"checked"`
-	Up                 bool               `json:"up"`
-	Ready              bool               `json:"ready"`
-	Reason             collector.Reason   `json:"reason"`
-	Message            string             `json:"message"`
+	Target  string           `json:"target"`
+	Address string           `json:"address"`
+	Checked bool             `json:"checked"`
+	Up      bool             `json:"up"`
+	Ready   bool             `json:"ready"`
+	Reason  collector.Reason `json:"reason"`
+	Message string           `json:"message"`
+	// Capacity is how many more proxies fit, and CapacityBinding the
+	// constraint that binds it; both absent when no capacity is known.
+	Capacity           *int64             `json:"capacity,omitempty"`
+	CapacityBinding    string             `json:"capacityBinding,omitempty"`
 	LastTransitionTime *time.Time         `json:"lastTransitionTime"`
 	LastCheckTime      *time.Time         `json:"lastCheckTime"`
 	DurationSeconds    float64            `json:"durationSeconds"`
@@ -75,6 +79,10 @@ func (x *exporter) status(ctx context.Context, name string, refresh bool) ([]sta
 				Reason:      t.Reason,
 				Message:     t.Message,
 				Transitions: []statusTransition{},
+			}
+			if t.Capacity.Known {
+				n := t.Capacity.Proxies
+				st.Capacity, st.CapacityBinding = &n, t.Capacity.Binding
 			}
 			if t.Checked {
 				st.LastTransitionTime, st.LastCheckTime = utc(t.LastTransition), utc(t.CheckedAt)

@@ -48,6 +48,15 @@ func targetState(t statusTarget) string {
 	}
 }
 
+// CapacityText is the target's capacity as the page writes it, "" when
+// none is known.
+func (t statusTarget) CapacityText() string {
+	if t.Capacity == nil {
+		return ""
+	}
+	return strconv.FormatInt(*t.Capacity, 10)
+}
+
 // pageFilter is what the page's query parameters select; "" selects all.
 type pageFilter struct {
 	Provider, Name, Reason, State string

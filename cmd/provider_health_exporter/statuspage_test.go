@@ -511,3 +511,73 @@ func getStatus(t *testing.T, base string) []statusProvider {
 	}
 	return st.Providers
 }
+
+// TestStatusShowsCapacity: a target whose verdict carries a capacity shows
+// it and its binding constraint in /api/v1/status, on the page and as
+// provider_health_capacity; one without has neither key nor series.
+func TestStatusShowsCapacity(t *testing.T) {
+	t.Parallel()
+	behaviours := map[string]func(context.Context, *slog.Logger, string) collector.Verdict{
+		"lab": func(_ context.Context, _ *slog.Logger, target string) collector.Verdict {
+			if target == "nuc" {
+				return collector.Verdict{Reason: collector.ReasonReady, Capacity: collector.Capacity{Known: true, Proxies: 1234, Binding: "pool default"}}
+			}
+			return collector.Verdict{Reason: collector.ReasonReady}
+		},
+	}
+	_, srv, _ := newTestExporter(t, baseConfig, behaviours, 0)
+	if code, body := get(t, http.DefaultClient, srv.URL+"/?refresh=true", nil); code != http.StatusOK {
+		t.Fatalf("refresh: %d %s", code, body)
+	}
+	_, raw := get(t, http.DefaultClient, srv.URL+"/api/v1/status", nil)
+	var st struct {
+		Providers []struct {
+			Name    string           `json:"name"`
+			Targets []map[string]any `json:"targets"`
+		} `json:"providers"`
+	}
+	if err := json.Unmarshal([]byte(raw), &st); err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for _, p := range st.Providers {
+		for _, tg := range p.Targets {
+			id := p.Name + "/" + tg["target"].(string)
+			c, hasC := tg["capacity"]
+			b, hasB := tg["capacityBinding"]
+			if id == "lab/nuc" {
+				seen++
+				if c != 1234.0 || b != "pool default" {
+					t.Errorf("%s: capacity %v binding %v, want 1234 and pool default", id, c, b)
+				}
+			} else if hasC || hasB {
+				t.Errorf("%s: capacity %v binding %v, want neither key", id, c, b)
+			}
+		}
+	}
+	if seen != 1 {
+		t.Fatalf("lab/nuc not in /api/v1/status:\n%s", raw)
+	}
+
+	_, page := get(t, http.DefaultClient, srv.URL+"/", nil)
+	_, rows, _ := pageTables(t, page)
+	for _, r := range rows {
+		want := ""
+		if r.id == "lab/nuc" {
+			want = "1234pool default"
+		}
+		if r.cells[5] != want {
+			t.Errorf("%s: capacity cell %q, want %q", r.id, r.cells[5], want)
+		}
+	}
+	_, metrics := get(t, http.DefaultClient, srv.URL+"/metrics", nil)
+	var series []string
+	for line := range strings.Lines(metrics) {
+		if strings.HasPrefix(line, "provider_health_capacity{") {
+			series = append(series, strings.TrimSpace(line))
+		}
+	}
+	if want := []string{`provider_health_capacity{name="lab",provider="kvm",target="nuc"} 1234`}; !slices.Equal(series, want) {
+		t.Errorf("capacity series %q, want %q", series, want)
+	}
+}

@@ -38,6 +38,7 @@ func (c *Checker) checkQuotas(ctx context.Context, logger *slog.Logger, client *
 	// Judged before labelSafe: what cannot be a label is still judged.
 	downReason, downMsg := downRegions(regions)
 	reason, msg := evaluateQuotas(regions, c.mins)
+	v.Capacity = regionsCapacity(regions, c.mins, c.metrics)
 	v.Facts = &Facts{Regions: labelSafe(logger, regions), metrics: c.metrics}
 	if downReason != collector.ReasonReady {
 		v.Reason, v.Message = downReason, downMsg

@@ -218,6 +218,8 @@ func (c *Checker) check(ctx context.Context, logger *slog.Logger) collector.Verd
 	if c.sourceImage != "" && v.Reason == collector.ReasonReady {
 		v = c.checkImage(ctx, logger, cl.images, v)
 	}
+	// An image that is unavailable leaves no room however much quota is.
+	v.Capacity = v.Capacity.Blocked(v.Reason)
 	return v
 }
 

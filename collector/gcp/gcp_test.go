@@ -313,6 +313,9 @@ func check(t *testing.T, c *Checker, budget time.Duration) collector.Verdict {
 	go func() { done <- c.Check(ctx, slog.New(slog.DiscardHandler), TargetName) }()
 	select {
 	case v := <-done:
+		if v.Capacity.Contradicts(v.Reason) {
+			t.Errorf("capacity %s contradicts the verdict %s (%s)", v.Capacity, v.Reason, v.Message)
+		}
 		return v
 	case <-time.After(hang):
 		t.Fatalf("Check did not return within %s of a %s budget", hang, budget)

@@ -287,5 +287,29 @@ func evaluateQuotas(regions []RegionQuota, mins map[string]float64) (collector.R
 	return collector.ReasonReady, strings.Join(noData, "; ")
 }
 
+// regionsCapacity is how many more instances the configured regions take
+// (docs/metrics.md: "Capacity"): the least over the regions and the
+// metrics of min_quota_headroom of floor((limit − usage) / need), a DOWN
+// region counting 0. A region or metric without usable quota data is not
+// judged by evaluateQuotas, and counts for nothing here either: when no
+// region has data and none is DOWN the capacity is unknown, not a guess.
+// The fit is 0 exactly when limit − usage < need, the comparison
+// evaluateQuotas makes, so QuotaExhausted ⇔ capacity 0.
+func regionsCapacity(regions []RegionQuota, mins map[string]float64, metrics []string) collector.Capacity {
+	var c collector.Capacity
+	for _, rq := range regions {
+		if rq.Status == regionDown {
+			c = c.Min(collector.Capacity{Known: true, Binding: "region " + rq.Region + " DOWN"})
+			continue
+		}
+		for _, m := range metrics {
+			if q, ok := rq.Quotas[m]; ok {
+				c = c.Min(collector.FitFloat(q.Limit-q.Usage, mins[m], "region "+rq.Region+" "+m))
+			}
+		}
+	}
+	return c
+}
+
 // num writes a quota value as Compute does, without a trailing ".0".
 func num(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }

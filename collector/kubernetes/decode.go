@@ -163,6 +163,9 @@ type rawQuota struct {
 	SpecHard   map[string]string
 	StatusHard map[string]string
 	Used       map[string]string
+	// Scoped is set for a quota with scopes or a scopeSelector: it counts
+	// only the Pods its scopes match, which the capacity does not judge.
+	Scoped bool
 }
 
 // quotaList reads the quota list's answer.
@@ -197,7 +200,9 @@ func decodeQuotaList(body []byte, protobuf bool) ([]rawQuota, error) {
 				Name string `json:"name"`
 			} `json:"metadata"`
 			Spec struct {
-				Hard map[string]jsonQuantity `json:"hard"`
+				Hard          map[string]jsonQuantity `json:"hard"`
+				Scopes        []string                `json:"scopes"`
+				ScopeSelector json.RawMessage         `json:"scopeSelector"`
 			} `json:"spec"`
 			Status struct {
 				Hard map[string]jsonQuantity `json:"hard"`
@@ -213,7 +218,8 @@ func decodeQuotaList(body []byte, protobuf bool) ([]rawQuota, error) {
 	}
 	out := make([]rawQuota, len(list.Items))
 	for i, it := range list.Items {
-		out[i] = rawQuota{Name: it.Metadata.Name, SpecHard: texts(it.Spec.Hard), StatusHard: texts(it.Status.Hard), Used: texts(it.Status.Used)}
+		scoped := len(it.Spec.Scopes) > 0 || len(it.Spec.ScopeSelector) > 0 && string(it.Spec.ScopeSelector) != "null"
+		out[i] = rawQuota{Name: it.Metadata.Name, SpecHard: texts(it.Spec.Hard), StatusHard: texts(it.Status.Hard), Used: texts(it.Status.Used), Scoped: scoped}
 	}
 	return out, nil
 }
@@ -257,6 +263,8 @@ const (
 	quotaStatus    = 3 // ResourceQuota.status
 	metadataName   = 1 // ObjectMeta.name
 	specHard       = 1 // ResourceQuotaSpec.hard
+	specScopes     = 2 // ResourceQuotaSpec.scopes
+	specScopeSel   = 3 // ResourceQuotaSpec.scopeSelector
 	statusHard     = 1 // ResourceQuotaStatus.hard
 	statusUsed     = 2 // ResourceQuotaStatus.used
 	entryKey       = 1 // a map entry's key
@@ -285,8 +293,11 @@ func quotaListProto(b []byte) ([]rawQuota, error) {
 				})
 			case quotaSpec:
 				err = fields(v, func(num protowire.Number, v []byte) error {
-					if num == specHard {
+					switch num {
+					case specHard:
 						return mapEntry(v, &q.SpecHard)
+					case specScopes, specScopeSel:
+						q.Scoped = true
 					}
 					return nil
 				})
@@ -376,19 +387,10 @@ func boundedText(s string) string {
 	return s
 }
 
-// decodedPod reads the dry run's answer as a whole Pod, for schedule. Its
-// quantities are resource.Quantity's, as client-go's informers read every
-// Node and Pod: an answer that only a broken server would send is bounded
-// by the body limit of every answer (collector.BoundedTransport).
-func decodedPod(res rest.Result) (*corev1.Pod, error) {
-	body, protobuf, err := answer(res)
-	if err != nil {
-		return nil, err
-	}
-	return decodeWholePod(body, protobuf)
-}
-
-// decodeWholePod is decodedPod of a body.
+// decodeWholePod reads the dry run's answer as a whole Pod, for
+// schedule. Its quantities are resource.Quantity's, as client-go's
+// informers read every Node and Pod; the answer is bounded by the body
+// limit of every answer (collector.BoundedTransport).
 func decodeWholePod(body []byte, protobuf bool) (*corev1.Pod, error) {
 	pod := &corev1.Pod{}
 	kind := ""

@@ -64,8 +64,7 @@ type placement struct {
 	// body is the Pod as sent: the template with its name cleared and a
 	// generateName, in namespace, as JSON.
 	body []byte
-	// wholePod: the answer is decoded as a whole Pod, for schedule;
-	// otherwise its metadata only.
+	// wholePod: an admitted Pod is also decoded whole, for schedule.
 	wholePod bool
 	// last is the outcome of the last dry run, for the status page.
 	last atomic.Pointer[DryRunOutcome]
@@ -128,10 +127,11 @@ func dryRunPod(tmpl *corev1.Pod, namespace string) *corev1.Pod {
 // entry sets schedule (nil otherwise).
 func (c *Checker) dryRun(ctx context.Context, logger *slog.Logger, cl *client, v collector.Verdict) (collector.Verdict, *corev1.Pod) {
 	p := c.placement
-	var admitted *corev1.Pod
+	var got admission
 	if v.Reason == collector.ReasonReady {
-		reason, msg, pod := p.create(ctx, logger, cl)
-		admitted = pod
+		var reason collector.Reason
+		var msg string
+		reason, msg, got = p.create(ctx, logger, cl)
 		p.last.Store(&DryRunOutcome{Time: time.Now(), Reason: reason, Message: msg})
 		if reason == collector.ReasonReady {
 			v.Message += "; " + msg
@@ -145,13 +145,31 @@ func (c *Checker) dryRun(ctx context.Context, logger *slog.Logger, cl *client, v
 		v.Facts = f
 	}
 	f.PodTemplate, f.DryRun = p.file, p.last.Load()
-	return v, admitted
+	f.needs = got.needs
+	if got.err != nil {
+		f.needsErr = collector.BoundString(got.err.Error())
+	}
+	return v, got.pod
+}
+
+// admission is what an admitted dry run's answer gave: the Pod's needs
+// for the quota capacity and, with schedule, the Pod itself; err says
+// what of it could not be read.
+type admission struct {
+	needs PodNeeds
+	pod   *corev1.Pod
+	err   error
 }
 
 // create sends the dry run and judges the answer. One request, no
-// retries, under ctx. With wholePod, an admitted Pod is returned as
-// admission left it (defaults, LimitRange requests, mutating webhooks).
-func (p *placement) create(ctx context.Context, logger *slog.Logger, cl *client) (collector.Reason, string, *corev1.Pod) {
+// retries, under ctx. An admitted Pod's needs are read from the answer
+// for the capacity (decodePodNeeds): what cannot be read there is an
+// error beside a Ready verdict, never the verdict.
+//
+// With schedule the admitted Pod is also decoded whole (decodeWholePod), as
+// admission left it (defaults, LimitRange requests, mutating webhooks), for
+// the node fit.
+func (p *placement) create(ctx context.Context, logger *slog.Logger, cl *client) (collector.Reason, string, admission) {
 	defer utilnet.CloseIdleConnectionsFor(cl.http.Transport)
 	tr := &trace{}
 	ctx = context.WithValue(ctx, traceKey{}, tr)
@@ -164,34 +182,25 @@ func (p *placement) create(ctx context.Context, logger *slog.Logger, cl *client)
 	// The one request of the exporter that could change a cluster: it is
 	// never sent without dryRun=All, whatever becomes of the code above.
 	if q := u.Query()["dryRun"]; len(q) != 1 || q[0] != metav1.DryRunAll {
-		return collector.ReasonUnknown, fmt.Sprintf("refusing to send %s without dryRun=All", u.Path), nil
+		return collector.ReasonUnknown, fmt.Sprintf("refusing to send %s without dryRun=All", u.Path), admission{}
 	}
 	logger.Debug("dry-run create of pod_template", "file", p.file, "request", http.MethodPost+" "+u.RequestURI())
 	res := req.Do(ctx)
 	var code int
 	res.StatusCode(&code)
 	logger.Debug("dry-run answered", "status", code)
-	// Metadata only, unless schedule fits the Pod: then the quantities
-	// of the Pod sent back are parsed (decode.go).
-	var whole *corev1.Pod
-	var pod metav1.ObjectMeta
-	var err error
-	if p.wholePod {
-		if whole, err = decodedPod(res); err == nil {
-			pod = whole.ObjectMeta
-		}
-	} else {
-		pod, err = podMeta(res)
-	}
+	// Metadata only: the quantities of the Pod sent back are not parsed
+	// (decode.go).
+	pod, err := podMeta(res)
 	if err != nil {
 		reason, msg := p.judge(ctx, err, tr)
 		logger.Debug("dry-run refused", "reason", reason, "err", collector.BoundString(err.Error()))
-		return reason, msg, nil
+		return reason, msg, admission{}
 	}
 	msg := "dry-run create of pod_template in namespace " + p.namespace + " admitted"
 	if pod.GenerateName == "" && pod.Name == "" {
 		// Not the object just sent: a proxy or another server answered.
-		return collector.ReasonBadResponse, msg + ", but the answer is not the Pod sent", nil
+		return collector.ReasonBadResponse, msg + ", but the answer is not the Pod sent", admission{}
 	}
 	var warned []string
 	for _, w := range res.Warnings() {
@@ -200,7 +209,19 @@ func (p *placement) create(ctx context.Context, logger *slog.Logger, cl *client)
 	if len(warned) > 0 {
 		msg += " with warnings: " + collector.BoundString(strings.Join(warned, "; "))
 	}
-	return collector.ReasonReady, msg, whole
+	body, protobuf, err := answer(res)
+	var got admission
+	if err == nil {
+		got.needs, err = decodePodNeeds(body, protobuf)
+	}
+	if err == nil && p.wholePod {
+		got.pod, err = decodeWholePod(body, protobuf)
+	}
+	if err != nil {
+		got.err = err
+		logger.Debug("the admitted Pod's requests were not read", "err", collector.BoundString(err.Error()))
+	}
+	return collector.ReasonReady, msg, got
 }
 
 // The API server tells admission refusals apart only by their text; each

@@ -208,6 +208,8 @@ type dryRunAPI struct {
 	// bodies are the bodies of posts.
 	bodies [][]byte
 	post   http.HandlerFunc
+	// quotaLists counts the quota lists served without a headroomAPI.
+	quotaLists int
 }
 
 func (a *dryRunAPI) serve(w http.ResponseWriter, r *http.Request) {
@@ -232,6 +234,13 @@ func (a *dryRunAPI) serve(w http.ResponseWriter, r *http.Request) {
 		post(w, r)
 	case a.headroom != nil:
 		a.headroom.serve(w, r)
+	case r.Method == http.MethodGet && r.URL.Path == "/api/v1/namespaces/"+headroomNamespace+"/resourcequotas":
+		// A pod_template's capacity weighs the namespace's quotas: none
+		// here.
+		a.mu.Lock()
+		a.quotaLists++
+		a.mu.Unlock()
+		writeJSON(w, &corev1.ResourceQuotaList{TypeMeta: metav1.TypeMeta{Kind: "ResourceQuotaList", APIVersion: "v1"}})
 	default:
 		a.t.Errorf("unexpected request %s %s", r.Method, r.URL)
 		http.NotFound(w, r)
@@ -307,6 +316,11 @@ func TestDryRunRequest(t *testing.T) {
 	}
 	if n := api.postCount(); n != 1 {
 		t.Fatalf("%d dry runs, want 1", n)
+	}
+	// The capacity weighs the namespace's quotas: one quota list beside
+	// the dry run (none here, so no capacity).
+	if api.quotaLists != 1 || v.Capacity.Known {
+		t.Errorf("%d quota lists, capacity %s; want 1 and none", api.quotaLists, v.Capacity)
 	}
 	r, body := api.posts[0], api.bodies[0]
 	if r.Method != http.MethodPost || r.URL.RawQuery != "dryRun=All" || r.Header.Get("Content-Type") != "application/json" ||

@@ -31,12 +31,15 @@ type headroomSettings struct {
 	namespace string
 	canI      []CanI
 	mins      map[corev1.ResourceName]Quantity
+	// forPod: the entry has a pod_template, whose capacity weighs the
+	// namespace's quotas (capacity.go).
+	forPod bool
 }
 
 // newHeadroomSettings parses the headroom keys, which the configuration
 // loader has already checked.
 func newHeadroomSettings(cfg *config.Kubernetes) (headroomSettings, error) {
-	hs := headroomSettings{namespace: cfg.Namespace}
+	hs := headroomSettings{namespace: cfg.Namespace, forPod: cfg.PodTemplate.Path != ""}
 	for _, s := range cfg.CanI {
 		ci, err := ParseCanI(s)
 		if err != nil {
@@ -61,7 +64,7 @@ func newHeadroomSettings(cfg *config.Kubernetes) (headroomSettings, error) {
 	return hs, nil
 }
 
-func (hs headroomSettings) set() bool { return len(hs.canI) > 0 || len(hs.mins) > 0 }
+func (hs headroomSettings) set() bool { return len(hs.canI) > 0 || len(hs.mins) > 0 || hs.forPod }
 
 // headroom runs the headroom part of a check whose list call passed:
 // the can_i reviews and the quota list, then their verdict. v is the list
@@ -70,7 +73,7 @@ func (c *Checker) headroom(ctx context.Context, logger *slog.Logger, cl *client,
 	hs := c.headroomSet
 	facts := &Facts{Namespace: hs.namespace}
 	v.Facts = facts
-	h, reason, err := c.readHeadroom(ctx, logger, cl, hs.namespace, hs.canI, hs.mins)
+	h, reason, err := c.readHeadroom(ctx, logger, cl, hs.namespace, hs.canI, hs.mins, hs.forPod)
 	if err != nil {
 		logger.Debug("headroom requests failed", "reason", reason, "err", err)
 		v.Reason, v.Message = reason, err.Error()
@@ -98,10 +101,36 @@ type Facts struct {
 	PodTemplate string
 	DryRun      *DryRunOutcome
 	// Schedule is the last fit's outcome (nil before the first), when
-	// the entry sets schedule.
+	// the entry sets schedule; fit is this check's fit (nil when it did
+	// not get that far).
 	Schedule *ScheduleOutcome
+	fit      *FitResult
 	// scheduled is set when the entry sets schedule.
 	scheduled bool
+	// needs are what one more copy of the Pod the dry run admitted adds to
+	// the quotas (nil: not admitted by this check, or not read, then
+	// needsErr says why).
+	needs    PodNeeds
+	needsErr string
+}
+
+// capacity is the verdict's capacity from the check's readings
+// (quotaCapacity, and with schedule the node fit: the least of the two,
+// the quota's binding kept on a tie), and what to add to a Ready message
+// when part of it could not be read.
+func (f *Facts) capacity(mins map[corev1.ResourceName]Quantity) (collector.Capacity, string) {
+	c := quotaCapacity(f.Headroom, mins, f.needs)
+	if f.fit != nil {
+		c = c.Min(collector.Capacity{Known: true, Proxies: min(f.fit.Copies, collector.MaxCapacity), Binding: "nodes"})
+	}
+	var notes []string
+	if f.QuotaErr != "" {
+		notes = append(notes, "capacity unknown: "+f.QuotaErr)
+	}
+	if f.needsErr != "" {
+		notes = append(notes, "capacity of pod_template unknown: "+f.needsErr)
+	}
+	return c, strings.Join(notes, "; ")
 }
 
 var _ collector.Facts = (*Facts)(nil)

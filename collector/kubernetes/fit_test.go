@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-func resourceList(kv ...string) corev1.ResourceList {
+func fitResources(kv ...string) corev1.ResourceList {
 	l := corev1.ResourceList{}
 	for i := 0; i+1 < len(kv); i += 2 {
 		l[corev1.ResourceName(kv[i])] = resource.MustParse(kv[i+1])
@@ -22,7 +22,7 @@ func fitNode(name string, mut func(*corev1.Node), alloc ...string) *corev1.Node 
 		alloc = []string{"cpu", "4", "memory", "8Gi", "pods", "110"}
 	}
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"kubernetes.io/hostname": name}},
-		Status: corev1.NodeStatus{Allocatable: resourceList(alloc...)}}
+		Status: corev1.NodeStatus{Allocatable: fitResources(alloc...)}}
 	if mut != nil {
 		mut(n)
 	}
@@ -31,7 +31,7 @@ func fitNode(name string, mut func(*corev1.Node), alloc ...string) *corev1.Node 
 
 func fitPod(mut func(*corev1.Pod), req ...string) *corev1.Pod {
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "proxy", Namespace: "egress-proxies"},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "proxy", Resources: corev1.ResourceRequirements{Requests: resourceList(req...)}}}}}
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "proxy", Resources: corev1.ResourceRequirements{Requests: fitResources(req...)}}}}}
 	if mut != nil {
 		mut(p)
 	}
@@ -122,8 +122,8 @@ func TestFit(t *testing.T) {
 		{
 			name: "init containers and overhead count",
 			pod: fitPod(func(p *corev1.Pod) {
-				p.Spec.InitContainers = []corev1.Container{{Name: "init", Resources: corev1.ResourceRequirements{Requests: resourceList("cpu", "3")}}}
-				p.Spec.Overhead = resourceList("cpu", "500m")
+				p.Spec.InitContainers = []corev1.Container{{Name: "init", Resources: corev1.ResourceRequirements{Requests: fitResources("cpu", "3")}}}
+				p.Spec.Overhead = fitResources("cpu", "500m")
 			}, "cpu", "1"),
 			nodes:  []*corev1.Node{fitNode("a", nil, "cpu", "8", "pods", "110")},
 			copies: 2, // max(1, 3) + 0.5 = 3.5 per copy
@@ -210,7 +210,7 @@ func TestFitMessageBounded(t *testing.T) {
 func TestStripPod(t *testing.T) {
 	t.Parallel()
 	p := boundPod("a", "cpu", "1", "memory", "1Gi")
-	p.Spec.InitContainers = []corev1.Container{{Name: "init", Image: "x", Resources: corev1.ResourceRequirements{Requests: resourceList("cpu", "2")}}}
+	p.Spec.InitContainers = []corev1.Container{{Name: "init", Image: "x", Resources: corev1.ResourceRequirements{Requests: fitResources("cpu", "2")}}}
 	p.Spec.Containers[0].Image = "registry.example/proxy:1"
 	p.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "A", Value: strings.Repeat("x", 1000)}}
 	p.Annotations = map[string]string{"big": strings.Repeat("y", 1000)}

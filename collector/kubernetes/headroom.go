@@ -109,6 +109,14 @@ const MaxQuotaSeries = 32
 type Headroom struct {
 	CanI   []CanIAnswer
 	Quotas []QuotaUsage
+	// PodQuotas are every resource of every quota without scopes, for the
+	// capacity of a pod_template (podQuotaUsages); not exported, not
+	// judged. Nil without pod_template.
+	PodQuotas []QuotaUsage
+	// QuotaErr says why the quota list failed for an entry that lists
+	// quotas only for its pod_template's capacity: the verdict is not the
+	// list's, the capacity is unknown.
+	QuotaErr string
 }
 
 // readHeadroom asks every can_i review, ReviewConcurrency at a time, and
@@ -117,7 +125,7 @@ type Headroom struct {
 // first request in can_i order, then the quota list, that failed, with its
 // reason from classify, the list call's classifier.
 func (c *Checker) readHeadroom(ctx context.Context, logger *slog.Logger, cl *client, namespace string,
-	canI []CanI, mins map[corev1.ResourceName]Quantity,
+	canI []CanI, mins map[corev1.ResourceName]Quantity, forPod bool,
 ) (Headroom, collector.Reason, error) {
 	defer utilnet.CloseIdleConnectionsFor(cl.http.Transport)
 	ctx = klog.NewContext(ctx, logr.FromSlogHandler(logger.Handler()))
@@ -145,16 +153,21 @@ func (c *Checker) readHeadroom(ctx context.Context, logger *slog.Logger, cl *cli
 			})
 		})
 	}
-	if len(mins) > 0 {
+	if len(mins) > 0 || forPod {
 		traces[len(canI)] = &trace{}
 		wg.Go(func() {
 			errs[len(canI)] = collector.CatchPanic(func() (err error) {
-				h.Quotas, err = c.listQuotas(context.WithValue(ctx, traceKey{}, traces[len(canI)]), logger, cl, namespace, mins)
+				h.Quotas, h.PodQuotas, err = c.listQuotas(context.WithValue(ctx, traceKey{}, traces[len(canI)]), logger, cl, namespace, mins, forPod)
 				return err
 			})
 		})
 	}
 	wg.Wait()
+	if err := errs[len(canI)]; err != nil && len(mins) == 0 && !collector.Ended(ctx) {
+		// Listed for the capacity alone: not the verdict's business.
+		logger.Debug("resource quotas not listed: the capacity is unknown", "err", err)
+		h.QuotaErr, errs[len(canI)] = collector.BoundString(err.Error()), nil
+	}
 	for i, err := range errs {
 		if err != nil {
 			return Headroom{}, classify(ctx, err, traces[i]), err
@@ -195,12 +208,18 @@ func review(ctx context.Context, logger *slog.Logger, cl *client, namespace stri
 // configured resource, every quota that limits it. A quantity no cluster
 // could mean is BadResponse; a quota name that is no valid label value is
 // judged under a cut name and its series are left out, with a log line.
-func (c *Checker) listQuotas(ctx context.Context, logger *slog.Logger, cl *client, namespace string, mins map[corev1.ResourceName]Quantity) ([]QuotaUsage, error) {
+//
+// With forPod it also returns every resource of every quota without scopes,
+// for the capacity of a pod_template, from the same list.
+func (c *Checker) listQuotas(ctx context.Context, logger *slog.Logger, cl *client, namespace string, mins map[corev1.ResourceName]Quantity, forPod bool) (_, pod []QuotaUsage, _ error) {
 	logger.Debug("listing resource quotas", "namespace", namespace)
 	res := cl.rest.Get().Namespace(namespace).Resource("resourcequotas").MaxRetries(0).Do(ctx)
 	list, err := quotaList(res)
 	if err != nil {
-		return nil, fmt.Errorf("list resource quotas of namespace %s: %w", namespace, err)
+		return nil, nil, fmt.Errorf("list resource quotas of namespace %s: %w", namespace, err)
+	}
+	if forPod {
+		pod = podQuotaUsages(list, func(msg string, args ...any) { logger.Debug(msg, args...) })
 	}
 	slices.SortFunc(list, func(a, b rawQuota) int { return strings.Compare(a.Name, b.Name) })
 	var out []QuotaUsage
@@ -224,12 +243,12 @@ func (c *Checker) listQuotas(ctx context.Context, logger *slog.Logger, cl *clien
 			}
 			hard, err := parseQuantity(text)
 			if err != nil {
-				return nil, &badResponseError{err: fmt.Errorf("quota %s in namespace %s: hard %s: %w", name, namespace, res, err)}
+				return nil, nil, &badResponseError{err: fmt.Errorf("quota %s in namespace %s: hard %s: %w", name, namespace, res, err)}
 			}
 			u := QuotaUsage{Quota: name, Resource: res, Hard: hard, NoSeries: noSeries}
 			if usedText, ok := q.Used[string(res)]; ok {
 				if u.Used, err = parseQuantity(usedText); err != nil {
-					return nil, &badResponseError{err: fmt.Errorf("quota %s in namespace %s: used %s: %w", name, namespace, res, err)}
+					return nil, nil, &badResponseError{err: fmt.Errorf("quota %s in namespace %s: used %s: %w", name, namespace, res, err)}
 				}
 			} else {
 				u.NoUsage = true
@@ -249,7 +268,7 @@ func (c *Checker) listQuotas(ctx context.Context, logger *slog.Logger, cl *clien
 	slices.SortFunc(out, func(a, b QuotaUsage) int {
 		return strings.Compare(a.Quota+"\x00"+string(a.Resource), b.Quota+"\x00"+string(b.Resource))
 	})
-	return out, nil
+	return out, pod, nil
 }
 
 // maxWarned bounds the warnings a checker remembers having given.

@@ -273,7 +273,7 @@ func TestReadHeadroom(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			h, reason, err := c.readHeadroom(ctx, logger, cl, headroomNamespace, canI, testMins)
+			h, reason, err := c.readHeadroom(ctx, logger, cl, headroomNamespace, canI, testMins, false)
 			msg := ""
 			if err != nil {
 				msg = err.Error()
@@ -310,7 +310,7 @@ func TestQuotaUsagesAreTheConfiguredOnes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, _, err := c.readHeadroom(context.Background(), logger, cl, headroomNamespace, nil, testMins)
+	h, _, err := c.readHeadroom(context.Background(), logger, cl, headroomNamespace, nil, testMins, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -372,13 +372,16 @@ func TestCheckHeadroom(t *testing.T) {
 		return n
 	}
 
-	if v := check(newChecker(config.Kubernetes{Namespace: headroomNamespace})); v.Reason != collector.ReasonReady || v.Facts != nil || asked() != 0 {
-		t.Errorf("namespace alone: %s %q, facts %v, %d headroom requests; want Ready, none, 0", v.Reason, v.Message, v.Facts, asked())
+	if v := check(newChecker(config.Kubernetes{Namespace: headroomNamespace})); v.Reason != collector.ReasonReady || v.Facts != nil || asked() != 0 || v.Capacity.Known {
+		t.Errorf("namespace alone: %s %q, facts %v, %d headroom requests, capacity %s; want Ready, none, 0, none", v.Reason, v.Message, v.Facts, asked(), v.Capacity)
 	}
 	c := newChecker(config.Kubernetes{Namespace: headroomNamespace, CanI: []string{"create pods"}, MinQuotaHeadroom: map[string]string{"pods": "1"}})
 	v := check(c)
 	if v.Reason != ReasonQuotaExhausted || !strings.Contains(v.Message, "quota compute in namespace egress-proxies: pods used 10 of hard 10") || asked() != 2 {
 		t.Errorf("pods used up: %s %q after %d headroom requests; want QuotaExhausted after 2", v.Reason, v.Message, asked())
+	}
+	if want := (collector.Capacity{Known: true, Binding: "quota compute pods"}); v.Capacity != want {
+		t.Errorf("pods used up: capacity %+v, want %+v", v.Capacity, want)
 	}
 	want := `
 # HELP provider_health_kubernetes_quota_hard A ResourceQuota's hard limit of a resource named in min_quota_headroom.

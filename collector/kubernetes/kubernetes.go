@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -119,6 +120,7 @@ func (c *Checker) Check(ctx context.Context, logger *slog.Logger, target string)
 		return collector.Verdict{Reason: collector.ReasonCredentialsUnavailable, Message: err.Error()}
 	}
 	v := c.list(ctx, logger, cl)
+	listed := v.Reason == collector.ReasonReady
 	if v.Reason == collector.ReasonReady && c.headroomSet.set() {
 		// Only a cluster the exporter can list in is worth asking
 		// whether a proxy would fit (docs/configuration.md: "Kubernetes").
@@ -135,6 +137,19 @@ func (c *Checker) Check(ctx context.Context, logger *slog.Logger, target string)
 			v = c.schedule(ctx, logger, cl, admitted, v)
 		}
 	}
+	if f, ok := v.Facts.(*Facts); ok && listed {
+		var note string
+		v.Capacity, note = f.capacity(c.headroomSet.mins)
+		if note != "" && v.Reason == collector.ReasonReady {
+			v.Message += "; " + note
+		}
+		// A can_i "no", a quota or a dry run that refuses leaves no room,
+		// whatever the quotas read say: 0, bound by that reason, even
+		// where no quota bounds anything.
+		if slices.Contains(refusals, v.Reason) && (!v.Capacity.Known || v.Capacity.Proxies > 0) {
+			v.Capacity = collector.Capacity{Known: true, Binding: string(v.Reason)}
+		}
+	}
 	v.Address = cl.host // the kubeconfig's server: target_info's address
 	if v.Reason == collector.ReasonUnauthorized {
 		// An exec plugin's credential without an expiry is reused until
@@ -143,6 +158,10 @@ func (c *Checker) Check(ctx context.Context, logger *slog.Logger, target string)
 	}
 	return v
 }
+
+// refusals are the reasons a cluster that answered gives when one more
+// proxy would not be admitted: its capacity is 0.
+var refusals = []collector.Reason{collector.ReasonForbidden, ReasonQuotaExhausted, ReasonAdmissionDenied}
 
 // list makes the check's one request with the client cl.
 func (c *Checker) list(ctx context.Context, logger *slog.Logger, cl *client) collector.Verdict {

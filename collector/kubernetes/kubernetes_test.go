@@ -263,8 +263,8 @@ func TestRequestShape(t *testing.T) {
 	t.Parallel()
 	srv := newAPIServer(t, true, func(w http.ResponseWriter, _ *http.Request) { writePodList(w) })
 	c := newTestChecker(t, kubeconfig(t, srv.URL, srv.caPEM(), nil))
-	if v := check(c); v.Reason != collector.ReasonReady {
-		t.Fatalf("reason = %s (%s), want Ready", v.Reason, v.Message)
+	if v := check(c); v.Reason != collector.ReasonReady || v.Capacity.Known {
+		t.Fatalf("reason = %s (%s), capacity %s; want Ready without a capacity (no capacity key)", v.Reason, v.Message, v.Capacity)
 	}
 	r := srv.lastRequest()
 	if r.Method != http.MethodGet || r.URL.Path != "/api/v1/pods" {

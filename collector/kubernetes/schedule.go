@@ -37,7 +37,13 @@ func (c *Checker) schedule(ctx context.Context, logger *slog.Logger, cl *client,
 	}
 	f.scheduled = true
 	defer func() { f.Schedule = c.lastFit.Load() }()
-	if v.Reason != collector.ReasonReady || pod == nil {
+	if v.Reason != collector.ReasonReady {
+		return v
+	}
+	if pod == nil {
+		// Admitted, but the answer could not be read as a Pod: no fit,
+		// and no Ready that would claim one.
+		v.Reason, v.Message = collector.ReasonBadResponse, "schedule: the Pod the dry run admitted could not be read: "+f.needsErr
 		return v
 	}
 	ws := c.watch.ensure(cl)
@@ -65,6 +71,7 @@ func (c *Checker) schedule(ctx context.Context, logger *slog.Logger, cl *client,
 	nodes, pods := ws.snapshot()
 	res := fit(pod, nodes, nodeUsage(pods))
 	out.Fit, out.Message, out.Reason = &res, res.Message(), collector.ReasonReady
+	f.fit = &res
 	logger.Debug("fitted the admitted pod on the nodes", "nodes", res.Nodes, "fitting", res.Fitting, "copies", res.Copies, "pods_bound", len(pods))
 	if res.Copies == 0 {
 		out.Reason = ReasonUnschedulable

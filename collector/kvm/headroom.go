@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -58,6 +59,38 @@ func headroomVerdict(poolReason collector.Reason, pool string, available uint64,
 		return ReasonHostMemoryLow, fmt.Sprintf("host free memory: %s, %s required", have, want)
 	}
 	return collector.ReasonReady, ""
+}
+
+// blocksPlacement are the reasons of a host that answered about its pool
+// and placement but can take no proxy until someone acts: its capacity is
+// 0, bound by the reason.
+var blocksPlacement = []collector.Reason{
+	ReasonPoolMissing, ReasonPoolInactive, ReasonPoolBuilding, ReasonPoolDegraded, ReasonPoolInaccessible,
+	ReasonVolumeMissing, ReasonNetworkMissing, ReasonNetworkInactive,
+}
+
+// hostCapacity is how many more proxies a host takes (docs/metrics.md:
+// "Capacity"): min(pool available / min_pool_available, free memory /
+// min_free_memory) over the keys that are set, unknown when neither is
+// or when the check measured nothing (libvirtd did not answer about the
+// pool). The same comparisons decide PoolFull and HostMemoryLow
+// (headroomVerdict): a constraint counts 0 exactly when its reading is
+// below its minimum, so ready ⇔ capacity ≥ 1.
+func hostCapacity(r *result, mins Minimums) collector.Capacity {
+	if mins == (Minimums{}) {
+		return collector.Capacity{}
+	}
+	switch {
+	case slices.Contains(blocksPlacement, r.reason):
+		return collector.Capacity{Known: true, Binding: string(r.reason)}
+	case r.reason != collector.ReasonReady && r.reason != ReasonPoolFull && r.reason != ReasonHostMemoryLow:
+		return collector.Capacity{}
+	}
+	c := collector.FitUint64(r.info.available, mins.PoolAvailable, "pool "+r.pool)
+	if r.freeKnown {
+		c = c.Min(collector.FitUint64(r.free, mins.FreeMemory, "memory"))
+	}
+	return c
 }
 
 // checkFreeMemory makes the NodeGetFreeMemory call on s, h's kept connection,

@@ -48,6 +48,23 @@ func TestIntegrationHeadroom(t *testing.T) {
 		t.Errorf("min_pool_available 1 byte: %s %q, want Ready", reason, msg)
 	}
 
+	// The capacity is what the real pool's available bytes allow, read in
+	// the same check: a third of them per proxy fits three (the pool's
+	// use by others may move its bytes between checks, never within one).
+	for _, tc := range []struct {
+		need    uint64
+		atLeast int64
+	}{{available / 3, 3}, {available, 1}, {available * 2, 0}, {1 << 20, 1}} {
+		c := e.checker(t, func(cfg *config.KVM) { cfg.Hosts[0].MinPoolAvailableBytes = tc.need })
+		v := check(t, c)
+		f := factsOf(t, v)
+		want := collector.Capacity{Known: true, Proxies: int64(f.AvailableBytes / tc.need), Binding: "pool " + e.pool}
+		if v.Capacity != want || (v.Capacity.Proxies >= 1) != (v.Reason == collector.ReasonReady) {
+			t.Errorf("min_pool_available %d of %d available: capacity %s (%s), want %s", tc.need, f.AvailableBytes, v.Capacity, v.Reason, want)
+		}
+		t.Logf("min_pool_available %d: capacity %s, %s %q", tc.need, v.Capacity, v.Reason, v.Message)
+	}
+
 	reason, msg, free := run(kvm.Minimums{FreeMemory: 1})
 	if reason != collector.ReasonReady {
 		t.Fatalf("min_free_memory 1 byte: %s %q, want Ready", reason, msg)
@@ -60,6 +77,22 @@ func TestIntegrationHeadroom(t *testing.T) {
 		t.Errorf("NodeGetFreeMemory says %d bytes free, want 0 < free <= MemTotal %d", free, total)
 	}
 	t.Logf("NodeGetFreeMemory: %d bytes free of %d", free, total)
+	// Memory and pool together: the capacity is the lesser of the two
+	// from the readings of the one check.
+	c := e.checker(t, func(cfg *config.KVM) {
+		cfg.Hosts[0].MinPoolAvailableBytes, cfg.Hosts[0].MinFreeMemoryBytes = available/1000, 64<<20
+	})
+	v = check(t, c)
+	f := factsOf(t, v)
+	pool, mem := int64(f.AvailableBytes/(available/1000)), int64(f.FreeMemoryBytes/(64<<20))
+	wantCap := collector.Capacity{Known: true, Proxies: pool, Binding: "pool " + e.pool}
+	if mem < pool {
+		wantCap = collector.Capacity{Known: true, Proxies: mem, Binding: "memory"}
+	}
+	if v.Capacity != wantCap {
+		t.Errorf("both keys: capacity %s, want %s (pool %d, memory %d)", v.Capacity, wantCap, pool, mem)
+	}
+	t.Logf("min_pool_available %d, min_free_memory 64MiB: capacity %s, %s %q", available/1000, v.Capacity, v.Reason, v.Message)
 	if reason, msg, _ := run(kvm.Minimums{FreeMemory: total + 1}); reason != kvm.ReasonHostMemoryLow ||
 		!strings.HasPrefix(msg, "host free memory: ") {
 		t.Errorf("min_free_memory above MemTotal: %s %q, want HostMemoryLow", reason, msg)

@@ -222,6 +222,9 @@ func TestCheckHeadroom(t *testing.T) {
 		calls["StoragePoolLookupByName"] != 0 || calls["StoragePoolGetInfo"] != 1 {
 		t.Errorf("no minimums: %s %q, calls %v; want Ready with the pool's info on its kept handle", v.Reason, v.Message, calls)
 	}
+	if v.Capacity.Known {
+		t.Errorf("no minimums: capacity %s, want none", v.Capacity)
+	}
 	f := v.Facts.(*Facts)
 	if _, ok := f.Details()["freeMemoryBytes"]; ok || f.FreeMemoryKnown {
 		t.Errorf("no minimums: free memory in the facts %+v", f)
@@ -230,6 +233,9 @@ func TestCheckHeadroom(t *testing.T) {
 	v, calls = run(Minimums{PoolAvailable: 1 << 30, FreeMemory: 1 << 30})
 	if v.Reason != collector.ReasonReady || calls["NodeGetFreeMemory"] != 1 {
 		t.Errorf("met minimums: %s %q, calls %v; want Ready with 1 NodeGetFreeMemory", v.Reason, v.Message, calls)
+	}
+	if want := (collector.Capacity{Known: true, Proxies: 3, Binding: "memory"}); v.Capacity != want {
+		t.Errorf("met minimums: capacity %+v, want %+v: 3 GiB free / 1 GiB, less than 70 GiB / 1 GiB", v.Capacity, want)
 	}
 	d := v.Facts.Details()
 	for k, want := range map[string]string{"freeMemoryBytes": "3221225472", "minFreeMemoryBytes": "1073741824",
@@ -247,6 +253,25 @@ provider_health_kvm_host_free_memory_bytes{name="lab",target="beelink"} 3.221225
 		t.Error(err)
 	}
 
+	// The capacity of each key alone and of both, at and around the
+	// boundary where the verdict changes: 70 GiB available, 3 GiB free.
+	for _, tc := range []struct {
+		mins Minimums
+		want collector.Capacity
+	}{
+		{Minimums{PoolAvailable: 20 << 30}, collector.Capacity{Known: true, Proxies: 3, Binding: "pool default"}},
+		{Minimums{PoolAvailable: 70 << 30}, collector.Capacity{Known: true, Proxies: 1, Binding: "pool default"}},
+		{Minimums{PoolAvailable: 70<<30 + 1}, collector.Capacity{Known: true, Binding: "pool default"}},
+		{Minimums{PoolAvailable: 7 << 30, FreeMemory: 256 << 20}, collector.Capacity{Known: true, Proxies: 10, Binding: "pool default"}},
+		{Minimums{PoolAvailable: 7 << 30, FreeMemory: 310 << 20}, collector.Capacity{Known: true, Proxies: 9, Binding: "memory"}},
+		{Minimums{FreeMemory: 3 << 30}, collector.Capacity{Known: true, Proxies: 1, Binding: "memory"}},
+		{Minimums{FreeMemory: 3<<30 + 1}, collector.Capacity{Known: true, Binding: "memory"}},
+	} {
+		if v, _ = run(tc.mins); v.Capacity != tc.want {
+			t.Errorf("%+v: capacity %+v (%s), want %+v", tc.mins, v.Capacity, v.Reason, tc.want)
+		}
+	}
+
 	if v, _ = run(Minimums{FreeMemory: 4 << 30}); v.Reason != ReasonHostMemoryLow || v.Message != "host free memory: 3 GiB, 4 GiB required" {
 		t.Errorf("min_free_memory 4GiB: %s %q, want HostMemoryLow", v.Reason, v.Message)
 	}
@@ -257,5 +282,8 @@ provider_health_kvm_host_free_memory_bytes{name="lab",target="beelink"} 3.221225
 	e.fake.set(func(f *fakeLibvirt) { f.state = 0 })
 	if v, calls = run(Minimums{PoolAvailable: 80 << 30, FreeMemory: 4 << 30}); v.Reason != ReasonPoolInactive || calls["NodeGetFreeMemory"] != 0 {
 		t.Errorf("inactive pool: %s, calls %v; want PoolInactive without NodeGetFreeMemory", v.Reason, calls)
+	}
+	if want := (collector.Capacity{Known: true, Binding: "PoolInactive"}); v.Capacity != want {
+		t.Errorf("inactive pool: capacity %+v, want %+v", v.Capacity, want)
 	}
 }

@@ -137,7 +137,11 @@ func check(t *testing.T, c *kvm.Checker) collector.Verdict {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	return c.Check(ctx, logger(t), target)
+	v := c.Check(ctx, logger(t), target)
+	if v.Capacity.Contradicts(v.Reason) {
+		t.Errorf("capacity %s contradicts the verdict %s (%s)", v.Capacity, v.Reason, v.Message)
+	}
+	return v
 }
 
 func want(t *testing.T, v collector.Verdict, reasons ...collector.Reason) {

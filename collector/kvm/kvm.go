@@ -397,7 +397,7 @@ func (h *host) verdict(logger *slog.Logger, r result) collector.Verdict {
 	}
 	facts := h.facts
 	h.mu.Unlock()
-	v := collector.Verdict{Reason: r.reason, Facts: facts}
+	v := collector.Verdict{Reason: r.reason, Facts: facts, Capacity: hostCapacity(&r, h.mins)}
 	switch {
 	case r.err != nil:
 		// libvirt's error text is the daemon's, up to a reply's 64 KiB.

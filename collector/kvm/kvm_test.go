@@ -106,6 +106,9 @@ func check(t testing.TB, c *Checker, target string, budget time.Duration) collec
 	go func() { done <- c.Check(ctx, testLogger(t), target) }()
 	select {
 	case v := <-done:
+		if v.Capacity.Contradicts(v.Reason) {
+			t.Errorf("%s: capacity %s contradicts the verdict %s (%s)", target, v.Capacity, v.Reason, v.Message)
+		}
 		return v
 	case <-time.After(budget + 10*time.Second):
 		t.Fatalf("check did not return within %s past its budget of %s", 10*time.Second, budget)

@@ -77,6 +77,9 @@ func checkCalls(t *testing.T, c *kvm.Checker) (collector.Verdict, string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	v := c.Check(ctx, slog.New(rec), target)
+	if v.Capacity.Contradicts(v.Reason) {
+		t.Errorf("capacity %s contradicts the verdict %s (%s)", v.Capacity, v.Reason, v.Message)
+	}
 	return v, rec.take()
 }
 

@@ -123,21 +123,24 @@ func TestPlacementPrecedence(t *testing.T) {
 		want   collector.Reason
 		asked  []string // calls of the check after the pool's info
 		absent []string
+		// binding is what binds the capacity, 0 unless Ready: the
+		// blocking reason itself, or the headroom short of its minimum.
+		binding string
 	}{
 		{"pool inactive wins", setup{state: libvirt.StoragePoolInactive, poolFull: true, memoryLow: true}, ReasonPoolInactive,
-			nil, []string{"StorageVolLookupByName", "NetworkIsActive", "NodeGetFreeMemory"}},
+			nil, []string{"StorageVolLookupByName", "NetworkIsActive", "NodeGetFreeMemory"}, "PoolInactive"},
 		{"PoolFull before VolumeMissing", allBad, ReasonPoolFull,
-			[]string{"NodeGetFreeMemory"}, []string{"StorageVolLookupByName", "NetworkIsActive"}},
+			[]string{"NodeGetFreeMemory"}, []string{"StorageVolLookupByName", "NetworkIsActive"}, "pool default"},
 		{"VolumeMissing before NetworkMissing", setup{state: libvirt.StoragePoolRunning, memoryLow: true}, ReasonVolumeMissing,
-			[]string{"StorageVolLookupByName"}, []string{"NetworkIsActive"}},
+			[]string{"StorageVolLookupByName"}, []string{"NetworkIsActive"}, "VolumeMissing"},
 		{"NetworkMissing before HostMemoryLow", setup{state: libvirt.StoragePoolRunning, memoryLow: true, volume: true}, ReasonNetworkMissing,
-			[]string{"StorageVolLookupByName", "NetworkLookupByName"}, []string{"NetworkIsActive"}},
+			[]string{"StorageVolLookupByName", "NetworkLookupByName"}, []string{"NetworkIsActive"}, "NetworkMissing"},
 		{"NetworkInactive before HostMemoryLow", setup{state: libvirt.StoragePoolRunning, memoryLow: true, volume: true, network: true}, ReasonNetworkInactive,
-			[]string{"StorageVolLookupByName", "NetworkIsActive"}, nil},
+			[]string{"StorageVolLookupByName", "NetworkIsActive"}, nil, "NetworkInactive"},
 		{"HostMemoryLow last", setup{state: libvirt.StoragePoolRunning, memoryLow: true, volume: true, network: true, networkActive: true}, ReasonHostMemoryLow,
-			[]string{"StorageVolLookupByName", "NetworkIsActive", "NodeGetFreeMemory"}, nil},
+			[]string{"StorageVolLookupByName", "NetworkIsActive", "NodeGetFreeMemory"}, nil, "memory"},
 		{"Ready", setup{state: libvirt.StoragePoolRunning, volume: true, network: true, networkActive: true}, collector.ReasonReady,
-			[]string{"StorageVolLookupByName", "NetworkIsActive", "NodeGetFreeMemory"}, nil},
+			[]string{"StorageVolLookupByName", "NetworkIsActive", "NodeGetFreeMemory"}, nil, "memory"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -164,6 +167,14 @@ func TestPlacementPrecedence(t *testing.T) {
 			calls := callsOf(e, func() { v = check(t, c, hostName, time.Minute) })
 			if v.Reason != tt.want {
 				t.Fatalf("reason %s (%s), want %s", v.Reason, v.Message, tt.want)
+			}
+			// Ready: 8 GiB free, 4 GiB a proxy; the pool has room for more.
+			want := collector.Capacity{Known: true, Binding: tt.binding}
+			if tt.want == collector.ReasonReady {
+				want.Proxies = 2
+			}
+			if v.Capacity != want {
+				t.Errorf("capacity %+v, want %+v", v.Capacity, want)
 			}
 			for _, call := range tt.asked {
 				if calls[call] == 0 {

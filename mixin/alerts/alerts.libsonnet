@@ -27,6 +27,11 @@ local cfg(c) =
     quotaNearLimitPercent: std.toString(std.round(c.providerQuotaNearLimitFraction * 100)) + '%',
     // predict_linear's horizon is a number of seconds.
     kvmPoolFillingUpHorizonSeconds: '%d' % duration.seconds('kvmPoolFillingUpHorizon', c.kvmPoolFillingUpHorizon),
+    capacityHorizonSeconds: '%d' % duration.seconds('capacityHorizon', c.capacityHorizon),
+    capacityLowProxies:
+      if std.isNumber(c.capacityLowProxies) && c.capacityLowProxies >= 1
+      then '%d' % c.capacityLowProxies
+      else error 'capacityLowProxies: want a number of proxies, 1 or more, got %s' % [c.capacityLowProxies],
     kvmPoolMinAvailableBytes:
       if std.isNumber(c.kvmPoolMinAvailableBytes) && c.kvmPoolMinAvailableBytes >= 0
       then '%d' % c.kvmPoolMinAvailableBytes
@@ -341,6 +346,47 @@ local exporterDownExpr(c) =
                 'The exporter established {{ $value | printf "%.0f" }} SSH+libvirt sessions to KVM host '
                 + '{{ $labels.target }} ({{ $labels.name }}) in the last hour; a kept connection '
                 + 'should last across scrapes.',
+            },
+          },
+          {
+            alert: 'ProviderCapacityLow',
+            // The capacity is absent where no headroom key is set: only
+            // the entries that say what one proxy needs are judged.
+            expr: |||
+              provider_health_capacity{%(providerHealthSelector)s} < %(capacityLowProxies)s
+            ||| % c,
+            'for': c.capacityLowFor,
+            labels: { severity: c.warningSeverity },
+            annotations: {
+              summary: 'Few more proxies fit on a provider.',
+              description:
+                '{{ $labels.provider }} entry {{ $labels.name }} (target {{ $labels.target }})' + c.inCluster
+                + ' has room for {{ $value | printf "%.0f" }} more proxies, fewer than ' + c.capacityLowProxies
+                + ' for more than ' + c.capacityLowFor + '. The status page names the constraint that binds it.',
+            },
+          },
+          {
+            alert: 'ProviderCapacityRunningOut',
+            // Like KVMPoolFillingUp: the trend of the last window,
+            // extrapolated over the horizon. A target with no room left is
+            // ProviderNotReady's (and ProviderCapacityLow's), not a forecast.
+            expr: |||
+              (
+                predict_linear(provider_health_capacity{%(providerHealthSelector)s}[%(capacityWindow)s], %(capacityHorizonSeconds)s)
+                  < 1
+              )
+              and
+                provider_health_capacity{%(providerHealthSelector)s} >= 1
+            ||| % c,
+            'for': c.capacityRunningOutFor,
+            labels: { severity: c.warningSeverity },
+            annotations: {
+              summary: 'A provider is running out of room for proxies.',
+              description:
+                '{{ $labels.provider }} entry {{ $labels.name }} (target {{ $labels.target }})' + c.inCluster
+                + ' has room for ' + valueOf(c, 'provider_health_capacity', ['job', 'instance', 'provider', 'name', 'target'], 'printf "%.0f"')
+                + ' more proxies; at the rate it lost room over the last '
+                + c.capacityWindow + ' none is left within ' + c.capacityHorizon + '.',
             },
           },
         ],

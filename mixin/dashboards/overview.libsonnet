@@ -195,6 +195,24 @@ local duration = import '../lib/duration.libsonnet';
       g.timeseries('KVM host free memory', "Free memory of each KVM host (libvirt's NodeGetFreeMemory), for hosts whose entry sets min_free_memory; below it the check reports HostMemoryLow.", [
         g.target('max by (name, target) (provider_health_kvm_host_free_memory_bytes{%s})' % kvmSel, '{{name}}/{{target}}'),
       ]) + g.size(12, 8) + g.unit('bytes'),
+
+      // Capacity: how many more proxies fit (docs/metrics.md: "Capacity"),
+      // for the entries with headroom keys; watched by ProviderCapacityLow
+      // and ProviderCapacityRunningOut.
+      g.row('Capacity'),
+
+      g.timeseries('Capacity per entry', "How many more proxies fit on each target (provider_health_capacity): the least, over its headroom constraints, of floor(headroom / one proxy's need). ProviderCapacityLow fires below the red line (the mixin's capacityLowProxies); the status page names the constraint that binds each.", [
+        g.target('max by (%s) (provider_health_capacity{%s})' % [byTarget, sel], targetLegend),
+      ]) + g.size(16, 8) + g.unit('short')
+      + g.thresholds([[null, 'red'], [c.capacityLowProxies, 'green']])
+      + { fieldConfig+: { defaults+: { decimals: 0, min: 0, custom+: { thresholdsStyle: { mode: 'line' } } } } },
+
+      g.barGauge('Least capacity', 'The 10 targets with the least room for more proxies now (bottomk of provider_health_capacity).', [
+        // Instant: bottomk over a range would show each step's 10.
+        g.target('bottomk(10, max by (%s) (provider_health_capacity{%s}))' % [byTarget, sel], targetLegend) + { range: false, instant: true },
+      ]) + g.size(8, 8) + g.unit('short')
+      + g.thresholds([[null, 'red'], [1, 'orange'], [c.capacityLowProxies, 'green']])
+      + { fieldConfig+: { defaults+: { decimals: 0, min: 0 } } },
     ]),
   },
 }
