@@ -47,7 +47,9 @@ func boundPod(node string, req ...string) *corev1.Pod {
 func TestFit(t *testing.T) {
 	t.Parallel()
 	taint := func(key, value string, effect corev1.TaintEffect) func(*corev1.Node) {
-		return func(n *corev1.Node) { n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: key, Value: value, Effect: effect}) }
+		return func(n *corev1.Node) {
+			n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: key, Value: value, Effect: effect})
+		}
 	}
 	cordon := func(n *corev1.Node) { n.Spec.Unschedulable = true }
 	label := func(k, v string) func(*corev1.Node) { return func(n *corev1.Node) { n.Labels[k] = v } }
@@ -85,11 +87,17 @@ func TestFit(t *testing.T) {
 				p.Spec.NodeSelector = map[string]string{"pool": "proxies"}
 			}, "cpu", "1"),
 			nodes: []*corev1.Node{
-				fitNode("gpu", func(n *corev1.Node) { taint("dedicated", "gpu", corev1.TaintEffectNoSchedule)(n); label("pool", "proxies")(n) }),
+				fitNode("gpu", func(n *corev1.Node) {
+					taint("dedicated", "gpu", corev1.TaintEffectNoSchedule)(n)
+					label("pool", "proxies")(n)
+				}),
 				fitNode("evict", func(n *corev1.Node) { taint("drain", "", corev1.TaintEffectNoExecute)(n); label("pool", "proxies")(n) }),
 				fitNode("cordoned", func(n *corev1.Node) { cordon(n); taint("dedicated", "gpu", corev1.TaintEffectNoSchedule)(n) }),
 				fitNode("other", label("pool", "batch")),
-				fitNode("soft", func(n *corev1.Node) { taint("x", "y", corev1.TaintEffectPreferNoSchedule)(n); label("pool", "proxies")(n) }, "cpu", "500m", "pods", "10"),
+				fitNode("soft", func(n *corev1.Node) {
+					taint("x", "y", corev1.TaintEffectPreferNoSchedule)(n)
+					label("pool", "proxies")(n)
+				}, "cpu", "500m", "pods", "10"),
 			},
 			message: "0/5 nodes are available: 1 Insufficient cpu, 1 node(s) didn't match Pod's node affinity/selector, 1 node(s) had untolerated taint {dedicated: gpu}, 1 node(s) had untolerated taint {drain: }, 1 node(s) were unschedulable",
 		},

@@ -16,7 +16,8 @@
 #   ctl.sh start-scheduler <statedir> <kube-scheduler binary>
 #       starts kube-scheduler against that kube-apiserver with the admin
 #       token (leader election off, its own port on 127.0.0.1) and waits
-#       for its /healthz: the schedule tests' oracle
+#       for its /healthz: the schedule tests' oracle. It schedules only
+#       Pods with schedulerName: phe-oracle
 #   ctl.sh stop-scheduler <statedir>   stops kube-scheduler
 #   ctl.sh stop <statedir>             stops kube-scheduler (if started),
 #                                      kube-apiserver, then etcd
@@ -214,6 +215,10 @@ clientConnection:
   kubeconfig: "$state/scheduler.kubeconfig"
 leaderElection:
   leaderElect: false
+# Only Pods that name this scheduler: the other tests' Pods stay Pending,
+# as they expect, and never land on the schedule tests' synthetic Nodes.
+profiles:
+  - schedulerName: phe-oracle
 EOF
   port="$(free_port)"
   "$scheduler" --config="$state/scheduler.yaml" \
