@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
 	"github.com/egress-proxies/provider_health_exporter/config"
@@ -31,11 +32,22 @@ func scheduleAPI(nodes []corev1.Node, pods []corev1.Pod, forbidNodes bool) http.
 		case r.URL.Path == "/api/v1/nodes" && forbidNodes:
 			writeJSONStatus(w, http.StatusForbidden, &metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusFailure,
 				Reason: metav1.StatusReasonForbidden, Code: http.StatusForbidden, Message: `nodes is forbidden: User "exporter" cannot list resource "nodes" in API group "" at the cluster scope`})
+		case q.Get("watch") == "true" && r.URL.Path == "/api/v1/nodes":
+			var items []runtime.Object
+			for i := range nodes {
+				n := nodes[i]
+				n.TypeMeta = metav1.TypeMeta{Kind: "Node", APIVersion: "v1"}
+				items = append(items, &n)
+			}
+			serveWatch(w, r, items)
 		case q.Get("watch") == "true":
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusOK)
-			w.(http.Flusher).Flush()
-			<-r.Context().Done()
+			var items []runtime.Object
+			for i := range pods {
+				p := pods[i]
+				p.TypeMeta = metav1.TypeMeta{Kind: "Pod", APIVersion: "v1"}
+				items = append(items, &p)
+			}
+			serveWatch(w, r, items)
 		case r.URL.Path == "/api/v1/nodes":
 			writeJSONStatus(w, http.StatusOK, &corev1.NodeList{TypeMeta: metav1.TypeMeta{Kind: "NodeList", APIVersion: "v1"}, ListMeta: metav1.ListMeta{ResourceVersion: "9"}, Items: nodes})
 		case r.URL.Path == "/api/v1/pods" && q.Get("fieldSelector") != "":

@@ -13,7 +13,9 @@ import (
 
 	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
@@ -59,12 +61,6 @@ func (s *watchServer) serve(w http.ResponseWriter, r *http.Request) {
 			Message: `pods is forbidden: User "system:serviceaccount:monitoring:phe" cannot list resource "pods" in API group "" at the cluster scope`})
 		return
 	}
-	if q.Get("watch") == "true" {
-		w.WriteHeader(http.StatusOK)
-		w.(http.Flusher).Flush()
-		<-r.Context().Done()
-		return
-	}
 	if pods && s.hold != nil {
 		select {
 		case <-s.hold:
@@ -73,18 +69,29 @@ func (s *watchServer) serve(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	var body any
+	var items []runtime.Object
 	if pods {
 		p := boundPod("n1", "cpu", "1")
 		p.Spec.Containers[0].Image = "registry.example/proxy:1"
 		p.ResourceVersion = "7"
+		p.TypeMeta = metav1.TypeMeta{Kind: "Pod", APIVersion: "v1"}
+		items = []runtime.Object{p}
 		body = &corev1.PodList{TypeMeta: metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"}, ListMeta: metav1.ListMeta{ResourceVersion: "10"}, Items: []corev1.Pod{*p}}
 	} else {
 		n := fitNode("n1", nil)
 		n.Status.Images = []corev1.ContainerImage{{Names: []string{"registry.example/big:1"}, SizeBytes: 1 << 30}}
 		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
 		n.ResourceVersion = "5"
+		n2 := fitNode("n2", nil)
+		n.TypeMeta = metav1.TypeMeta{Kind: "Node", APIVersion: "v1"}
+		n2.TypeMeta = n.TypeMeta
+		items = []runtime.Object{n, n2}
 		body = &corev1.NodeList{TypeMeta: metav1.TypeMeta{Kind: "NodeList", APIVersion: "v1"}, ListMeta: metav1.ListMeta{ResourceVersion: "10"},
-			Items: []corev1.Node{*n, *fitNode("n2", nil)}}
+			Items: []corev1.Node{*n, *n2}}
+	}
+	if q.Get("watch") == "true" {
+		serveWatch(w, r, items)
+		return
 	}
 	_ = json.NewEncoder(w).Encode(body)
 }
@@ -201,4 +208,29 @@ func TestWatchNotSyncedIsNoFit(t *testing.T) {
 	if !ws.waitSynced(t.Context()) {
 		t.Fatal("never synced once released")
 	}
+}
+
+// serveWatch answers a watch as the API server does. A watch-list
+// (sendInitialEvents=true, client-go's default since 1.35) first gets
+// items as ADDED events and the bookmark that ends them; then the watch
+// stays open and quiet until the client goes away.
+func serveWatch(w http.ResponseWriter, r *http.Request, items []runtime.Object) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	if r.URL.Query().Get("sendInitialEvents") == "true" {
+		enc := json.NewEncoder(w)
+		var bookmark runtime.Object = &corev1.Pod{TypeMeta: metav1.TypeMeta{Kind: "Pod", APIVersion: "v1"}}
+		if r.URL.Path == "/api/v1/nodes" {
+			bookmark = &corev1.Node{TypeMeta: metav1.TypeMeta{Kind: "Node", APIVersion: "v1"}}
+		}
+		for _, o := range items {
+			_ = enc.Encode(map[string]any{"type": "ADDED", "object": o})
+		}
+		m, _ := meta.Accessor(bookmark)
+		m.SetResourceVersion("10")
+		m.SetAnnotations(map[string]string{metav1.InitialEventsAnnotationKey: "true"})
+		_ = enc.Encode(map[string]any{"type": "BOOKMARK", "object": bookmark})
+	}
+	w.(http.Flusher).Flush()
+	<-r.Context().Done()
 }
