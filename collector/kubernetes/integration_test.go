@@ -352,7 +352,7 @@ func waitAccess(t *testing.T, cs *k8s.Clientset, allowed bool, as ...access) {
 // createNamespace creates a namespace and the "default" ServiceAccount the
 // ServiceAccount admission plugin wants for Pods (there is no controller
 // manager to create it).
-func createNamespace(t *testing.T, admin *k8s.Clientset, name string) {
+func createNamespace(t testing.TB, admin *k8s.Clientset, name string) {
 	t.Helper()
 	ctx := context.Background()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}

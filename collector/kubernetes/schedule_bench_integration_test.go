@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -128,10 +129,9 @@ func seedNodes(b *testing.B, admin *k8s.Clientset) {
 func seedPods(b *testing.B, admin *k8s.Clientset) {
 	b.Helper()
 	ctx := context.Background()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: scaleNamespace}}
-	if _, err := admin.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		b.Fatal(err)
-	}
+	// With its default ServiceAccount, which the ServiceAccount admission
+	// looks up and no controller-manager creates here.
+	createNamespace(b, admin, scaleNamespace)
 	l, err := admin.CoreV1().Pods(scaleNamespace).List(ctx, metav1.ListOptions{Limit: 1})
 	if err != nil {
 		b.Fatal(err)
@@ -166,12 +166,17 @@ func parallel(b *testing.B, n int, f func(int) error) {
 	var wg sync.WaitGroup
 	var once sync.Once
 	var first error
+	var failed atomic.Bool
 	next := make(chan int)
 	for range scaleConcurrency {
 		wg.Go(func() {
 			for i := range next {
+				if failed.Load() {
+					continue // drain: one error fails the benchmark
+				}
 				if err := f(i); err != nil && !apierrors.IsAlreadyExists(err) {
 					once.Do(func() { first = err })
+					failed.Store(true)
 				}
 			}
 		})
