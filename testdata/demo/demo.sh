@@ -13,7 +13,8 @@
 #   - kubernetes: a real kube-apiserver and etcd (testdata/kubernetes/ctl.sh,
 #     the binary of build-apiserver.sh, cached as make test caches it), started
 #     in the background by testdata/demo/kubernetes.sh, whose entries join by a
-#     reload when it answers: kube-demo Ready, kube-demo-can-i Forbidden. Where
+#     reload when it answers: kube-demo Ready, kube-demo-can-i Forbidden,
+#     kube-demo-unschedulable Unschedulable (on two synthetic Nodes). Where
 #     kube-apiserver is not built yet it is built in the background first;
 #     the other kinds do not wait for it.
 #
