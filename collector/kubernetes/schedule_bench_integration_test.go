@@ -121,7 +121,13 @@ func seedNodes(b *testing.B, admin *k8s.Clientset) {
 		n.Status.Capacity, n.Status.Allocatable = alloc, alloc
 		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady"}}
 		n.Status.Images = []corev1.ContainerImage{{Names: []string{"registry.example/proxy@sha256:0123456789abcdef", "registry.example/proxy:1"}, SizeBytes: 50 << 20}}
-		_, err = admin.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+		if n, err = admin.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+			return err
+		}
+		// The TaintNodesByCondition admission's not-ready taint, which
+		// no node controller lifts here.
+		n.Spec.Taints = nil
+		_, err = admin.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
 		return err
 	})
 }

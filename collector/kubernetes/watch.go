@@ -212,10 +212,10 @@ func (w *watched) record(err error) {
 	}
 }
 
-func (w *watched) state() (error, time.Time) {
+func (w *watched) state() (time.Time, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.err, w.since
+	return w.since, w.err
 }
 
 // waitSynced waits until both caches hold a full list, or ctx ends.
@@ -239,7 +239,7 @@ func (ws *watchSet) waitSynced(ctx context.Context) bool {
 // caches still filling, Unknown, never a fit on a stale or partial cache.
 func (ws *watchSet) verdict(now time.Time) (reason collector.Reason, msg string, ok bool) {
 	for _, w := range []*watched{ws.nodes, ws.pods} {
-		err, since := w.state()
+		since, err := w.state()
 		if err == nil {
 			continue
 		}
