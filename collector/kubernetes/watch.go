@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"slices"
 	"sync"
 	"time"
@@ -15,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	fieldsel "k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/watch"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
@@ -122,7 +124,7 @@ func startWatch(logger *slog.Logger, cl *client) *watchSet {
 	ctx, cancel := context.WithCancel(context.Background())
 	ctx = klog.NewContext(ctx, logr.FromSlogHandler(logger.Handler()))
 	ws := &watchSet{cl: cl, started: time.Now(), cancel: cancel, done: make(chan struct{})}
-	core, err := watchClient(cl)
+	core, hc, err := watchClient(cl)
 	if err != nil {
 		// Never happens with a configuration the check's client was
 		// built from; said as the watch's error all the same.
@@ -146,7 +148,13 @@ func startWatch(logger *slog.Logger, cl *client) *watchSet {
 	for _, w := range []*watched{ws.nodes, ws.pods} {
 		wg.Go(func() { w.informer.RunWithContext(ctx) })
 	}
-	go func() { wg.Wait(); close(ws.done) }()
+	go func() {
+		wg.Wait()
+		// The watches' connections (HTTP/2 keeps them, with a read loop
+		// each) end with the informers: nothing outlives Close.
+		utilnet.CloseIdleConnectionsFor(hc.Transport)
+		close(ws.done)
+	}()
 	return ws
 }
 
@@ -155,16 +163,20 @@ func startWatch(logger *slog.Logger, cl *client) *watchSet {
 // bounds, which a watch that lasts for hours and a list of 20,000 Pods
 // would break, and with protobuf, which the API server encodes and the
 // exporter decodes at a fraction of JSON's cost.
-func watchClient(cl *client) (*corev1client.CoreV1Client, error) {
+func watchClient(cl *client) (*corev1client.CoreV1Client, *http.Client, error) {
 	cfg := rest.CopyConfig(cl.watchCfg)
 	cfg.RateLimiter = nil // client-go's default: a few requests a second, enough for relists
 	cfg.ContentType = "application/vnd.kubernetes.protobuf"
 	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
-	c, err := corev1client.NewForConfig(cfg)
+	hc, err := rest.HTTPClientFor(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("watch client: %w", err)
+		return nil, nil, fmt.Errorf("watch client: %w", err)
 	}
-	return c, nil
+	c, err := corev1client.NewForConfigAndClient(cfg, hc)
+	if err != nil {
+		return nil, nil, fmt.Errorf("watch client: %w", err)
+	}
+	return c, hc, nil
 }
 
 // newWatched builds the informer of resource, whose list and watch calls
