@@ -119,9 +119,20 @@ func nodeUsage(pods []*corev1.Pod) map[string]*nodeUse {
 			u = &nodeUse{}
 			use[p.Spec.NodeName] = u
 		}
-		u.add(needOf(p))
+		u.add(strippedNeed(p))
 	}
 	return use
+}
+
+// strippedNeed is needOf for a Pod of the watch cache, whose one
+// container holds its requests as the scheduler sums them (stripPod):
+// read directly, without PodRequests' maps, since a scrape reads every
+// cached Pod (docs/scaling.md).
+func strippedNeed(p *corev1.Pod) podNeed {
+	if len(p.Spec.Containers) != 1 || len(p.Spec.InitContainers) > 0 || p.Spec.Overhead != nil || p.Spec.Resources != nil {
+		return needOf(p)
+	}
+	return needOfList(p.Spec.Containers[0].Resources.Requests)
 }
 
 // FitResult is how many copies of the Pod the cluster's nodes take.

@@ -233,4 +233,7 @@ func TestStripPod(t *testing.T) {
 	if n := needOf(s); n.milliCPU != 2000 || n.memory != 1<<30 {
 		t.Errorf("stripped pod's need = %+v, want the init container's cpu (2) and the container's memory", n)
 	}
+	if n := strippedNeed(s); n.milliCPU != 2000 || n.memory != 1<<30 {
+		t.Errorf("stripped pod's need read directly = %+v, want what needOf reads", n)
+	}
 }
