@@ -150,8 +150,8 @@ func startWatch(logger *slog.Logger, cl *client) *watchSet {
 	}
 	go func() {
 		wg.Wait()
-		// The watches' connections (HTTP/2 keeps them, with a read loop
-		// each) end with the informers: nothing outlives Close.
+		// The list calls' idle connections end with the informers:
+		// nothing outlives Close.
 		utilnet.CloseIdleConnectionsFor(hc.Transport)
 		close(ws.done)
 	}()
@@ -168,6 +168,10 @@ func watchClient(cl *client) (*corev1client.CoreV1Client, *http.Client, error) {
 	cfg.RateLimiter = nil // client-go's default: a few requests a second, enough for relists
 	cfg.ContentType = "application/vnd.kubernetes.protobuf"
 	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	// HTTP/1.1: a stopped watch's connection is closed with it. Over
+	// HTTP/2 the shared connection outlives its reset streams, idle only
+	// some time after the informers ended, and so after Close.
+	cfg.NextProtos = []string{"http/1.1"}
 	hc, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("watch client: %w", err)
