@@ -18,7 +18,7 @@ import (
 	k8s "k8s.io/client-go/kubernetes"
 )
 
-// The scale of BenchmarkScheduleScale (docs/scaling.md: "schedule").
+// The scale of BenchmarkScheduleScale (docs/scaling.md: "schedule: watch caches and the node fit").
 const (
 	scaleNodes       = 1000
 	scalePods        = 20000

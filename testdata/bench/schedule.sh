@@ -1,7 +1,7 @@
 #!/bin/bash
 # schedule.sh [file]: the part of `make bench` that measures schedule at
 # 1,000 Nodes and 20,000 Pods in a real kube-apiserver (docs/scaling.md:
-# "schedule"): it starts etcd and kube-apiserver with
+# "schedule: watch caches and the node fit"): it starts etcd and kube-apiserver with
 # testdata/kubernetes/ctl.sh in a throwaway state directory, runs
 # BenchmarkScheduleScale (collector/kubernetes, build tag integration) and
 # appends its output to file. Without a built kube-apiserver
