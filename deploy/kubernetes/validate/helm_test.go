@@ -82,13 +82,13 @@ type chartObjects struct {
 	// scheduleRole and scheduleBinding are rbac.schedule's (name suffix -schedule).
 	scheduleRole    *rbacv1.ClusterRole
 	scheduleBinding *rbacv1.ClusterRoleBinding
-	roles              map[string]rbacv1.Role        // by namespace/name
-	roleBindings       map[string]rbacv1.RoleBinding // by namespace/name
-	networkPolicy      *networkingv1.NetworkPolicy
-	pdb                *policyv1.PodDisruptionBudget
-	serviceMonitor     *monitoringv1.ServiceMonitor
-	prometheusRule     *monitoringv1.PrometheusRule
-	scrapeConfig       *monitoringv1alpha1.ScrapeConfig
+	roles           map[string]rbacv1.Role        // by namespace/name
+	roleBindings    map[string]rbacv1.RoleBinding // by namespace/name
+	networkPolicy   *networkingv1.NetworkPolicy
+	pdb             *policyv1.PodDisruptionBudget
+	serviceMonitor  *monitoringv1.ServiceMonitor
+	prometheusRule  *monitoringv1.PrometheusRule
+	scrapeConfig    *monitoringv1alpha1.ScrapeConfig
 }
 
 func renderChart(t *testing.T, values map[string]any) chartObjects {
