@@ -79,16 +79,17 @@ type chartObjects struct {
 	configMaps         map[string]corev1.ConfigMap // by name
 	clusterRole        *rbacv1.ClusterRole
 	clusterRoleBinding *rbacv1.ClusterRoleBinding
+	roles              map[string]rbacv1.Role        // by namespace/name
+	roleBindings       map[string]rbacv1.RoleBinding // by namespace/name
+	networkPolicy      *networkingv1.NetworkPolicy
+	pdb                *policyv1.PodDisruptionBudget
+	serviceMonitor     *monitoringv1.ServiceMonitor
+	prometheusRule     *monitoringv1.PrometheusRule
+	scrapeConfig       *monitoringv1alpha1.ScrapeConfig
+
 	// scheduleRole and scheduleBinding are rbac.schedule's (name suffix -schedule).
 	scheduleRole    *rbacv1.ClusterRole
 	scheduleBinding *rbacv1.ClusterRoleBinding
-	roles           map[string]rbacv1.Role        // by namespace/name
-	roleBindings    map[string]rbacv1.RoleBinding // by namespace/name
-	networkPolicy   *networkingv1.NetworkPolicy
-	pdb             *policyv1.PodDisruptionBudget
-	serviceMonitor  *monitoringv1.ServiceMonitor
-	prometheusRule  *monitoringv1.PrometheusRule
-	scrapeConfig    *monitoringv1alpha1.ScrapeConfig
 }
 
 func renderChart(t *testing.T, values map[string]any) chartObjects {
