@@ -62,6 +62,7 @@ func TestLoadInvalid(t *testing.T) {
 		"invalid-pod-template-unknown-field.yml":     `kubernetes[0] "prod": pod_template: ../testdata/files/pod-template-unknown-field.yaml: strict decoding: line 9: unknown field "spec.containers[0].imagePullPolic"`,
 		"invalid-pod-template-wrong-type.yml":        `kubernetes[0] "prod": pod_template: ../testdata/files/pod-template-wrong-type.yaml: spec.containers.ports: a number where a list is expected`,
 		"invalid-pod-template-not-a-pod.yml":         `kubernetes[0] "prod": pod_template: ../testdata/files/pod-template-deployment.yaml: not a Pod: apiVersion "apps/v1", kind "Deployment" (want apiVersion: v1, kind: Pod)`,
+		"invalid-schedule-without-pod-template.yml":  `kubernetes[0] "prod": schedule: set without pod_template (the Pod fitted on the nodes is the one its dry run returns)`,
 		"invalid-pod-template-without-namespace.yml": `kubernetes[0] "prod": namespace: missing (required by pod_template)`,
 		"invalid-pod-template-missing.yml":           `kubernetes[0] "prod": pod_template: stat ../testdata/files/no-such-template.yaml: no such file or directory`,
 		"invalid-pod-template-other-namespace.yml":   `kubernetes[0] "prod": pod_template: ../testdata/files/pod-template-namespaced.yaml: metadata.namespace "egress-proxies" is not the entry's namespace "other"`,

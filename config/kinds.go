@@ -102,7 +102,11 @@ type Kubernetes struct {
 	// PodTemplate is the optional dry-run placement (docs/configuration.md:
 	// "Placement: pod_template"); it needs Namespace.
 	PodTemplate PodTemplate `yaml:"pod_template,omitempty"`
-	Check       `yaml:",inline"`
+	// Schedule fits the Pod the dry run returns on the cluster's Nodes,
+	// as kube-scheduler's filters would (docs/configuration.md:
+	// "Scheduling: schedule"); it needs PodTemplate.
+	Schedule bool `yaml:"schedule,omitempty"`
+	Check    `yaml:",inline"`
 }
 
 // GCP is one project.
@@ -183,6 +187,10 @@ func (k *Kubernetes) Validate(where string) error {
 	}
 	if err := k.validatePodTemplate(where); err != nil {
 		return err
+	}
+	if k.Schedule && k.PodTemplate.Path == "" {
+		// Without the Pod admission returns there is nothing to fit.
+		return fmt.Errorf("%s: schedule: set without pod_template (the Pod fitted on the nodes is the one its dry run returns)", where)
 	}
 	return readable(where, "kubeconfig", k.Kubeconfig)
 }

@@ -15,7 +15,8 @@ import (
 // AdmissionDenied for pod_template.
 func Reasons() collector.ReasonSet {
 	return collector.HTTPReasons(collector.ReasonDef{Reason: ReasonQuotaExhausted, Up: true},
-		collector.ReasonDef{Reason: ReasonAdmissionDenied, Up: true})
+		collector.ReasonDef{Reason: ReasonAdmissionDenied, Up: true},
+		collector.ReasonDef{Reason: ReasonUnschedulable, Up: true})
 }
 
 // Name is the kind's name: its configuration section and provider label.

@@ -52,6 +52,9 @@ type client struct {
 	host string
 	rest *rest.RESTClient
 	http *http.Client
+	// watchCfg is the configuration without the per-request wrappers,
+	// for the schedule watches (watch.go), which outlive any one check.
+	watchCfg *rest.Config
 }
 
 // current returns the client for the current configuration: read again
@@ -162,6 +165,7 @@ func (c *Checker) build(base *rest.Config, cred *execCredential) (*client, error
 	// Deprecation warnings would go to klog's global logger.
 	cfg.WarningHandler = rest.NoWarnings{}
 	cfg.Dial = c.dialer.DialContext
+	watchCfg := rest.CopyConfig(cfg)
 	// The innermost wrapper, below client-go's authentication wrappers, so
 	// that reaching it means credentials were obtained.
 	// Below it, the bounds every provider's HTTP client has: capped
@@ -190,7 +194,7 @@ func (c *Checker) build(base *rest.Config, cred *execCredential) (*client, error
 	if err != nil {
 		return nil, fmt.Errorf("rest client: %w", err)
 	}
-	return &client{host: cfg.Host, rest: rc, http: httpClient}, nil
+	return &client{host: cfg.Host, rest: rc, http: httpClient, watchCfg: watchCfg}, nil
 }
 
 // restConfig reads the kubeconfig (only that file: neither $KUBECONFIG nor

@@ -8,6 +8,7 @@ import (
 	"mime"
 
 	"google.golang.org/protobuf/encoding/protowire"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
@@ -384,4 +385,32 @@ func boundedText(s string) string {
 		return s[:64] + "…"
 	}
 	return s
+}
+
+// decodeWholePod reads the dry run's answer as a whole Pod, for
+// schedule. Its quantities are resource.Quantity's, as client-go's
+// informers read every Node and Pod; the answer is bounded by the body
+// limit of every answer (collector.BoundedTransport).
+func decodeWholePod(body []byte, protobuf bool) (*corev1.Pod, error) {
+	pod := &corev1.Pod{}
+	kind := ""
+	if protobuf {
+		k, raw, err := unwrap(body)
+		if err != nil {
+			return nil, &badResponseError{err: err}
+		}
+		if err := pod.Unmarshal(raw); err != nil {
+			return nil, &badResponseError{err: fmt.Errorf("protobuf %s: %w", boundedText(k), err)}
+		}
+		kind = k
+	} else {
+		if err := json.Unmarshal(body, pod); err != nil {
+			return nil, &badResponseError{err: err}
+		}
+		kind = pod.Kind
+	}
+	if kind != "Pod" {
+		return nil, &badResponseError{err: fmt.Errorf("got a %q, want a Pod", boundedText(kind))}
+	}
+	return pod, nil
 }

@@ -41,9 +41,13 @@ const DefaultGenerateName = "provider-health-dry-run-"
 // where their key is set (docs/configuration.md), so that a configuration
 // without them exports exactly the series it did before. QuotaExhausted
 // comes with min_quota_headroom and with pod_template, whose dry run meets
-// the ResourceQuota admission; AdmissionDenied with pod_template only.
+// the ResourceQuota admission; AdmissionDenied with pod_template only;
+// Unschedulable with schedule only.
 func EntryReasons(k *config.Kubernetes) collector.ReasonSet {
 	set := Reasons()
+	if k == nil || !k.Schedule {
+		set = set.Without(ReasonUnschedulable)
+	}
 	if k == nil || k.PodTemplate.Path == "" {
 		set = set.Without(ReasonAdmissionDenied)
 		if k == nil || len(k.MinQuotaHeadroom) == 0 {
@@ -60,6 +64,8 @@ type placement struct {
 	// body is the Pod as sent: the template with its name cleared and a
 	// generateName, in namespace, as JSON.
 	body []byte
+	// wholePod: an admitted Pod is also decoded whole, for schedule.
+	wholePod bool
 	// last is the outcome of the last dry run, for the status page.
 	last atomic.Pointer[DryRunOutcome]
 }
@@ -85,7 +91,7 @@ func newPlacement(cfg *config.Kubernetes) (*placement, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes %q: pod_template %s: %w", cfg.Name, pt.Path, err)
 	}
-	return &placement{file: pt.Path, namespace: cfg.Namespace, body: body}, nil
+	return &placement{file: pt.Path, namespace: cfg.Namespace, body: body, wholePod: cfg.Schedule}, nil
 }
 
 // dryRunPod is the Pod the dry run sends: the template as the operator
@@ -116,14 +122,16 @@ func dryRunPod(tmpl *corev1.Pod, namespace string) *corev1.Pod {
 // headroom (v), one POST of the template with dryRun=All. Whatever v is,
 // the verdict carries the template's details and the last dry run's
 // outcome.
-func (c *Checker) dryRun(ctx context.Context, logger *slog.Logger, cl *client, v collector.Verdict) collector.Verdict {
+//
+// The Pod admission returned is returned too when it was admitted and the
+// entry sets schedule (nil otherwise).
+func (c *Checker) dryRun(ctx context.Context, logger *slog.Logger, cl *client, v collector.Verdict) (collector.Verdict, *corev1.Pod) {
 	p := c.placement
-	var needs PodNeeds
-	var needsErr error
+	var got admission
 	if v.Reason == collector.ReasonReady {
 		var reason collector.Reason
 		var msg string
-		reason, msg, needs, needsErr = p.create(ctx, logger, cl)
+		reason, msg, got = p.create(ctx, logger, cl)
 		p.last.Store(&DryRunOutcome{Time: time.Now(), Reason: reason, Message: msg})
 		if reason == collector.ReasonReady {
 			v.Message += "; " + msg
@@ -137,18 +145,31 @@ func (c *Checker) dryRun(ctx context.Context, logger *slog.Logger, cl *client, v
 		v.Facts = f
 	}
 	f.PodTemplate, f.DryRun = p.file, p.last.Load()
-	f.needs = needs
-	if needsErr != nil {
-		f.needsErr = collector.BoundString(needsErr.Error())
+	f.needs = got.needs
+	if got.err != nil {
+		f.needsErr = collector.BoundString(got.err.Error())
 	}
-	return v
+	return v, got.pod
+}
+
+// admission is what an admitted dry run's answer gave: the Pod's needs
+// for the quota capacity and, with schedule, the Pod itself; err says
+// what of it could not be read.
+type admission struct {
+	needs PodNeeds
+	pod   *corev1.Pod
+	err   error
 }
 
 // create sends the dry run and judges the answer. One request, no
 // retries, under ctx. An admitted Pod's needs are read from the answer
 // for the capacity (decodePodNeeds): what cannot be read there is an
 // error beside a Ready verdict, never the verdict.
-func (p *placement) create(ctx context.Context, logger *slog.Logger, cl *client) (collector.Reason, string, PodNeeds, error) {
+//
+// With schedule the admitted Pod is also decoded whole (decodeWholePod), as
+// admission left it (defaults, LimitRange requests, mutating webhooks), for
+// the node fit.
+func (p *placement) create(ctx context.Context, logger *slog.Logger, cl *client) (collector.Reason, string, admission) {
 	defer utilnet.CloseIdleConnectionsFor(cl.http.Transport)
 	tr := &trace{}
 	ctx = context.WithValue(ctx, traceKey{}, tr)
@@ -161,7 +182,7 @@ func (p *placement) create(ctx context.Context, logger *slog.Logger, cl *client)
 	// The one request of the exporter that could change a cluster: it is
 	// never sent without dryRun=All, whatever becomes of the code above.
 	if q := u.Query()["dryRun"]; len(q) != 1 || q[0] != metav1.DryRunAll {
-		return collector.ReasonUnknown, fmt.Sprintf("refusing to send %s without dryRun=All", u.Path), nil, nil
+		return collector.ReasonUnknown, fmt.Sprintf("refusing to send %s without dryRun=All", u.Path), admission{}
 	}
 	logger.Debug("dry-run create of pod_template", "file", p.file, "request", http.MethodPost+" "+u.RequestURI())
 	res := req.Do(ctx)
@@ -174,12 +195,12 @@ func (p *placement) create(ctx context.Context, logger *slog.Logger, cl *client)
 	if err != nil {
 		reason, msg := p.judge(ctx, err, tr)
 		logger.Debug("dry-run refused", "reason", reason, "err", collector.BoundString(err.Error()))
-		return reason, msg, nil, nil
+		return reason, msg, admission{}
 	}
 	msg := "dry-run create of pod_template in namespace " + p.namespace + " admitted"
 	if pod.GenerateName == "" && pod.Name == "" {
 		// Not the object just sent: a proxy or another server answered.
-		return collector.ReasonBadResponse, msg + ", but the answer is not the Pod sent", nil, nil
+		return collector.ReasonBadResponse, msg + ", but the answer is not the Pod sent", admission{}
 	}
 	var warned []string
 	for _, w := range res.Warnings() {
@@ -189,14 +210,18 @@ func (p *placement) create(ctx context.Context, logger *slog.Logger, cl *client)
 		msg += " with warnings: " + collector.BoundString(strings.Join(warned, "; "))
 	}
 	body, protobuf, err := answer(res)
-	var needs PodNeeds
+	var got admission
 	if err == nil {
-		needs, err = decodePodNeeds(body, protobuf)
+		got.needs, err = decodePodNeeds(body, protobuf)
+	}
+	if err == nil && p.wholePod {
+		got.pod, err = decodeWholePod(body, protobuf)
 	}
 	if err != nil {
+		got.err = err
 		logger.Debug("the admitted Pod's requests were not read", "err", collector.BoundString(err.Error()))
 	}
-	return collector.ReasonReady, msg, needs, err
+	return collector.ReasonReady, msg, got
 }
 
 // The API server tells admission refusals apart only by their text; each

@@ -100,6 +100,13 @@ type Facts struct {
 	// last dry run (nil before the first); both empty without one.
 	PodTemplate string
 	DryRun      *DryRunOutcome
+	// Schedule is the last fit's outcome (nil before the first), when
+	// the entry sets schedule; fit is this check's fit (nil when it did
+	// not get that far).
+	Schedule *ScheduleOutcome
+	fit      *FitResult
+	// scheduled is set when the entry sets schedule.
+	scheduled bool
 	// needs are what one more copy of the Pod the dry run admitted adds to
 	// the quotas (nil: not admitted by this check, or not read, then
 	// needsErr says why).
@@ -108,10 +115,14 @@ type Facts struct {
 }
 
 // capacity is the verdict's capacity from the check's readings
-// (quotaCapacity), and what to add to a Ready message when part of it
-// could not be read.
+// (quotaCapacity, and with schedule the node fit: the least of the two,
+// the quota's binding kept on a tie), and what to add to a Ready message
+// when part of it could not be read.
 func (f *Facts) capacity(mins map[corev1.ResourceName]Quantity) (collector.Capacity, string) {
 	c := quotaCapacity(f.Headroom, mins, f.needs)
+	if f.fit != nil {
+		c = c.Min(collector.Capacity{Known: true, Proxies: min(f.fit.Copies, collector.MaxCapacity), Binding: "nodes"})
+	}
 	var notes []string
 	if f.QuotaErr != "" {
 		notes = append(notes, "capacity unknown: "+f.QuotaErr)
@@ -156,6 +167,9 @@ func (f *Facts) Details() map[string]string {
 	}
 	if f.PodTemplate != "" {
 		dryRunDetails(d, f.PodTemplate, f.DryRun)
+	}
+	if f.scheduled {
+		scheduleDetails(d, f.Schedule)
 	}
 	return d
 }

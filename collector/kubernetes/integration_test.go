@@ -54,7 +54,7 @@ type cluster struct {
 	adminToken                 string
 }
 
-func clusterFromEnv(t *testing.T) *cluster {
+func clusterFromEnv(t testing.TB) *cluster {
 	t.Helper()
 	c := &cluster{
 		server: os.Getenv("PHE_K8S_SERVER"),
@@ -99,7 +99,7 @@ func (w *warnings) list() []string {
 
 // restConfig is a client configuration for token. Its connections are
 // closed when the test ends, so that goleak sees none left.
-func (c *cluster) restConfig(t *testing.T, token string, w *warnings) *rest.Config {
+func (c *cluster) restConfig(t testing.TB, token string, w *warnings) *rest.Config {
 	t.Helper()
 	cfg := &rest.Config{
 		Host:            c.server,
@@ -113,7 +113,7 @@ func (c *cluster) restConfig(t *testing.T, token string, w *warnings) *rest.Conf
 	return cfg
 }
 
-func (c *cluster) clientset(t *testing.T, token string, w *warnings) *k8s.Clientset {
+func (c *cluster) clientset(t testing.TB, token string, w *warnings) *k8s.Clientset {
 	t.Helper()
 	cfg := c.restConfig(t, token, w)
 	hc, err := rest.HTTPClientFor(cfg)
@@ -352,7 +352,7 @@ func waitAccess(t *testing.T, cs *k8s.Clientset, allowed bool, as ...access) {
 // createNamespace creates a namespace and the "default" ServiceAccount the
 // ServiceAccount admission plugin wants for Pods (there is no controller
 // manager to create it).
-func createNamespace(t *testing.T, admin *k8s.Clientset, name string) {
+func createNamespace(t testing.TB, admin *k8s.Clientset, name string) {
 	t.Helper()
 	ctx := context.Background()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -48,6 +49,10 @@ type Checker struct {
 	headroomSet headroomSettings
 	// placement is the pod_template dry run (nil: none set).
 	placement *placement
+	// watch keeps the Node and Pod caches of schedule (nil: not set),
+	// and lastFit is the last fit's outcome.
+	watch   *watcher
+	lastFit lastFit
 	// dialer opens every connection to the API server (collector.WithDialer).
 	dialer *net.Dialer
 	// inCluster are the files of the in-cluster configuration.
@@ -82,6 +87,12 @@ func New(cfg *config.Kubernetes, logger *slog.Logger, opts ...collector.Option) 
 	c := &Checker{cfg: cfg, logger: logger,
 		dialer:    collector.Apply(opts).Dialer(&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}),
 		inCluster: defaultInCluster, headroomSet: hs, placement: pl}
+	if cfg.Schedule {
+		if logger == nil {
+			logger = slog.New(slog.DiscardHandler)
+		}
+		c.watch = &watcher{logger: logger}
+	}
 	return c, nil
 }
 
@@ -118,7 +129,13 @@ func (c *Checker) Check(ctx context.Context, logger *slog.Logger, target string)
 	if c.placement != nil {
 		// Last, as the operator's create meets the cluster: after the
 		// list and the headroom (docs/configuration.md: "Placement: pod_template").
-		v = c.dryRun(ctx, logger, cl, v)
+		var admitted *corev1.Pod
+		v, admitted = c.dryRun(ctx, logger, cl, v)
+		if c.watch != nil {
+			// What the scheduler would do with the Pod admission
+			// returned (docs/configuration.md: "Scheduling: schedule").
+			v = c.schedule(ctx, logger, cl, admitted, v)
+		}
 	}
 	if f, ok := v.Facts.(*Facts); ok && listed {
 		var note string

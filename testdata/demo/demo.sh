@@ -14,7 +14,8 @@
 #     the binary of build-apiserver.sh, cached as make test caches it), started
 #     in the background by testdata/demo/kubernetes.sh, whose entries join by a
 #     reload when it answers: kube-demo Ready (capacity 17 from a ResourceQuota whose
-#     usage the demo writes itself: no quota controller runs), kube-demo-can-i Forbidden. Where
+#     usage the demo writes itself: no quota controller runs), kube-demo-can-i Forbidden,
+#     kube-demo-unschedulable Unschedulable (on two synthetic Nodes). Where
 #     kube-apiserver is not built yet it is built in the background first;
 #     the other kinds do not wait for it.
 #

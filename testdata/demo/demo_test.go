@@ -38,6 +38,8 @@ var wantReasons = map[string]string{
 	"gcp-standin-disabled": "APIDisabled",
 	"kube-demo":            "Ready",
 	"kube-demo-can-i":      "Forbidden",
+	// Two synthetic Nodes: one too small, one cordoned.
+	"kube-demo-unschedulable": "Unschedulable",
 }
 
 // TestDemo runs `make demo`'s script twice, each time to the first Ready

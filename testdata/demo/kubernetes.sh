@@ -5,8 +5,9 @@
 # the binary's path), starts it and etcd with testdata/kubernetes/ctl.sh,
 # gives the demo's ServiceAccount the right to list Pods and the namespace's
 # ResourceQuotas and no other, creates a ResourceQuota with its usage,
-# writes a kubeconfig with its token, adds two kubernetes entries to the
-# exporter's configuration and reloads the exporter.
+# writes a kubeconfig with its token, creates two synthetic Nodes and a
+# second ServiceAccount for the schedule entry, adds three kubernetes
+# entries to the exporter's configuration and reloads the exporter.
 #
 # usage: kubernetes.sh <state dir> <exporter base URL> <build command>
 set -euo pipefail
@@ -79,6 +80,62 @@ contexts: [{name: demo, context: {cluster: demo, user: $account, namespace: $nam
 current-context: demo
 YAML
 
+# kpatch <path> <json>: a JSON merge patch as the admin.
+kpatch() {
+	curl -fsS --max-time 30 --cacert "$PHE_K8S_CA" -H "Authorization: Bearer $(cat "$PHE_K8S_ADMIN_TOKEN_FILE")" \
+		-H 'Content-Type: application/merge-patch+json' -X PATCH "$PHE_K8S_SERVER$1" -d "$2" >/dev/null ||
+		fail "PATCH $1 failed"
+}
+
+# kube-demo-unschedulable (docs/configuration.md: "Scheduling: schedule"):
+# two synthetic Nodes, named as such (no kubelet runs them: their status is
+# written here, and the not-ready taint that admission puts on a new Node is
+# lifted, as no node controller runs): node 1 has 2 CPUs, node 2 is
+# cordoned. The proxy Pod asks for 4 CPUs, so no node takes it. Its own
+# ServiceAccount may create Pods in $namespace (the dry run), list the
+# namespace's ResourceQuotas, and list and watch Nodes and Pods.
+sched=provider-health-scheduler
+kcreate "/api/v1/namespaces/$namespace/serviceaccounts" \
+	'{"apiVersion":"v1","kind":"ServiceAccount","metadata":{"name":"default"}}' >/dev/null
+kcreate "/api/v1/namespaces/$namespace/serviceaccounts" \
+	"{\"apiVersion\":\"v1\",\"kind\":\"ServiceAccount\",\"metadata\":{\"name\":\"$sched\"}}" >/dev/null
+kcreate /apis/rbac.authorization.k8s.io/v1/clusterroles \
+	'{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRole","metadata":{"name":"provider-health-demo-schedule"},"rules":[{"apiGroups":[""],"resources":["nodes","pods"],"verbs":["list","watch"]}]}' >/dev/null
+kcreate /apis/rbac.authorization.k8s.io/v1/clusterrolebindings \
+	"{\"apiVersion\":\"rbac.authorization.k8s.io/v1\",\"kind\":\"ClusterRoleBinding\",\"metadata\":{\"name\":\"provider-health-demo-schedule\"},\"roleRef\":{\"apiGroup\":\"rbac.authorization.k8s.io\",\"kind\":\"ClusterRole\",\"name\":\"provider-health-demo-schedule\"},\"subjects\":[{\"kind\":\"ServiceAccount\",\"name\":\"$sched\",\"namespace\":\"$namespace\"}]}" >/dev/null
+kcreate "/apis/rbac.authorization.k8s.io/v1/namespaces/$namespace/roles" \
+	'{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"Role","metadata":{"name":"provider-health-demo-placement"},"rules":[{"apiGroups":[""],"resources":["pods"],"verbs":["create"]},{"apiGroups":[""],"resources":["resourcequotas"],"verbs":["list"]}]}' >/dev/null
+kcreate "/apis/rbac.authorization.k8s.io/v1/namespaces/$namespace/rolebindings" \
+	"{\"apiVersion\":\"rbac.authorization.k8s.io/v1\",\"kind\":\"RoleBinding\",\"metadata\":{\"name\":\"provider-health-demo-placement\"},\"roleRef\":{\"apiGroup\":\"rbac.authorization.k8s.io\",\"kind\":\"Role\",\"name\":\"provider-health-demo-placement\"},\"subjects\":[{\"kind\":\"ServiceAccount\",\"name\":\"$sched\",\"namespace\":\"$namespace\"}]}" >/dev/null
+for i in 1 2; do
+	node=demo-synthetic-node-$i
+	kcreate /api/v1/nodes "{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{\"name\":\"$node\",\"labels\":{\"provider-health-demo\":\"synthetic\"}}}" >/dev/null
+	kpatch "/api/v1/nodes/$node/status" '{"status":{"capacity":{"cpu":"2","memory":"4Gi","pods":"110"},"allocatable":{"cpu":"2","memory":"4Gi","pods":"110"},"conditions":[{"type":"Ready","status":"True","reason":"SyntheticNode","message":"a synthetic Node of make demo: no kubelet runs it"}]}}'
+done
+kpatch /api/v1/nodes/demo-synthetic-node-1 '{"spec":{"taints":null}}'
+kpatch /api/v1/nodes/demo-synthetic-node-2 '{"spec":{"taints":null,"unschedulable":true}}'
+sched_token=$(kcreate "/api/v1/namespaces/$namespace/serviceaccounts/$sched/token" \
+	'{"apiVersion":"authentication.k8s.io/v1","kind":"TokenRequest","spec":{"expirationSeconds":86400}}' |
+	tr -d '\n' | sed -n 's/.*"token": *"\([^"]*\)".*/\1/p')
+[ -n "$sched_token" ] || fail "no ServiceAccount token for $sched"
+install -m 0600 /dev/null "$state/k8s/schedule.token"
+printf '%s' "$sched_token" >"$state/k8s/schedule.token"
+sed -e "s#$state/k8s/demo.token#$state/k8s/schedule.token#" -e "s#name: $account#name: $sched#; s#user: $account#user: $sched#" \
+	"$state/k8s/kubeconfig" >"$state/k8s/kubeconfig-schedule"
+cat >"$state/k8s/proxy-pod.yaml" <<YAML
+apiVersion: v1
+kind: Pod
+metadata:
+  generateName: egress-proxy-
+  labels: {app.kubernetes.io/managed-by: egress-proxies-operator}
+spec:
+  automountServiceAccountToken: false
+  containers:
+    - name: proxy
+      image: registry.example/egress-proxy:1
+      resources: {requests: {cpu: "4", memory: 256Mi}}
+YAML
+
 {
 	cat "$state/provider_health.base.yml"
 	cat <<YAML
@@ -91,8 +148,13 @@ kubernetes:
     kubeconfig: $state/k8s/kubeconfig
     namespace: $namespace
     can_i: [create pods]
+  - name: kube-demo-unschedulable   # Unschedulable: the proxy asks 4 CPUs; synthetic node 1 has 2, node 2 is cordoned
+    kubeconfig: $state/k8s/kubeconfig-schedule
+    namespace: $namespace
+    pod_template: $state/k8s/proxy-pod.yaml
+    schedule: true
 YAML
 } >"$state/provider_health.yml.new"
 mv "$state/provider_health.yml.new" "$state/provider_health.yml"
 curl -fsS --max-time 60 -X POST "$base/-/reload" >/dev/null || fail "the exporter refused the configuration with the kubernetes entries"
-say "kube-apiserver and etcd on $PHE_K8S_SERVER; kube-demo and kube-demo-can-i added by a reload"
+say "kube-apiserver and etcd on $PHE_K8S_SERVER; kube-demo, kube-demo-can-i and kube-demo-unschedulable (two synthetic Nodes) added by a reload"

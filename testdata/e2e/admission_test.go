@@ -30,6 +30,30 @@ const (
 	admNamespace = "e2e-proxies"
 )
 
+// The kubernetes entry with schedule (docs/configuration.md: "Scheduling:
+// schedule") on the same kube-apiserver: one synthetic Node, cordoned, so
+// that admission takes the proxy Pod and no node would run it.
+const (
+	schedName      = "e2e-unschedulable"
+	schedNamespace = "e2e-sched"
+	schedNode      = "e2e-synthetic-node"
+)
+
+// schedPod is the operator's proxy Pod of the schedule entry: admitted
+// (no Pod Security level in its namespace), asking for one CPU.
+const schedPod = `apiVersion: v1
+kind: Pod
+metadata:
+  generateName: egress-proxy-
+  labels: {app.kubernetes.io/managed-by: egress-proxies-operator}
+spec:
+  automountServiceAccountToken: false
+  containers:
+    - name: proxy
+      image: registry.example/egress-proxy:1.4.2
+      resources: {requests: {cpu: "1"}}
+`
+
 // admRootPod is the operator's proxy Pod, running as root.
 const admRootPod = `apiVersion: v1
 kind: Pod
@@ -50,6 +74,8 @@ type admission struct {
 	// kubeconfig and template are the entry's files; token is the
 	// exporter's credential in kubeconfig (a secret).
 	kubeconfig, template, token string
+	// schedKubeconfig and schedTemplate are the schedule entry's files.
+	schedKubeconfig, schedTemplate string
 }
 
 // startAdmission starts etcd and kube-apiserver with testdata/kubernetes
@@ -128,7 +154,73 @@ func startAdmission(t *testing.T, root, dir string) *admission {
 	a.token = tr.Status.Token
 	a.kubeconfig = writeFile(t, dir, "kubeconfig-admission", fmt.Sprintf(kubeconfigTmpl, a.server, base64.StdEncoding.EncodeToString(ca), a.token))
 	a.template = writeFile(t, dir, "proxy-pod.yaml", admRootPod)
+	a.startSchedule(t, dir, ca)
 	return a
+}
+
+// startSchedule prepares the schedule entry: its namespace with its
+// default ServiceAccount, a ServiceAccount that may create Pods there and
+// list and watch Nodes and Pods cluster-wide (components/placement's and
+// components/schedule's rules), and one synthetic Node, cordoned, with its
+// status written as a kubelet would and the not-ready taint that admission
+// puts on a new Node lifted, since no node controller runs.
+func (a *admission) startSchedule(t *testing.T, dir string, ca []byte) {
+	t.Helper()
+	rbac := "/apis/rbac.authorization.k8s.io/v1"
+	a.create(t, "/api/v1/namespaces", map[string]any{"metadata": map[string]any{"name": schedNamespace}})
+	for _, sa := range []string{"default", "scheduler"} {
+		a.create(t, "/api/v1/namespaces/"+schedNamespace+"/serviceaccounts", map[string]any{"metadata": map[string]any{"name": sa}})
+	}
+	subjects := []map[string]string{{"kind": "ServiceAccount", "name": "scheduler", "namespace": schedNamespace}}
+	a.create(t, rbac+"/clusterroles", map[string]any{"metadata": map[string]any{"name": "e2e-schedule"},
+		"rules": []map[string]any{{"apiGroups": []string{""}, "resources": []string{"nodes", "pods"}, "verbs": []string{"list", "watch"}}}})
+	a.create(t, rbac+"/clusterrolebindings", map[string]any{"metadata": map[string]any{"name": "e2e-schedule"},
+		"roleRef": map[string]string{"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "e2e-schedule"}, "subjects": subjects})
+	a.create(t, rbac+"/namespaces/"+schedNamespace+"/roles", map[string]any{"metadata": map[string]any{"name": "e2e-schedule-placement"},
+		"rules": []map[string]any{{"apiGroups": []string{""}, "resources": []string{"pods"}, "verbs": []string{"create"}},
+			{"apiGroups": []string{""}, "resources": []string{"resourcequotas"}, "verbs": []string{"list"}}}})
+	a.create(t, rbac+"/namespaces/"+schedNamespace+"/rolebindings", map[string]any{"metadata": map[string]any{"name": "e2e-schedule-placement"},
+		"roleRef": map[string]string{"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "e2e-schedule-placement"}, "subjects": subjects})
+
+	a.create(t, "/api/v1/nodes", map[string]any{"metadata": map[string]any{"name": schedNode, "labels": map[string]string{"provider-health-e2e": "synthetic"}}})
+	alloc := map[string]string{"cpu": "4", "memory": "8Gi", "pods": "110"}
+	a.patch(t, "/api/v1/nodes/"+schedNode+"/status", map[string]any{"status": map[string]any{"capacity": alloc, "allocatable": alloc,
+		"conditions": []map[string]string{{"type": "Ready", "status": "True", "reason": "SyntheticNode"}}}})
+	a.patch(t, "/api/v1/nodes/"+schedNode, map[string]any{"spec": map[string]any{"taints": nil, "unschedulable": true}})
+
+	var tr struct {
+		Status struct {
+			Token string `json:"token"`
+		} `json:"status"`
+	}
+	must(t, json.Unmarshal(a.create(t, "/api/v1/namespaces/"+schedNamespace+"/serviceaccounts/scheduler/token",
+		map[string]any{"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": map[string]any{"expirationSeconds": 3600}}), &tr))
+	if tr.Status.Token == "" {
+		t.Fatal("TokenRequest gave no token")
+	}
+	a.schedKubeconfig = writeFile(t, dir, "kubeconfig-schedule", fmt.Sprintf(kubeconfigTmpl, a.server, base64.StdEncoding.EncodeToString(ca), tr.Status.Token))
+	a.schedTemplate = writeFile(t, dir, "proxy-pod-schedule.yaml", schedPod)
+}
+
+// patch sends a JSON merge patch of path as the admin; anything but 200
+// fails the test.
+func (a *admission) patch(t *testing.T, path string, obj any) {
+	t.Helper()
+	b, err := json.Marshal(obj)
+	must(t, err)
+	req, err := http.NewRequest(http.MethodPatch, a.server+path, bytes.NewReader(b))
+	must(t, err)
+	req.Header.Set("Authorization", "Bearer "+a.adminToken)
+	req.Header.Set("Content-Type", "application/merge-patch+json")
+	resp, err := a.http.Do(req)
+	if err != nil {
+		t.Fatalf("PATCH %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("PATCH %s: %d %s", path, resp.StatusCode, body)
+	}
 }
 
 // create POSTs obj to path as the admin and returns the answer; anything
@@ -166,7 +258,8 @@ func (a *admission) do(t *testing.T, method, path string, obj any) (int, []byte)
 
 // admissionConfig is the template data of the pod_template entry.
 func (a *admission) admissionConfig() map[string]any {
-	return map[string]any{"Admission": true, "AdmName": admName, "AdmKubeconfig": a.kubeconfig, "AdmNamespace": admNamespace, "AdmTemplate": a.template}
+	return map[string]any{"Admission": true, "AdmName": admName, "AdmKubeconfig": a.kubeconfig, "AdmNamespace": admNamespace, "AdmTemplate": a.template,
+		"SchedName": schedName, "SchedKubeconfig": a.schedKubeconfig, "SchedNamespace": schedNamespace, "SchedTemplate": a.schedTemplate}
 }
 
 // admissionAlerts are the alerts the entry raises: not ready, its only
@@ -178,7 +271,24 @@ func admissionAlerts(exporterAddr string) []alertMatch {
 		"job": job, "provider": "kubernetes", "name": admName, "severity": "critical",
 	}, description: "reasons: AdmissionDenied."}, {name: "ProviderActionRequired", labels: map[string]string{
 		"job": job, "instance": exporterAddr, "provider": "kubernetes", "name": admName, "target": "apiserver", "reason": "AdmissionDenied", "severity": "critical",
-	}, description: "has reported AdmissionDenied"}}
+	}, description: "has reported AdmissionDenied"}, {name: "ProviderNotReady", labels: map[string]string{
+		"job": job, "instance": exporterAddr, "provider": "kubernetes", "name": schedName, "target": "apiserver", "severity": "warning",
+	}, description: "reason: Unschedulable."}, {name: "ProviderUnavailable", labels: map[string]string{
+		"job": job, "provider": "kubernetes", "name": schedName, "severity": "critical",
+	}, description: "reasons: Unschedulable."}}
+}
+
+// checkUnschedulable asserts that the schedule entry is Unschedulable (up
+// 1, ready 0) everywhere the exporter shows it: admission took the proxy
+// Pod, and the only Node, cordoned, would not run it; the message counts
+// it as kube-scheduler does, and the last fit is under details.
+func checkUnschedulable(t *testing.T, prom *promAPI, exporterURL string) {
+	t.Helper()
+	msg := regexp.MustCompile(`^0/1 nodes are available: 1 node\(s\) were unschedulable$`)
+	details := checkHeadroom(t, prom, exporterURL, "kubernetes", schedName, "apiserver", "Unschedulable", msg)
+	if !strings.HasPrefix(details["schedule"], "Unschedulable: 0/1 nodes are available") || details["scheduleTime"] == "" {
+		t.Errorf("/api/v1/status details %v: want the last fit under schedule and scheduleTime", details)
+	}
 }
 
 // checkAdmissionDenied asserts that the pod_template entry is

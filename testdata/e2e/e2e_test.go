@@ -288,6 +288,8 @@ func TestEndToEnd(t *testing.T) {
 	step("QuotaExhausted from a recorded regions.get body in Prometheus, /metrics, /probe, /api/v1/status and the status page")
 	checkAdmissionDenied(t, prom, exporterURL, adm)
 	step("AdmissionDenied from the real PodSecurity admission in Prometheus, /metrics, /probe, /api/v1/status and the status page")
+	checkUnschedulable(t, prom, exporterURL)
+	step("Unschedulable from a cordoned synthetic Node on the real kube-apiserver in Prometheus, /metrics, /probe and /api/v1/status")
 	checkPoolFull(t, prom, exporterURL, cfgData["FullPool"].(string))
 	checkHostMemoryLow(t, prom, exporterURL)
 	checkVolumeMissing(t, prom, exporterURL, cfgData["FullPool"].(string))
@@ -779,6 +781,11 @@ kubernetes:
     kubeconfig: {{.AdmKubeconfig}}
     namespace: {{.AdmNamespace}}
     pod_template: {{.AdmTemplate}}
+  - name: {{.SchedName}}
+    kubeconfig: {{.SchedKubeconfig}}
+    namespace: {{.SchedNamespace}}
+    pod_template: {{.SchedTemplate}}
+    schedule: true
 {{- end}}
 gcp:
   - name: {{.GCPName}}

@@ -13,7 +13,14 @@
 #   ctl.sh stop-apiserver <statedir>   stops kube-apiserver (tests: Unreachable)
 #   ctl.sh start-apiserver <statedir>  starts it again, on the same port and
 #                                      etcd, and waits for /readyz
-#   ctl.sh stop <statedir>             stops kube-apiserver, then etcd
+#   ctl.sh start-scheduler <statedir> <kube-scheduler binary>
+#       starts kube-scheduler against that kube-apiserver with the admin
+#       token (leader election off, its own port on 127.0.0.1) and waits
+#       for its /healthz: the schedule tests' oracle. It schedules only
+#       Pods with schedulerName: phe-oracle
+#   ctl.sh stop-scheduler <statedir>   stops kube-scheduler
+#   ctl.sh stop <statedir>             stops kube-scheduler (if started),
+#                                      kube-apiserver, then etcd
 #
 # Each daemon is stopped by the PID recorded when it was started, never by name.
 set -euo pipefail
@@ -179,9 +186,66 @@ PHE_K8S_ETCD=http://127.0.0.1:$etcd_port
 EOF
 }
 
+# start_scheduler starts kube-scheduler with a kubeconfig holding the
+# admin token, so that it may read and bind everything, as the real one's
+# system:kube-scheduler identity may.
+start_scheduler() {
+  local state="$1" scheduler="$2" api_port port
+  [[ -x "$scheduler" ]] || die "kube-scheduler binary $scheduler not executable"
+  [[ ! -f "$state/scheduler.pid" ]] || die "kube-scheduler is running (pid $(cat "$state/scheduler.pid"))"
+  { read -r _; read -r api_port; read -r _; } <"$state/apiserver.conf"
+  cat >"$state/scheduler.kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+  - name: test
+    cluster: {server: "https://127.0.0.1:$api_port", certificate-authority: "$state/ca.crt"}
+users:
+  - name: admin
+    user: {tokenFile: "$state/admin.token"}
+contexts:
+  - name: test
+    context: {cluster: test, user: admin}
+current-context: test
+EOF
+  cat >"$state/scheduler.yaml" <<EOF
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection:
+  kubeconfig: "$state/scheduler.kubeconfig"
+leaderElection:
+  leaderElect: false
+# Only Pods that name this scheduler: the other tests' Pods stay Pending,
+# as they expect, and never land on the schedule tests' synthetic Nodes.
+profiles:
+  - schedulerName: phe-oracle
+EOF
+  port="$(free_port)"
+  "$scheduler" --config="$state/scheduler.yaml" \
+    --bind-address=127.0.0.1 --secure-port="$port" \
+    --authentication-kubeconfig="$state/scheduler.kubeconfig" \
+    --authorization-kubeconfig="$state/scheduler.kubeconfig" \
+    --cert-dir="$state/scheduler-certs" \
+    >>"$state/scheduler.log" 2>&1 &
+  echo $! >"$state/scheduler.pid"
+  for _ in $(seq 1 600); do
+    kill -0 "$(cat "$state/scheduler.pid")" 2>/dev/null || {
+      tail -n 40 "$state/scheduler.log" >&2
+      rm -f "$state/scheduler.pid"
+      die "kube-scheduler exited during startup (log: $state/scheduler.log)"
+    }
+    if curl -fsSk --max-time 2 "https://127.0.0.1:$port/healthz" >/dev/null 2>&1; then
+      return 0
+    fi
+    sleep 0.2
+  done
+  tail -n 40 "$state/scheduler.log" >&2
+  die "kube-scheduler not healthy after 120s (log: $state/scheduler.log)"
+}
+
 cmd="${1:-}"
 state="${2:-}"
-[[ -n "$cmd" && -n "$state" ]] || die "usage: ctl.sh start|stop|stop-apiserver|start-apiserver <statedir> [kube-apiserver]"
+[[ -n "$cmd" && -n "$state" ]] || die "usage: ctl.sh start|stop|stop-apiserver|start-apiserver|start-scheduler|stop-scheduler <statedir> [binary]"
 case "$cmd" in
 start)
   [[ $# -eq 3 ]] || die "usage: ctl.sh start <statedir> <kube-apiserver>"
@@ -190,11 +254,19 @@ start)
 stop-apiserver)
   stop_pid "$state/apiserver.pid"
   ;;
+start-scheduler)
+  [[ $# -eq 3 ]] || die "usage: ctl.sh start-scheduler <statedir> <kube-scheduler>"
+  start_scheduler "$state" "$3"
+  ;;
+stop-scheduler)
+  stop_pid "$state/scheduler.pid"
+  ;;
 start-apiserver)
   [[ ! -f "$state/apiserver.pid" ]] || die "kube-apiserver is running (pid $(cat "$state/apiserver.pid"))"
   start_apiserver "$state"
   ;;
 stop)
+  stop_pid "$state/scheduler.pid"
   stop_pid "$state/apiserver.pid"
   stop_pid "$state/etcd.pid"
   ;;

@@ -26,6 +26,11 @@ done
 start_build=$SECONDS
 apiserver="$("$here/build-apiserver.sh")"
 echo "run-integration: kube-apiserver $apiserver ($((SECONDS - start_build))s)" >&2
+# kube-scheduler is the schedule tests' oracle; they start and stop it
+# with ctl.sh (PHE_K8S_SCHEDULER).
+start_build=$SECONDS
+scheduler="$("$here/build-scheduler.sh")"
+echo "run-integration: kube-scheduler $scheduler ($((SECONDS - start_build))s)" >&2
 
 state="$(mktemp -d "${TMPDIR:-/tmp}/phe-k8s.XXXXXX")"
 rc=1
@@ -47,7 +52,7 @@ set -a
 # shellcheck disable=SC1091
 . "$state/env"
 set +a
-export PHE_K8S_STATE="$state" PHE_K8S_CTL="$here/ctl.sh"
+export PHE_K8S_STATE="$state" PHE_K8S_CTL="$here/ctl.sh" PHE_K8S_SCHEDULER="$scheduler"
 
 cd "$repo"
 start_test=$SECONDS

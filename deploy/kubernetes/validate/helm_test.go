@@ -86,6 +86,10 @@ type chartObjects struct {
 	serviceMonitor     *monitoringv1.ServiceMonitor
 	prometheusRule     *monitoringv1.PrometheusRule
 	scrapeConfig       *monitoringv1alpha1.ScrapeConfig
+
+	// scheduleRole and scheduleBinding are rbac.schedule's (name suffix -schedule).
+	scheduleRole    *rbacv1.ClusterRole
+	scheduleBinding *rbacv1.ClusterRoleBinding
 }
 
 func renderChart(t *testing.T, values map[string]any) chartObjects {
@@ -131,11 +135,21 @@ func decodeChartObject(c *chartObjects, o object) error {
 		c.configMaps[cm.Name] = cm
 		return nil
 	case "ClusterRole":
-		c.clusterRole = new(rbacv1.ClusterRole)
-		into = c.clusterRole
+		r := new(rbacv1.ClusterRole)
+		if strings.HasSuffix(o.Metadata.Name, "-schedule") {
+			c.scheduleRole = r
+		} else {
+			c.clusterRole = r
+		}
+		into = r
 	case "ClusterRoleBinding":
-		c.clusterRoleBinding = new(rbacv1.ClusterRoleBinding)
-		into = c.clusterRoleBinding
+		rb := new(rbacv1.ClusterRoleBinding)
+		if strings.HasSuffix(o.Metadata.Name, "-schedule") {
+			c.scheduleBinding = rb
+		} else {
+			c.clusterRoleBinding = rb
+		}
+		into = rb
 	case "Role":
 		var r rbacv1.Role
 		if err := yaml.UnmarshalStrict(o.doc, &r); err != nil {

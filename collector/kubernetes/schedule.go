@@ -1,0 +1,109 @@
+package kubernetes
+
+import (
+	"context"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/egress-proxies/provider_health_exporter/collector"
+)
+
+var _ collector.Closer = (*Checker)(nil)
+
+// ScheduleOutcome is what the last fit of the admitted Pod on the nodes
+// gave, for the status page.
+type ScheduleOutcome struct {
+	Time    time.Time
+	Reason  collector.Reason
+	Message string
+	// Fit is the fit itself; nil when the caches could not be fitted on
+	// (not synced, watch refused).
+	Fit *FitResult
+}
+
+// schedule runs the schedule part of a check (docs/configuration.md:
+// "Scheduling: schedule"): after an admitted dry run (v Ready, pod the Pod
+// admission returned), the fit of pod on the watch caches' Nodes, less
+// what the Pods bound to them request. No request is made: the caches are
+// kept by the watches, which the first check starts.
+func (c *Checker) schedule(ctx context.Context, logger *slog.Logger, cl *client, pod *corev1.Pod, v collector.Verdict) collector.Verdict {
+	f, _ := v.Facts.(*Facts)
+	if f == nil {
+		f = &Facts{}
+		v.Facts = f
+	}
+	f.scheduled = true
+	defer func() { f.Schedule = c.lastFit.Load() }()
+	if v.Reason != collector.ReasonReady {
+		return v
+	}
+	if pod == nil {
+		// Admitted, but the answer could not be read as a Pod: no fit,
+		// and no Ready that would claim one.
+		v.Reason, v.Message = collector.ReasonBadResponse, "schedule: the Pod the dry run admitted could not be read: "+f.needsErr
+		return v
+	}
+	ws := c.watch.ensure(cl)
+	if ws == nil {
+		v.Reason, v.Message = collector.ReasonUnknown, "the checker was closed by a reload"
+		return v
+	}
+	// The first check of a fresh watch waits for the caches to fill, for
+	// at most half of what is left of its budget: the rest is its own.
+	wctx := ctx
+	if d, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithDeadline(ctx, time.Now().Add(time.Until(d)/2))
+		defer cancel()
+	}
+	ws.waitSynced(wctx)
+	out := &ScheduleOutcome{Time: time.Now()}
+	if reason, msg, ok := ws.verdict(out.Time); !ok {
+		logger.Debug("watch caches not usable", "reason", reason, "msg", msg)
+		out.Reason, out.Message = reason, msg
+		c.lastFit.Store(out)
+		v.Reason, v.Message = reason, msg
+		return v
+	}
+	nodes, pods := ws.snapshot()
+	res := fit(pod, nodes, nodeUsage(pods))
+	out.Fit, out.Message, out.Reason = &res, res.Message(), collector.ReasonReady
+	f.fit = &res
+	logger.Debug("fitted the admitted pod on the nodes", "nodes", res.Nodes, "fitting", res.Fitting, "copies", res.Copies, "pods_bound", len(pods))
+	if res.Copies == 0 {
+		out.Reason = ReasonUnschedulable
+		v.Reason, v.Message = ReasonUnschedulable, out.Message
+	} else {
+		v.Message += "; " + out.Message
+	}
+	c.lastFit.Store(out)
+	return v
+}
+
+// Close stops the watches of schedule; a checker without schedule holds
+// nothing to release.
+func (c *Checker) Close() error {
+	if c.watch == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), collector.CloseBound)
+	defer cancel()
+	return c.watch.Close(ctx)
+}
+
+// scheduleDetails adds the last fit's outcome to the status details.
+func scheduleDetails(d map[string]string, last *ScheduleOutcome) {
+	if last == nil {
+		d["schedule"] = "not run yet: the list call, the headroom checks and the dry run must pass first"
+		return
+	}
+	d["schedule"] = string(last.Reason) + ": " + last.Message
+	d["scheduleTime"] = last.Time.UTC().Format(time.RFC3339)
+}
+
+// lastFit is declared here to keep the Checker's fields about schedule
+// together with the code that uses them.
+type lastFit = atomic.Pointer[ScheduleOutcome]

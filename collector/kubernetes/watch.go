@@ -1,0 +1,297 @@
+package kubernetes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	fieldsel "k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/apimachinery/pkg/watch"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	"github.com/egress-proxies/provider_health_exporter/collector"
+)
+
+// nonTerminalPods is the field selector of kube-scheduler's own Pod
+// informer: a Succeeded or Failed Pod holds nothing on its node.
+var nonTerminalPods = fieldsel.AndSelectors(
+	fieldsel.OneTermNotEqualSelector("status.phase", string(corev1.PodSucceeded)),
+	fieldsel.OneTermNotEqualSelector("status.phase", string(corev1.PodFailed)),
+).String()
+
+// watcher keeps the watch caches of Nodes and Pods of an entry that sets
+// schedule, between scrapes: started by the first check, restarted when
+// the client configuration changes (a rotated token), stopped by Close
+// when a reload replaces or removes the entry.
+type watcher struct {
+	logger *slog.Logger
+	mu     sync.Mutex
+	cur    *watchSet // nil until the first check, and after Close
+	// old are the sets replaced by ensure, stopping; Close waits for them too.
+	old    []*watchSet
+	closed bool
+}
+
+// watchSet is one pair of informers, started with one client.
+type watchSet struct {
+	cl      *client
+	started time.Time
+	cancel  context.CancelFunc
+	done    chan struct{} // closed when every informer goroutine ended
+	nodes   *watched
+	pods    *watched
+}
+
+// watched is one informer and how its list and watch calls fared.
+type watched struct {
+	what     string // "nodes", "pods"
+	informer cache.SharedIndexInformer
+	mu       sync.Mutex
+	err      error     // the last list or watch call's error; nil after one succeeded
+	since    time.Time // when err began
+}
+
+// ensure returns the caches watched with cl, starting them (and stopping
+// those of another client) as needed; nil after Close.
+func (w *watcher) ensure(cl *client) *watchSet {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return nil
+	}
+	if w.cur != nil && w.cur.cl == cl {
+		return w.cur
+	}
+	if w.cur != nil {
+		w.cur.cancel()
+		w.old = append(w.old, w.cur)
+	}
+	w.old = slices.DeleteFunc(w.old, func(ws *watchSet) bool { return ws.stopped() })
+	w.cur = startWatch(w.logger, cl)
+	return w.cur
+}
+
+func (ws *watchSet) stopped() bool {
+	select {
+	case <-ws.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Close stops the informers and waits, at most until ctx ends, for their
+// goroutines to end.
+func (w *watcher) Close(ctx context.Context) error {
+	w.mu.Lock()
+	sets := w.old
+	if w.cur != nil {
+		sets = append(sets, w.cur)
+	}
+	w.cur, w.old, w.closed = nil, nil, true
+	w.mu.Unlock()
+	for _, ws := range sets {
+		ws.cancel()
+	}
+	for _, ws := range sets {
+		select {
+		case <-ws.done:
+		case <-ctx.Done():
+			return fmt.Errorf("watch of nodes and pods did not stop: %w", context.Cause(ctx))
+		}
+	}
+	return nil
+}
+
+// startWatch starts the informers of Nodes and of non-terminal Pods with
+// cl's configuration. Each object is stripped by the informer's transform
+// before it is stored (stripNode, stripPod).
+func startWatch(logger *slog.Logger, cl *client) *watchSet {
+	ctx, cancel := context.WithCancel(context.Background())
+	ctx = klog.NewContext(ctx, logr.FromSlogHandler(logger.Handler()))
+	ws := &watchSet{cl: cl, started: time.Now(), cancel: cancel, done: make(chan struct{})}
+	core, hc, err := watchClient(cl)
+	if err != nil {
+		// Never happens with a configuration the check's client was
+		// built from; said as the watch's error all the same.
+		ws.nodes, ws.pods = &watched{what: "nodes", err: err, since: ws.started}, &watched{what: "pods", err: err, since: ws.started}
+		close(ws.done)
+		return ws
+	}
+	ws.nodes = newWatched("nodes", &corev1.Node{}, core.RESTClient(), "", func(obj any) (any, error) {
+		if n, ok := obj.(*corev1.Node); ok {
+			return stripNode(n), nil
+		}
+		return obj, nil // a tombstone: the store deletes by its key
+	})
+	ws.pods = newWatched("pods", &corev1.Pod{}, core.RESTClient(), nonTerminalPods, func(obj any) (any, error) {
+		if p, ok := obj.(*corev1.Pod); ok {
+			return stripPod(p), nil
+		}
+		return obj, nil
+	})
+	var wg sync.WaitGroup
+	for _, w := range []*watched{ws.nodes, ws.pods} {
+		wg.Go(func() { w.informer.RunWithContext(ctx) })
+	}
+	go func() {
+		wg.Wait()
+		// The list calls' idle connections end with the informers:
+		// nothing outlives Close.
+		utilnet.CloseIdleConnectionsFor(hc.Transport)
+		close(ws.done)
+	}()
+	return ws
+}
+
+// watchClient is the core/v1 client of the watches: the check's
+// configuration (credentials, dialer) without the check's per-request
+// bounds, which a watch that lasts for hours and a list of 20,000 Pods
+// would break, and with protobuf, which the API server encodes and the
+// exporter decodes at a fraction of JSON's cost.
+func watchClient(cl *client) (*corev1client.CoreV1Client, *http.Client, error) {
+	cfg := rest.CopyConfig(cl.watchCfg)
+	cfg.RateLimiter = nil // client-go's default: a few requests a second, enough for relists
+	cfg.ContentType = "application/vnd.kubernetes.protobuf"
+	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	// HTTP/1.1: a stopped watch's connection is closed with it. Over
+	// HTTP/2 the shared connection outlives its reset streams, idle only
+	// some time after the informers ended, and so after Close.
+	cfg.NextProtos = []string{"http/1.1"}
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("watch client: %w", err)
+	}
+	c, err := corev1client.NewForConfigAndClient(cfg, hc)
+	if err != nil {
+		return nil, nil, fmt.Errorf("watch client: %w", err)
+	}
+	return c, hc, nil
+}
+
+// newWatched builds the informer of resource, whose list and watch calls
+// record their outcome: an informer retries a refused list for ever, and
+// only says so to its log.
+func newWatched(resource string, example runtime.Object, rc rest.Interface, fieldSelector string, transform cache.TransformFunc) *watched {
+	w := &watched{what: resource}
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			opts.FieldSelector = fieldSelector
+			var out runtime.Object = &corev1.NodeList{}
+			if resource == "pods" {
+				out = &corev1.PodList{}
+			}
+			err := rc.Get().Resource(resource).VersionedParams(&opts, metav1.ParameterCodec).Do(ctx).Into(out)
+			w.record(err)
+			return out, err
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			opts.FieldSelector = fieldSelector
+			opts.Watch = true
+			wi, err := rc.Get().Resource(resource).VersionedParams(&opts, metav1.ParameterCodec).Watch(ctx)
+			w.record(err)
+			return wi, err
+		},
+	}
+	w.informer = cache.NewSharedIndexInformerWithOptions(lw, example, cache.SharedIndexInformerOptions{})
+	// Before Run: SetTransform fails only on a started informer.
+	_ = w.informer.SetTransform(transform)
+	return w
+}
+
+func (w *watched) record(err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case err == nil:
+		w.err = nil
+	case errors.Is(err, context.Canceled):
+		// The watch being stopped.
+	case w.err == nil:
+		w.err, w.since = err, time.Now()
+	default:
+		w.err = err
+	}
+}
+
+func (w *watched) state() (time.Time, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.since, w.err
+}
+
+// waitSynced waits until both caches hold a full list, or ctx ends.
+func (ws *watchSet) waitSynced(ctx context.Context) bool {
+	for {
+		if ws.nodes.informer.HasSynced() && ws.pods.informer.HasSynced() {
+			return true
+		}
+		t := time.NewTimer(50 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		case <-t.C:
+		}
+	}
+}
+
+// verdict says why the caches cannot be fitted on yet, or ok: a refused
+// list or watch is Forbidden, naming what to grant; a failing one, or
+// caches still filling, Unknown, never a fit on a stale or partial cache.
+func (ws *watchSet) verdict(now time.Time) (reason collector.Reason, msg string, ok bool) {
+	for _, w := range []*watched{ws.nodes, ws.pods} {
+		since, err := w.state()
+		if err == nil {
+			continue
+		}
+		if apierrors.IsForbidden(err) {
+			return collector.ReasonForbidden, fmt.Sprintf("cannot list/watch %s cluster-wide, which schedule needs (list and watch on nodes and pods: deploy/kubernetes/components/schedule, Helm value rbac.schedule): %s",
+				w.what, boundedErr(err)), false
+		}
+		return collector.ReasonUnknown, fmt.Sprintf("the watch of %s has been failing for %s, so its cache may be stale: %s",
+			w.what, now.Sub(since).Round(time.Second), boundedErr(err)), false
+	}
+	for _, w := range []*watched{ws.nodes, ws.pods} {
+		if !w.informer.HasSynced() {
+			return collector.ReasonUnknown, fmt.Sprintf("the watch cache of %s is still filling (started %s ago): no fit is judged on a partial cache",
+				w.what, now.Sub(ws.started).Round(time.Second)), false
+		}
+	}
+	return "", "", true
+}
+
+// snapshot is the caches' objects (the stripped copies; never modified).
+func (ws *watchSet) snapshot() ([]*corev1.Node, []*corev1.Pod) {
+	nl := ws.nodes.informer.GetStore().List()
+	pl := ws.pods.informer.GetStore().List()
+	nodes := make([]*corev1.Node, 0, len(nl))
+	for _, o := range nl {
+		if n, ok := o.(*corev1.Node); ok {
+			nodes = append(nodes, n)
+		}
+	}
+	pods := make([]*corev1.Pod, 0, len(pl))
+	for _, o := range pl {
+		if p, ok := o.(*corev1.Pod); ok {
+			pods = append(pods, p)
+		}
+	}
+	return nodes, pods
+}
+
+func boundedErr(err error) string { return collector.BoundString(err.Error()) }

@@ -1,0 +1,236 @@
+package kubernetes
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+
+	"github.com/egress-proxies/provider_health_exporter/collector"
+)
+
+// watchServer answers the watches' list and watch calls as an API server
+// does: a list of the objects, then a watch that stays open and quiet
+// until the client goes away. forbid answers 403 to the Pods' calls.
+type watchServer struct {
+	*httptest.Server
+	forbid bool
+	// hold, when not nil, keeps the Pods' list waiting until closed.
+	hold chan struct{}
+
+	mu            sync.Mutex
+	podSelectors  []string
+	nodeListCalls int
+}
+
+func newWatchServer(t *testing.T, forbid bool, hold chan struct{}) *watchServer {
+	t.Helper()
+	ws := &watchServer{forbid: forbid, hold: hold}
+	ws.Server = httptest.NewServer(http.HandlerFunc(ws.serve))
+	t.Cleanup(ws.Close)
+	return ws
+}
+
+func (s *watchServer) serve(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	w.Header().Set("Content-Type", "application/json")
+	pods := r.URL.Path == "/api/v1/pods"
+	s.mu.Lock()
+	if pods {
+		s.podSelectors = append(s.podSelectors, q.Get("fieldSelector"))
+	} else {
+		s.nodeListCalls++
+	}
+	s.mu.Unlock()
+	if pods && s.forbid {
+		w.WriteHeader(http.StatusForbidden)
+		_ = json.NewEncoder(w).Encode(&metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusFailure,
+			Reason: metav1.StatusReasonForbidden, Code: http.StatusForbidden,
+			Message: `pods is forbidden: User "system:serviceaccount:monitoring:phe" cannot list resource "pods" in API group "" at the cluster scope`})
+		return
+	}
+	if pods && s.hold != nil {
+		select {
+		case <-s.hold:
+		case <-r.Context().Done():
+			return
+		}
+	}
+	var body any
+	var items []runtime.Object
+	if pods {
+		p := boundPod("n1", "cpu", "1")
+		p.Spec.Containers[0].Image = "registry.example/proxy:1"
+		p.ResourceVersion = "7"
+		p.TypeMeta = metav1.TypeMeta{Kind: "Pod", APIVersion: "v1"}
+		items = []runtime.Object{p}
+		body = &corev1.PodList{TypeMeta: metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"}, ListMeta: metav1.ListMeta{ResourceVersion: "10"}, Items: []corev1.Pod{*p}}
+	} else {
+		n := fitNode("n1", nil)
+		n.Status.Images = []corev1.ContainerImage{{Names: []string{"registry.example/big:1"}, SizeBytes: 1 << 30}}
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+		n.ResourceVersion = "5"
+		n2 := fitNode("n2", nil)
+		n.TypeMeta = metav1.TypeMeta{Kind: "Node", APIVersion: "v1"}
+		n2.TypeMeta = n.TypeMeta
+		items = []runtime.Object{n, n2}
+		body = &corev1.NodeList{TypeMeta: metav1.TypeMeta{Kind: "NodeList", APIVersion: "v1"}, ListMeta: metav1.ListMeta{ResourceVersion: "10"},
+			Items: []corev1.Node{*n, *n2}}
+	}
+	if q.Get("watch") == "true" {
+		serveWatch(w, r, items)
+		return
+	}
+	_ = json.NewEncoder(w).Encode(body)
+}
+
+func (s *watchServer) client() *client {
+	return &client{host: s.URL, watchCfg: &rest.Config{Host: s.URL}}
+}
+
+// waitFor polls cond until it holds or the test's context ends: no
+// assumption on how fast the machine is.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	ctx := t.Context()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s: never happened", what)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// Not parallel: goleak.VerifyNone sees every goroutine of the process.
+func TestWatchSyncsStripsAndStops(t *testing.T) {
+	srv := newWatchServer(t, false, nil)
+	w := &watcher{logger: slog.New(slog.DiscardHandler)}
+	cl := srv.client()
+	ws := w.ensure(cl)
+	if again := w.ensure(cl); again != ws {
+		t.Fatal("a second check with the same client started new watches")
+	}
+	if !ws.waitSynced(t.Context()) {
+		t.Fatal("caches never synced")
+	}
+	if reason, msg, ok := ws.verdict(time.Now()); !ok {
+		t.Fatalf("synced caches not usable: %s %s", reason, msg)
+	}
+	nodes, pods := ws.snapshot()
+	if len(nodes) != 2 || len(pods) != 1 {
+		t.Fatalf("cached %d nodes and %d pods, want 2 and 1", len(nodes), len(pods))
+	}
+	for _, n := range nodes {
+		if len(n.Status.Images) != 0 || len(n.Status.Conditions) != 0 || n.Labels["kubernetes.io/hostname"] != n.Name {
+			t.Errorf("node %s not stripped to what the fit reads: %+v", n.Name, n.Status)
+		}
+	}
+	if p := pods[0]; p.Spec.NodeName != "n1" || len(p.Spec.Containers) != 1 || p.Spec.Containers[0].Image != "" {
+		t.Errorf("pod not stripped to node and requests: %+v", p.Spec)
+	}
+	srv.mu.Lock()
+	sel := srv.podSelectors[0]
+	srv.mu.Unlock()
+	if sel != "status.phase!=Succeeded,status.phase!=Failed" {
+		t.Errorf("pods watched with field selector %q, want the non-terminal ones", sel)
+	}
+
+	// Another client (a rotated credential): new watches, the old ones stop.
+	ws2 := w.ensure(srv.client())
+	if ws2 == ws {
+		t.Fatal("a new client kept the old watches")
+	}
+	if err := w.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if w.ensure(cl) != nil {
+		t.Error("a closed watcher started watches")
+	}
+	goleak.VerifyNone(t, goleak.IgnoreCurrent())
+}
+
+func TestWatchForbiddenIsSaid(t *testing.T) {
+	srv := newWatchServer(t, true, nil)
+	w := &watcher{logger: slog.New(slog.DiscardHandler)}
+	defer func() {
+		if err := w.Close(context.Background()); err != nil {
+			t.Error(err)
+		}
+	}()
+	ws := w.ensure(srv.client())
+	var reason collector.Reason
+	var msg string
+	waitFor(t, "a Forbidden verdict", func() bool {
+		reason, msg, _ = ws.verdict(time.Now())
+		return reason == collector.ReasonForbidden
+	})
+	for _, want := range []string{"cannot list/watch pods cluster-wide", "components/schedule", `cannot list resource "pods"`} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("message %q does not say %q", msg, want)
+		}
+	}
+}
+
+func TestWatchNotSyncedIsNoFit(t *testing.T) {
+	hold := make(chan struct{})
+	srv := newWatchServer(t, false, hold)
+	w := &watcher{logger: slog.New(slog.DiscardHandler)}
+	defer func() {
+		if err := w.Close(context.Background()); err != nil {
+			t.Error(err)
+		}
+	}()
+	ws := w.ensure(srv.client())
+	// The Pods' list is held: however long one waits, no fit.
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	if ws.waitSynced(ctx) {
+		t.Fatal("synced while the pods' list was held")
+	}
+	reason, msg, ok := ws.verdict(time.Now())
+	if ok || reason != collector.ReasonUnknown || !strings.Contains(msg, "still filling") {
+		t.Errorf("verdict while syncing = %v %s %q, want Unknown, still filling", ok, reason, msg)
+	}
+	close(hold)
+	if !ws.waitSynced(t.Context()) {
+		t.Fatal("never synced once released")
+	}
+}
+
+// serveWatch answers a watch as the API server does. A watch-list
+// (sendInitialEvents=true, client-go's default since 1.35) first gets
+// items as ADDED events and the bookmark that ends them; then the watch
+// stays open and quiet until the client goes away.
+func serveWatch(w http.ResponseWriter, r *http.Request, items []runtime.Object) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	if r.URL.Query().Get("sendInitialEvents") == "true" {
+		enc := json.NewEncoder(w)
+		var bookmark runtime.Object = &corev1.Pod{TypeMeta: metav1.TypeMeta{Kind: "Pod", APIVersion: "v1"}}
+		if r.URL.Path == "/api/v1/nodes" {
+			bookmark = &corev1.Node{TypeMeta: metav1.TypeMeta{Kind: "Node", APIVersion: "v1"}}
+		}
+		for _, o := range items {
+			_ = enc.Encode(map[string]any{"type": "ADDED", "object": o})
+		}
+		m, _ := meta.Accessor(bookmark)
+		m.SetResourceVersion("10")
+		m.SetAnnotations(map[string]string{metav1.InitialEventsAnnotationKey: "true"})
+		_ = enc.Encode(map[string]any{"type": "BOOKMARK", "object": bookmark})
+	}
+	w.(http.Flusher).Flush()
+	<-r.Context().Done()
+}
