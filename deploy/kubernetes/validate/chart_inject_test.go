@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"sigs.k8s.io/yaml"
+
 	"github.com/egress-proxies/provider_health_exporter/deploy/kubernetes/validate/chart"
 )
 
@@ -69,6 +71,26 @@ var scalarValues = map[string]func(v string) map[string]any{
 	},
 }
 
+// hasKey tells whether key is a key of any mapping in v (a value holding
+// the text "hostPID: true" is a string, not a key).
+func hasKey(v any, key string) bool {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, x := range v {
+			if k == key || hasKey(x, key) {
+				return true
+			}
+		}
+	case []any:
+		for _, x := range v {
+			if hasKey(x, key) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // on is values that turn part on and set its key to v.
 func on(part, key string, v any) map[string]any {
 	return map[string]any{part: map[string]any{"enabled": true, key: v}}
@@ -80,8 +102,8 @@ func on(part, key string, v any) map[string]any {
 // configuration's strings): the rendering has the objects of the same
 // values without the injection, each decodes strictly into its type (an
 // added field such as hostPID would have to be a field of the object it
-// landed in: the strict decoding names it), no Secret, and no line that
-// sets hostPID.
+// landed in: the strict decoding names it), no Secret, and no mapping with
+// a key hostPID anywhere.
 func TestChartValuesCannotInject(t *testing.T) {
 	for path, set := range scalarValues {
 		clean := renderChart(t, set("clean"))
@@ -95,9 +117,13 @@ func TestChartValuesCannotInject(t *testing.T) {
 					}
 					return
 				}
-				for _, line := range strings.Split(string(out), "\n") {
-					if strings.HasPrefix(strings.TrimSpace(line), "hostPID:") {
-						t.Errorf("the rendering sets hostPID: %q", line)
+				for _, o := range splitObjects(t, path, out) {
+					var doc any
+					if err := yaml.Unmarshal(o.doc, &doc); err != nil {
+						t.Fatal(err)
+					}
+					if hasKey(doc, "hostPID") {
+						t.Errorf("%s %s has a key hostPID:\n%s", o.Kind, o.Metadata.Name, o.doc)
 					}
 				}
 				c := renderChart(t, values)

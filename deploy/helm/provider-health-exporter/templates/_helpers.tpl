@@ -141,7 +141,8 @@ clusters' kubeconfigs only).
 in-cluster kubernetes entry needs it).
 */}}
 {{- define "phe.automountToken" -}}
-{{- $v := .Values.serviceAccount.automountServiceAccountToken -}}
+{{- /* dig: Helm drops a key whose value is null, the default. */ -}}
+{{- $v := dig "automountServiceAccountToken" "" .Values.serviceAccount -}}
 {{- if kindIs "bool" $v }}{{ $v }}{{ else }}{{ eq (include "phe.inCluster" .) "true" }}{{ end -}}
 {{- end -}}
 
@@ -150,7 +151,7 @@ in-cluster kubernetes entry needs it).
 when null whether an in-cluster kubernetes entry needs them).
 */}}
 {{- define "phe.rbacCreate" -}}
-{{- $v := .Values.rbac.create -}}
+{{- $v := dig "create" "" .Values.rbac -}}
 {{- if kindIs "bool" $v }}{{ if $v }}true{{ end }}{{ else }}{{ include "phe.inCluster" . }}{{ end -}}
 {{- end -}}
 
