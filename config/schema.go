@@ -225,20 +225,33 @@ func addFields(obj Keywords, props map[string]any, t reflect.Type) error {
 			target = p
 		}
 		for kw, v := range rules[key] {
-			if kw == "required" {
-				req, _ := target["required"].([]string)
-				v = append(req, v.([]string)...)
-			}
-			if kw == "allOf" {
-				all, _ := target["allOf"].([]any)
-				v = append(all, v.([]any)...)
-			}
-			if v == nil {
-				delete(target, kw) // as positive does
-				continue
-			}
-			target[kw] = v
+			mergeKeyword(target, kw, v)
 		}
 	}
 	return nil
+}
+
+// mergeKeyword sets keyword kw of target to v, except that required keys
+// and allOf schemas are added to those target has (an entry's name is
+// required whatever its type says), and nil deletes the keyword (as
+// positive does to a duration's bounds).
+func mergeKeyword(target Keywords, kw string, v any) {
+	switch add := v.(type) {
+	case nil:
+		delete(target, kw)
+	case []string:
+		if have, ok := target[kw].([]string); ok && kw == "required" {
+			target[kw] = slices.Concat(have, add)
+			return
+		}
+		target[kw] = v
+	case []any:
+		if have, ok := target[kw].([]any); ok && kw == "allOf" {
+			target[kw] = slices.Concat(have, add)
+			return
+		}
+		target[kw] = v
+	default:
+		target[kw] = v
+	}
 }

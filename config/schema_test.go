@@ -22,13 +22,13 @@ func (*schemaEntry) ResolvePaths(func(*string)) {}
 func (*schemaEntry) Validate(string) error      { return nil }
 func (*schemaEntry) TargetCount() int           { return 1 }
 
-// badRules names a key its type does not have.
+// badRules names a key its type does not have (a field renamed).
 type badRules struct {
 	schemaEntry `yaml:",inline"`
 }
 
 func (badRules) SchemaKeywords() map[string]Keywords {
-	return map[string]Keywords{"nmae": {"minLength": 1}}
+	return map[string]Keywords{"label": {"minLength": 1}}
 }
 
 // TestSchemaOfAKind: a kind's section is a list of its entries, each an
