@@ -88,7 +88,11 @@ HELM := $(GO) -C $(VALIDATE) tool helm
 release:
 	rm -rf $(RELEASE_DIR) && mkdir -p $(RELEASE_DIR)
 	@# promu built for this machine first: go tool would build it for GOOS/GOARCH.
-	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	@# promu names the tarballs after the git remote's URL: the project's, for
+	@# a checkout without that remote too (git reads GIT_CONFIG_* first).
+	@export GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=remote.origin.url \
+	  GIT_CONFIG_VALUE_0=https://$$(sed -n 's/^ *path: *//p' .promu.yml | head -1) && \
+	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
 	$(GO) build -modfile=tools/go.mod -o $$tmp/promu github.com/prometheus/promu && \
 	for p in $(RELEASE_PLATFORMS); do \
 	  os=$${p%/*}; arch=$${p#*/}; \
