@@ -30,7 +30,17 @@ build:
 	$(TOOLS) promu build --prefix .
 
 .PHONY: test
-test: deps lint cross unit toykind exposition integration mixin-test
+test: deps lint cross unit toykind exposition integration mixin-test release release-check
+
+# Files generated from the code, each checked by a test that fails when it
+# is stale: the JSON Schema of the configuration file from the table of
+# kinds (docs/provider_health.schema.json and its copy under the chart's
+# config value), then the chart README's values table. `make mixin`
+# generates the mixin's files.
+.PHONY: generate
+generate:
+	$(GO) test -count=1 -run '^TestConfigSchemaCurrent$$' ./cmd/provider_health_exporter/ -args -update
+	$(GO) -C $(VALIDATE) run ./chart-readme
 
 # The platforms of .promu.yml's crossbuild (and of the Dockerfile's buildx
 # build) other than CI's own: compiled once by `make test` so that a
@@ -61,6 +71,42 @@ IMAGE_OCI ?= $(CURDIR)/.build/image-oci
 image-oci:
 	$(GO) -C tools run ./ocibuild -repo $(CURDIR) -out $(IMAGE_OCI)
 
+# What a tagged release publishes (docs/deployment.md: "Releases"), built
+# into RELEASE_DIR and pushed nowhere: the promu tarballs of .promu.yml's
+# platforms (promu build per platform with GOOS/GOARCH and promu tarball:
+# promu crossbuild needs Docker and the network, and promu crossbuild
+# tarballs reads every directory under .build), the packaged chart (Helm
+# pinned in the validate module), sha256sums.txt of both (promu checksum),
+# and the OCI image (make image-oci). All carry VERSION; release-check
+# checks that. .github/workflows/release.yml runs both on a tag, then
+# pushes.
+RELEASE_DIR ?= $(CURDIR)/.build/release
+RELEASE_PLATFORMS ?= linux/amd64 linux/arm64
+VERSION := $(shell cat VERSION)
+HELM := $(GO) -C $(VALIDATE) tool helm
+.PHONY: release release-check
+release:
+	rm -rf $(RELEASE_DIR) && mkdir -p $(RELEASE_DIR)
+	@# promu built for this machine first: go tool would build it for GOOS/GOARCH.
+	@# promu names the tarballs after the git remote's URL: the project's, for
+	@# a checkout without that remote too (git reads GIT_CONFIG_* first).
+	@export GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=remote.origin.url \
+	  GIT_CONFIG_VALUE_0=https://$$(sed -n 's/^ *path: *//p' .promu.yml | head -1) && \
+	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	$(GO) build -modfile=tools/go.mod -o $$tmp/promu github.com/prometheus/promu && \
+	for p in $(RELEASE_PLATFORMS); do \
+	  os=$${p%/*}; arch=$${p#*/}; \
+	  echo ">> $$os/$$arch"; \
+	  GOOS=$$os GOARCH=$$arch $$tmp/promu build --prefix $$tmp/$$os-$$arch && \
+	  GOOS=$$os GOARCH=$$arch $$tmp/promu tarball --prefix $(RELEASE_DIR) $$tmp/$$os-$$arch || exit 1; \
+	done && \
+	$(HELM) package $(CURDIR)/$(CHART) --version $(VERSION) --app-version $(VERSION) --destination $(RELEASE_DIR) && \
+	$$tmp/promu checksum $(RELEASE_DIR)
+	$(MAKE) --no-print-directory image-oci IMAGE_OCI=$(RELEASE_DIR)/image-oci
+
+release-check:
+	PHE_RELEASE_DIR=$(RELEASE_DIR) $(GO) -C $(VALIDATE) test -count=1 -tags release -run '^TestRelease$$' ./
+
 # The toy kind of docs/development.md's "Adding a provider" compiled into the
 # real binary (build tag toykind: internal/toykind and its row in
 # cmd/provider_health_exporter/kind_toykind.go) and run through it, beside
@@ -88,6 +134,9 @@ lint:
 	$(GO) -C $(VALIDATE) vet -tags integration ./...
 	$(GO) -C $(VALIDATE) vet -tags promtool ./...
 	$(GO) -C tools vet ./ocibuild/
+	$(GO) -C $(VALIDATE) vet -tags release ./...
+	@# The release workflow (and any other), with actionlint pinned in tools/go.mod.
+	$(TOOLS) actionlint
 	$(GO) vet -tags integration ./collector/kvm/ ./collector/kubernetes/
 	$(GO) vet -tags e2e ./testdata/e2e/
 	$(GO) vet -tags demo ./testdata/demo/ ./testdata/demo/compute-standin/

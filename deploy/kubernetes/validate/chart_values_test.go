@@ -88,6 +88,7 @@ func chartValues(t *testing.T) map[string]any {
 
 // schemaNode is the part of values.schema.json these tests read.
 type schemaNode struct {
+	Title                string                 `json:"title"`
 	Description          string                 `json:"description"`
 	Properties           map[string]*schemaNode `json:"properties"`
 	AdditionalProperties any                    `json:"additionalProperties"`
@@ -95,9 +96,10 @@ type schemaNode struct {
 
 // isGroup: a node whose properties are documented values of their own, as
 // chart.ValuesTable reads them (anything else is one value: the user's
-// keys, a Kubernetes object, the exporter's configuration).
+// keys, a Kubernetes object, the exporter's configuration, whose schema
+// has a title: a document of its own).
 func (s *schemaNode) isGroup() bool {
-	if s.AdditionalProperties != false || len(s.Properties) == 0 {
+	if s.AdditionalProperties != false || len(s.Properties) == 0 || s.Title != "" {
 		return false
 	}
 	for _, p := range s.Properties {
@@ -582,6 +584,7 @@ func TestChartNotesNameTheImage(t *testing.T) {
 		"registry.example/egress-proxies/provider_health_exporter:" + releaseVersion(t),
 		"image.registry", "image.repository", "image.digest",
 		"docker buildx build --platform linux/amd64,linux/arm64", "make image-oci", "crane push",
+		"helm test " + chartRelease + " -n " + chartNamespace,
 	} {
 		if !strings.Contains(notes, want) {
 			t.Errorf("NOTES.txt lacks %q:\n%s", want, notes)

@@ -86,6 +86,7 @@ type chartObjects struct {
 	serviceMonitor     *monitoringv1.ServiceMonitor
 	prometheusRule     *monitoringv1.PrometheusRule
 	scrapeConfig       *monitoringv1alpha1.ScrapeConfig
+	testPod            *corev1.Pod // the helm test hook
 
 	// scheduleRole and scheduleBinding are rbac.schedule's (name suffix -schedule).
 	scheduleRole    *rbacv1.ClusterRole
@@ -179,6 +180,9 @@ func decodeChartObject(c *chartObjects, o object) error {
 	case "ScrapeConfig":
 		c.scrapeConfig = new(monitoringv1alpha1.ScrapeConfig)
 		into = c.scrapeConfig
+	case "Pod":
+		c.testPod = new(corev1.Pod)
+		into = c.testPod
 	default:
 		return fmt.Errorf("the chart renders a %s %s, which this test does not expect", o.Kind, o.Metadata.Name)
 	}
@@ -234,21 +238,22 @@ func TestChartLint(t *testing.T) {
 	}
 }
 
-// TestChartRenders: the default values give the exporter and its RBAC and
+// TestChartRenders: the default values give the exporter, its RBAC and its
+// helm test Pod, and
 // nothing of the Prometheus Operator (a cluster without its CRDs would
 // refuse it); every toggle adds its object, in the release namespace (the
 // headroom and placement Roles in the proxies'), with commonLabels on every
 // object and the one releaseLabel on every monitoring object.
 func TestChartRenders(t *testing.T) {
 	def := renderChart(t, nil)
-	want := []string{"ClusterRole", "ClusterRoleBinding", "ConfigMap", "Deployment", "Service", "ServiceAccount"}
+	want := []string{"ClusterRole", "ClusterRoleBinding", "ConfigMap", "Deployment", "Pod", "Service", "ServiceAccount"}
 	if got := def.kinds(); !slices.Equal(got, want) {
 		t.Errorf("default values render %v, want %v", got, want)
 	}
 
 	on := renderChart(t, allToggles(proxiesNamespace))
 	want = []string{
-		"ClusterRole", "ClusterRoleBinding", "ConfigMap", "ConfigMap", "Deployment", "NetworkPolicy", "PodDisruptionBudget", "PrometheusRule",
+		"ClusterRole", "ClusterRoleBinding", "ConfigMap", "ConfigMap", "Deployment", "NetworkPolicy", "Pod", "PodDisruptionBudget", "PrometheusRule",
 		"Role", "Role", "Role", "RoleBinding", "RoleBinding", "RoleBinding", "ScrapeConfig", "Service", "ServiceAccount", "ServiceMonitor",
 	}
 	if got := on.kinds(); !slices.Equal(got, want) {

@@ -120,3 +120,48 @@ authorization:
   {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- end -}}
+
+{{/*
+"true" when the configuration has an in-cluster kubernetes entry (one
+without kubeconfig), which checks this cluster with the Pod's
+ServiceAccount token and the ClusterRole; "" otherwise (gcp, kvm or other
+clusters' kubeconfigs only).
+*/}}
+{{- define "phe.inCluster" -}}
+{{- $in := false -}}
+{{- range (dig "kubernetes" list (.Values.config | default dict)) -}}
+{{- if and (kindIs "map" .) (not (get . "kubeconfig")) }}{{ $in = true }}{{ end -}}
+{{- end -}}
+{{- if $in }}true{{ end -}}
+{{- end -}}
+
+{{/*
+"true" or "false": whether the Pod mounts its ServiceAccount token
+(serviceAccount.automountServiceAccountToken, or when null whether an
+in-cluster kubernetes entry needs it).
+*/}}
+{{- define "phe.automountToken" -}}
+{{- /* dig: Helm drops a key whose value is null, the default. */ -}}
+{{- $v := dig "automountServiceAccountToken" "" .Values.serviceAccount -}}
+{{- if kindIs "bool" $v }}{{ $v }}{{ else }}{{ eq (include "phe.inCluster" .) "true" }}{{ end -}}
+{{- end -}}
+
+{{/*
+"true" when the ClusterRole and its binding are rendered (rbac.create, or
+when null whether an in-cluster kubernetes entry needs them).
+*/}}
+{{- define "phe.rbacCreate" -}}
+{{- $v := dig "create" "" .Values.rbac -}}
+{{- if kindIs "bool" $v }}{{ if $v }}true{{ end }}{{ else }}{{ include "phe.inCluster" . }}{{ end -}}
+{{- end -}}
+
+{{/*
+The Pod template's labels: the selector's, then commonLabels and podLabels
+(podLabels win a key both set: they are the Pod's own).
+*/}}
+{{- define "phe.podLabels" -}}
+{{ include "phe.selectorLabels" . }}
+{{- with merge (dict) (.Values.podLabels | default dict) (.Values.commonLabels | default dict) }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}

@@ -20,6 +20,7 @@ const (
 
 // schemaNode is the part of values.schema.json the table reads.
 type schemaNode struct {
+	Title                string                 `json:"title"`
 	Description          string                 `json:"description"`
 	Properties           map[string]*schemaNode `json:"properties"`
 	AdditionalProperties any                    `json:"additionalProperties"`
@@ -28,9 +29,10 @@ type schemaNode struct {
 // IsGroup reports whether a schema node is a group of documented values
 // (each property with a description, no other key allowed), whose
 // properties get rows of their own; anything else (an object whose keys are
-// the user's, a Kubernetes object, a list) is one value with one row.
+// the user's, a Kubernetes object, a list, a schema with a title such as
+// the exporter's configuration's) is one value with one row.
 func (s *schemaNode) isGroup() bool {
-	if s.AdditionalProperties != false || len(s.Properties) == 0 {
+	if s.AdditionalProperties != false || len(s.Properties) == 0 || s.Title != "" {
 		return false
 	}
 	for _, p := range s.Properties {
