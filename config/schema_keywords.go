@@ -87,6 +87,7 @@ func (Kubernetes) SchemaKeywords() map[string]Keywords {
 			"can_i":              ns,
 			"min_quota_headroom": ns,
 			"pod_template":       ns,
+			"schedule":           []string{"pod_template"},
 		}},
 		"kubeconfig":     {"description": "Kubeconfig file of the cluster; empty: the in-cluster ServiceAccount."},
 		"context":        {"description": "Context of the kubeconfig; default: its current context. Needs kubeconfig."},
@@ -106,6 +107,7 @@ func (Kubernetes) SchemaKeywords() map[string]Keywords {
 			"additionalProperties": Keywords{"type": []string{"string", "number"}, "pattern": quantityPattern, "minimum": 0},
 		},
 		"pod_template": {"description": "File of the Pod manifest the operator creates proxies from, dry-run in namespace. Needs namespace."},
+		"schedule":     {"description": "Fit the Pod the dry run returns on the cluster's Nodes as kube-scheduler's filters would (Unschedulable, capacity); needs pod_template and list/watch on nodes and pods."},
 	}
 }
 
