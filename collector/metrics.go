@@ -9,7 +9,7 @@ const namespace = "provider_health"
 const (
 	upHelp             = "1 when the provider's API answered at its own protocol level."
 	readyHelp          = "1 when the provider can host proxies now."
-	reasonHelp         = "Why the target is or is not ready: every reason of the provider's set, exactly one is 1."
+	reasonHelp         = "Why the target is or is not ready: its current reason, always 1; the other reasons of the provider's set are not exported."
 	durationHelp       = "Wall time of the check that produced the verdict."
 	timeoutHelp        = "The budget this scrape gave the check."
 	lastCheckHelp      = "When the verdict was produced (older than the scrape when reused within min_interval)."

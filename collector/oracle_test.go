@@ -25,8 +25,8 @@ type ResultCollector struct {
 	Results []ProviderResult
 }
 
-// Describe sends nothing: the collector is unchecked, because the set of
-// reason and pool-state series depends on the configuration.
+// Describe sends nothing: the collector is unchecked, because which
+// reason and pool-state series there are depends on the verdicts.
 func (c ResultCollector) Describe(chan<- *prometheus.Desc) {}
 
 // Collect implements prometheus.Collector.
@@ -50,8 +50,8 @@ func collectTarget(ch chan<- prometheus.Metric, p ProviderResult, t TargetResult
 	}
 	gauge(upDesc, boolFloat(p.Reasons.Up(t.Reason)))
 	gauge(readyDesc, boolFloat(t.Reason.Ready()))
-	for _, r := range p.Reasons.Reasons() {
-		gauge(reasonDesc, boolFloat(r == t.Reason), string(r))
+	if p.Reasons.Contains(t.Reason) {
+		gauge(reasonDesc, 1, string(t.Reason))
 	}
 	gauge(durationDesc, t.Duration.Seconds())
 	gauge(lastCheckDesc, unixSeconds(t.CheckedAt))

@@ -46,6 +46,11 @@ type statusProvider struct {
 	Name     string         `json:"name"`
 	Ready    bool           `json:"ready"` // every target ready
 	Targets  []statusTarget `json:"targets"`
+
+	// Reasons is the entry's reason set, in its documented order: every
+	// value its targets' reason can take, while /metrics exports only each
+	// target's current one.
+	Reasons []collector.Reason `json:"reasons"`
 }
 
 // status shapes the last verdicts for people and scripts. It checks
@@ -63,7 +68,7 @@ func (x *exporter) status(ctx context.Context, name string, refresh bool) ([]sta
 	}
 	out := make([]statusProvider, 0, len(results))
 	for _, p := range results {
-		sp := statusProvider{Provider: p.Kind, Name: p.Name, Ready: len(p.Targets) > 0, Targets: []statusTarget{}}
+		sp := statusProvider{Provider: p.Kind, Name: p.Name, Ready: len(p.Targets) > 0, Targets: []statusTarget{}, Reasons: p.Reasons.Reasons()}
 		for _, t := range p.Targets {
 			sp.Ready = sp.Ready && t.Reason.Ready()
 			st := statusTarget{
