@@ -112,7 +112,9 @@ lint:
 # fixed number of scrapes; the 1,000-host fleet keeps a few thousand sockets
 # open, hence the raised descriptor limit. virsh.sh adds one host's steady
 # check against virsh through real sshd and libvirtd (as root, where
-# installed; it says so when it skips).
+# installed; it says so when it skips). What the exporter costs the
+# Prometheus that scrapes it is measured apart, with the real Prometheus:
+# make bench-prometheus.
 BENCH_COUNT      ?= 3
 FLEET_COUNT      ?= 2
 FLEET_BENCHTIME  ?= 5x
@@ -127,6 +129,17 @@ bench:
 	GO="$(GO)" VIRSH_COUNT=$(VIRSH_COUNT) VIRSH_BENCHTIME=$(VIRSH_BENCHTIME) testdata/bench/virsh.sh "$$out" && \
 	if grep -q -e '^FAIL' -e '^panic:' "$$out"; then echo "make bench: a benchmark failed" >&2; exit 1; fi; \
 	sh testdata/bench/table.sh "$$out"
+
+# The real Prometheus (3, from build-prometheus.sh) scraping the exporter in
+# front of a simulated 1,000-host KVM fleet every 5s for a few minutes, once
+# per revision (default: 9f2fe66, before the reason series lost their zeros,
+# and the working tree): head series, head chunks and Prometheus's RSS
+# (docs/scaling.md: "What it costs your Prometheus"). PROMCOST_REVS lists
+# other revisions; HOSTS, INTERVAL, DURATION and PROMETHEUS are passed on.
+PROMCOST_REVS ?=
+.PHONY: bench-prometheus
+bench-prometheus:
+	GO="$(GO)" testdata/bench/prometheus-cost.sh $(PROMCOST_REVS)
 
 # Fuzzing of every parser of untrusted input, one target after the other,
 # FUZZTIME each (make fuzz FUZZTIME=10m for a long run). A crasher is saved
