@@ -163,7 +163,9 @@ lint:
 # check against virsh through real sshd and libvirtd (as root, where
 # installed; it says so when it skips); schedule.sh the watch caches and the
 # node fit at 1,000 Nodes and 20,000 Pods in a real kube-apiserver (where
-# built; it says so when it skips).
+# built; it says so when it skips). What the exporter costs the
+# Prometheus that scrapes it is measured apart, with the real Prometheus:
+# make bench-prometheus.
 BENCH_COUNT      ?= 3
 FLEET_COUNT      ?= 2
 FLEET_BENCHTIME  ?= 5x
@@ -179,6 +181,17 @@ bench:
 	GO="$(GO)" testdata/bench/schedule.sh "$$out" && \
 	if grep -q -e '^FAIL' -e '^panic:' "$$out"; then echo "make bench: a benchmark failed" >&2; exit 1; fi; \
 	sh testdata/bench/table.sh "$$out"
+
+# The real Prometheus (3, from build-prometheus.sh) scraping the exporter in
+# front of a simulated 1,000-host KVM fleet every 5s for a few minutes, once
+# per revision (default: 9f2fe66, before the reason series lost their zeros,
+# and the working tree): head series, head chunks and Prometheus's RSS
+# (docs/scaling.md: "What it costs your Prometheus"). PROMCOST_REVS lists
+# other revisions; HOSTS, INTERVAL, DURATION and PROMETHEUS are passed on.
+PROMCOST_REVS ?=
+.PHONY: bench-prometheus
+bench-prometheus:
+	GO="$(GO)" testdata/bench/prometheus-cost.sh $(PROMCOST_REVS)
 
 # Fuzzing of every parser of untrusted input, one target after the other,
 # FUZZTIME each (make fuzz FUZZTIME=10m for a long run). A crasher is saved

@@ -84,11 +84,7 @@ func NewExposition(results []ProviderResult) (*Exposition, error) {
 		reasonF    = newFamily(namespace+"_reason", reasonHelp, dto.MetricType_GAUGE, "name", "provider", "reason", "target")
 		infoF      = newFamily(namespace+"_target_info", targetInfoHelp, dto.MetricType_GAUGE, "address", "name", "provider", "target")
 	)
-	reasons := 0
-	for i, p := range ps {
-		reasons += len(p.Reasons) * len(order[i])
-	}
-	reasonF.values, reasonF.nums = make([]string, 0, 4*reasons), make([]float64, 0, reasons)
+	reasonF.values, reasonF.nums = make([]string, 0, 4*n), make([]float64, 0, n)
 	infoF.values, infoF.nums = make([]string, 0, 4*n), make([]float64, 0, n)
 	modes := slices.Sorted(slices.Values(Modes))
 	for _, m := range modes {
@@ -113,12 +109,7 @@ func NewExposition(results []ProviderResult) (*Exposition, error) {
 			}
 			infos = append(infos, targetInfo{p, t})
 		}
-		reasons := slices.Sorted(slices.Values(p.Reasons.Reasons()))
-		for _, r := range reasons {
-			for _, t := range order[i] {
-				reasonF.add(boolFloat(r == t.Reason), p.Name, p.Kind, string(r), t.Target.Name)
-			}
-		}
+		addReasons(reasonF, p, order[i])
 	}
 	addTargetInfo(infoF, infos)
 
@@ -157,6 +148,26 @@ func sortedResults(results []ProviderResult) ([]*ProviderResult, [][]*TargetResu
 		n += len(ts)
 	}
 	return ps, order, n
+}
+
+// addReasons adds the one reason series of each of p's targets, its
+// current reason at 1: the zeros of the rest of the set would cost every
+// Prometheus that scrapes the exporter a series each (docs/metrics.md:
+// "Reasons"). The series sort by reason, then target: ts is sorted by
+// target, and a stable sort by reason keeps that order within a reason.
+func addReasons(reasonF *family, p *ProviderResult, ts []*TargetResult) {
+	byReason := make([]*TargetResult, 0, len(ts))
+	for _, t := range ts {
+		// The engine turns a reason outside the set into Unknown; a target
+		// not checked yet has none.
+		if p.Reasons.Contains(t.Reason) {
+			byReason = append(byReason, t)
+		}
+	}
+	slices.SortStableFunc(byReason, func(a, b *TargetResult) int { return strings.Compare(string(a.Reason), string(b.Reason)) })
+	for _, t := range byReason {
+		reasonF.add(1, p.Name, p.Kind, string(t.Reason), t.Target.Name)
+	}
 }
 
 // targetInfo is one target_info series to be: its family is sorted by

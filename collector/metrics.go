@@ -10,7 +10,7 @@ const (
 	upHelp             = "1 when the provider's API answered at its own protocol level."
 	readyHelp          = "1 when the provider can host proxies now."
 	capacityHelp       = "How many more proxies fit now: the least over the entry's headroom constraints of floor(headroom / one proxy's need); absent without one."
-	reasonHelp         = "Why the target is or is not ready: every reason of the provider's set, exactly one is 1."
+	reasonHelp         = "Why the target is or is not ready: its current reason, always 1; the other reasons of the provider's set are not exported."
 	durationHelp       = "Wall time of the check that produced the verdict."
 	timeoutHelp        = "The budget this scrape gave the check."
 	lastCheckHelp      = "When the verdict was produced (older than the scrape when reused within min_interval)."

@@ -26,8 +26,8 @@ type ResultCollector struct {
 	Results []ProviderResult
 }
 
-// Describe sends nothing: the collector is unchecked, because the set of
-// reason and pool-state series depends on the configuration.
+// Describe sends nothing: the collector is unchecked, because which
+// reason and pool-state series there are depends on the verdicts.
 func (c ResultCollector) Describe(chan<- *prometheus.Desc) {}
 
 // Collect implements prometheus.Collector.
@@ -54,8 +54,8 @@ func collectTarget(ch chan<- prometheus.Metric, p ProviderResult, t TargetResult
 	if t.Capacity.Known {
 		gauge(capacityDesc, float64(t.Capacity.Proxies))
 	}
-	for _, r := range p.Reasons.Reasons() {
-		gauge(reasonDesc, boolFloat(r == t.Reason), string(r))
+	if p.Reasons.Contains(t.Reason) {
+		gauge(reasonDesc, 1, string(t.Reason))
 	}
 	gauge(durationDesc, t.Duration.Seconds())
 	gauge(lastCheckDesc, unixSeconds(t.CheckedAt))

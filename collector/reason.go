@@ -8,9 +8,10 @@ import (
 )
 
 // Reason says in one bounded CamelCase word why a target is or is not ready.
-// Each provider kind has a closed set (docs/metrics.md: "Reasons"); every reason of
-// the set is exported on every scrape as a state set, so the set must never
-// grow at run time.
+// Each provider kind has a closed set (docs/metrics.md: "Reasons"), checked at
+// startup and listed in /api/v1/status; only a target's current reason is
+// exported, and it is always one of its entry's set, so the values the
+// reason label can take are known before any check runs.
 type Reason string
 
 // The shared vocabulary of docs/metrics.md's "Reasons": what any kind may say.

@@ -558,6 +558,51 @@ func TestDashboardStructure(t *testing.T) {
 	}
 }
 
+// TestDashboardReasonPanelsTested requires the expressions of the panels
+// over provider_health_reason, as Grafana sends them with job
+// provider-health and every provider and name selected, to be the ones
+// tests/reasons.yaml evaluates over series as the exporter sends them.
+func TestDashboardReasonPanelsTested(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("tests", "reasons.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rt struct {
+		Tests []struct {
+			PromQLExprTest []struct {
+				Expr string `yaml:"expr"`
+			} `yaml:"promql_expr_test"`
+		} `yaml:"tests"`
+	}
+	if err := yaml.Unmarshal(b, &rt); err != nil {
+		t.Fatal(err)
+	}
+	tested := map[string]bool{}
+	for _, tc := range rt.Tests {
+		for _, e := range tc.PromQLExprTest {
+			tested[e.Expr] = true
+		}
+	}
+	vars := strings.NewReplacer(`"$job"`, `"provider-health"`, `"$provider"`, `".*"`, `"$name"`, `".*"`)
+	for f, d := range loadDashboards(t) {
+		n := 0
+		for _, p := range flatten(d.Panels) {
+			if p.Title != "Reason per target" && p.Title != "Targets per reason" {
+				continue
+			}
+			for _, tg := range p.Targets {
+				n++
+				if expr := vars.Replace(tg.Expr); !tested[expr] {
+					t.Errorf("%s panel %q: %s is not tested in tests/reasons.yaml", f, p.Title, expr)
+				}
+			}
+		}
+		if n != 2 {
+			t.Errorf("%s: %d reason panel queries, want 2", f, n)
+		}
+	}
+}
+
 // TestDashboardProblemsDetected feeds the structural check a broken
 // dashboard, so that a check that cannot fail does not pass unnoticed.
 func TestDashboardProblemsDetected(t *testing.T) {
@@ -866,6 +911,8 @@ var mutants = []mutant{
 		r.Annotations["description"] = d
 		return ok
 	}},
+	{"ProviderNotReady", "restarts its for when the reason changes", exprReplace(`provider_health_ready{job="provider-health"} == 0`,
+		`(provider_health_ready{job="provider-health"} == 0) * on (job, instance, provider, name, target) group_left (reason) provider_health_reason{job="provider-health"}`)},
 	{"ProviderActionRequired", "fires at once", noFor},
 	{"ProviderActionRequired", "fires for a transient reason", exprReplace(`reason=~"`, `reason=~"Unreachable|`)},
 	{"ProviderUnavailable", "fires at once", noFor},

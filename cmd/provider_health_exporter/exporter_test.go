@@ -371,6 +371,17 @@ func TestStatusJSONAndLandingPage(t *testing.T) {
 	}
 	var gcpTarget statusTarget
 	for _, p := range decode(body) {
+		// The entry's reason set is shown, though /metrics exports only
+		// the current reason: what a script needs to know the values the
+		// reason label can take.
+		for _, r := range []collector.Reason{collector.ReasonReady, collector.ReasonTimeout, collector.ReasonUnknown, p.Targets[0].Reason} {
+			if !slices.Contains(p.Reasons, r) {
+				t.Errorf("%s reasons %v lack %s", p.Name, p.Reasons, r)
+			}
+		}
+		if p.Provider != "gcp" && slices.Contains(p.Reasons, gcp.ReasonAPIDisabled) {
+			t.Errorf("%s reasons %v have gcp's APIDisabled", p.Name, p.Reasons)
+		}
 		if p.Provider == "gcp" {
 			gcpTarget = p.Targets[0]
 			if p.Ready {
@@ -383,7 +394,7 @@ func TestStatusJSONAndLandingPage(t *testing.T) {
 		len(gcpTarget.Transitions) != 1 || gcpTarget.Transitions[0].From != "" || gcpTarget.Transitions[0].To != gcp.ReasonAPIDisabled {
 		t.Errorf("gcp target = %+v", gcpTarget)
 	}
-	for _, key := range []string{`"checked": true`, `"up"`, `"ready"`, `"reason"`, `"message"`, `"lastTransitionTime"`,
+	for _, key := range []string{`"checked": true`, `"reasons": [`, `"up"`, `"ready"`, `"reason"`, `"message"`, `"lastTransitionTime"`,
 		`"lastCheckTime"`, `"durationSeconds"`, `"address"`, `"transitions"`, `"from": ""`, `"to": "APIDisabled"`} {
 		if !strings.Contains(body, key) {
 			t.Errorf("status JSON lacks %s", key)
@@ -845,5 +856,54 @@ func TestAnswerTimesAreBounded(t *testing.T) {
 	}
 	if len(a.last) > maxAnswerShapes {
 		t.Errorf("%d shapes remembered, want at most %d", len(a.last), maxAnswerShapes)
+	}
+}
+
+// TestGoldenSeriesPerTarget counts what one target of each kind costs a
+// Prometheus that scrapes the exporter, with the golden file's entries,
+// which set no optional key: the series that carry its target label, the
+// golden file's plus those stableMetrics leaves out of it.
+func TestGoldenSeriesPerTarget(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile(filepath.Join("..", "..", "testdata", "golden", "metrics.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	unstable := []string{"provider_health_check_duration_seconds", "provider_health_last_check_timestamp_seconds",
+		"provider_health_last_transition_timestamp_seconds"}
+	for _, m := range unstable {
+		if stableMetrics(m+`{name="a",provider="kvm",target="b"} 1`) != "\n" {
+			t.Fatalf("%s is in the golden file: count it once only", m)
+		}
+	}
+	nameTarget := regexp.MustCompile(`[{,]name="([^"]*)".*[{,]target="([^"]*)"`)
+	provider := regexp.MustCompile(`[{,]provider="([^"]*)"`)
+	series, kinds := map[string]int{}, map[string]string{}
+	for _, line := range strings.Split(string(b), "\n") {
+		m := nameTarget.FindStringSubmatch(line)
+		if m == nil || strings.HasPrefix(line, "#") {
+			continue
+		}
+		key := m[1] + "/" + m[2]
+		series[key]++
+		if strings.HasPrefix(line, "provider_health_up{") {
+			kinds[key] = provider.FindStringSubmatch(line)[1]
+		}
+	}
+	limits := map[string]int{"kvm": 14, "gcp": 10, "kubernetes": 10}
+	seen := map[string]bool{}
+	for key, n := range series {
+		n += len(unstable)
+		kind := kinds[key]
+		seen[kind] = true
+		if limit, ok := limits[kind]; !ok || n > limit {
+			t.Errorf("%s (%q) has %d series, want at most %d", key, kind, n, limit)
+		}
+		t.Logf("%s (%s): %d series", key, kind, n)
+	}
+	for kind := range limits {
+		if !seen[kind] {
+			t.Errorf("the golden file has no %s target", kind)
+		}
 	}
 }

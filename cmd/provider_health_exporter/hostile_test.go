@@ -305,8 +305,7 @@ func TestNothingReadCanHangOrExhaust(t *testing.T) {
 	}
 }
 
-// reasonIs tells whether the reason state set of entry name has reason
-// at 1.
+// reasonIs tells whether entry name's reason series is reason, at 1.
 func reasonIs(metrics, name, reason string) bool {
 	for line := range strings.Lines(metrics) {
 		if strings.HasPrefix(line, "provider_health_reason{") && strings.Contains(line, `name="`+name+`"`) &&

@@ -54,6 +54,11 @@ type statusEntry struct {
 	Provider string `json:"provider"`
 	Name     string `json:"name"`
 	Ready    bool   `json:"ready"` // every target ready
+
+	// Reasons is the entry's reason set, in its documented order: every
+	// value its targets' reason can take, while /metrics exports only each
+	// target's current one.
+	Reasons []collector.Reason `json:"reasons"`
 }
 
 // statusProvider is one provider entry with its targets, the shape of
@@ -80,7 +85,7 @@ func (x *exporter) status(ctx context.Context, name string, refresh bool) ([]col
 
 // newStatusEntry is p's entry, without its targets.
 func newStatusEntry(p collector.ProviderResult) statusEntry {
-	e := statusEntry{Provider: p.Kind, Name: p.Name, Ready: len(p.Targets) > 0}
+	e := statusEntry{Provider: p.Kind, Name: p.Name, Ready: len(p.Targets) > 0, Reasons: p.Reasons.Reasons()}
 	for _, t := range p.Targets {
 		e.Ready = e.Ready && t.Reason.Ready()
 	}

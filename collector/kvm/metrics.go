@@ -15,7 +15,7 @@ var (
 		"The SSH user and, once known, the libvirt version of a KVM host.",
 		[]string{"name", "target", "user", "libvirt_version"}, nil)
 	poolStateDesc = prometheus.NewDesc("provider_health_kvm_pool_state",
-		"The storage pool state in virsh's words, as a state set.",
+		"The storage pool's current state in virsh's words, always 1; absent when the pool is unknown.",
 		[]string{"name", "target", "pool", "state"}, nil)
 	poolLabels         = []string{"name", "target", "pool"}
 	poolCapacityDesc   = prometheus.NewDesc("provider_health_kvm_pool_capacity_bytes", "Storage pool capacity.", poolLabels, nil)
@@ -28,7 +28,8 @@ var (
 )
 
 // PoolStates are the pool states in virsh's words, in libvirt's numbering
-// (VIR_STORAGE_POOL_INACTIVE = 0 ...): the state set of kvm_pool_state.
+// (VIR_STORAGE_POOL_INACTIVE = 0 ...): the values kvm_pool_state's state
+// label can take.
 var PoolStates = []string{"inactive", "building", "running", "degraded", "inaccessible"}
 
 // Facts are what a check knows of a KVM host beyond its reason: the kvm
@@ -68,13 +69,9 @@ func (f *Facts) Collect(ch chan<- prometheus.Metric, name, target string) {
 	if f.PoolState == "" {
 		return
 	}
-	for _, s := range PoolStates {
-		v := 0.0
-		if s == f.PoolState {
-			v = 1
-		}
-		ch <- collector.ConstMetric(poolStateDesc, prometheus.GaugeValue, v, name, target, f.Pool, s)
-	}
+	// The current state only: the other states at 0 would be four series
+	// more per host in every Prometheus that scrapes the exporter.
+	ch <- collector.ConstMetric(poolStateDesc, prometheus.GaugeValue, 1, name, target, f.Pool, f.PoolState)
 	for _, m := range []struct {
 		d *prometheus.Desc
 		v uint64

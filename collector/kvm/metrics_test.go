@@ -49,12 +49,8 @@ provider_health_kvm_pool_available_bytes{name="lab",pool="default",target="beeli
 # HELP provider_health_kvm_pool_capacity_bytes Storage pool capacity.
 # TYPE provider_health_kvm_pool_capacity_bytes gauge
 provider_health_kvm_pool_capacity_bytes{name="lab",pool="default",target="beelink"} 100
-# HELP provider_health_kvm_pool_state The storage pool state in virsh's words, as a state set.
+# HELP provider_health_kvm_pool_state The storage pool's current state in virsh's words, always 1; absent when the pool is unknown.
 # TYPE provider_health_kvm_pool_state gauge
-provider_health_kvm_pool_state{name="lab",pool="default",state="building",target="beelink"} 0
-provider_health_kvm_pool_state{name="lab",pool="default",state="degraded",target="beelink"} 0
-provider_health_kvm_pool_state{name="lab",pool="default",state="inaccessible",target="beelink"} 0
-provider_health_kvm_pool_state{name="lab",pool="default",state="inactive",target="beelink"} 0
 provider_health_kvm_pool_state{name="lab",pool="default",state="running",target="beelink"} 1
 # HELP provider_health_kvm_connects_total SSH+libvirt sessions established to the host; flat in steady state.
 # TYPE provider_health_kvm_connects_total counter

@@ -52,6 +52,9 @@ local same(c, labels) =
 
 // A template fragment printing the current reason of the alert's target,
 // looked up in the same scrape (job and instance) as the alerting series.
+// The exporter exports the current reason only (the old one goes stale at
+// the scrape that changes it); == 1 keeps an exporter from before that,
+// which exported the rest of the set at 0, right (CHANGELOG.md).
 local currentReason(c) =
   local s = same(c, ['job', 'instance', 'provider', 'name', 'target']);
   '{{ with printf "provider_health_reason{%s} == 1" ' % s.matchers
@@ -173,6 +176,11 @@ local exporterDownExpr(c) =
         rules: [
           {
             alert: 'ProviderNotReady',
+            // The reason is read in the description, not joined into the
+            // labels (group_left (reason)): an alert is identified by its
+            // labels, so a reason label would make every change of reason a
+            // new alert whose `for` starts over, and a target flapping
+            // between two failures would never fire.
             expr: |||
               provider_health_ready{%(providerHealthSelector)s} == 0
             ||| % c,

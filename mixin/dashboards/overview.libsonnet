@@ -49,13 +49,21 @@ local duration = import '../lib/duration.libsonnet';
       ]) + g.size(24, 8)
       + g.valueMappings({ '0': ['Not ready', 'red'], '1': ['Ready', 'green'] }),
 
-      g.stateTimeline('Reason per target', 'The reason each target reported over time (provider_health_reason == 1), one row per target and reason.', [
+      // The exporter exports only a target's current reason; == 1 keeps
+      // the panels right for an exporter from before that, which exported
+      // the rest of the set at 0 (CHANGELOG.md).
+      g.stateTimeline('Reason per target', 'The reason each target reported over time (provider_health_reason, whose series is the current reason), one row per target and reason.', [
         g.target('max by (%s, reason) (provider_health_reason{%s} == 1)' % [byTarget, sel], targetLegend + ': {{reason}}'),
       ]) + g.size(24, 10)
       + g.fixedColor('red')
       // Each row is one target and reason, so the value (always 1) says nothing.
       + { options+: { showValue: 'never' } }
       + g.overrideByRegexp('/: Ready$/', { color: { mode: 'fixed', fixedColor: 'green' } }),
+
+      g.timeseries('Targets per reason', 'How many targets report each reason, across the fleet (a target seen by several exporter replicas counts once per reason they report).', [
+        g.target('count by (reason) (max by (%s, reason) (provider_health_reason{%s} == 1))' % [byTarget, sel], '{{reason}}'),
+      ], stack=true) + g.size(24, 8)
+      + g.overrideByRegexp('/^Ready$/', { color: { mode: 'fixed', fixedColor: 'green' } }),
 
       g.table('Targets not ready now', 'Every target not ready at the end of the time range, with its reason and since when it has not been ready (provider_health_last_transition_timestamp_seconds).', [
         g.tableTarget(|||

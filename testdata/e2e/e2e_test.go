@@ -710,7 +710,7 @@ func checkHeadroom(t *testing.T, prom *promAPI, exporterURL, provider, name, tar
 var seriesLine = regexp.MustCompile(`^(provider_health_(?:up|ready|reason))\{(.*)\} (\S+)$`)
 var seriesLabel = regexp.MustCompile(`(\w+)="((?:[^"\\]|\\.)*)"`)
 
-// reasonSeries returns the up, ready and nonzero reason series of an
+// reasonSeries returns the up, ready and reason series of an
 // exposition whose labels include labels: metric (metric/reason for a
 // reason) to value.
 func reasonSeries(body string, labels map[string]string) map[string]string {
@@ -730,7 +730,7 @@ func reasonSeries(body string, labels map[string]string) map[string]string {
 		}
 		switch {
 		case !match:
-		case m[1] == "provider_health_reason" && m[3] != "0":
+		case m[1] == "provider_health_reason":
 			out[m[1]+"/"+got["reason"]] = m[3]
 		case m[1] != "provider_health_reason":
 			out[m[1]] = m[3]
