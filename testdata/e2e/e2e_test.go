@@ -384,8 +384,9 @@ func TestEndToEnd(t *testing.T) {
 	}, description: "has reported VolumeMissing for more than"})
 	// Capacity 0 goes with those verdicts: ProviderCapacityLow fires for
 	// every entry with a capacity key that has no room (the quota, the
-	// pool, the memory, the refused pod_template), never for capName.
-	for _, e := range [][3]string{{"gcp", quotaName, "compute"}, {"kvm", fullName, fullHost}, {"kvm", memName, memHost}, {"kubernetes", admName, "apiserver"}} {
+	// pool, the memory, the refused pod_template, the Pod no node takes),
+	// never for capName.
+	for _, e := range [][3]string{{"gcp", quotaName, "compute"}, {"kvm", fullName, fullHost}, {"kvm", memName, memHost}, {"kubernetes", admName, "apiserver"}, {"kubernetes", schedName, "apiserver"}} {
 		headroomAlerts = append(headroomAlerts, alertMatch{name: "ProviderCapacityLow", labels: map[string]string{
 			"job": job, "instance": exporterAddr, "provider": e[0], "name": e[1], "target": e[2], "severity": "warning",
 		}, description: "has room for 0 more proxies"})
