@@ -121,6 +121,14 @@ func (a *apiserver) namespace(t *testing.T, ns string) {
 	if _, err := a.cs.CoreV1().Namespaces().Create(context.Background(), obj, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatalf("create namespace %s: %v", ns, err)
 	}
+	// A cluster's ServiceAccount controller gives every namespace its
+	// "default" ServiceAccount, which the ServiceAccount admission of a Pod
+	// without serviceAccountName (the chart's helm test) looks up; no
+	// controller runs beside the test's kube-apiserver.
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: ns}}
+	if _, err := a.cs.CoreV1().ServiceAccounts(ns).Create(context.Background(), sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("create the default ServiceAccount of %s: %v", ns, err)
+	}
 }
 
 // create creates o with strict field validation (an unknown or duplicate
