@@ -937,6 +937,11 @@ var mutants = []mutant{
 		r.Expr = r.Expr[:i] + r.Expr[j:]
 		return true
 	}},
+	{"ProviderCapacityLow", "fires at once", noFor},
+	{"ProviderCapacityLow", "fires at the threshold", exprReplace("} < 5", "} <= 5")},
+	{"ProviderCapacityRunningOut", "fires at once", noFor},
+	{"ProviderCapacityRunningOut", "forecasts a target already out of room", exprCut("\nand\n")},
+	{"ProviderCapacityRunningOut", "looks a shorter horizon ahead", exprReplace("[6h], 86400)", "[6h], 3600)")},
 	{"KVMConnectionFlapping", "fires at once", noFor},
 	{"KVMConnectionFlapping", "counts an exporter restart", exprReplace("[1h]) > 6", "[1h]) > 0")},
 }
