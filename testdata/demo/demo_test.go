@@ -295,7 +295,9 @@ func (d *demo) status() map[string]string {
 // (docs/metrics.md: "Capacity"): kvm-lab's from the real pool and free
 // memory (at least 1: the demo host has a GiB of pool and 256 MiB free),
 // gcp-standin's from regions-ok.json, kube-demo's from the ResourceQuota
-// kubernetes.sh wrote, and 0 where the verdict says nothing fits.
+// kubernetes.sh wrote, and 0 where the verdict says nothing fits (the
+// Unschedulable entry's bound by the nodes: one synthetic Node full, the
+// other cordoned).
 func (d *demo) checkCapacities() {
 	d.t.Helper()
 	resp, err := http.Get(d.base + "/api/v1/status")
@@ -324,11 +326,12 @@ func (d *demo) checkCapacities() {
 		}
 	}
 	want := map[string]*regexp.Regexp{
-		"kvm-lab":           regexp.MustCompile(`^[1-9][0-9]* (pool \S+|memory)$`),
-		"kvm-pool-full":     regexp.MustCompile(`^0 pool \S+$`),
-		"gcp-standin":       regexp.MustCompile(`^2 region us-central1 CPUS$`),
-		"gcp-standin-quota": regexp.MustCompile(`^0 region europe-west4 IN_USE_ADDRESSES$`),
-		"kube-demo":         regexp.MustCompile(`^17 quota proxies pods$`),
+		"kvm-lab":                 regexp.MustCompile(`^[1-9][0-9]* (pool \S+|memory)$`),
+		"kvm-pool-full":           regexp.MustCompile(`^0 pool \S+$`),
+		"gcp-standin":             regexp.MustCompile(`^2 region us-central1 CPUS$`),
+		"gcp-standin-quota":       regexp.MustCompile(`^0 region europe-west4 IN_USE_ADDRESSES$`),
+		"kube-demo":               regexp.MustCompile(`^17 quota proxies pods$`),
+		"kube-demo-unschedulable": regexp.MustCompile(`^0 nodes$`),
 	}
 	for name, re := range want {
 		if !re.MatchString(got[name]) {
