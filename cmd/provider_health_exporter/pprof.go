@@ -6,6 +6,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"strconv"
+	"time"
 )
 
 // handlePprof serves Go's runtime profiles under /debug/pprof/ (the route
@@ -18,9 +20,31 @@ import (
 func handlePprof(mux *http.ServeMux) {
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/profile", profileDeadline(pprof.Profile, 30*time.Second))
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux.HandleFunc("/debug/pprof/trace", profileDeadline(pprof.Trace, time.Second))
+}
+
+// maxProfile bounds how long a profile or trace may keep its request (and
+// its write deadline) open.
+const maxProfile = 10 * time.Minute
+
+// profileDeadline moves the write deadline of a CPU profile or trace past
+// the time it records (?seconds=, def when absent, as net/http/pprof reads
+// it). Every answer's deadline is otherwise the longest check plus
+// writeGrace (writeDeadline), and a profile of the first two scrapes of a
+// cold start (docs/scaling.md: "Cold start") runs longer: net/http/pprof
+// cannot see a per-request deadline, records the whole profile and then has
+// its answer cut, an empty reply.
+func profileDeadline(h http.HandlerFunc, def time.Duration) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		d := def
+		if s, err := strconv.ParseFloat(r.FormValue("seconds"), 64); err == nil && s > 0 {
+			d = time.Duration(min(s, maxProfile.Seconds()) * float64(time.Second))
+		}
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(d + writeGrace))
+		h(w, r)
+	}
 }
 
 // pprofUnprotected decides what --web.enable-pprof without

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -334,6 +335,27 @@ func TestWriteDeadline(t *testing.T) {
 		}
 	case <-time.After(slack):
 		t.Fatal("the handler is still writing to a client that does not read")
+	}
+}
+
+// TestProfileOutlivesWriteDeadline: a CPU profile longer than the write
+// deadline every other answer gets is still delivered whole.
+func TestProfileOutlivesWriteDeadline(t *testing.T) {
+	t.Parallel()
+	mux := http.NewServeMux()
+	handlePprof(mux)
+	srv := httptest.NewServer(boundedServer(mux, 40, func() time.Duration { return 100 * time.Millisecond }).Handler)
+	t.Cleanup(srv.Close)
+	for _, path := range []string{"/debug/pprof/profile?seconds=1", "/debug/pprof/trace?seconds=0.5"} {
+		resp, err := srv.Client().Get(srv.URL + path)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK || len(body) == 0 {
+			t.Errorf("GET %s: %d, %d bytes, %v; want the profile", path, resp.StatusCode, len(body), err)
+		}
 	}
 }
 
