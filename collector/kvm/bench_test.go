@@ -64,7 +64,7 @@ func BenchmarkKnownHostsHeap(b *testing.B) {
 				var before, after runtime.MemStats
 				runtime.GC()
 				runtime.ReadMemStats(&before)
-				cb, err := hostKeyCallback(settings{knownHostsFile: path})
+				cb, err := loadKnownHosts(settings{knownHostsFile: path})
 				if err != nil {
 					b.Fatal(err)
 				}

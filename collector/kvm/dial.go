@@ -651,14 +651,14 @@ func (e *dialTimeoutError) Is(target error) bool {
 func (c *Checker) dial(ctx context.Context, logger *slog.Logger, set settings) (*session, error) {
 	// Material is looked up on every dial so that rotated files are
 	// picked up without a reload; it is parsed only when it changed.
-	cfg, err := clientConfig(set, c.material)
+	cfg, hosts, err := clientConfig(set, c.material)
 	if err != nil {
 		return nil, &dialError{stageMaterial, err}
 	}
 	cause := &dialTimeoutError{c.dialTimeout}
 	dctx, cancel := context.WithTimeoutCause(ctx, c.dialTimeout, cause)
 	defer cancel()
-	s, err := c.dialNetwork(dctx, logger, set, cfg)
+	s, err := c.dialNetwork(dctx, logger, set, cfg, hosts)
 	var de *dialError
 	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(dctx), cause) && !errors.Is(err, cause) && errors.As(err, &de) {
 		// The TCP stage reports only "i/o timeout"; say which bound it was.
@@ -731,17 +731,15 @@ func (c *replayConn) Read(p []byte) (int, error) {
 
 // dialNetwork makes the TCP connection, the SSH handshake and the libvirt
 // connection, every blocking step bound to ctx.
-func (c *Checker) dialNetwork(ctx context.Context, logger *slog.Logger, set settings, cfg *ssh.ClientConfig) (*session, error) {
+func (c *Checker) dialNetwork(ctx context.Context, logger *slog.Logger, set settings, cfg *ssh.ClientConfig, hosts *knownHostsDB) (*session, error) {
 	logger.Debug("dialing", "stage", stageTCP, "address", set.address)
 	conn, err := c.dialer.DialContext(ctx, "tcp", set.address)
 	if err != nil {
 		return nil, &dialError{stageTCP, err}
 	}
 
-	if !set.insecure {
-		// Without this the server may present a key type we have no entry
-		// for, which knownhosts reports as a mismatch.
-		cfg.HostKeyAlgorithms = knownAlgorithms(cfg.HostKeyCallback, set.address, conn.RemoteAddr())
+	if hosts != nil {
+		cfg.HostKeyAlgorithms = hosts.algorithms(set.address, conn.RemoteAddr())
 	}
 	logger.Debug("dialing", "stage", stageHandshake, "user", set.user, "hostKeyAlgorithms", cfg.HostKeyAlgorithms)
 	// ssh.ClientConfig.Timeout bounds only the TCP connect: closing the

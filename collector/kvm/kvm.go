@@ -222,7 +222,7 @@ func CheckFiles(cfg *config.KVM) []error {
 			}
 		}
 		if i == 0 { // one known_hosts file for the whole entry
-			if _, err := hostKeyCallback(set); err != nil {
+			if _, err := loadKnownHosts(set); err != nil {
 				errs = append(errs, fmt.Errorf("known_hosts_file: %w", err))
 			}
 		}

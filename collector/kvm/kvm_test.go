@@ -858,7 +858,7 @@ func TestNewDoesNoIO(t *testing.T) {
 func TestAuthFailureString(t *testing.T) {
 	e := newEnv(t)
 	e.srv.authorize(randomKey(t))
-	cfg, err := clientConfig(settings{keyFile: e.keyFile, knownHostsFile: e.knownHosts, user: "proxyops"}, newMaterial())
+	cfg, _, err := clientConfig(settings{keyFile: e.keyFile, knownHostsFile: e.knownHosts, user: "proxyops"}, newMaterial())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,19 +2,16 @@ package kvm
 
 import (
 	"bytes"
-	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"golang.org/x/crypto/ssh"
-	"golang.org/x/crypto/ssh/knownhosts"
 
 	"github.com/egress-proxies/provider_health_exporter/internal/boundedfile"
 )
@@ -30,7 +27,7 @@ type material struct {
 	keys *signerCache
 
 	mu         sync.Mutex
-	knownHosts map[string]*stamped[ssh.HostKeyCallback]
+	knownHosts map[string]*stamped[*knownHostsDB]
 	signers    map[[2]string]*stamped[ssh.Signer] // key file, passphrase file
 
 	// knownHostsParses and keyLoads count the parses of known_hosts files
@@ -43,26 +40,23 @@ type material struct {
 func newMaterial() *material {
 	return &material{
 		keys:       &signerCache{},
-		knownHosts: map[string]*stamped[ssh.HostKeyCallback]{},
+		knownHosts: map[string]*stamped[*knownHostsDB]{},
 		signers:    map[[2]string]*stamped[ssh.Signer]{},
 	}
 }
 
-// hostKeyCallback is the shared callback of set's known_hosts file.
-func (m *material) hostKeyCallback(set settings) (ssh.HostKeyCallback, error) {
-	if set.insecure {
-		return ssh.InsecureIgnoreHostKey(), nil
-	}
+// knownHosts is the shared parse of set's known_hosts file.
+func (m *material) knownHostsDB(set settings) (*knownHostsDB, error) {
 	m.mu.Lock()
 	e := m.knownHosts[set.knownHostsFile]
 	if e == nil {
-		e = &stamped[ssh.HostKeyCallback]{}
+		e = &stamped[*knownHostsDB]{}
 		m.knownHosts[set.knownHostsFile] = e
 	}
 	m.mu.Unlock()
-	return e.get([]string{set.knownHostsFile}, func() (ssh.HostKeyCallback, error) {
+	return e.get([]string{set.knownHostsFile}, func() (*knownHostsDB, error) {
 		m.knownHostsParses.Add(1)
-		return hostKeyCallback(set)
+		return loadKnownHosts(set)
 	})
 }
 
@@ -86,6 +80,13 @@ func (m *material) signer(set settings) (ssh.Signer, error) {
 // trusted; see stamped.get.
 const racyWindow = 2 * time.Second
 
+// racyRecheck is how often an untrusted file is read again while it looks
+// unchanged: a cold start just after known_hosts was written (a
+// configuration management run, then a restart) dials hundreds of hosts a
+// second, and reading and hashing the whole file for each of them was a
+// tenth of the exporter's CPU (docs/scaling.md: "Cold start").
+const racyRecheck = 100 * time.Millisecond
+
 // stamped is a value derived from files, kept with what the files looked
 // like before it was derived and a digest of what they held.
 type stamped[T any] struct {
@@ -97,6 +98,10 @@ type stamped[T any] struct {
 	digest [sha256.Size]byte
 	val    T
 	ok     bool
+	// racy and read are the untrusted files' stats and when they were
+	// last read, for racyRecheck.
+	racy []os.FileInfo
+	read time.Time
 }
 
 // get returns the kept value while every file (an empty path is no file)
@@ -109,8 +114,9 @@ type stamped[T any] struct {
 // A file modified less than racyWindow ago is not trusted: a file system
 // stamps modifications with a coarse clock, so an edit that keeps the size
 // and lands in the same tick as the read would otherwise go unseen. Such a
-// file is read on every dial until it has been left alone for that long,
-// but parsed again only when what it holds changed: every kept connection
+// file is read again, at most every racyRecheck while its stat stays the
+// same, until it has been left alone for that long, but parsed again only
+// when what it holds changed: every kept connection
 // holds the value it was dialed with, and a value per dial would make the
 // heap grow with hosts × known_hosts lines again.
 func (s *stamped[T]) get(paths []string, load func() (T, error)) (T, error) {
@@ -137,10 +143,16 @@ func (s *stamped[T]) get(paths []string, load func() (T, error)) (T, error) {
 	if keep && s.ok && s.stamps != nil && sameFiles(s.stamps, stamps) {
 		return s.val, nil
 	}
+	if !keep && s.ok && s.racy != nil && now.Sub(s.read) < racyRecheck && sameFiles(s.racy, stamps) {
+		return s.val, nil
+	}
+	s.racy, s.read = nil, now
 	digest, derr := digestFiles(paths)
 	if derr == nil && s.ok && digest == s.digest {
 		if keep {
 			s.stamps = stamps
+		} else {
+			s.racy = stamps
 		}
 		return s.val, nil
 	}
@@ -154,6 +166,8 @@ func (s *stamped[T]) get(paths []string, load func() (T, error)) (T, error) {
 	s.stamps = nil
 	if keep {
 		s.stamps = stamps
+	} else {
+		s.racy = stamps
 	}
 	return v, nil
 }
@@ -201,22 +215,24 @@ func sameFiles(a, b []os.FileInfo) bool {
 	return true
 }
 
-// clientConfig gets the key, the optional passphrase and known_hosts from m.
-// Errors name files, never their contents.
-func clientConfig(set settings, m *material) (*ssh.ClientConfig, error) {
+// clientConfig gets the key, the optional passphrase and known_hosts from m;
+// hosts is nil when host keys are not verified. Errors name files, never
+// their contents.
+func clientConfig(set settings, m *material) (cfg *ssh.ClientConfig, hosts *knownHostsDB, err error) {
 	signer, err := m.signer(set)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	hostKey, err := m.hostKeyCallback(set)
-	if err != nil {
-		return nil, err
+	cfg = &ssh.ClientConfig{User: set.user, Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)}}
+	if set.insecure {
+		cfg.HostKeyCallback = ssh.InsecureIgnoreHostKey()
+		return cfg, nil, nil
 	}
-	return &ssh.ClientConfig{
-		User:            set.user,
-		Auth:            []ssh.AuthMethod{ssh.PublicKeys(signer)},
-		HostKeyCallback: hostKey,
-	}, nil
+	if hosts, err = m.knownHostsDB(set); err != nil {
+		return nil, nil, err
+	}
+	cfg.HostKeyCallback = hosts.callback()
+	return cfg, hosts, nil
 }
 
 // loadSigner reads and parses the private key, decrypting it with the
@@ -249,21 +265,18 @@ func loadSigner(set settings, keys *signerCache) (ssh.Signer, error) {
 	})
 }
 
-// hostKeyCallback reads known_hosts, unless host keys are not verified.
-func hostKeyCallback(set settings) (ssh.HostKeyCallback, error) {
-	if set.insecure {
-		return ssh.InsecureIgnoreHostKey(), nil
-	}
-	// knownhosts reads the file by name: it is checked first, so that a
-	// named pipe or an oversized file is refused instead of read.
-	if err := boundedfile.Check(set.knownHostsFile, boundedfile.KnownHosts); err != nil {
-		return nil, fmt.Errorf("read known_hosts: %w", err)
-	}
-	cb, err := knownhosts.New(set.knownHostsFile)
+// loadKnownHosts reads and parses known_hosts; a named pipe or an oversized
+// file is refused instead of read.
+func loadKnownHosts(set settings) (*knownHostsDB, error) {
+	data, err := boundedfile.Read(set.knownHostsFile, boundedfile.KnownHosts)
 	if err != nil {
 		return nil, fmt.Errorf("read known_hosts: %w", err)
 	}
-	return cb, nil
+	db, err := parseKnownHosts(data, set.knownHostsFile)
+	if err != nil {
+		return nil, fmt.Errorf("read known_hosts: %w", err)
+	}
+	return db, nil
 }
 
 // signerCache keeps the outcome of parsing a key by the hash of the key file
@@ -304,37 +317,4 @@ func (c *signerCache) signer(pem, pass []byte, parse func() (ssh.Signer, error))
 	c.m[sum] = k
 	c.mu.Unlock()
 	return k.signer, k.err
-}
-
-// probeKey is a key no known_hosts file lists: asking the callback about it
-// makes knownhosts reveal the keys it does know for the host.
-var probeKey, _ = ssh.NewPublicKey(ed25519.PublicKey(make([]byte, ed25519.PublicKeySize)))
-
-// knownAlgorithms lists the host key algorithms known_hosts has keys of for
-// the host, so the server is asked for a key we can verify. It returns nil
-// (the library's defaults) when the host is unknown; the handshake then
-// fails with HostKeyUnknown.
-func knownAlgorithms(cb ssh.HostKeyCallback, address string, remote net.Addr) []string {
-	var ke *knownhosts.KeyError
-	if err := cb(address, remote, probeKey); !errors.As(err, &ke) {
-		return nil
-	}
-	var algos []string
-	seen := map[string]bool{}
-	add := func(a ...string) {
-		for _, x := range a {
-			if !seen[x] {
-				seen[x] = true
-				algos = append(algos, x)
-			}
-		}
-	}
-	for _, k := range ke.Want {
-		if k.Key.Type() == ssh.KeyAlgoRSA {
-			add(ssh.KeyAlgoRSASHA512, ssh.KeyAlgoRSASHA256, ssh.KeyAlgoRSA)
-			continue
-		}
-		add(k.Key.Type())
-	}
-	return algos
 }

@@ -40,12 +40,12 @@ func FuzzSSHMaterial(f *testing.F) {
 		if _, err := loadSigner(set, &signerCache{}); err != nil {
 			return
 		}
-		cb, err := hostKeyCallback(set)
+		db, err := loadKnownHosts(set)
 		if err != nil {
 			return
 		}
-		_ = knownAlgorithms(cb, set.address, remote)
-		_ = cb(set.address, remote, signer.PublicKey())
+		_ = db.algorithms(set.address, remote)
+		_ = db.callback()(set.address, remote, signer.PublicKey())
 		_ = ssh.FingerprintSHA256(signer.PublicKey())
 	})
 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
@@ -115,8 +117,9 @@ func TestKnownHostsRotation(t *testing.T) {
 }
 
 // TestKnownHostsJustModified: a file modified within the racy window is
-// read on every dial, so an edit in the same clock tick as the last read
-// (same size, same modification time) is not missed; it is parsed again
+// read again on dials racyRecheck apart, so an edit in the same clock tick
+// as the last read (same size, same modification time) is not missed; it
+// is parsed again
 // only when what it holds changed, so the hosts dialing meanwhile share
 // one parse.
 func TestKnownHostsJustModified(t *testing.T) {
@@ -149,10 +152,67 @@ func TestKnownHostsJustModified(t *testing.T) {
 		t.Fatalf("the fixed line has %d bytes, the broken one %d: the edit must keep the size", len(right), fi.Size())
 	}
 	write(right)
+	// However slow the machine, the next dial is later than this.
+	time.Sleep(racyRecheck)
 	if v := check(t, c, hostName, time.Minute); v.Reason != collector.ReasonReady {
 		t.Fatalf("after an edit of the same size and time: reason %s (%s), want Ready", v.Reason, v.Message)
 	}
 	if got := c.material.knownHostsParses.Load(); got != 2 {
 		t.Errorf("known_hosts parsed %d times, want 2: once more after the edit", got)
 	}
+}
+
+// TestStampedRacyRecheck: while a file is within the racy window it is
+// read again at most every racyRecheck when its stat is unchanged (a cold
+// start does not read it once per dial), and always when its stat changed.
+func TestStampedRacyRecheck(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "f")
+		// The bubble's clock starts in 2000: a file modified now is in
+		// the future for it, inside the racy window throughout.
+		write := func(s string) {
+			t.Helper()
+			if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			mtime := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+			if err := os.Chtimes(path, mtime, mtime); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var st stamped[string]
+		loads := 0
+		get := func() string {
+			t.Helper()
+			v, err := st.get([]string{path}, func() (string, error) {
+				loads++
+				b, err := os.ReadFile(path)
+				return string(b), err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return v
+		}
+		write("aaaa")
+		if v := get(); v != "aaaa" || loads != 1 {
+			t.Fatalf("first get: %q after %d loads", v, loads)
+		}
+		write("bbbb") // same size, same modification time
+		if v := get(); v != "aaaa" {
+			t.Fatalf("an edit that changed no stat within racyRecheck: %q, want the kept value", v)
+		}
+		time.Sleep(racyRecheck)
+		if v := get(); v != "bbbb" || loads != 2 {
+			t.Fatalf("racyRecheck later: %q after %d loads, want the edit, loaded once more", v, loads)
+		}
+		write("cccccc") // another size: read at once
+		if v := get(); v != "cccccc" || loads != 3 {
+			t.Fatalf("an edit that changed the size: %q after %d loads", v, loads)
+		}
+		time.Sleep(racyRecheck)
+		if v := get(); v != "cccccc" || loads != 3 {
+			t.Fatalf("read again, unchanged: %q after %d loads, want no new load", v, loads)
+		}
+	})
 }
