@@ -193,6 +193,18 @@ PROMCOST_REVS ?=
 bench-prometheus:
 	GO="$(GO)" testdata/bench/prometheus-cost.sh $(PROMCOST_REVS)
 
+# The cold start of the real binary measured from outside: a fresh exporter
+# with default settings in front of a simulated fleet (HOSTS, default 5,000),
+# scraped with Prometheus's header (HEADER, default 30 s) back to back;
+# hosts Ready after each scrape, the exporter's CPU and peak memory, per
+# revision (COLDSTART_REVS, default the working tree; "HEAD ." compares).
+# PROFILE=dir keeps a CPU profile of the first two scrapes
+# (docs/scaling.md: "Cold start").
+COLDSTART_REVS ?=
+.PHONY: bench-coldstart
+bench-coldstart:
+	GO="$(GO)" testdata/bench/coldstart.sh $(COLDSTART_REVS)
+
 # Fuzzing of every parser of untrusted input, one target after the other,
 # FUZZTIME each (make fuzz FUZZTIME=10m for a long run). A crasher is saved
 # under the package's testdata/fuzz and then replayed by every go test.

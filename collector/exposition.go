@@ -325,8 +325,11 @@ func collectOne(ch chan<- prometheus.Metric, j *factJob) {
 // in each verdict's memo: one row of metrics a job.
 func collectJobs(jobs []*factJob) (rows [][]*factMetric, errs []error) {
 	// Collect sends on a channel: one goroutine collects every target
-	// whose metrics are not known yet, a nil marks each target's end.
-	ch := make(chan prometheus.Metric, 256)
+	// whose metrics are not known yet, a nil marks each target's end. The
+	// buffer is sized as the batches below: a check settles its one
+	// target here, and a 256-slot channel per check was most of what a
+	// cold start's first checks allocated here.
+	ch := make(chan prometheus.Metric, min(256, 16*len(jobs)))
 	go func() {
 		defer close(ch)
 		for _, j := range jobs {
