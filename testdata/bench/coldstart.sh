@@ -20,8 +20,9 @@
 # REV is a git revision (built from a temporary worktree) or "." (the
 # working tree, the default). HOSTS (5000), HUNG (0), TIMEOUT (the entry's
 # timeout, 10s), HEADER (30), GAP (0), SCRAPES (3), LATENCY (20ms), GO (go)
-# may be set; PROFILE=dir writes a CPU profile of the first two scrapes of
-# each revision there (the exporter runs with --web.enable-pprof on loopback).
+# may be set; PROFILE=dir writes a CPU profile and an execution trace of the
+# first two scrapes of each revision there (the exporter runs with
+# --web.enable-pprof on loopback).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -156,9 +157,15 @@ for rev in "$@"; do
 	cpu0=$(cpu "$exporter_pid")
 	if [ -n "$PROFILE" ]; then
 		mkdir -p "$PROFILE"
-		curl -fsS -o "$PROFILE/coldstart-${label//[^A-Za-z0-9]/_}.cpu.pprof" \
-			"http://$exporter_addr/debug/pprof/profile?seconds=$((2 * HEADER > 20 ? 20 : 2 * HEADER))" &
+		secs=$((2 * HEADER > 20 ? 20 : 2 * HEADER))
+		base=$PROFILE/coldstart-${label//[^A-Za-z0-9]/_}
+		curl -fsS -o "$base.cpu.pprof" "http://$exporter_addr/debug/pprof/profile?seconds=$secs" &
 		prof_pid=$!
+		# The execution trace says where the dials wait: on the network
+		# (go tool trace -pprof=net), on a lock or the dial window
+		# (-pprof=sync) or for a CPU (-pprof=sched).
+		curl -fsS -o "$base.trace" "http://$exporter_addr/debug/pprof/trace?seconds=$secs" &
+		trace_pid=$!
 	fi
 	line=$(printf '%-22s %6s %7s' "$label" "$HOSTS" "$healthy")
 	cpu12=
@@ -180,6 +187,7 @@ for rev in "$@"; do
 	results+=("$line")
 	# The profile covers the first two scrapes (at most 20 s): wait for it.
 	[ -z "$PROFILE" ] || wait "$prof_pid" || echo "coldstart.sh: the CPU profile failed" >&2
+	[ -z "$PROFILE" ] || wait "$trace_pid" || echo "coldstart.sh: the execution trace failed" >&2
 	stop "$exporter_pid"
 	stopfleet
 done
