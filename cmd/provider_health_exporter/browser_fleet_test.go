@@ -20,11 +20,20 @@ import (
 	"github.com/egress-proxies/provider_health_exporter/internal/testnet"
 )
 
+// The fleet's names are as long as real ones: an entry named after its
+// region, site and purpose, a host by its fully qualified name. The page
+// must break them rather than grow wider than the window.
 const (
-	fleetName     = "kvm-fleet" // fleetHosts hosts whose ports refuse
-	fleetHosts    = 1000
-	badKeyName    = "kvm-badkey" // two hosts, a private key that does not parse
-	gcpReady2Name = "gcp-ready-2"
+	fleetName  = "kvm-eu-central-1-bare-metal-egress-fleet" // fleetHosts hosts whose ports refuse
+	fleetHosts = 1000
+	// fleetHost is the name of the fleet's i-th host (from 0): 40 per rack.
+	fleetHost      = "hv-fra1-r%02d-u%02d.bm.prod.egress-proxies.example.internal"
+	badKeyName     = "kvm-eu-west-3-lab-rack-with-an-unreadable-key" // two hosts, a private key that does not parse
+	badKeyHost     = "lab-hypervisor-par3-rack-b-slot-%02d.lab.example.internal"
+	fleetGCPReady  = "gcp-crawl-prod-europe-west4-egress-proxies"
+	fleetGCPReady2 = "gcp-crawl-prod-us-central1-egress-proxies"
+	fleetGCPFlaky  = "gcp-crawl-staging-asia-northeast1-egress-proxies" // 403
+	fleetKube      = "kubernetes-prod-eu-central-1-egress-proxies-cluster"
 )
 
 // TestStatusPageFleetInBrowser opens the status page of a fleet of a
@@ -41,7 +50,8 @@ const (
 func TestStatusPageFleetInBrowser(t *testing.T) {
 	artifacts := t.ArtifactDir()
 	t.Logf("screenshots and logs go to %s", artifacts)
-	compute := newBrowserCompute(t, gcpReadyName, gcpReady2Name, gcpFlakyName)
+	compute := newBrowserCompute(t, fleetGCPReady, fleetGCPReady2, fleetGCPFlaky)
+	compute.flaky = fleetGCPFlaky
 	compute.forbidFlaky()
 	base, exporterPID := startFleetExporter(t, artifacts, compute.URL)
 
@@ -115,19 +125,19 @@ func startFleetExporter(t *testing.T, artifacts, computeURL string) (string, int
 	// A check's budget far above what a thousand refused dials take: the
 	// verdicts are the test's, whatever the machine's load.
 	fmt.Fprintf(&cfg, "defaults: {timeout: 60s}\ngcp:\n")
-	for _, name := range []string{gcpReadyName, gcpReady2Name, gcpFlakyName} {
+	for _, name := range []string{fleetGCPReady, fleetGCPReady2, fleetGCPFlaky} {
 		fmt.Fprintf(&cfg, "  - {name: %[1]s, project: %[1]s, credentials_file: %[2]s, endpoint: %[3]q}\n", name, sa, computeURL)
 	}
-	fmt.Fprintf(&cfg, "kubernetes:\n  - {name: %s, kubeconfig: %s}\nkvm:\n", kubeName, kubeconfig)
+	fmt.Fprintf(&cfg, "kubernetes:\n  - {name: %s, kubeconfig: %s}\nkvm:\n", fleetKube, kubeconfig)
 	fmt.Fprintf(&cfg, "  - name: %s\n    user: proxyops\n    private_key_file: %s\n    known_hosts_file: %s\n    max_concurrent_dials: 64\n    hosts:\n",
 		fleetName, key, knownHosts)
 	for i := range fleetHosts {
-		fmt.Fprintf(&cfg, "      - {address: %q, name: host-%04d}\n", testnet.RefusedAddr(t), i+1)
+		fmt.Fprintf(&cfg, "      - {address: %q, name: "+fleetHost+"}\n", testnet.RefusedAddr(t), i/40+1, i%40+1)
 	}
 	fmt.Fprintf(&cfg, "  - name: %s\n    user: proxyops\n    private_key_file: %s\n    known_hosts_file: %s\n    hosts:\n",
 		badKeyName, badKey, knownHosts)
 	for i := range 2 {
-		fmt.Fprintf(&cfg, "      - {address: %q, name: rack-%d}\n", testnet.RefusedAddr(t), i+1)
+		fmt.Fprintf(&cfg, "      - {address: %q, name: "+badKeyHost+"}\n", testnet.RefusedAddr(t), i+1)
 	}
 	path := filepath.Join(dir, "provider_health.yml")
 	writeFile(t, path, cfg.String())
@@ -139,8 +149,8 @@ func startFleetExporter(t *testing.T, artifacts, computeURL string) (string, int
 func checkFleetVerdicts(t *testing.T, status []statusProvider) {
 	t.Helper()
 	want := map[string]string{
-		gcpReadyName: "Ready", gcpReady2Name: "Ready", gcpFlakyName: "Forbidden",
-		kubeName: "Unreachable", fleetName: "Unreachable", badKeyName: "SSHMaterialInvalid",
+		fleetGCPReady: "Ready", fleetGCPReady2: "Ready", fleetGCPFlaky: "Forbidden",
+		fleetKube: "Unreachable", fleetName: "Unreachable", badKeyName: "SSHMaterialInvalid",
 	}
 	for _, p := range status {
 		for _, tg := range p.Targets {

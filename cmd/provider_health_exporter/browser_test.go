@@ -55,7 +55,9 @@ const (
 	kubeName     = "kube-refused"
 	kvmName      = "kvm-lab"
 	kvmHost      = "beelink"
-	accessToken  = "ya29.browser-test-token"
+	// windowWidth is the browser window's width in CSS pixels.
+	windowWidth = 1366
+	accessToken = "ya29.browser-test-token"
 )
 
 // TestStatusPageInBrowser opens the status page in headless Chromium, the
@@ -134,9 +136,12 @@ func TestStatusPageInBrowser(t *testing.T) {
 // forbidFlaky, then 403, with bodies recorded in the real API's shape.
 type browserCompute struct {
 	*httptest.Server
+	flaky  string // the project that answers 403 after forbidFlaky
 	denied atomic.Bool
 }
 
+// newBrowserCompute answers for projects; gcpFlakyName is the flaky one
+// unless flaky is set before forbidFlaky.
 func newBrowserCompute(t *testing.T, projects ...string) *browserCompute {
 	read := func(name string) []byte {
 		b, err := os.ReadFile(filepath.Join("..", "..", "testdata", "gcp", name))
@@ -146,7 +151,7 @@ func newBrowserCompute(t *testing.T, projects ...string) *browserCompute {
 		return b
 	}
 	ready, forbidden := read("aggregated-instances.json"), read("error-403-forbidden.json")
-	c := &browserCompute{}
+	c := &browserCompute{flaky: gcpFlakyName}
 	c.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		project := strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/compute/v1/projects/"), "/aggregated/instances")
 		if r.Method != http.MethodGet || project == r.URL.Path || !slices.Contains(projects, project) ||
@@ -157,7 +162,7 @@ func newBrowserCompute(t *testing.T, projects ...string) *browserCompute {
 		}
 		w.Header().Set("Content-Type", "application/json; charset=UTF-8")
 		body := ready
-		if project == gcpFlakyName && c.denied.Load() {
+		if project == c.flaky && c.denied.Load() {
 			body = forbidden
 			w.WriteHeader(http.StatusForbidden)
 		}
@@ -369,7 +374,9 @@ func startChromium(t *testing.T, artifacts string) context.Context {
 		// Nothing resolves: the test only uses 127.0.0.1 addresses, and no
 		// name Chromium looks up on its own can reach the resolver.
 		chromedp.Flag("host-resolver-rules", "MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"),
-		chromedp.WindowSize(1600, 900),
+		// The window of a 1366x768 laptop screen, the narrowest the
+		// page is made for: the fleet's page must fit it.
+		chromedp.WindowSize(windowWidth, 768),
 		chromedp.CombinedOutput(logFile),
 	)
 	// A fresh profile directory: chromedp creates one per browser and
