@@ -102,24 +102,7 @@ func TestStatusPageFleetInBrowser(t *testing.T) {
 	// The entry is typed: the field suggests the entries of the rows shown
 	// (on the whole fleet's page, every entry), and picking one applies it.
 	page.open(base + prefix + "/")
-	suggested := browserValue(page, "reading the entry suggestions", chromedp.Evaluate[[]string](`(() => {
-		const f = document.querySelector('#filters input[name=name]');
-		f.dispatchEvent(new FocusEvent('focus'));
-		return Array.from(document.getElementById(f.getAttribute('list')).options).map(o => o.value);
-	})()`))
-	var entries []string
-	for _, sp := range status {
-		entries = append(entries, sp.Name)
-	}
-	if slices.Sort(suggested); !slices.Equal(suggested, slices.Sorted(slices.Values(entries))) {
-		t.Errorf("the entry field suggests %q, want every entry: %q", suggested, entries)
-	}
-	page.navigateBy("picking a suggested entry", chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`(() => {
-		const f = document.querySelector('#filters input[name=name]');
-		f.value = %q;
-		f.dispatchEvent(new InputEvent('input', {bubbles: true, inputType: 'insertReplacementText'}));
-	})()`, fleetGCPReady2)))
-	page.checkFiltered(status, "?name="+fleetGCPReady2, func(p statusProvider, _ statusTarget) bool { return p.Name == fleetGCPReady2 })
+	page.pickSuggestedEntry(status, fleetGCPReady2)
 
 	// Without scripts the form's Filter button does the same; the unset
 	// selects come along empty.
@@ -142,6 +125,32 @@ func TestStatusPageFleetInBrowser(t *testing.T) {
 		return p.Provider == "kvm" && tg.Reason == "Unreachable"
 	})
 	console.assertNoErrors(t, "the filtered pages", false)
+}
+
+// pickSuggestedEntry checks that the entry field of the page, the whole
+// fleet's, suggests every entry of status, then picks entry from the
+// suggestions and checks the page it leads to.
+func (p *statusPage) pickSuggestedEntry(status []statusProvider, entry string) {
+	t := p.t
+	t.Helper()
+	suggested := browserValue(p, "reading the entry suggestions", chromedp.Evaluate[[]string](`(() => {
+		const f = document.querySelector('#filters input[name=name]');
+		f.dispatchEvent(new FocusEvent('focus'));
+		return Array.from(document.getElementById(f.getAttribute('list')).options).map(o => o.value);
+	})()`))
+	var entries []string
+	for _, sp := range status {
+		entries = append(entries, sp.Name)
+	}
+	if slices.Sort(suggested); !slices.Equal(suggested, slices.Sorted(slices.Values(entries))) {
+		t.Errorf("the entry field suggests %q, want every entry: %q", suggested, entries)
+	}
+	p.navigateBy("picking a suggested entry", chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`(() => {
+		const f = document.querySelector('#filters input[name=name]');
+		f.value = %q;
+		f.dispatchEvent(new InputEvent('input', {bubbles: true, inputType: 'insertReplacementText'}));
+	})()`, entry)))
+	p.checkFiltered(status, "?name="+entry, func(sp statusProvider, _ statusTarget) bool { return sp.Name == entry })
 }
 
 // startFleetExporter starts the binary with the fleet's configuration and
