@@ -583,7 +583,7 @@ func TestDashboardReasonPanelsTested(t *testing.T) {
 			tested[e.Expr] = true
 		}
 	}
-	vars := strings.NewReplacer(`"$job"`, `"provider-health"`, `"$provider"`, `".*"`, `"$name"`, `".*"`)
+	vars := strings.NewReplacer(`"$job"`, `"provider-health"`, `"$instance"`, `".*"`, `"$provider"`, `".*"`, `"$name"`, `".*"`)
 	for f, d := range loadDashboards(t) {
 		n := 0
 		for _, p := range flatten(d.Panels) {
@@ -621,7 +621,9 @@ func TestDashboardProblemsDetected(t *testing.T) {
 	    {"id": 4, "title": "d", "type": "stat", "datasource": {"uid": "${datasource}"},
 	     "gridPos": {"x": 20, "y": 30, "w": 6, "h": 8}},
 	    {"id": 5, "title": "e", "type": "stat", "datasource": {"uid": "${datasource}"},
-	     "gridPos": {"x": 0, "y": 40, "w": 6, "h": 8}, "targets": [{"refId": "A", "expr": "up"}, {"refId": "A", "expr": "up"}]}
+	     "gridPos": {"x": 0, "y": 40, "w": 6, "h": 8}, "targets": [{"refId": "A", "expr": "up"}, {"refId": "A", "expr": "up"}]},
+	    {"id": 6, "title": "f", "type": "stat", "datasource": {"uid": "${datasource}"},
+	     "gridPos": {"x": 0, "y": 50, "w": 6, "h": 8}, "targets": [{"refId": "A", "expr": "sum(up{instance=~\"$instance\"}) / count(up{job=\"j\"})"}]}
 	  ]}`), &d)
 	if err != nil {
 		t.Fatal(err)
@@ -631,6 +633,10 @@ func TestDashboardProblemsDetected(t *testing.T) {
 		`uid "" must be set`,
 		`variable "job" does not query the datasource variable`,
 		`want a query variable "provider"`,
+		`want a query variable "instance"`,
+		`variables in the order ["datasource" "job"], want ["datasource" "job" "instance" "provider" "name"]`,
+		`panel 1 "a" target A: selects 1 of its metrics ["up"] without instance=~"$instance"`,
+		`panel 6 "f" target A: selects 1 of its metrics ["up" "up"] without instance=~"$instance"`,
 		`want a query variable "name"`,
 		`panel 1 "b": id also used by "a"`,
 		`panel 1 "b": gridPos {X:6 Y:4 W:12 H:8} overlaps panel 1 "a"`,
@@ -665,7 +671,23 @@ func dashboardProblems(f string, d dashboard) []string {
 	if v, ok := vars["datasource"]; !ok || v.Type != "datasource" || v.Query != "prometheus" {
 		bad("%s: want a datasource variable of type datasource for prometheus, got %+v", f, v)
 	}
-	for _, name := range []string{"job", "provider", "name"} {
+	// The variables chain in this order, each one's values selected by
+	// those before it.
+	var order []string
+	for _, v := range d.Templating.List {
+		if slices.Contains([]string{"datasource", "job", "instance", "provider", "name"}, v.Name) {
+			order = append(order, v.Name)
+		}
+	}
+	if want := []string{"datasource", "job", "instance", "provider", "name"}; !slices.Equal(order, want) {
+		bad("%s: variables in the order %q, want %q", f, order, want)
+	}
+	for _, name := range []string{"provider", "name"} {
+		if q, err := variableQuery(vars[name]); err == nil && !strings.Contains(q, instanceMatcher) {
+			bad("%s: variable %q does not take the instance variable: %s", f, name, q)
+		}
+	}
+	for _, name := range []string{"job", "instance", "provider", "name"} {
 		v, ok := vars[name]
 		if !ok || v.Type != "query" {
 			bad("%s: want a query variable %q, got %+v", f, name, v)
@@ -723,6 +745,9 @@ func dashboardProblems(f string, d dashboard) []string {
 				bad("%s target %q: refId missing or repeated", where, tg.RefID)
 			}
 			refs[tg.RefID] = true
+			if p := instanceProblem(tg.Expr); p != "" {
+				bad("%s target %s: %s", where, tg.RefID, p)
+			}
 			if tg.Datasource != nil && tg.Datasource["uid"] != "${datasource}" {
 				bad("%s target %s: datasource %v is not the datasource variable", where, tg.RefID, tg.Datasource)
 			}
@@ -732,6 +757,29 @@ func dashboardProblems(f string, d dashboard) []string {
 		bad("%s: no panel", f)
 	}
 	return out
+}
+
+// instanceMatcher is the dashboard's instance variable as every query
+// matches it.
+const instanceMatcher = `instance=~"$instance"`
+
+// instanceProblem says which metric of expr is selected without the
+// instance variable's matcher; "" when each is.
+func instanceProblem(expr string) string {
+	names, err := metricNames(expr)
+	if err != nil {
+		return err.Error()
+	}
+	matched := 0
+	for _, m := range selectorRE.FindAllStringSubmatch(expr, -1) {
+		if strings.Contains(m[2], instanceMatcher) {
+			matched++
+		}
+	}
+	if matched < len(names) {
+		return fmt.Sprintf("selects %d of its metrics %q without %s", len(names)-matched, names, instanceMatcher)
+	}
+	return ""
 }
 
 var headingRE = regexp.MustCompile(`(?m)^(#{2,3}) (.+?)\s*$`)

@@ -20,11 +20,20 @@ import (
 	"github.com/egress-proxies/provider_health_exporter/internal/testnet"
 )
 
+// The fleet's names are as long as real ones: an entry named after its
+// region, site and purpose, a host by its fully qualified name. The page
+// must break them rather than grow wider than the window.
 const (
-	fleetName     = "kvm-fleet" // fleetHosts hosts whose ports refuse
-	fleetHosts    = 1000
-	badKeyName    = "kvm-badkey" // two hosts, a private key that does not parse
-	gcpReady2Name = "gcp-ready-2"
+	fleetName  = "kvm-eu-central-1-bare-metal-egress-fleet" // fleetHosts hosts whose ports refuse
+	fleetHosts = 1000
+	// fleetHost is the name of the fleet's i-th host (from 0): 40 per rack.
+	fleetHost      = "hv-fra1-r%02d-u%02d.bm.prod.egress-proxies.example.internal"
+	badKeyName     = "kvm-eu-west-3-lab-rack-with-an-unreadable-key" // two hosts, a private key that does not parse
+	badKeyHost     = "lab-hypervisor-par3-rack-b-slot-%02d.lab.example.internal"
+	fleetGCPReady  = "gcp-crawl-prod-europe-west4-egress-proxies"
+	fleetGCPReady2 = "gcp-crawl-prod-us-central1-egress-proxies"
+	fleetGCPFlaky  = "gcp-crawl-staging-asia-northeast1-egress-proxies" // 403
+	fleetKube      = "kubernetes-prod-eu-central-1-egress-proxies-cluster"
 )
 
 // TestStatusPageFleetInBrowser opens the status page of a fleet of a
@@ -35,13 +44,17 @@ const (
 // reports how long the page takes to load (nothing is asserted about it),
 // and checks that the summary counts what /api/v1/status says, that the
 // rows come by state with the ones not ready first and every row matching
-// /api/v1/status, that the message column is readable, and that each filter
-// (chosen with the little script, with the plain form and scripts off, and
-// by a link of the summary) shows exactly the targets it selects.
+// /api/v1/status, that the page fits the 1366px window with the fleet's
+// long names (no sideways scroll, a readable message column, Ready rows of
+// one line, no empty details), and that each filter (chosen with the
+// little script, an entry picked from the entry field's suggestions, with
+// the plain form and scripts off, and by a link of the summary) shows
+// exactly the targets it selects.
 func TestStatusPageFleetInBrowser(t *testing.T) {
 	artifacts := t.ArtifactDir()
 	t.Logf("screenshots and logs go to %s", artifacts)
-	compute := newBrowserCompute(t, gcpReadyName, gcpReady2Name, gcpFlakyName)
+	compute := newBrowserCompute(t, fleetGCPReady, fleetGCPReady2, fleetGCPFlaky)
+	compute.flaky = fleetGCPFlaky
 	compute.forbidFlaky()
 	base, exporterPID := startFleetExporter(t, artifacts, compute.URL)
 
@@ -69,7 +82,12 @@ func TestStatusPageFleetInBrowser(t *testing.T) {
 	page.compareWithStatus(rows)
 	checkFleetVerdicts(t, status)
 	page.checkSummary(status)
-	page.checkMessageColumn()
+	page.checkLayout()
+	page.checkDetailsHidden(status)
+	page.scrollTo("#targets")
+	page.viewportScreenshot(filepath.Join(artifacts, "status-page-fleet-targets.png"))
+	page.scrollTo("#targets tbody.ready")
+	page.viewportScreenshot(filepath.Join(artifacts, "status-page-fleet-ready.png"))
 	console.assertNoErrors(t, "the fleet's status page", false)
 
 	// A filter chosen in a select applies at once (the page's script),
@@ -80,6 +98,11 @@ func TestStatusPageFleetInBrowser(t *testing.T) {
 		s.dispatchEvent(new Event('change', {bubbles: true}));
 	})()`))
 	page.checkFiltered(status, "?reason=Forbidden", func(_ statusProvider, tg statusTarget) bool { return tg.Reason == "Forbidden" })
+
+	// The entry is typed: the field suggests the entries of the rows shown
+	// (on the whole fleet's page, every entry), and picking one applies it.
+	page.open(base + prefix + "/")
+	page.pickSuggestedEntry(status, fleetGCPReady2)
 
 	// Without scripts the form's Filter button does the same; the unset
 	// selects come along empty.
@@ -104,6 +127,32 @@ func TestStatusPageFleetInBrowser(t *testing.T) {
 	console.assertNoErrors(t, "the filtered pages", false)
 }
 
+// pickSuggestedEntry checks that the entry field of the page, the whole
+// fleet's, suggests every entry of status, then picks entry from the
+// suggestions and checks the page it leads to.
+func (p *statusPage) pickSuggestedEntry(status []statusProvider, entry string) {
+	t := p.t
+	t.Helper()
+	suggested := browserValue(p, "reading the entry suggestions", chromedp.Evaluate[[]string](`(() => {
+		const f = document.querySelector('#filters input[name=name]');
+		f.dispatchEvent(new FocusEvent('focus'));
+		return Array.from(document.getElementById(f.getAttribute('list')).options).map(o => o.value);
+	})()`))
+	var entries []string
+	for _, sp := range status {
+		entries = append(entries, sp.Name)
+	}
+	if slices.Sort(suggested); !slices.Equal(suggested, slices.Sorted(slices.Values(entries))) {
+		t.Errorf("the entry field suggests %q, want every entry: %q", suggested, entries)
+	}
+	p.navigateBy("picking a suggested entry", chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`(() => {
+		const f = document.querySelector('#filters input[name=name]');
+		f.value = %q;
+		f.dispatchEvent(new InputEvent('input', {bubbles: true, inputType: 'insertReplacementText'}));
+	})()`, entry)))
+	p.checkFiltered(status, "?name="+entry, func(sp statusProvider, _ statusTarget) bool { return sp.Name == entry })
+}
+
 // startFleetExporter starts the binary with the fleet's configuration and
 // returns its base URL and PID.
 func startFleetExporter(t *testing.T, artifacts, computeURL string) (string, int) {
@@ -115,19 +164,19 @@ func startFleetExporter(t *testing.T, artifacts, computeURL string) (string, int
 	// A check's budget far above what a thousand refused dials take: the
 	// verdicts are the test's, whatever the machine's load.
 	fmt.Fprintf(&cfg, "defaults: {timeout: 60s}\ngcp:\n")
-	for _, name := range []string{gcpReadyName, gcpReady2Name, gcpFlakyName} {
+	for _, name := range []string{fleetGCPReady, fleetGCPReady2, fleetGCPFlaky} {
 		fmt.Fprintf(&cfg, "  - {name: %[1]s, project: %[1]s, credentials_file: %[2]s, endpoint: %[3]q}\n", name, sa, computeURL)
 	}
-	fmt.Fprintf(&cfg, "kubernetes:\n  - {name: %s, kubeconfig: %s}\nkvm:\n", kubeName, kubeconfig)
+	fmt.Fprintf(&cfg, "kubernetes:\n  - {name: %s, kubeconfig: %s}\nkvm:\n", fleetKube, kubeconfig)
 	fmt.Fprintf(&cfg, "  - name: %s\n    user: proxyops\n    private_key_file: %s\n    known_hosts_file: %s\n    max_concurrent_dials: 64\n    hosts:\n",
 		fleetName, key, knownHosts)
 	for i := range fleetHosts {
-		fmt.Fprintf(&cfg, "      - {address: %q, name: host-%04d}\n", testnet.RefusedAddr(t), i+1)
+		fmt.Fprintf(&cfg, "      - {address: %q, name: "+fleetHost+"}\n", testnet.RefusedAddr(t), i/40+1, i%40+1)
 	}
 	fmt.Fprintf(&cfg, "  - name: %s\n    user: proxyops\n    private_key_file: %s\n    known_hosts_file: %s\n    hosts:\n",
 		badKeyName, badKey, knownHosts)
 	for i := range 2 {
-		fmt.Fprintf(&cfg, "      - {address: %q, name: rack-%d}\n", testnet.RefusedAddr(t), i+1)
+		fmt.Fprintf(&cfg, "      - {address: %q, name: "+badKeyHost+"}\n", testnet.RefusedAddr(t), i+1)
 	}
 	path := filepath.Join(dir, "provider_health.yml")
 	writeFile(t, path, cfg.String())
@@ -139,8 +188,8 @@ func startFleetExporter(t *testing.T, artifacts, computeURL string) (string, int
 func checkFleetVerdicts(t *testing.T, status []statusProvider) {
 	t.Helper()
 	want := map[string]string{
-		gcpReadyName: "Ready", gcpReady2Name: "Ready", gcpFlakyName: "Forbidden",
-		kubeName: "Unreachable", fleetName: "Unreachable", badKeyName: "SSHMaterialInvalid",
+		fleetGCPReady: "Ready", fleetGCPReady2: "Ready", fleetGCPFlaky: "Forbidden",
+		fleetKube: "Unreachable", fleetName: "Unreachable", badKeyName: "SSHMaterialInvalid",
 	}
 	for _, p := range status {
 		for _, tg := range p.Targets {
@@ -199,16 +248,20 @@ func (p *statusPage) scripts(on bool) {
 	}))
 }
 
-// choose selects, as a user does, the option of each select of the
-// filter form whose value is given, and fires no event: the page's script
-// does not see it.
+// choose sets, as a user does, each field of the filter form whose value
+// is given: a select's option of that value, the entry's text field to
+// the text; and fires no event: the page's script does not see it.
 func (p *statusPage) choose(values map[string]string) chromedp.Action[chromedp.Void] {
 	return func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
 		for name, value := range values {
 			js := fmt.Sprintf(`(() => {
-				const s = document.querySelector('#filters select[name=%q]');
-				const i = Array.from(s.options).findIndex(o => o.value === %q);
-				s.selectedIndex = i;
+				const f = document.querySelector('#filters [name=%q]');
+				if (f.tagName === 'INPUT') {
+					f.value = %q;
+					return 0;
+				}
+				const i = Array.from(f.options).findIndex(o => o.value === %[2]q);
+				f.selectedIndex = i;
 				return i;
 			})()`, name, value)
 			i, err := chromedp.Evaluate[int](js)(ctx, tg)
@@ -363,16 +416,26 @@ func (p *statusPage) checkSummary(status []statusProvider) {
 	t.Logf("summary: %+v", rows)
 }
 
-// checkMessageColumn checks that every message cell is at least 25 of its
-// own em wide, whatever else the row holds: a readable line, not a few
-// characters a line; and that the table still fits the window's width.
-func (p *statusPage) checkMessageColumn() {
+// checkLayout checks that the page fits the window, 1366px wide: it does
+// not scroll sideways, however long the names and messages; that every
+// message cell is at least 25 of its own em wide, whatever else the row
+// holds: a readable line, not a few characters a line; and that each
+// Ready row is one line high.
+func (p *statusPage) checkLayout() {
 	t := p.t
 	t.Helper()
-	widths := browserValue(p, "measuring the page", chromedp.Evaluate[[]float64](`[document.documentElement.scrollWidth, window.innerWidth]`))
-	if widths[0] > widths[1] {
+	widths := browserValue(p, "measuring the page", chromedp.Evaluate[[]float64](`(() => {
+		window.scrollTo(100000, window.scrollY);
+		const x = window.scrollX;
+		window.scrollTo(0, window.scrollY);
+		return [document.documentElement.scrollWidth, document.documentElement.clientWidth, window.innerWidth, x];
+	})()`))
+	if widths[2] != windowWidth {
+		t.Errorf("the window is %.0fpx wide, want %d", widths[2], windowWidth)
+	}
+	if widths[0] > widths[1] || widths[3] != 0 {
 		columns := browserValue(p, "measuring the columns", chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll('#targets thead th, #summary thead th')).map(th => th.innerText + ' ' + Math.round(th.getBoundingClientRect().width) + 'px')`))
-		t.Errorf("the page is %.0fpx wide, wider than the window's %.0fpx: it scrolls sideways; its columns: %q", widths[0], widths[1], columns)
+		t.Errorf("the page is %.0fpx wide, wider than the window's %.0fpx: it scrolls sideways (to %.0fpx); its columns: %q", widths[0], widths[1], widths[3], columns)
 	}
 	ems := browserValue(p, "measuring the message column", chromedp.Evaluate[[]float64](`Array.from(document.querySelectorAll('#targets td.message')).map(td =>
 		td.getBoundingClientRect().width / parseFloat(getComputedStyle(td).fontSize))`))
@@ -383,7 +446,60 @@ func (p *statusPage) checkMessageColumn() {
 	if narrowest < 25 {
 		t.Errorf("the narrowest message cell is %.1fem wide, want at least 25em", narrowest)
 	}
-	t.Logf("message column: %d cells, the narrowest %.1fem wide; the page %.0fpx wide in a window of %.0fpx", len(ems), narrowest, widths[0], widths[1])
+	t.Logf("message column: %d cells, the narrowest %.1fem wide; the page %.0fpx wide in a window of %.0fpx", len(ems), narrowest, widths[0], widths[2])
+
+	// A Ready row is one line: no higher than a line of its ready cell
+	// ("yes", the row's largest font) and a half, with the cell's padding.
+	ready := browserValue(p, "measuring the Ready rows", chromedp.Evaluate[[]map[string]any](`Array.from(document.querySelectorAll('#targets tr.ready[data-target]')).map(tr => {
+		const cell = tr.querySelector('td.state');
+		const r = document.createRange();
+		r.selectNodeContents(cell);
+		const cs = getComputedStyle(cell);
+		return {id: tr.dataset.name + '/' + tr.dataset.target, height: tr.getBoundingClientRect().height, line: r.getBoundingClientRect().height,
+			pad: parseFloat(cs.paddingTop) + parseFloat(cs.paddingBottom) + parseFloat(cs.borderTopWidth) + parseFloat(cs.borderBottomWidth)};
+	})`))
+	if len(ready) == 0 {
+		t.Error("no Ready rows to measure")
+	}
+	for _, r := range ready {
+		height, line, pad := r["height"].(float64), r["line"].(float64), r["pad"].(float64)
+		if height > 1.5*line+pad {
+			t.Errorf("the Ready row %s is %.0fpx high, more than one line (%.0fpx, padding %.0fpx)", r["id"], height, line, pad)
+		}
+	}
+	t.Logf("Ready rows: %v", ready)
+}
+
+// checkDetailsHidden checks that status has details without a value (a
+// kvm host never reached has no libvirt version), so that the comparison
+// of every row's details with status, less those (compareWithStatus),
+// shows that the page leaves them out; and that no detail on the page is
+// empty.
+func (p *statusPage) checkDetailsHidden(status []statusProvider) {
+	t := p.t
+	t.Helper()
+	empty := 0
+	for _, sp := range status {
+		for _, tg := range sp.Targets {
+			if len(shownDetails(tg.Details)) < len(tg.Details) {
+				empty++
+			}
+		}
+	}
+	if empty == 0 {
+		t.Error("no target of /api/v1/status has a detail without a value")
+	}
+	shown := browserValue(p, "reading the empty details", chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll('#targets div.facts span')).map(s => s.textContent).filter(s => s.endsWith(': '))`))
+	if len(shown) > 0 {
+		t.Errorf("the page shows %d details without a value: %.200q", len(shown), shown)
+	}
+	t.Logf("%d targets have details without a value, left out of the page", empty)
+}
+
+// scrollTo scrolls the element of the CSS selector to the top of the window.
+func (p *statusPage) scrollTo(selector string) {
+	p.t.Helper()
+	browserValue(p, "scrolling to "+selector, chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`document.querySelector(%q).scrollIntoView()`, selector)))
 }
 
 // clockTick is the unit of the CPU times of /proc/<pid>/stat (USER_HZ,

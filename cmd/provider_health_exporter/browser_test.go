@@ -55,7 +55,9 @@ const (
 	kubeName     = "kube-refused"
 	kvmName      = "kvm-lab"
 	kvmHost      = "beelink"
-	accessToken  = "ya29.browser-test-token"
+	// windowWidth is the browser window's width in CSS pixels.
+	windowWidth = 1366
+	accessToken = "ya29.browser-test-token"
 )
 
 // TestStatusPageInBrowser opens the status page in headless Chromium, the
@@ -134,9 +136,12 @@ func TestStatusPageInBrowser(t *testing.T) {
 // forbidFlaky, then 403, with bodies recorded in the real API's shape.
 type browserCompute struct {
 	*httptest.Server
+	flaky  string // the project that answers 403 after forbidFlaky
 	denied atomic.Bool
 }
 
+// newBrowserCompute answers for projects; gcpFlakyName is the flaky one
+// unless flaky is set before forbidFlaky.
 func newBrowserCompute(t *testing.T, projects ...string) *browserCompute {
 	read := func(name string) []byte {
 		b, err := os.ReadFile(filepath.Join("..", "..", "testdata", "gcp", name))
@@ -146,7 +151,7 @@ func newBrowserCompute(t *testing.T, projects ...string) *browserCompute {
 		return b
 	}
 	ready, forbidden := read("aggregated-instances.json"), read("error-403-forbidden.json")
-	c := &browserCompute{}
+	c := &browserCompute{flaky: gcpFlakyName}
 	c.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		project := strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/compute/v1/projects/"), "/aggregated/instances")
 		if r.Method != http.MethodGet || project == r.URL.Path || !slices.Contains(projects, project) ||
@@ -157,7 +162,7 @@ func newBrowserCompute(t *testing.T, projects ...string) *browserCompute {
 		}
 		w.Header().Set("Content-Type", "application/json; charset=UTF-8")
 		body := ready
-		if project == gcpFlakyName && c.denied.Load() {
+		if project == c.flaky && c.denied.Load() {
 			body = forbidden
 			w.WriteHeader(http.StatusForbidden)
 		}
@@ -369,7 +374,9 @@ func startChromium(t *testing.T, artifacts string) context.Context {
 		// Nothing resolves: the test only uses 127.0.0.1 addresses, and no
 		// name Chromium looks up on its own can reach the resolver.
 		chromedp.Flag("host-resolver-rules", "MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"),
-		chromedp.WindowSize(1600, 900),
+		// The window of a 1366x768 laptop screen, the narrowest the
+		// page is made for: the fleet's page must fit it.
+		chromedp.WindowSize(windowWidth, 768),
 		chromedp.CombinedOutput(logFile),
 	)
 	// A fresh profile directory: chromedp creates one per browser and
@@ -477,7 +484,7 @@ type pageRow struct {
 	ID           string            `json:"id"`      // name/target
 	Section      string            `json:"section"` // the state of the section the row is in
 	Class        string            `json:"class"`
-	Cells        []string          `json:"cells"`        // innerText of each cell, the message's without its details
+	Cells        []string          `json:"cells"`        // innerText of each cell, the message's without its details, the target's without its probe links
 	Details      map[string]string `json:"details"`      // the details under the message
 	DetailsShown bool              `json:"detailsShown"` // whether the browser shows them
 	Titles       []string          `json:"titles"`       // title attribute of each cell
@@ -495,8 +502,11 @@ const rowsJS = `Array.from(document.querySelectorAll('#targets tr[data-target]')
 	section: tr.parentElement.className,
 	class: tr.className,
 	cells: Array.from(tr.cells).map(td => {
+		if (td.classList.contains('target')) {
+			return td.lastChild.textContent;
+		}
 		const d = td.querySelector('div.facts');
-		return d ? td.innerText.slice(0, -d.innerText.length).replace(/\n$/, '') : td.innerText;
+		return d ? td.innerText.slice(0, -d.innerText.length).replace(/\s$/, '') : td.innerText;
 	}),
 	details: Object.fromEntries(Array.from(tr.querySelectorAll('td.message div.facts span')).map(s => {
 		const i = s.textContent.indexOf(': ');
@@ -505,7 +515,9 @@ const rowsJS = `Array.from(document.querySelectorAll('#targets tr[data-target]')
 	detailsShown: Array.from(tr.querySelectorAll('td.message div.facts')).every(d => d.checkVisibility()),
 	titles: Array.from(tr.cells).map(td => td.title),
 	stateBg: Array.from(tr.querySelectorAll('td.state')).map(td => getComputedStyle(td).backgroundColor),
-	transitions: Array.from(tr.querySelectorAll('td.transitions div')).map(d => ({title: d.title, text: d.innerText})),
+	// The text, shown or not: a Ready row shows its last transition only,
+	// without the reason it came from.
+	transitions: Array.from(tr.querySelectorAll('td.transitions div')).map(d => ({title: d.title, text: d.textContent.replace(/\s+/g, ' ').trim()})),
 }))`
 
 func browserValue[T any](p *statusPage, what string, a chromedp.Action[T]) T {
@@ -641,8 +653,8 @@ func (p *statusPage) compareWithStatus(rows []pageRow) {
 			if r.Class != stateOf(tg) {
 				t.Errorf("%s: class %q, want %q", id, r.Class, stateOf(tg))
 			}
-			if len(r.Cells) != 11 {
-				t.Errorf("%s: %d cells, want 11: %+v", id, len(r.Cells), r)
+			if len(r.Cells) != 10 {
+				t.Errorf("%s: %d cells, want 10: %+v", id, len(r.Cells), r)
 				continue
 			}
 			// Under the reason, the capacity where one is known.
@@ -657,8 +669,9 @@ func (p *statusPage) compareWithStatus(rows []pageRow) {
 			if msg, ok := strings.CutPrefix(r.Cells[5], tg.Message); !ok || msg != "" && !backoffNote.MatchString(msg) {
 				t.Errorf("%s: message %q, want %q", id, r.Cells[5], tg.Message)
 			}
-			if !maps.Equal(r.Details, tg.Details) || !r.DetailsShown {
-				t.Errorf("%s: details %q (shown: %v), want %q shown", id, r.Details, r.DetailsShown, tg.Details)
+			// The details with a value: an empty one is left out.
+			if want := shownDetails(tg.Details); !maps.Equal(r.Details, want) || !r.DetailsShown {
+				t.Errorf("%s: details %q (shown: %v), want %q shown", id, r.Details, r.DetailsShown, want)
 			}
 			if r.Titles[2] != tg.Address || r.Titles[6] != stamp(tg.LastTransitionTime) || r.Titles[7] != stamp(tg.LastCheckTime) {
 				t.Errorf("%s: titles (address, since, last check) %q, want %q, %q, %q", id, r.Titles, tg.Address, stamp(tg.LastTransitionTime), stamp(tg.LastCheckTime))
@@ -679,6 +692,21 @@ func (p *statusPage) compareWithStatus(rows []pageRow) {
 	if i != len(rows) {
 		t.Errorf("the table has %d rows, /api/v1/status %d targets", len(rows), i)
 	}
+}
+
+// shownDetails are the details of d with a value, those the page shows;
+// nil when none has one.
+func shownDetails(d map[string]string) map[string]string {
+	var out map[string]string
+	for k, v := range d {
+		if v != "" {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[k] = v
+		}
+	}
+	return out
 }
 
 func stamp(tm *time.Time) string {
@@ -704,7 +732,7 @@ func (p *statusPage) checkExpected(rows []pageRow) {
 		kvmName + "/" + kvmHost:   {"down", "no", "Unreachable", "connection refused", []string{"never checked → Unreachable"}},
 	}
 	for _, r := range rows {
-		if len(r.Cells) != 11 {
+		if len(r.Cells) != 10 {
 			continue // reported by compareWithStatus
 		}
 		id := r.Cells[1] + "/" + r.Cells[2]

@@ -30,32 +30,47 @@ const program = "provider_health_exporter"
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
-func run(args []string, stdout, stderr *os.File) int {
+// flags are the command line's values.
+type flags struct {
+	configFile, metricsPath, externalURL, routePrefix string
+	configCheck, enablePprof, noSelfStats             bool
+	maxRequests                                       int
+	timeoutOff                                        float64
+	toolkit                                           *web.FlagConfig
+	log                                               *promslog.Config
+}
+
+// parseFlags reads args; the error is kingpin's, for a usage message.
+func parseFlags(args []string, stdout, stderr *os.File) (flags, error) {
 	app := kingpin.New(program, "Checks whether each provider can host egress proxies now, and why not.")
-	var (
-		configFile   = app.Flag("config.file", "Provider health configuration file.").Default("provider_health.yml").String()
-		configCheck  = app.Flag("config.check", "Validate the configuration file (and the files it references), then exit.").Default("false").Bool()
-		metricsPath  = app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").String()
-		maxRequests  = app.Flag("web.max-requests", "Maximum number of concurrent scrape requests; 0 disables the limit.").Default("40").Int()
-		externalURL  = app.Flag("web.external-url", "The URL under which the exporter is reachable, e.g. behind a reverse proxy. Its path prefixes every link the exporter writes and, unless --web.route-prefix is set, every route.").PlaceHolder("<url>").String()
-		routePrefix  = app.Flag("web.route-prefix", "Prefix for the internal routes of web endpoints. Defaults to the path of --web.external-url.").PlaceHolder("<path>").String()
-		enablePprof  = app.Flag("web.enable-pprof", "Serve Go's runtime profiles (net/http/pprof) under <route-prefix>/debug/pprof/, behind --web.config.file like every path.").Default("false").Bool()
-		noSelfStats  = app.Flag("web.disable-exporter-metrics", "Exclude the Go, process and promhttp metrics of the exporter itself from /metrics.").Default("false").Bool()
-		timeoutOff   = app.Flag("timeout-offset", "Seconds to subtract from the scrape timeout of Prometheus to get the check budget.").Default("0.5").Float64()
-		toolkitFlags = kingpinflag.AddFlags(app, ":9877")
-		logConfig    = &promslog.Config{}
-	)
-	promslogflag.AddFlags(app, logConfig)
+	f := flags{log: &promslog.Config{}}
+	app.Flag("config.file", "Provider health configuration file.").Default("provider_health.yml").StringVar(&f.configFile)
+	app.Flag("config.check", "Validate the configuration file (and the files it references), then exit.").Default("false").BoolVar(&f.configCheck)
+	app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").StringVar(&f.metricsPath)
+	app.Flag("web.max-requests", "Maximum number of concurrent scrape requests; 0 disables the limit.").Default("40").IntVar(&f.maxRequests)
+	app.Flag("web.external-url", "The URL under which the exporter is reachable, e.g. behind a reverse proxy. Its path prefixes every link the exporter writes and, unless --web.route-prefix is set, every route.").PlaceHolder("<url>").StringVar(&f.externalURL)
+	app.Flag("web.route-prefix", "Prefix for the internal routes of web endpoints. Defaults to the path of --web.external-url.").PlaceHolder("<path>").StringVar(&f.routePrefix)
+	app.Flag("web.enable-pprof", "Serve Go's runtime profiles (net/http/pprof) under <route-prefix>/debug/pprof/, behind --web.config.file like every path.").Default("false").BoolVar(&f.enablePprof)
+	app.Flag("web.disable-exporter-metrics", "Exclude the Go, process and promhttp metrics of the exporter itself from /metrics.").Default("false").BoolVar(&f.noSelfStats)
+	app.Flag("timeout-offset", "Seconds to subtract from the scrape timeout of Prometheus to get the check budget.").Default("0.5").Float64Var(&f.timeoutOff)
+	f.toolkit = kingpinflag.AddFlags(app, ":9877")
+	promslogflag.AddFlags(app, f.log)
 	app.Version(version.Print(program))
 	app.HelpFlag.Short('h')
 	app.UsageWriter(stdout)
 	app.ErrorWriter(stderr)
-	if _, err := app.Parse(args); err != nil {
+	_, err := app.Parse(args)
+	return f, err
+}
+
+func run(args []string, stdout, stderr *os.File) int {
+	fl, err := parseFlags(args, stdout, stderr)
+	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", program, err)
 		return 2
 	}
-	logConfig.Writer = stderr
-	logger := promslog.New(logConfig)
+	fl.log.Writer = stderr
+	logger := promslog.New(fl.log)
 	// client-go logs some failures (in-cluster config, exec plugins) through
 	// klog's process-wide logger; send them to ours so they keep our format.
 	klog.SetSlogLogger(logger.With("component", "client-go"))
@@ -67,47 +82,27 @@ func run(args []string, stdout, stderr *os.File) int {
 		fmt.Fprintf(stderr, "%s: %v\n", program, err)
 		return 1
 	}
-	if *configCheck {
-		return checkConfig(kinds, *configFile, stdout, stderr)
+	if fl.configCheck {
+		return checkConfig(kinds, fl.configFile, stdout, stderr)
 	}
-	if err := applyMemoryLimit(logger); err != nil {
-		logger.Error("invalid memory limit", "err", err)
-		return 1
-	}
-	if *timeoutOff < 0 {
-		logger.Error("--timeout-offset must not be negative", "value", *timeoutOff)
-		return 1
-	}
-
-	if *enablePprof && (toolkitFlags.WebConfigFile == nil || *toolkitFlags.WebConfigFile == "") {
-		socket := toolkitFlags.WebSystemdSocket != nil && *toolkitFlags.WebSystemdSocket
-		warning, err := pprofUnprotected(*toolkitFlags.WebListenAddresses, socket)
-		if err != nil {
-			logger.Error("refusing to start", "err", err)
-			return 1
-		}
-		logger.Warn(warning)
-	}
-
-	paths, err := resolveWebPaths(*externalURL, *routePrefix)
+	paths, err := checkRunFlags(fl, logger)
 	if err != nil {
-		logger.Error("invalid web flags", "err", err)
 		return 1
 	}
 
 	logger.Info("starting "+program, "version", version.Info(), "build_context", version.BuildContext())
 	x := newExporter(exporterOptions{
 		logger:      logger,
-		configFile:  *configFile,
+		configFile:  fl.configFile,
 		kinds:       kinds,
-		offset:      time.Duration(*timeoutOff * float64(time.Second)),
-		maxRequests: *maxRequests,
-		metricsPath: *metricsPath,
+		offset:      time.Duration(fl.timeoutOff * float64(time.Second)),
+		maxRequests: fl.maxRequests,
+		metricsPath: fl.metricsPath,
 		linkPrefix:  paths.linkPrefix,
 		web:         paths,
 
-		enablePprof:            *enablePprof,
-		disableExporterMetrics: *noSelfStats,
+		enablePprof:            fl.enablePprof,
+		disableExporterMetrics: fl.noSelfStats,
 	})
 	if err := x.reload(); err != nil {
 		logger.Error("error loading config", "err", err)
@@ -122,8 +117,35 @@ func run(args []string, stdout, stderr *os.File) int {
 	defer signal.Stop(hup)
 	go reloadOnSignal(ctx, hup, x, logger)
 
-	srv := newServer(underPrefix(paths.routePrefix, x.handler()), x, *maxRequests)
-	return serve(ctx, srv, toolkitFlags, logger)
+	srv := newServer(underPrefix(paths.routePrefix, x.handler()), x, fl.maxRequests)
+	return serve(ctx, srv, fl.toolkit, logger)
+}
+
+// checkRunFlags applies the memory limit and checks the flags that only
+// serving uses, logging what is wrong; it returns the web paths.
+func checkRunFlags(fl flags, logger *slog.Logger) (webPaths, error) {
+	if err := applyMemoryLimit(logger); err != nil {
+		logger.Error("invalid memory limit", "err", err)
+		return webPaths{}, err
+	}
+	if fl.timeoutOff < 0 {
+		logger.Error("--timeout-offset must not be negative", "value", fl.timeoutOff)
+		return webPaths{}, errors.New("negative --timeout-offset")
+	}
+	if fl.enablePprof && (fl.toolkit.WebConfigFile == nil || *fl.toolkit.WebConfigFile == "") {
+		socket := fl.toolkit.WebSystemdSocket != nil && *fl.toolkit.WebSystemdSocket
+		warning, err := pprofUnprotected(*fl.toolkit.WebListenAddresses, socket)
+		if err != nil {
+			logger.Error("refusing to start", "err", err)
+			return webPaths{}, err
+		}
+		logger.Warn(warning)
+	}
+	paths, err := resolveWebPaths(fl.externalURL, fl.routePrefix)
+	if err != nil {
+		logger.Error("invalid web flags", "err", err)
+	}
+	return paths, err
 }
 
 // reloadOnSignal reloads the configuration at each signal on hup (SIGHUP)

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"iter"
+	"maps"
 	"net/url"
 	"slices"
 	"strconv"
@@ -211,7 +212,9 @@ type option struct {
 	Selected     bool
 }
 
-// pageView is everything the template shows of the verdicts.
+// pageView is everything the template shows of the verdicts. The entry
+// filter is a text field: a choice per entry made every page grow with
+// the fleet (60 KiB at a thousand entries).
 type pageView struct {
 	Summary     []summaryRow
 	Total       summaryRow
@@ -220,9 +223,20 @@ type pageView struct {
 	Filter      pageFilter
 	FilterQuery string // the filter as a query, for the refresh form
 	Providers   []option
-	Names       []option
 	Reasons     []option
 	States      []option
+}
+
+// pageBuilder gathers the page's view provider by provider.
+type pageBuilder struct {
+	f         pageFilter
+	multi     map[string]bool // kinds with several targets per entry
+	byKind    map[string]*summaryRow
+	kindOrder []string
+	total     *summaryRow
+	reasons   reasonCounts // of every checked target, for the reason filter
+	groups    map[string][]pageGroup
+	shown     int
 }
 
 // buildPage shapes the verdicts of providers for the page: the summary of
@@ -230,91 +244,117 @@ type pageView struct {
 // state and reason; the rows are shaped as they are written
 // (pageGroup.Rows).
 func buildPage(providers []collector.ProviderResult, kinds []collector.Kind, f pageFilter) pageView {
-	v := pageView{Filter: f, FilterQuery: f.Query().Encode()}
-	multi := map[string]bool{}
+	b := &pageBuilder{f: f, multi: map[string]bool{}, byKind: map[string]*summaryRow{},
+		total: newSummaryRow(""), reasons: reasonCounts{}, groups: map[string][]pageGroup{}}
 	for _, k := range kinds {
-		multi[k.Name()] = k.MultiTarget()
+		b.multi[k.Name()] = k.MultiTarget()
 	}
-	byKind := map[string]*summaryRow{}
-	var kindOrder []string
-	total := newSummaryRow("")
-	reasons := reasonCounts{}
-	groups := map[string][]pageGroup{}
 	for pi := range providers {
-		p := &providers[pi]
-		s := byKind[p.Kind]
-		if s == nil {
-			s = newSummaryRow(p.Kind)
-			byKind[p.Kind] = s
-			kindOrder = append(kindOrder, p.Kind)
-		}
-		s.Entries++
-		total.Entries++
-		v.Names = append(v.Names, option{Value: p.Name, Label: p.Kind + "/" + p.Name, Selected: p.Name == f.Name})
-		inState := map[string]*pageGroup{}
-		counts := map[string]reasonCounts{}
-		for ti, tr := range p.Targets {
-			t := verdictOf(*p, tr)
-			s.add(t)
-			total.add(t)
-			if t.Checked {
-				reasons[t.Reason]++
-			}
-			if !f.matches(p.Kind, p.Name, t) {
-				continue
-			}
-			v.Shown++
-			state := targetState(t)
-			g := inState[state]
-			if g == nil {
-				g = &pageGroup{Provider: p.Kind, Name: p.Name, Header: multi[p.Kind], Size: len(p.Targets), result: p}
-				inState[state] = g
-				counts[state] = reasonCounts{}
-			}
-			g.Count++
-			g.targets = append(g.targets, ti)
-			if t.Checked {
-				counts[state][t.Reason]++
-			}
-		}
-		for _, st := range pageStates {
-			if g := inState[st.value]; g != nil {
-				g.By = counts[st.value].sorted()
-				groups[st.value] = append(groups[st.value], *g)
-			}
-		}
+		b.add(&providers[pi])
 	}
-	for _, k := range kindOrder {
-		s := byKind[k]
+	v := pageView{Filter: f, FilterQuery: f.Query().Encode(), Shown: b.shown}
+	for _, k := range b.kindOrder {
+		s := b.byKind[k]
 		s.NotReadyBy, s.DownBy = s.notReadyBy.sorted(), s.downBy.sorted()
 		v.Summary = append(v.Summary, *s)
 	}
-	total.NotReadyBy, total.DownBy = total.notReadyBy.sorted(), total.downBy.sorted()
-	v.Total = *total
+	b.total.NotReadyBy, b.total.DownBy = b.total.notReadyBy.sorted(), b.total.downBy.sorted()
+	v.Total = *b.total
 	for _, st := range pageStates {
-		if gs := groups[st.value]; len(gs) > 0 {
+		if gs := b.groups[st.value]; len(gs) > 0 {
 			sec := pageSection{State: st.value, Title: st.title, Words: st.words, Groups: gs}
 			for _, g := range gs {
 				sec.Count += g.Count
 			}
 			v.Sections = append(v.Sections, sec)
 		}
-		v.States = append(v.States, option{Value: st.value, Label: st.words, Selected: st.value == f.State})
 	}
-	for _, k := range kinds {
-		if byKind[k.Name()] != nil || k.Name() == f.Provider {
-			v.Providers = append(v.Providers, option{Value: k.Name(), Label: k.Name(), Selected: k.Name() == f.Provider})
+	v.Providers, v.Reasons, v.States = b.options(kinds)
+	return v
+}
+
+// add counts the targets of p in the summary and puts those the filter
+// selects in the groups of their states.
+func (b *pageBuilder) add(p *collector.ProviderResult) {
+	s := b.byKind[p.Kind]
+	if s == nil {
+		s = newSummaryRow(p.Kind)
+		b.byKind[p.Kind] = s
+		b.kindOrder = append(b.kindOrder, p.Kind)
+	}
+	s.Entries++
+	b.total.Entries++
+	inState := map[string]*pageGroup{}
+	counts := map[string]reasonCounts{}
+	for ti, tr := range p.Targets {
+		t := verdictOf(*p, tr)
+		s.add(t)
+		b.total.add(t)
+		if t.Checked {
+			b.reasons[t.Reason]++
+		}
+		if !b.f.matches(p.Kind, p.Name, t) {
+			continue
+		}
+		b.shown++
+		state := targetState(t)
+		g := inState[state]
+		if g == nil {
+			g = &pageGroup{Provider: p.Kind, Name: p.Name, Header: b.multi[p.Kind], Size: len(p.Targets), result: p}
+			inState[state] = g
+			counts[state] = reasonCounts{}
+		}
+		g.Count++
+		g.targets = append(g.targets, ti)
+		if t.Checked {
+			counts[state][t.Reason]++
 		}
 	}
-	// The reasons the targets have now, and the one selected even when no
-	// target has it any more.
-	if _, ok := reasons[collector.Reason(f.Reason)]; !ok && f.Reason != "" {
-		reasons[collector.Reason(f.Reason)] = 0
+	for _, st := range pageStates {
+		if g := inState[st.value]; g != nil {
+			g.By = counts[st.value].sorted()
+			b.groups[st.value] = append(b.groups[st.value], *g)
+		}
 	}
-	for _, rc := range reasons.sorted() {
-		v.Reasons = append(v.Reasons, option{Value: string(rc.Reason), Label: string(rc.Reason) + " (" + thousands(rc.Count) + ")", Selected: string(rc.Reason) == f.Reason})
+}
+
+// options are the choices of the provider, reason and state filters: the
+// kinds configured, the reasons the targets have now, the states; each
+// with the one selected even when nothing has it any more.
+func (b *pageBuilder) options(kinds []collector.Kind) (providers, reasons, states []option) {
+	f := b.f
+	for _, k := range kinds {
+		if b.byKind[k.Name()] != nil || k.Name() == f.Provider {
+			providers = append(providers, option{Value: k.Name(), Label: k.Name(), Selected: k.Name() == f.Provider})
+		}
 	}
-	return v
+	if _, ok := b.reasons[collector.Reason(f.Reason)]; !ok && f.Reason != "" {
+		b.reasons[collector.Reason(f.Reason)] = 0
+	}
+	for _, rc := range b.reasons.sorted() {
+		reasons = append(reasons, option{Value: string(rc.Reason), Label: string(rc.Reason) + " (" + thousands(rc.Count) + ")", Selected: string(rc.Reason) == f.Reason})
+	}
+	for _, st := range pageStates {
+		states = append(states, option{Value: st.value, Label: st.words, Selected: st.value == f.State})
+	}
+	return providers, reasons, states
+}
+
+// detail is one of a target's details as the page writes it.
+type detail struct{ Key, Value string }
+
+// ShownDetails are the target's details the page shows, by key: those
+// with a value. An empty one (the libvirt version of a host never
+// reached) says nothing but takes room on each of a thousand rows;
+// /api/v1/status keeps it.
+func (t statusTarget) ShownDetails() []detail {
+	var out []detail
+	for _, k := range slices.Sorted(maps.Keys(t.Details)) {
+		if v := t.Details[k]; v != "" {
+			out = append(out, detail{k, v})
+		}
+	}
+	return out
 }
 
 // thousands writes n with a comma between groups of three digits, as a

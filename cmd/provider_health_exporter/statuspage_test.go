@@ -440,16 +440,37 @@ func TestStatusPageShowsDetails(t *testing.T) {
 		"prod-cluster": func(context.Context, *slog.Logger, string) collector.Verdict {
 			return collector.Verdict{Reason: collector.ReasonReady, Message: "listed 3 pods", Facts: facts}
 		},
+		// A host never reached: no pool state, no libvirt version.
+		"lab": func(context.Context, *slog.Logger, string) collector.Verdict {
+			return collector.Verdict{Reason: collector.ReasonUnreachable, Message: "connection refused", Facts: &kvm.Facts{User: "proxyops", Pool: "default"}}
+		},
 	}
 	_, srv, _ := newTestExporter(t, baseConfig, behaviours, 0)
 	if code, body := get(t, http.DefaultClient, srv.URL+"/?refresh=true", nil); code != http.StatusOK {
 		t.Fatalf("refresh: %d %s", code, body)
 	}
-	want := map[string]map[string]string{}
+	// The page shows the details with a value; /api/v1/status has every
+	// one.
+	want, api := map[string]map[string]string{}, map[string]map[string]string{}
 	for _, p := range getStatus(t, srv.URL) {
 		for _, tg := range p.Targets {
-			want[p.Name+"/"+tg.Target] = tg.Details
+			want[p.Name+"/"+tg.Target], api[p.Name+"/"+tg.Target] = tg.Details, tg.Details
+			if tg.Details != nil {
+				want[p.Name+"/"+tg.Target] = maps.Collect(func(yield func(string, string) bool) {
+					for k, v := range tg.Details {
+						if v != "" && !yield(k, v) {
+							return
+						}
+					}
+				})
+			}
 		}
+	}
+	if d := api["lab/beelink"]; d["libvirtVersion"] != "" || len(d) != 4 {
+		t.Fatalf("/api/v1/status details of lab/beelink %q, want four, libvirtVersion empty", d)
+	}
+	if d := want["lab/beelink"]; len(d) != 2 || d["user"] != "proxyops" || d["pool"] != "default" {
+		t.Fatalf("details with a value of lab/beelink %q, want user and pool", d)
 	}
 	if d := want["prod-cluster/apiserver"]; d["podTemplate"] != facts.PodTemplate || d["namespace"] != "proxies" || !strings.HasPrefix(d["dryRun"], "Ready: ") {
 		t.Fatalf("/api/v1/status details of prod-cluster: %q", d)
@@ -582,5 +603,63 @@ func TestStatusShowsCapacity(t *testing.T) {
 	}
 	if want := []string{`provider_health_capacity{name="lab",provider="kvm",target="nuc"} 1234`}; !slices.Equal(series, want) {
 		t.Errorf("capacity series %q, want %q", series, want)
+	}
+}
+
+// filterForm is the page's filter form, from its start tag to its end.
+func filterForm(t *testing.T, page string) string {
+	t.Helper()
+	start := strings.Index(page, `<form id="filters"`)
+	end := strings.Index(page[max(start, 0):], "</form>")
+	if start < 0 || end < 0 {
+		t.Fatalf("no filter form in the page:\n%.2000s", page)
+	}
+	return page[start : start+end]
+}
+
+// TestStatusPageFilterDoesNotGrow: the filter form is the same, byte for
+// byte, for a configuration of four entries and for one of 300 more: the
+// entry is a text field (a select of every entry added 60 KiB to each page
+// of a thousand entries), and the field keeps the entry typed. A name
+// typed in it selects that entry's targets, as the form sends it.
+func TestStatusPageFilterDoesNotGrow(t *testing.T) {
+	t.Parallel()
+	forms := map[int]string{}
+	for _, extra := range []int{0, 300} {
+		var cfg strings.Builder
+		cfg.WriteString(fleetPageConfig)
+		for i := range extra {
+			fmt.Fprintf(&cfg, "  - {name: kvm-eu-central-1-rack-%03d, user: proxyops, private_key_file: placeholder, known_hosts_file: placeholder, hosts: [{address: \"127.0.0.1:4%03d\", name: h}]}\n", i, i)
+		}
+		_, srv, _ := newTestExporter(t, cfg.String(), fleetPageBehaviours(), 0)
+		code, page := get(t, http.DefaultClient, srv.URL+"/", nil)
+		if code != http.StatusOK {
+			t.Fatalf("%d extra entries: status %d", extra, code)
+		}
+		forms[extra] = filterForm(t, page)
+		if extra > 0 && strings.Contains(forms[extra], "rack-001") {
+			t.Errorf("the filter form names the entries:\n%s", forms[extra])
+		}
+	}
+	if forms[0] != forms[300] {
+		t.Errorf("the filter form grows with the fleet: %d bytes for 4 entries, %d for 304", len(forms[0]), len(forms[300]))
+	}
+	if !strings.Contains(forms[0], `<input type="search" name="name" value=""`) {
+		t.Errorf("no text field for the entry in the filter form:\n%s", forms[0])
+	}
+
+	_, srv, _ := newTestExporter(t, fleetPageConfig, fleetPageBehaviours(), 0)
+	_, page := get(t, http.DefaultClient, srv.URL+"/?"+url.Values{"name": {"rack"}, "provider": {""}, "reason": {""}, "state": {""}}.Encode(), nil)
+	if form := filterForm(t, page); !strings.Contains(form, `name="name" value="rack"`) {
+		t.Errorf("the entry field does not keep the entry typed:\n%s", form)
+	}
+	_, rows, _ := pageTables(t, page)
+	if len(rows) != 4 {
+		t.Errorf("?name=rack: %d rows, want rack's 4", len(rows))
+	}
+	for _, r := range rows {
+		if !strings.HasPrefix(r.id, "rack/") {
+			t.Errorf("?name=rack shows %s", r.id)
+		}
 	}
 }

@@ -9,12 +9,16 @@ local duration = import '../lib/duration.libsonnet';
     // Provider metrics carry provider, name and target; the KVM-only metrics
     // carry no provider label, so they are filtered by job and name alone.
     local cluster = if c.showMultiCluster then '%s=~"$cluster", ' % c.clusterLabel else '',
-    local sel = cluster + 'job=~"$job", provider=~"$provider", name=~"$name"',
-    local kvmSel = cluster + 'job=~"$job", name=~"$name"',
+    // Every query is of the instances selected: with several exporters
+    // under one job (each with a part of the configuration, or an HA
+    // pair), one exporter's view.
+    local instance = 'instance=~"$instance"',
+    local sel = cluster + 'job=~"$job", %s, provider=~"$provider", name=~"$name"' % instance,
+    local kvmSel = cluster + 'job=~"$job", %s, name=~"$name"' % instance,
     local jobSel = cluster + 'job=~"$job"',
     // The exporter's own scrape, without the probe targets of /probe mode
     // (config.libsonnet: probeLabel).
-    local exporterSel = jobSel + ', %s=""' % c.probeLabel,
+    local exporterSel = jobSel + ', %s, %s=""' % [instance, c.probeLabel],
     local byTarget = 'provider, name, target',
     local targetLegend = '{{provider}}/{{name}}/{{target}}',
     local hostLegend = '{{name}}/{{target}} {{pool}}',
@@ -23,8 +27,9 @@ local duration = import '../lib/duration.libsonnet';
       g.datasourceVariable(c.grafanaDatasource),
       g.queryVariable('cluster', 'Cluster', 'provider_health_up{%s}' % c.providerHealthSelector, c.clusterLabel, multi=false, hide=!c.showMultiCluster),
       g.queryVariable('job', 'Job', 'provider_health_up{%s%s}' % [cluster, c.providerHealthSelector], 'job', multi=false, current=c.dashboardJob),
-      g.queryVariable('provider', 'Provider', 'provider_health_up{%s}' % jobSel, 'provider'),
-      g.queryVariable('name', 'Name', 'provider_health_up{%s, provider=~"$provider"}' % jobSel, 'name'),
+      g.queryVariable('instance', 'Instance', 'provider_health_up{%s}' % jobSel, 'instance'),
+      g.queryVariable('provider', 'Provider', 'provider_health_up{%s, %s}' % [jobSel, instance], 'provider'),
+      g.queryVariable('name', 'Name', 'provider_health_up{%s, %s, provider=~"$provider"}' % [jobSel, instance], 'name'),
     ], [
       g.stat('Targets ready', 'Targets that can host proxies now (seen ready by any exporter replica).', [
         g.target('count(max by (%s) (provider_health_ready{%s}) == 1) or vector(0)' % [byTarget, sel]),
