@@ -9,11 +9,9 @@
 # took, and the exporter's CPU and peak resident memory over the run.
 # `make bench-coldstart` runs it.
 #
-# The fleet is BenchmarkFleet's simulator (collector/kvm/fleet_bench_test.go:
-# the kvm test binary run with KVM_FLEET_HOSTS): one in-process SSH server per
-# host on its own 127.0.0.1 port, HUNG percent of them accepting TCP and never
-# speaking, every libvirt reply after LATENCY, in a process of its own that
-# shares the cores with the exporter. Every revision gets a fresh fleet (no
+# The fleet is BenchmarkFleet's simulator (lib.sh), HUNG percent of its hosts
+# accepting TCP and never speaking, every libvirt reply after LATENCY, in a
+# process of its own that shares the cores with the exporter. Every revision gets a fresh fleet (no
 # connection of an earlier exporter lingers in it); the fleet and the
 # exporter are stopped by their PID.
 #
@@ -38,93 +36,14 @@ LATENCY=${LATENCY:-20ms}
 PROFILE=${PROFILE:-}
 [ $# -gt 0 ] || set -- .
 
-for b in curl ssh-keygen git awk; do
-	command -v "$b" >/dev/null || { echo "coldstart.sh: $b not found" >&2; exit 1; }
-done
-# The fleet's sockets and the exporter's connections: two descriptors a host
-# on each side.
-ulimit -n 20000 2>/dev/null || ulimit -n "$(ulimit -Hn)"
-
-tmp=$(mktemp -d /tmp/phe-coldstart.XXXXXX)
-pids=()
-worktrees=()
-cleanup() {
-	rc=$?
-	exec 3>&- 2>/dev/null || true
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-	for w in "${worktrees[@]}"; do git -C "$root" worktree remove --force "$w" 2>/dev/null || true; done
-	rm -rf "$tmp"
-	exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-# stop ends one process this script started, by its PID.
-stop() {
-	kill "$1" 2>/dev/null || true
-	wait "$1" 2>/dev/null || true
-	local keep=()
-	for p in "${pids[@]}"; do [ "$p" = "$1" ] || keep+=("$p"); done
-	pids=("${keep[@]}")
-}
-
-freeport() {
-	local p
-	while :; do
-		p=$((20000 + RANDOM % 20000))
-		(echo >"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
-	done
-}
-
-waitfor() {
-	for _ in $(seq 300); do "$@" >/dev/null 2>&1 && return 0; sleep 1; done
-	echo "coldstart.sh: timed out waiting for: $*" >&2
-	return 1
-}
+me=coldstart.sh
+# shellcheck source=testdata/bench/lib.sh
+. "$here/lib.sh"
 
 # cpu prints the user+system CPU seconds a process has used.
 cpu() { awk -v hz="$(getconf CLK_TCK)" '{ printf "%.2f", ($14 + $15) / hz }' "/proc/$1/stat"; }
 
-echo "coldstart.sh: building the fleet simulator" >&2
-(cd "$root" && "$GO" test -c -o "$tmp/kvm.test" ./collector/kvm/)
-ssh-keygen -q -t ed25519 -N '' -C coldstart -f "$tmp/id_ed25519"
-
-# startfleet starts a fresh fleet and writes its configuration.
-startfleet() {
-	rm -f "$tmp/fleet.in" "$tmp/fleet.out"
-	mkfifo "$tmp/fleet.in"
-	KVM_FLEET_HOSTS=$HOSTS KVM_FLEET_HUNG=$HUNG KVM_FLEET_LATENCY=$LATENCY \
-		KVM_FLEET_KEY="$(cat "$tmp/id_ed25519.pub")" \
-		"$tmp/kvm.test" -test.run='^$' <"$tmp/fleet.in" >"$tmp/fleet.out" 2>"$tmp/fleet.err" &
-	fleet_pid=$!
-	pids+=("$fleet_pid")
-	# The fleet serves until its stdin closes: fd 3 holds it open.
-	exec 3>"$tmp/fleet.in"
-	waitfor grep -qx ready "$tmp/fleet.out"
-	socket=$(awk '$1 == "socket" { print $2 }' "$tmp/fleet.out")
-	awk '$1 == "host" { $1 = $2 = $3 = ""; sub(/^ +/, ""); print }' "$tmp/fleet.out" >"$tmp/known_hosts"
-	# The known_hosts file is not brand new at the cold start, as on a
-	# real machine.
-	touch -d '-1 hour' "$tmp/known_hosts"
-	{
-		echo "kvm:"
-		echo "  - name: fleet"
-		echo "    user: proxyops"
-		echo "    timeout: $TIMEOUT"
-		echo "    private_key_file: $tmp/id_ed25519"
-		echo "    known_hosts_file: $tmp/known_hosts"
-		echo "    libvirt_socket: $socket"
-		echo "    hosts:"
-		awk '$1 == "host" { printf "      - name: h%05d\n        address: %s\n", n++, $3 }' "$tmp/fleet.out"
-	} >"$tmp/fleet.yml"
-	healthy=$(grep -c '^host ok' "$tmp/fleet.out" || true)
-}
-
-stopfleet() {
-	exec 3>&-
-	stop "$fleet_pid"
-}
+build_fleet
 
 printf '%-22s %6s %7s' revision hosts healthy >"$tmp/head"
 for i in $(seq "$SCRAPES"); do printf ' %7s %7s' "ready$i" "s$i" >>"$tmp/head"; done
@@ -132,19 +51,9 @@ printf ' %9s %9s %8s\n' cpu-s-1+2 cpu-s-all peak-MiB >>"$tmp/head"
 
 results=()
 for rev in "$@"; do
-	label=$rev
-	src=$root
-	if [ "$rev" = . ]; then
-		label="$(git -C "$root" rev-parse --short HEAD)+worktree"
-	else
-		src=$tmp/src-$rev
-		git -C "$root" worktree add -q --detach "$src" "$rev"
-		worktrees+=("$src")
-	fi
-	echo "coldstart.sh: building the exporter at $label" >&2
-	(cd "$src" && "$GO" build -o "$tmp/exporter" ./cmd/provider_health_exporter)
-	startfleet
-	echo "coldstart.sh: $label: $HOSTS hosts ($healthy healthy), header ${HEADER}s, timeout $TIMEOUT, gap ${GAP}s" >&2
+	build_rev "$rev"
+	start_fleet "$HOSTS" "$HUNG" "$LATENCY" "    timeout: $TIMEOUT"
+	echo "$me: $label: $HOSTS hosts ($healthy healthy), header ${HEADER}s, timeout $TIMEOUT, gap ${GAP}s" >&2
 
 	exporter_addr=127.0.0.1:$(freeport)
 	flags=()
@@ -186,10 +95,10 @@ for rev in "$@"; do
 	line+=$(printf ' %9s %9s %8s' "${cpu12:--}" "$cpuall" "$peak")
 	results+=("$line")
 	# The profile covers the first two scrapes (at most 20 s): wait for it.
-	[ -z "$PROFILE" ] || wait "$prof_pid" || echo "coldstart.sh: the CPU profile failed" >&2
-	[ -z "$PROFILE" ] || wait "$trace_pid" || echo "coldstart.sh: the execution trace failed" >&2
+	[ -z "$PROFILE" ] || wait "$prof_pid" || echo "$me: the CPU profile failed" >&2
+	[ -z "$PROFILE" ] || wait "$trace_pid" || echo "$me: the execution trace failed" >&2
 	stop "$exporter_pid"
-	stopfleet
+	stop_fleet
 done
 
 cat "$tmp/head"

@@ -8,11 +8,8 @@
 # (process_resident_memory_bytes) and heap, and the exporter's series per
 # host. `make bench-prometheus` runs it.
 #
-# The fleet is BenchmarkFleet's simulator (collector/kvm/fleet_bench_test.go:
-# the kvm test binary run with KVM_FLEET_HOSTS): one in-process SSH server per
-# host on its own 127.0.0.1 port, answering libvirt's RPCs after LATENCY, in
-# a process of its own. A fleet this large cannot run for real on one machine.
-# Every revision scrapes the same fleet, each with a fresh Prometheus and
+# The fleet is BenchmarkFleet's simulator (lib.sh), answering libvirt's RPCs
+# after LATENCY. Every revision scrapes the same fleet, each with a fresh Prometheus and
 # TSDB; the fleet and every exporter and Prometheus are stopped by their PID.
 #
 # REV is a git revision (built from a temporary worktree) or "." (the working
@@ -33,53 +30,12 @@ LATENCY=${LATENCY:-20ms}
 BEFORE=${BEFORE:-9f2fe66}
 [ $# -gt 0 ] || set -- "$BEFORE" .
 
+me=prometheus-cost.sh
+# shellcheck source=testdata/bench/lib.sh
+. "$here/lib.sh"
+
 PROMETHEUS=${PROMETHEUS:-$("$root/testdata/prometheus/build-prometheus.sh" | sed -n 1p)}
-[ -x "$PROMETHEUS" ] || { echo "prometheus-cost.sh: no prometheus binary at '$PROMETHEUS'" >&2; exit 1; }
-for b in curl ssh-keygen git; do
-	command -v "$b" >/dev/null || { echo "prometheus-cost.sh: $b not found" >&2; exit 1; }
-done
-# The fleet's sockets and the exporter's connections: two descriptors a host
-# on each side.
-ulimit -n 20000 2>/dev/null || ulimit -n "$(ulimit -Hn)"
-
-tmp=$(mktemp -d /tmp/phe-promcost.XXXXXX)
-pids=()
-worktrees=()
-cleanup() {
-	rc=$?
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-	for w in "${worktrees[@]}"; do git -C "$root" worktree remove --force "$w" 2>/dev/null || true; done
-	rm -rf "$tmp"
-	exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-# stop ends one process this script started, by its PID.
-stop() {
-	kill "$1" 2>/dev/null || true
-	wait "$1" 2>/dev/null || true
-	local keep=()
-	for p in "${pids[@]}"; do [ "$p" = "$1" ] || keep+=("$p"); done
-	pids=("${keep[@]}")
-}
-
-# freeport prints a loopback port nothing listens on.
-freeport() {
-	local p
-	while :; do
-		p=$((20000 + RANDOM % 20000))
-		(echo >"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
-	done
-}
-
-# waitfor CMD... retries CMD once a second for up to 5 minutes.
-waitfor() {
-	for _ in $(seq 300); do "$@" >/dev/null 2>&1 && return 0; sleep 1; done
-	echo "prometheus-cost.sh: timed out waiting for: $*" >&2
-	return 1
-}
+[ -x "$PROMETHEUS" ] || { echo "$me: no prometheus binary at '$PROMETHEUS'" >&2; exit 1; }
 
 # query prints the value of a one-sample PromQL instant query.
 query() {
@@ -90,43 +46,13 @@ query() {
 # metric prints the value of an unlabelled series of a /metrics page.
 metric() { awk -v m="$2" '$1 == m { print $2 }' "$1"; }
 
-echo "prometheus-cost.sh: building the fleet simulator" >&2
-(cd "$root" && "$GO" test -c -o "$tmp/kvm.test" ./collector/kvm/)
-ssh-keygen -q -t ed25519 -N '' -C prometheus-cost -f "$tmp/id_ed25519"
-mkfifo "$tmp/fleet.in"
-KVM_FLEET_HOSTS=$HOSTS KVM_FLEET_LATENCY=$LATENCY KVM_FLEET_KEY="$(cat "$tmp/id_ed25519.pub")" \
-	"$tmp/kvm.test" -test.run='^$' <"$tmp/fleet.in" >"$tmp/fleet.out" 2>"$tmp/fleet.err" &
-pids+=($!)
-# The fleet serves until its stdin closes: fd 3 holds it open.
-exec 3>"$tmp/fleet.in"
-waitfor grep -qx ready "$tmp/fleet.out"
-socket=$(awk '$1 == "socket" { print $2 }' "$tmp/fleet.out")
-awk '$1 == "host" { $1 = $2 = $3 = ""; sub(/^ +/, ""); print }' "$tmp/fleet.out" >"$tmp/known_hosts"
-{
-	echo "kvm:"
-	echo "  - name: fleet"
-	echo "    user: proxyops"
-	echo "    private_key_file: $tmp/id_ed25519"
-	echo "    known_hosts_file: $tmp/known_hosts"
-	echo "    libvirt_socket: $socket"
-	echo "    hosts:"
-	awk '$1 == "host" { printf "      - name: h%04d\n        address: %s\n", n++, $3 }' "$tmp/fleet.out"
-} >"$tmp/fleet.yml"
-echo "prometheus-cost.sh: $(grep -c '^host' "$tmp/fleet.out") hosts up" >&2
+build_fleet
+start_fleet "$HOSTS" 0 "$LATENCY"
+echo "$me: $healthy hosts up" >&2
 
 results=()
 for rev in "$@"; do
-	label=$rev
-	src=$root
-	if [ "$rev" = . ]; then
-		label="$(git -C "$root" rev-parse --short HEAD)+worktree"
-	else
-		src=$tmp/src-$rev
-		git -C "$root" worktree add -q --detach "$src" "$rev"
-		worktrees+=("$src")
-	fi
-	echo "prometheus-cost.sh: building the exporter at $label" >&2
-	(cd "$src" && "$GO" build -o "$tmp/exporter" ./cmd/provider_health_exporter)
+	build_rev "$rev"
 
 	exporter_addr=127.0.0.1:$(freeport)
 	"$tmp/exporter" --config.file="$tmp/fleet.yml" --web.listen-address="$exporter_addr" \
@@ -151,7 +77,7 @@ for rev in "$@"; do
 	prom_pid=$!
 	pids+=("$prom_pid")
 	waitfor curl -fsS "http://$prom_addr/-/ready"
-	echo "prometheus-cost.sh: $label: Prometheus scrapes every $INTERVAL for ${DURATION}s" >&2
+	echo "$me: $label: Prometheus scrapes every $INTERVAL for ${DURATION}s" >&2
 	sleep "$DURATION"
 
 	curl -fsS "http://$prom_addr/metrics" >"$tmp/prom.metrics"
@@ -160,7 +86,7 @@ for rev in "$@"; do
 	chunks=$(metric "$tmp/prom.metrics" prometheus_tsdb_head_chunks)
 	rss=$(metric "$tmp/prom.metrics" process_resident_memory_bytes)
 	heap=$(metric "$tmp/prom.metrics" go_memstats_heap_inuse_bytes)
-	perhost=$(grep -c 'target="h0000"' "$tmp/exporter.metrics" || true)
+	perhost=$(grep -c 'target="h00000"' "$tmp/exporter.metrics" || true)
 	ready=$(query 'sum(provider_health_ready)')
 	scrape=$(query 'max_over_time(scrape_duration_seconds[1m])')
 	bytes=$(wc -c <"$tmp/exporter.metrics")
