@@ -41,4 +41,3 @@ func TestConfigSchemaCurrent(t *testing.T) {
 		}
 	}
 }
-
