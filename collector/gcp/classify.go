@@ -19,7 +19,7 @@ import (
 // the HTTP API's, plus APIDisabled and the reasons of the opt-in checks,
 // which EntryReasons leaves out of an entry that does not opt in.
 func Reasons() collector.ReasonSet {
-	return collector.HTTPReasons(collector.ReasonDef{Reason: ReasonAPIDisabled, Up: true},
+	return collector.AuthenticatedHTTPReasons(collector.ReasonDef{Reason: ReasonAPIDisabled, Up: true},
 		collector.ReasonDef{Reason: ReasonQuotaExhausted, Up: true},
 		collector.ReasonDef{Reason: ReasonRegionDown, Up: true},
 		collector.ReasonDef{Reason: ReasonImageUnavailable, Up: true})
