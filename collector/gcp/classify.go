@@ -12,7 +12,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
-	"github.com/egress-proxies/provider_health_exporter/config"
 )
 
 // Reasons is the closed reason set of a GCP project (docs/metrics.md: "Reasons"):
@@ -29,7 +28,7 @@ func Reasons() collector.ReasonSet {
 // QuotaExhausted only with regions, ImageUnavailable only with
 // source_image, so that an entry without them exports the series it did
 // before they existed.
-func EntryReasons(g *config.GCP) collector.ReasonSet {
+func EntryReasons(g *Entry) collector.ReasonSet {
 	var without []collector.Reason
 	if len(g.Regions) == 0 {
 		without = append(without, ReasonRegionDown, ReasonQuotaExhausted)
