@@ -1,10 +1,6 @@
 package config_test
 
 import (
-	"github.com/egress-proxies/provider_health_exporter/collector/gcp"
-	"github.com/egress-proxies/provider_health_exporter/collector/kubernetes"
-	"github.com/egress-proxies/provider_health_exporter/collector/kvm"
-	"github.com/egress-proxies/provider_health_exporter/config"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,9 +10,14 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/egress-proxies/provider_health_exporter/collector/gcp"
+	"github.com/egress-proxies/provider_health_exporter/collector/kubernetes"
+	"github.com/egress-proxies/provider_health_exporter/collector/kvm"
+	"github.com/egress-proxies/provider_health_exporter/config"
 )
 
-// sections are the sections of this package's kinds that these tests
+// sections are the sections of the built-in kinds that these tests
 // read files through; the exporter reads them through its table of kinds
 // (docs/development.md: "Adding a provider").
 var sections = []config.Section{kubernetes.Section(), gcp.Section(), kvm.Section()}

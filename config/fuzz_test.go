@@ -1,10 +1,11 @@
 package config_test
 
 import (
-	"github.com/egress-proxies/provider_health_exporter/config"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/egress-proxies/provider_health_exporter/config"
 )
 
 // FuzzParse feeds the loader arbitrary bytes, seeded with every config

@@ -2,13 +2,14 @@ package config_test
 
 import (
 	"fmt"
-	"github.com/egress-proxies/provider_health_exporter/config"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/egress-proxies/provider_health_exporter/config"
 )
 
 // TestRenderYAMLIsMarshalYAML: /config's rendering, entry by entry and a

@@ -1,13 +1,14 @@
 package kubernetes
 
 import (
-	"github.com/egress-proxies/provider_health_exporter/config"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/egress-proxies/provider_health_exporter/config"
 )
 
 func TestDecodePodTemplate(t *testing.T) {
