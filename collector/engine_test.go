@@ -118,7 +118,7 @@ const (
 // real kinds have, with their up flags: the framework emits whatever set
 // an entry declares; the providers' own sets live in their packages.
 func testReasons() ReasonSet {
-	return HTTPReasons(ReasonDef{ReasonAPIDisabled, true},
+	return AuthenticatedHTTPReasons(ReasonDef{ReasonAPIDisabled, true},
 		ReasonDef{ReasonSSHMaterialInvalid, false}, ReasonDef{ReasonSSHAuthFailed, false},
 		ReasonDef{ReasonSSHHandshakeFailed, false}, ReasonDef{ReasonHostKeyUnknown, false},
 		ReasonDef{ReasonHostKeyMismatch, false}, ReasonDef{ReasonLibvirtSocketUnavailable, false},
@@ -229,7 +229,7 @@ func TestReasonOutsideSetBecomesUnknown(t *testing.T) {
 	// APIDisabled is a GCP reason; an entry whose set lacks it (as the
 	// kubernetes set does) must not emit it.
 	k := entry(ProviderKubernetes, "k", &testChecker{targets: one("apiserver"), behave: verdictOf(ReasonAPIDisabled)})
-	k.Reasons = HTTPReasons()
+	k.Reasons = AuthenticatedHTTPReasons()
 	e := newTestEngine(t, k)
 	res, _ := e.Run(context.Background(), Request{})
 	if got := res[0].Targets[0].Reason; got != ReasonUnknown {

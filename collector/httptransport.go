@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"syscall"
 )
@@ -217,20 +218,35 @@ func (b *limitedBody) Read(p []byte) (int, error) {
 
 func (b *limitedBody) Close() error { return b.rc.Close() }
 
-// HTTPReasons is the reason set of a kind behind an HTTP API, with the
-// kind's own extra reasons (a cloud API's APIDisabled) before the HTTP status
-// reasons. The HTTP status reasons are up: the API answered.
+// HTTPReasons is the reason set of a kind behind an HTTP API whose
+// checker maps the API's status codes (401, 403, 404, 400, 429, 5xx) to
+// their reasons, with the kind's own extra reasons (a cloud API's
+// APIDisabled) before the status reasons of a request that was wrong or
+// refused. The status reasons are up: the API answered. It has no
+// CredentialsUnavailable: a kind that obtains credentials before it calls
+// takes AuthenticatedHTTPReasons, so that an unauthenticated kind's set
+// holds no reason it cannot give (docs/development.md: "Adding a
+// provider"). A kind that only tells an answer it wants from the rest has
+// BaseReasons and a reason of its own instead.
 func HTTPReasons(extra ...ReasonDef) ReasonSet {
 	out := BaseReasons()
 	out = append(out, ReasonSet{
-		{ReasonTLSError, false}, {ReasonCredentialsUnavailable, false},
-		{ReasonUnauthorized, true}, {ReasonForbidden, true},
+		{ReasonTLSError, false}, {ReasonUnauthorized, true}, {ReasonForbidden, true},
 	}...)
 	out = append(out, extra...)
 	return append(out, ReasonSet{
 		{ReasonNotFound, true}, {ReasonInvalidRequest, true}, {ReasonRateLimited, true},
 		{ReasonServerError, true}, {ReasonBadResponse, true}, UnknownReason(),
 	}...)
+}
+
+// AuthenticatedHTTPReasons is HTTPReasons with CredentialsUnavailable
+// after TLSError: the set of a kind that obtains credentials (a token, a
+// kubeconfig's exec plugin) before it calls, and says so when it cannot.
+func AuthenticatedHTTPReasons(extra ...ReasonDef) ReasonSet {
+	out := HTTPReasons(extra...)
+	at := slices.IndexFunc(out, func(d ReasonDef) bool { return d.Reason == ReasonTLSError }) + 1
+	return slices.Insert(out, at, ReasonDef{ReasonCredentialsUnavailable, false})
 }
 
 // Transport classifies what went wrong below the HTTP status of an

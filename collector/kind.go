@@ -209,7 +209,7 @@ func sharedReasons(set ReasonSet) []error {
 			errs = append(errs, fmt.Errorf("reason set lacks %s, a base reason (start the set from BaseReasons())", d.Reason))
 		}
 	}
-	shared := HTTPReasons()
+	shared := AuthenticatedHTTPReasons()
 	for _, d := range set {
 		if shared.Contains(d.Reason) && shared.Up(d.Reason) != d.Up {
 			errs = append(errs, fmt.Errorf("reason %s must have up=%v, as in every kind (docs/metrics.md: \"Reasons\")", d.Reason, shared.Up(d.Reason)))

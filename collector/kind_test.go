@@ -195,14 +195,27 @@ func TestClassifierComposes(t *testing.T) {
 			t.Errorf("set %v ends with %s, want Unknown", set.Reasons(), last)
 		}
 	}
-	if got := HTTPReasons().With(Transport); !slices.Equal(got, HTTPReasons()) {
-		t.Errorf("With changed a set that had every reason: %v", got.Reasons())
+	for _, set := range []ReasonSet{HTTPReasons(), AuthenticatedHTTPReasons()} {
+		if got := set.With(Transport); !slices.Equal(got, set) {
+			t.Errorf("With changed a set that had every reason: %v", got.Reasons())
+		}
+	}
+	// Only a kind that obtains credentials has CredentialsUnavailable:
+	// every other reason of the two sets is the same, in the same order.
+	if HTTPReasons().Contains(ReasonCredentialsUnavailable) {
+		t.Errorf("HTTPReasons has CredentialsUnavailable, which an unauthenticated kind cannot give: %v", HTTPReasons().Reasons())
+	}
+	if got, want := AuthenticatedHTTPReasons().Without(ReasonCredentialsUnavailable), HTTPReasons(); !slices.Equal(got, want) {
+		t.Errorf("AuthenticatedHTTPReasons less CredentialsUnavailable = %v, want %v", got.Reasons(), want.Reasons())
+	}
+	if i := slices.Index(AuthenticatedHTTPReasons().Reasons(), ReasonCredentialsUnavailable); i < 0 || AuthenticatedHTTPReasons()[i-1].Reason != ReasonTLSError {
+		t.Errorf("CredentialsUnavailable is not after TLSError: %v", AuthenticatedHTTPReasons().Reasons())
 	}
 	err := Transport.Within(append(BaseReasons(), UnknownReason()))
 	if err == nil || !strings.Contains(err.Error(), "classifier collector.Transport returns BadResponse, TLSError, which the reason set lacks") {
 		t.Errorf("Within = %v", err)
 	}
-	flags := HTTPReasons().Without(ReasonBadResponse)
+	flags := AuthenticatedHTTPReasons().Without(ReasonBadResponse)
 	flags = append(flags, ReasonDef{ReasonBadResponse, false})
 	if err := Transport.Within(flags); err == nil || !strings.Contains(err.Error(), "BadResponse must have up=true") {
 		t.Errorf("Within with a wrong up flag = %v", err)

@@ -288,16 +288,35 @@ func TestReloadDropsTheVerdictOfChangedSettings(t *testing.T) {
 // a copy of the entry.
 func TestFingerprint(t *testing.T) {
 	t.Parallel()
-	mk := func(pool string) *config.KVM {
-		return &config.KVM{Name: "lab", User: "u", Hosts: []*config.KVMHost{{Address: "a:22", Name: "a"}, {Address: "b:22", Name: "b", Pool: pool}}}
+	mk := func(pool string) *fpEntry {
+		return &fpEntry{Name: "lab", User: "u", Hosts: []*fpHost{{Address: "a:22", Name: "a"}, {Address: "b:22", Name: "b", Pool: pool}}}
 	}
 	a, b, c := fingerprint(mk("default")), fingerprint(mk("default")), fingerprint(mk("images"))
 	if a != b || a == c || len(a) != 64 {
 		t.Errorf("fingerprints %q %q %q: want the first two equal, the third other, 64 hex digits", a, b, c)
 	}
-	g1 := &config.GCP{Name: "g", Project: "p", Regions: []string{"us-central1"}, MinQuotaHeadroom: map[string]float64{"CPUS": 8}}
-	g2 := &config.GCP{Name: "g", Project: "p", Regions: []string{"us-central1"}, MinQuotaHeadroom: map[string]float64{"CPUS": 9}}
+	g1 := &fpEntry{Name: "g", Regions: []string{"us-central1"}, MinQuotaHeadroom: map[string]float64{"CPUS": 8}}
+	g2 := &fpEntry{Name: "g", Regions: []string{"us-central1"}, MinQuotaHeadroom: map[string]float64{"CPUS": 9}}
 	if fingerprint(g1) == fingerprint(g2) {
 		t.Error("a changed minimum kept the fingerprint")
 	}
 }
+
+// fpEntry is an entry with what a kind's entry holds (hosts behind
+// pointers, a list, a map), for TestFingerprint: the kinds' own types are
+// in packages that import this one.
+type fpEntry struct {
+	Name             string
+	User             string
+	Hosts            []*fpHost
+	Regions          []string
+	MinQuotaHeadroom map[string]float64
+	config.Check
+}
+
+type fpHost struct{ Address, Name, Pool string }
+
+func (e *fpEntry) EntryName() string          { return e.Name }
+func (e *fpEntry) ResolvePaths(func(*string)) {}
+func (e *fpEntry) Validate(string) error      { return nil }
+func (e *fpEntry) TargetCount() int           { return len(e.Hosts) }

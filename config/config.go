@@ -20,18 +20,10 @@ import (
 	"github.com/egress-proxies/provider_health_exporter/internal/redact"
 )
 
-// Defaults of docs/configuration.md's "Configuration".
-const (
-	DefaultTimeout            = Duration(10 * time.Second)
-	DefaultLabelSelector      = "app.kubernetes.io/managed-by=egress-proxies-operator"
-	DefaultGCPFilter          = `labels.managed-by = "egress-proxies-operator"`
-	DefaultLibvirtSocket      = "/var/run/libvirt/libvirt-sock"
-	DefaultLibvirtURI         = "qemu:///system"
-	DefaultPool               = "default"
-	DefaultMaxConcurrentDials = 128
-	DefaultDialTimeout        = Duration(3 * time.Second)
-	DefaultSSHPort            = "22"
-)
+// DefaultTimeout is the timeout of every check whose entry and defaults
+// set none (docs/configuration.md: "Configuration"). The defaults of a
+// kind's own keys are in its package.
+const DefaultTimeout = Duration(10 * time.Second)
 
 // Config is the whole file.
 type Config struct {
@@ -202,7 +194,9 @@ func (ch Check) MinIntervalDuration() time.Duration {
 	return time.Duration(*ch.MinInterval)
 }
 
-func validName(where, name string) error {
+// ValidName checks a name of the file (an entry's, a kvm host's): set,
+// and free of control characters; where names it for the error.
+func ValidName(where, name string) error {
 	if name == "" {
 		return fmt.Errorf("%s: name: missing (required)", where)
 	}
@@ -214,9 +208,11 @@ func validName(where, name string) error {
 	return nil
 }
 
-// readable checks that a referenced file exists and can be read, without
-// judging its contents.
-func readable(where, field, path string) error {
+// Readable checks that a file an entry references (the value of its key
+// field) exists and can be read as a file of kind, within the cap of that
+// kind (docs/security.md: "What the exporter bounds"), as the check will
+// read it, without judging its contents; an empty path is not set.
+func Readable(where, field string, kind boundedfile.Kind, path string) error {
 	if path == "" {
 		return nil
 	}
@@ -231,28 +227,9 @@ func readable(where, field, path string) error {
 	if !st.Mode().IsRegular() {
 		return fmt.Errorf("%s: %s: %s is not a regular file", where, field, path)
 	}
-	// Opened without blocking, and within the cap of its kind of file
-	// (docs/security.md: "What the exporter bounds"), as the check will read it.
-	if err := boundedfile.Check(path, fileKind(field)); err != nil {
+	// Opened without blocking.
+	if err := boundedfile.Check(path, kind); err != nil {
 		return fmt.Errorf("%s: %s: %w", where, field, err)
 	}
 	return nil
-}
-
-// fileKind is the kind of the file a configuration field names.
-func fileKind(field string) boundedfile.Kind {
-	switch field {
-	case "kubeconfig":
-		return boundedfile.Kubeconfig
-	case "credentials_file":
-		return boundedfile.Credentials
-	case "passphrase_file":
-		return boundedfile.Passphrase
-	case "known_hosts_file":
-		return boundedfile.KnownHosts
-	case "pod_template":
-		return boundedfile.PodTemplate
-	default:
-		return boundedfile.PrivateKey
-	}
 }

@@ -1,4 +1,4 @@
-package config
+package config_test
 
 import (
 	"os"
@@ -10,12 +10,17 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/egress-proxies/provider_health_exporter/collector/gcp"
+	"github.com/egress-proxies/provider_health_exporter/collector/kubernetes"
+	"github.com/egress-proxies/provider_health_exporter/collector/kvm"
+	"github.com/egress-proxies/provider_health_exporter/config"
 )
 
-// sections are the sections of this package's kinds that these tests
+// sections are the sections of the built-in kinds that these tests
 // read files through; the exporter reads them through its table of kinds
 // (docs/development.md: "Adding a provider").
-var sections = []Section{KubernetesSection(), GCPSection(), KVMSection()}
+var sections = []config.Section{kubernetes.Section(), gcp.Section(), kvm.Section()}
 
 func TestLoadInvalid(t *testing.T) {
 	t.Parallel()
@@ -83,9 +88,9 @@ func TestLoadInvalid(t *testing.T) {
 		t.Run(file, func(t *testing.T) {
 			t.Parallel()
 			path := filepath.Join("..", "testdata", file)
-			_, err := Load(path, sections)
+			_, err := config.Load(path, sections)
 			if err == nil {
-				t.Fatal("Load succeeded, want an error")
+				t.Fatal("config.Load succeeded, want an error")
 			}
 			if got, want := err.Error(), "config file "+path+": "+want; got != want {
 				t.Errorf("error\n got: %s\nwant: %s", got, want)
@@ -117,14 +122,14 @@ func TestEveryInvalidFileIsPaired(t *testing.T) {
 
 func TestLoadValidFull(t *testing.T) {
 	t.Parallel()
-	cfg, err := Load(filepath.Join("..", "testdata", "valid-full.yml"), sections)
+	cfg, err := config.Load(filepath.Join("..", "testdata", "valid-full.yml"), sections)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := cfg.Summary(); got != "1 kubernetes, 1 gcp, 1 kvm (3 hosts): 5 targets" {
 		t.Errorf("summary %q", got)
 	}
-	k, g, v := EntriesOf[*Kubernetes](cfg, "kubernetes")[0], EntriesOf[*GCP](cfg, "gcp")[0], EntriesOf[*KVM](cfg, "kvm")[0]
+	k, g, v := config.EntriesOf[*kubernetes.Entry](cfg, "kubernetes")[0], config.EntriesOf[*gcp.Entry](cfg, "gcp")[0], config.EntriesOf[*kvm.Entry](cfg, "kvm")[0]
 	if k.TimeoutDuration() != 5*time.Second || k.MinIntervalDuration() != 0 {
 		t.Errorf("kubernetes timeout %v min_interval %v", k.TimeoutDuration(), k.MinIntervalDuration())
 	}
@@ -134,11 +139,11 @@ func TestLoadValidFull(t *testing.T) {
 	if want := filepath.Join("..", "testdata", "files", "placeholder"); k.Kubeconfig != want {
 		t.Errorf("relative kubeconfig resolved to %q, want %q", k.Kubeconfig, want)
 	}
-	if v.DialTimeout != Duration(2*time.Second) {
+	if v.DialTimeout != config.Duration(2*time.Second) {
 		t.Errorf("kvm dial_timeout %s, want 2s", v.DialTimeout)
 	}
 	hosts := v.Hosts
-	for i, want := range []KVMHost{
+	for i, want := range []kvm.Host{
 		{Address: "192.0.2.10:22", Name: "beelink", User: "other", Pool: "fast", PrivateKeyFile: v.PrivateKeyFile},
 		{Address: "192.0.2.11:22", Name: "192.0.2.11", User: "proxyops", Pool: "default", PrivateKeyFile: v.PrivateKeyFile},
 		{Address: "[2001:db8::1]:2222", Name: "2001:db8::1", User: "proxyops", Pool: "default", PrivateKeyFile: v.PrivateKeyFile},
@@ -151,7 +156,7 @@ func TestLoadValidFull(t *testing.T) {
 
 func TestDefaults(t *testing.T) {
 	t.Parallel()
-	cfg, err := Parse([]byte(`
+	cfg, err := config.Parse([]byte(`
 defaults:
   min_interval: 30s
 kubernetes:
@@ -171,14 +176,14 @@ kvm:
 	if err != nil {
 		t.Fatal(err)
 	}
-	k, g, v := EntriesOf[*Kubernetes](cfg, "kubernetes")[0], EntriesOf[*GCP](cfg, "gcp")[0], EntriesOf[*KVM](cfg, "kvm")[0]
-	if k.LabelSelector != DefaultLabelSelector || k.TimeoutDuration() != 10*time.Second || k.MinIntervalDuration() != 30*time.Second {
+	k, g, v := config.EntriesOf[*kubernetes.Entry](cfg, "kubernetes")[0], config.EntriesOf[*gcp.Entry](cfg, "gcp")[0], config.EntriesOf[*kvm.Entry](cfg, "kvm")[0]
+	if k.LabelSelector != kubernetes.DefaultLabelSelector || k.TimeoutDuration() != 10*time.Second || k.MinIntervalDuration() != 30*time.Second {
 		t.Errorf("kubernetes defaults: %+v", k)
 	}
-	if g.Filter != DefaultGCPFilter || g.MinIntervalDuration() != 0 {
+	if g.Filter != gcp.DefaultFilter || g.MinIntervalDuration() != 0 {
 		t.Errorf("gcp defaults: filter %q, min_interval %v (explicit 0s must override the default)", g.Filter, g.MinIntervalDuration())
 	}
-	if v.LibvirtSocket != DefaultLibvirtSocket || v.LibvirtURI != DefaultLibvirtURI || v.Pool != DefaultPool || v.MaxConcurrentDials != DefaultMaxConcurrentDials || v.DialTimeout != DefaultDialTimeout {
+	if v.LibvirtSocket != kvm.DefaultLibvirtSocket || v.LibvirtURI != kvm.DefaultLibvirtURI || v.Pool != kvm.DefaultPool || v.MaxConcurrentDials != kvm.DefaultMaxConcurrentDials || v.DialTimeout != kvm.DefaultDialTimeout {
 		t.Errorf("kvm defaults: %+v", v)
 	}
 	if h := v.Hosts[0]; h.Address != "beelink.lab:22" || h.Name != "beelink.lab" {
@@ -188,7 +193,7 @@ kvm:
 
 func TestEmptyFileIsValid(t *testing.T) {
 	t.Parallel()
-	cfg, err := Parse(nil, sections)
+	cfg, err := config.Parse(nil, sections)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +205,7 @@ func TestEmptyFileIsValid(t *testing.T) {
 func TestNotARegularFile(t *testing.T) {
 	t.Parallel()
 	// A FIFO would block the loader forever if it were opened.
-	_, err := Parse([]byte("kubernetes:\n  - name: k\n    kubeconfig: /dev/null\n"), sections)
+	_, err := config.Parse([]byte("kubernetes:\n  - name: k\n    kubeconfig: /dev/null\n"), sections)
 	if err == nil || !strings.Contains(err.Error(), "is not a regular file") {
 		t.Errorf("error = %v, want a refusal of /dev/null", err)
 	}
@@ -257,9 +262,9 @@ func TestFilesThatWouldHang(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := Load(tc.path, sections)
+			_, err := config.Load(tc.path, sections)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("Load = %v, want an error containing %q", err, tc.want)
+				t.Fatalf("config.Load = %v, want an error containing %q", err, tc.want)
 			}
 		})
 	}
@@ -275,7 +280,7 @@ type nestedEntry struct {
 	Paths []struct {
 		Path string `yaml:"path"`
 	} `yaml:"paths"`
-	Check `yaml:",inline"`
+	config.Check `yaml:",inline"`
 }
 
 func (e *nestedEntry) EntryName() string          { return e.Name }
@@ -285,21 +290,21 @@ func (e *nestedEntry) TargetCount() int           { return len(e.Paths) }
 
 func TestSectionOfAnotherKindIsStrict(t *testing.T) {
 	t.Parallel()
-	sections := append(slices.Clone(sections), Section{Kind: "toy", New: func() Entry { return &nestedEntry{} }})
+	sections := append(slices.Clone(sections), config.Section{Kind: "toy", New: func() config.Entry { return &nestedEntry{} }})
 	data := "toy:\n  - name: a\n    auth:\n      user: u\n      password: p\n    paths:\n      - path: /x\n        mode: 1\n    timeout: 1s\n"
-	_, err := parse([]byte(data), "", sections)
+	_, err := config.Parse([]byte(data), sections)
 	want := `line 5: toy[0] "a": auth: unknown field "password"; line 8: toy[0] "a": paths[0]: unknown field "mode"`
 	if err == nil || err.Error() != want {
 		t.Fatalf("parse = %v\nwant %s", err, want)
 	}
-	cfg, err := parse([]byte("toy:\n  - name: a\n    auth: {user: u}\n    paths: [{path: /x}, {path: /y}]\n"), "", sections)
+	cfg, err := config.Parse([]byte("toy:\n  - name: a\n    auth: {user: u}\n    paths: [{path: /x}, {path: /y}]\n"), sections)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := cfg.Summary(); got != "0 kubernetes, 0 gcp, 0 kvm (0 hosts), 1 toy: 2 targets" {
 		t.Errorf("summary %q", got)
 	}
-	if e := cfg.Entries("toy")[0].(*nestedEntry); e.Auth.User != "u" || *e.Timeout != DefaultTimeout {
+	if e := cfg.Entries("toy")[0].(*nestedEntry); e.Auth.User != "u" || *e.Timeout != config.DefaultTimeout {
 		t.Errorf("decoded %+v", e)
 	}
 }
@@ -308,7 +313,7 @@ func TestSectionOfAnotherKindIsStrict(t *testing.T) {
 // host that sets none, a host's own winning.
 func TestKVMMinimums(t *testing.T) {
 	t.Parallel()
-	cfg, err := Parse([]byte(`
+	cfg, err := config.Parse([]byte(`
 kvm:
   - name: lab
     user: u
@@ -325,7 +330,7 @@ kvm:
 		t.Fatal(err)
 	}
 	for i, want := range []struct{ pool, mem uint64 }{{1 << 30, 0}, {20 << 30, 4 << 30}} {
-		h := EntriesOf[*KVM](cfg, "kvm")[0].Hosts[i]
+		h := config.EntriesOf[*kvm.Entry](cfg, "kvm")[0].Hosts[i]
 		if h.MinPoolAvailableBytes != want.pool || h.MinFreeMemoryBytes != want.mem {
 			t.Errorf("hosts[%d]: min_pool_available %d, min_free_memory %d; want %d, %d",
 				i, h.MinPoolAvailableBytes, h.MinFreeMemoryBytes, want.pool, want.mem)
@@ -338,7 +343,7 @@ kvm:
 // entry, the host and the field.
 func TestKVMPlacement(t *testing.T) {
 	t.Parallel()
-	cfg, err := Parse([]byte(`
+	cfg, err := config.Parse([]byte(`
 kvm:
   - name: lab
     user: u
@@ -355,7 +360,7 @@ kvm:
 		t.Fatal(err)
 	}
 	for i, want := range []struct{ volume, network string }{{"proxy-base.qcow2", ""}, {"other.qcow2", "proxies"}} {
-		h := EntriesOf[*KVM](cfg, "kvm")[0].Hosts[i]
+		h := config.EntriesOf[*kvm.Entry](cfg, "kvm")[0].Hosts[i]
 		if h.Volume != want.volume || h.Network != want.network {
 			t.Errorf("hosts[%d]: volume %q, network %q; want %q, %q", i, h.Volume, h.Network, want.volume, want.network)
 		}
@@ -365,7 +370,7 @@ kvm:
 		{"    hosts:\n      - address: h\n        volume: \"a\\nb\"\n", `kvm[0] "lab": hosts[0]: volume: "a\nb" contains a control character`},
 		{"    volume: " + strings.Repeat("v", 1025) + "\n    hosts:\n      - address: h\n", `kvm[0] "lab": volume: 1025 bytes, at most 1024`},
 	} {
-		_, err := Parse([]byte("kvm:\n  - name: lab\n    user: u\n    private_key_file: ../testdata/files/placeholder\n    insecure_ignore_host_key: true\n"+tt.yaml), sections)
+		_, err := config.Parse([]byte("kvm:\n  - name: lab\n    user: u\n    private_key_file: ../testdata/files/placeholder\n    insecure_ignore_host_key: true\n"+tt.yaml), sections)
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("error %v, want one containing %q", err, tt.want)
 		}
@@ -376,7 +381,7 @@ kvm:
 // value, while the entry keeps them for its check.
 func TestMarshalRedactsURLs(t *testing.T) {
 	t.Parallel()
-	cfg, err := Parse([]byte("gcp:\n  - name: g\n    project: p\n    endpoint: https://user:s3cret@compute.example:8443/api?key=k3y#frag\n"), sections)
+	cfg, err := config.Parse([]byte("gcp:\n  - name: g\n    project: p\n    endpoint: https://user:s3cret@compute.example:8443/api?key=k3y#frag\n"), sections)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -387,7 +392,7 @@ func TestMarshalRedactsURLs(t *testing.T) {
 	if !strings.Contains(string(out), "endpoint: https://compute.example:8443/api?key=xxxxx\n") || strings.Contains(string(out), "s3cret") || strings.Contains(string(out), "k3y") {
 		t.Errorf("marshalled configuration:\n%s", out)
 	}
-	if g := EntriesOf[*GCP](cfg, "gcp")[0]; g.Endpoint != "https://user:s3cret@compute.example:8443/api?key=k3y#frag" {
+	if g := config.EntriesOf[*gcp.Entry](cfg, "gcp")[0]; g.Endpoint != "https://user:s3cret@compute.example:8443/api?key=k3y#frag" {
 		t.Errorf("the entry's endpoint became %q", g.Endpoint)
 	}
 }

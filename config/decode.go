@@ -25,7 +25,7 @@ func (c *Config) decode(top *yaml.Node, sections []Section) error {
 	for i := 0; i+1 < len(top.Content); i += 2 {
 		k, v := top.Content[i], top.Content[i+1]
 		if prev, ok := seen[k.Value]; ok {
-			errs = append(errs, fmt.Sprintf("line %d: mapping key %s already defined at line %d", k.Line, quoteKey(k.Value), prev))
+			errs = append(errs, fmt.Sprintf("line %d: mapping key %s already defined at line %d", k.Line, QuoteKey(k.Value), prev))
 			continue
 		}
 		seen[k.Value] = k.Line
@@ -35,7 +35,7 @@ func (c *Config) decode(top *yaml.Node, sections []Section) error {
 		}
 		s, ok := sectionOf(sections, k.Value)
 		if !ok {
-			errs = append(errs, fmt.Sprintf("line %d: unknown field %s", k.Line, quoteKey(k.Value)))
+			errs = append(errs, fmt.Sprintf("line %d: unknown field %s", k.Line, QuoteKey(k.Value)))
 			continue
 		}
 		entries, serrs := decodeSection(s, v)
@@ -230,7 +230,7 @@ func (kc keyChecker) check(n *yaml.Node, t reflect.Type, where func() string) []
 		k, v := n.Content[i], n.Content[i+1]
 		ft, ok := fields[k.Value]
 		if !ok {
-			errs = append(errs, fmt.Sprintf("line %d: %s: unknown field %s", k.Line, where(), quoteKey(k.Value)))
+			errs = append(errs, fmt.Sprintf("line %d: %s: unknown field %s", k.Line, where(), QuoteKey(k.Value)))
 			continue
 		}
 		switch {

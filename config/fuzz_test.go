@@ -1,9 +1,11 @@
-package config
+package config_test
 
 import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/egress-proxies/provider_health_exporter/config"
 )
 
 // FuzzParse feeds the loader arbitrary bytes, seeded with every config
@@ -21,7 +23,7 @@ func FuzzParse(f *testing.F) {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		cfg, err := Parse(data, sections)
+		cfg, err := config.Parse(data, sections)
 		if err != nil {
 			if err.Error() == "" {
 				t.Error("empty error message")
@@ -64,7 +66,7 @@ func FuzzLoad(f *testing.F) {
 		if err := os.WriteFile(path, data, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		cfg, err := Load(path, sections)
+		cfg, err := config.Load(path, sections)
 		if err != nil {
 			if err.Error() == "" {
 				t.Error("empty error message")

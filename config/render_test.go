@@ -1,4 +1,4 @@
-package config
+package config_test
 
 import (
 	"fmt"
@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/egress-proxies/provider_health_exporter/config"
 )
 
 // TestRenderYAMLIsMarshalYAML: /config's rendering, entry by entry and a
@@ -17,7 +19,7 @@ import (
 // second entry after them.
 func TestRenderYAMLIsMarshalYAML(t *testing.T) {
 	t.Parallel()
-	full, err := Load(filepath.Join("..", "testdata", "valid-full.yml"), sections)
+	full, err := config.Load(filepath.Join("..", "testdata", "valid-full.yml"), sections)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,7 +30,7 @@ func TestRenderYAMLIsMarshalYAML(t *testing.T) {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "defaults: {timeout: 5s}\nkvm:\n")
-	for e, n := range []int{300, 1, renderChunk + 1, renderChunk} {
+	for e, n := range []int{300, 1, config.RenderChunk + 1, config.RenderChunk} {
 		fmt.Fprintf(&b, "  - name: lab%d\n    user: proxyops\n    private_key_file: %s\n    insecure_ignore_host_key: true\n    pool: \"multi\\nline\\n\\npool\"\n    hosts:\n", e, key)
 		for i := range n {
 			fmt.Fprintf(&b, "      - address: 10.0.%d.%d:22\n", i/256, i%256)
@@ -39,11 +41,11 @@ func TestRenderYAMLIsMarshalYAML(t *testing.T) {
 	}
 	b.WriteString("kubernetes:\n  - name: k\n    namespace: egress-proxies\n    can_i: [create pods]\n")
 	b.WriteString("gcp:\n  - name: g\n    project: p\n    endpoint: https://user:s3cret@compute.example:8443/api?key=k3y\n")
-	large, err := Parse([]byte(b.String()), sections)
+	large, err := config.Parse([]byte(b.String()), sections)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, cfg := range map[string]*Config{"valid-full.yml": full, "large": large} {
+	for name, cfg := range map[string]*config.Config{"valid-full.yml": full, "large": large} {
 		want, err := yaml.Marshal(cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -83,7 +85,7 @@ func BenchmarkRenderYAML(b *testing.B) {
 	for i := range 5000 {
 		fmt.Fprintf(&s, "      - address: 10.0.%d.%d:22\n", i/256, i%256)
 	}
-	cfg, err := Parse([]byte(s.String()), sections)
+	cfg, err := config.Parse([]byte(s.String()), sections)
 	if err != nil {
 		b.Fatal(err)
 	}

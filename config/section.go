@@ -120,7 +120,7 @@ func (c *Config) validate() error {
 				return fmt.Errorf("%s[%d]: empty entry", s.Kind, i)
 			}
 			where := entry(s.Kind, i, e.EntryName())
-			if err := validName(where, e.EntryName()); err != nil {
+			if err := ValidName(where, e.EntryName()); err != nil {
 				return err
 			}
 			if err := e.Validate(where); err != nil {

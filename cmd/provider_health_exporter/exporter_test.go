@@ -74,13 +74,13 @@ func fakeEntries(behaviours map[string]func(context.Context, *slog.Logger, strin
 			case kubernetes.Name:
 				targets = []collector.Target{{Name: "apiserver", Address: "https://127.0.0.1:6443"}}
 			case gcp.Name:
-				for _, g := range config.EntriesOf[*config.GCP](cfg, gcp.Name) {
+				for _, g := range config.EntriesOf[*gcp.Entry](cfg, gcp.Name) {
 					if g.Name == es[i].Name {
 						targets = []collector.Target{{Name: "compute", Address: "projects/" + g.Project}}
 					}
 				}
 			case kvm.Name:
-				for _, v := range config.EntriesOf[*config.KVM](cfg, kvm.Name) {
+				for _, v := range config.EntriesOf[*kvm.Entry](cfg, kvm.Name) {
 					if v.Name == es[i].Name {
 						for _, h := range v.Hosts {
 							targets = append(targets, collector.Target{Name: h.Name, Address: h.Address})

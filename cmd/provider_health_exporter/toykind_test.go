@@ -87,6 +87,18 @@ func TestToyKindThroughTheBinary(t *testing.T) {
 		// Userinfo and a query value that no page or label may show.
 		{"secret", "http://toyuser:toypass@" + host + "/ok?token=toytoken", long, collector.ReasonReady, true},
 	}
+	// The set holds only reasons the kind can give: every one but
+	// Unknown (what the engine says of a panic) is some entry's verdict
+	// here, none brought in by a shared classifier the kind does not use.
+	given := map[collector.Reason]bool{collector.ReasonUnknown: true}
+	for _, e := range entries {
+		given[e.reason] = true
+	}
+	for _, d := range toykind.Kind().Reasons() {
+		if !given[d.Reason] {
+			t.Errorf("the toy kind's set has %s, which no entry of this test gets: a reason the kind cannot give?", d.Reason)
+		}
+	}
 	section := "toy:\n"
 	for _, e := range entries {
 		section += e.yaml()

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
-	"github.com/egress-proxies/provider_health_exporter/config"
 )
 
 // endless writes a never-ending JSON-looking body until the client goes.
@@ -171,7 +170,7 @@ func TestRegionsConcurrency(t *testing.T) {
 		w.Write(applyFieldMask(t, readTestdata(t, "regions-ok.json"), quotaFieldMask))
 	}))
 	t.Cleanup(api.Close)
-	c, _ := newPlacementChecker(t, api.URL, nil, func(g *config.GCP) { g.Regions, g.MinQuotaHeadroom = regions, testMins })
+	c, _ := newPlacementChecker(t, api.URL, nil, func(g *Entry) { g.Regions, g.MinQuotaHeadroom = regions, testMins })
 	if v := check(t, c, hang); v.Reason != collector.ReasonReady {
 		t.Fatalf("got %s %q", v.Reason, v.Message)
 	}
@@ -243,7 +242,7 @@ func TestProviderStringsBounded(t *testing.T) {
 			}))
 			t.Cleanup(api.Close)
 			log := &syncBuffer{}
-			c, _ := newPlacementChecker(t, api.URL, log, func(g *config.GCP) {
+			c, _ := newPlacementChecker(t, api.URL, log, func(g *Entry) {
 				if tc.regions {
 					g.Regions, g.MinQuotaHeadroom = []string{"us-central1", "us-east1"}, testMins
 				}

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
-	"github.com/egress-proxies/provider_health_exporter/config"
 )
 
 // TestQuotaCapacity: the capacity of an entry with regions is the least
@@ -66,7 +65,7 @@ func TestQuotaCapacity(t *testing.T) {
 			t.Parallel()
 			api := newPlacementAPI(t, http.StatusOK, "aggregated-instances.json", answers,
 				map[string]recorded{debianImage: {http.StatusOK, "images-obsolete.json"}})
-			c, _ := newPlacementChecker(t, api.URL, nil, func(g *config.GCP) {
+			c, _ := newPlacementChecker(t, api.URL, nil, func(g *Entry) {
 				g.Regions, g.MinQuotaHeadroom = tc.regions, tc.mins
 				if tc.image {
 					g.SourceImage = debianImage

@@ -12,14 +12,13 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
-	"github.com/egress-proxies/provider_health_exporter/config"
 )
 
 // Reasons is the closed reason set of a GCP project (docs/metrics.md: "Reasons"):
 // the HTTP API's, plus APIDisabled and the reasons of the opt-in checks,
 // which EntryReasons leaves out of an entry that does not opt in.
 func Reasons() collector.ReasonSet {
-	return collector.HTTPReasons(collector.ReasonDef{Reason: ReasonAPIDisabled, Up: true},
+	return collector.AuthenticatedHTTPReasons(collector.ReasonDef{Reason: ReasonAPIDisabled, Up: true},
 		collector.ReasonDef{Reason: ReasonQuotaExhausted, Up: true},
 		collector.ReasonDef{Reason: ReasonRegionDown, Up: true},
 		collector.ReasonDef{Reason: ReasonImageUnavailable, Up: true})
@@ -29,7 +28,7 @@ func Reasons() collector.ReasonSet {
 // QuotaExhausted only with regions, ImageUnavailable only with
 // source_image, so that an entry without them exports the series it did
 // before they existed.
-func EntryReasons(g *config.GCP) collector.ReasonSet {
+func EntryReasons(g *Entry) collector.ReasonSet {
 	var without []collector.Reason
 	if len(g.Regions) == 0 {
 		without = append(without, ReasonRegionDown, ReasonQuotaExhausted)

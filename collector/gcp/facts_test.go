@@ -15,7 +15,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
-	"github.com/egress-proxies/provider_health_exporter/config"
 )
 
 // quotaAPI is one loopback Compute answering the list call (computeServer)
@@ -56,8 +55,8 @@ func (s *syncBuffer) String() string {
 func newQuotaChecker(t *testing.T, endpoint string, regions []string, log *syncBuffer) *Checker {
 	t.Helper()
 	tokens := newTokenServer(t, nil)
-	cfg := &config.GCP{
-		Name: "crawl-prod", Project: testProject, Filter: config.DefaultGCPFilter, Endpoint: endpoint,
+	cfg := &Entry{
+		Name: "crawl-prod", Project: testProject, Filter: DefaultFilter, Endpoint: endpoint,
 		CredentialsFile:  writeServiceAccount(t, t.TempDir(), tokens.URL+"/token", "exporter@crawl-prod-123.iam.gserviceaccount.com"),
 		Regions:          regions,
 		MinQuotaHeadroom: testMins,

@@ -31,7 +31,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
-	"github.com/egress-proxies/provider_health_exporter/config"
 	"github.com/egress-proxies/provider_health_exporter/internal/boundedfile"
 )
 
@@ -74,7 +73,7 @@ type Checker struct {
 	// sourceImage is source_image as configured (empty: no image check),
 	// image the same parsed.
 	sourceImage string
-	image       config.GCPSourceImage
+	image       SourceImage
 
 	mu      sync.Mutex
 	clients *clients
@@ -116,7 +115,7 @@ var discardLogger = slog.New(slog.DiscardHandler)
 // not read the credentials: what they contain is each check's business, so a
 // missing or broken credentials file gives a CredentialsUnavailable verdict
 // instead of keeping the exporter from starting.
-func New(cfg *config.GCP, logger *slog.Logger, opts ...collector.Option) (*Checker, error) {
+func New(cfg *Entry, logger *slog.Logger, opts ...collector.Option) (*Checker, error) {
 	if cfg == nil || cfg.Project == "" {
 		return nil, errors.New("project is required")
 	}
@@ -133,7 +132,7 @@ func New(cfg *config.GCP, logger *slog.Logger, opts ...collector.Option) (*Check
 		sourceImage:     cfg.SourceImage,
 	}
 	if c.sourceImage != "" {
-		img, err := config.ParseGCPSourceImage(c.sourceImage)
+		img, err := ParseSourceImage(c.sourceImage)
 		if err != nil {
 			return nil, fmt.Errorf("source_image: %w", err)
 		}
@@ -388,7 +387,7 @@ func credentialsFromFile(path string, credsJSON []byte, opts *credentials.Detect
 // fetching a token: what --config.check warns about. Application Default
 // Credentials are not looked at: where they come from depends on where the
 // exporter runs.
-func CheckFiles(cfg *config.GCP) error {
+func CheckFiles(cfg *Entry) error {
 	if cfg.CredentialsFile == "" {
 		return nil
 	}

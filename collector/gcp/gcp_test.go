@@ -32,7 +32,6 @@ import (
 	"github.com/egress-proxies/provider_health_exporter/internal/fakedns"
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
-	"github.com/egress-proxies/provider_health_exporter/config"
 	"github.com/egress-proxies/provider_health_exporter/internal/testnet"
 )
 
@@ -233,7 +232,7 @@ func newComputeServer(t *testing.T, status int, bodyFile string) *computeServer 
 		t:         t,
 		status:    status,
 		wantAuth:  "Bearer " + testToken,
-		filter:    config.DefaultGCPFilter,
+		filter:    DefaultFilter,
 		ctype:     "application/json; charset=UTF-8",
 		cancelled: make(chan struct{}),
 	}
@@ -289,10 +288,10 @@ func (cs *computeServer) serve(w http.ResponseWriter, r *http.Request) {
 // whose token comes from tokens.
 func newTestChecker(t *testing.T, endpoint string, tokens *tokenServer, opts ...collector.Option) *Checker {
 	t.Helper()
-	cfg := &config.GCP{
+	cfg := &Entry{
 		Name:            "crawl-prod",
 		Project:         testProject,
-		Filter:          config.DefaultGCPFilter,
+		Filter:          DefaultFilter,
 		Endpoint:        endpoint,
 		CredentialsFile: writeServiceAccount(t, t.TempDir(), tokens.URL+"/token", "exporter@crawl-prod-123.iam.gserviceaccount.com"),
 	}
@@ -385,7 +384,7 @@ func TestFilter(t *testing.T) {
 			api := newComputeServer(t, 200, "aggregated-instances.json")
 			api.filter = filter
 			api.start()
-			c, err := New(&config.GCP{
+			c, err := New(&Entry{
 				Name: "crawl-prod", Project: testProject, Filter: filter, Endpoint: api.URL + "/",
 				CredentialsFile: writeServiceAccount(t, t.TempDir(), tokens.URL+"/token", "exporter@crawl-prod-123.iam.gserviceaccount.com"),
 			}, slog.New(slog.DiscardHandler))
@@ -569,8 +568,8 @@ func TestTokenEndpointUnreachable(t *testing.T) {
 	t.Parallel()
 	api := newComputeServer(t, 200, "aggregated-instances.json").start()
 	tokenURL := "http://" + testnet.RefusedAddr(t) + "/token"
-	cfg := &config.GCP{
-		Name: "crawl-prod", Project: testProject, Filter: config.DefaultGCPFilter, Endpoint: api.URL,
+	cfg := &Entry{
+		Name: "crawl-prod", Project: testProject, Filter: DefaultFilter, Endpoint: api.URL,
 		CredentialsFile: writeServiceAccount(t, t.TempDir(), tokenURL, "exporter@crawl-prod-123.iam.gserviceaccount.com"),
 	}
 	c, err := New(cfg, slog.New(slog.DiscardHandler))
@@ -706,8 +705,8 @@ func TestApplicationDefaultCredentials(t *testing.T) {
 			t.Setenv("HOME", t.TempDir())
 
 			api := newComputeServer(t, 200, "aggregated-instances.json").start()
-			c, err := New(&config.GCP{
-				Name: "crawl-prod", Project: testProject, Filter: config.DefaultGCPFilter, Endpoint: api.URL,
+			c, err := New(&Entry{
+				Name: "crawl-prod", Project: testProject, Filter: DefaultFilter, Endpoint: api.URL,
 			}, slog.New(slog.DiscardHandler))
 			if err != nil {
 				t.Fatalf("New without credentials must not fail: %v", err)
@@ -783,8 +782,8 @@ func BenchmarkCheck(b *testing.B) {
 	if err := os.WriteFile(path, sa, 0o600); err != nil {
 		b.Fatal(err)
 	}
-	c, err := New(&config.GCP{
-		Name: "bench", Project: testProject, Filter: config.DefaultGCPFilter, Endpoint: api.URL, CredentialsFile: path,
+	c, err := New(&Entry{
+		Name: "bench", Project: testProject, Filter: DefaultFilter, Endpoint: api.URL, CredentialsFile: path,
 	}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		b.Fatal(err)
@@ -861,8 +860,8 @@ func TestNoSecretInDebugLog(t *testing.T) {
 	var buf bytes.Buffer
 	var mu sync.Mutex
 	logger := slog.New(slog.NewTextHandler(&lockedWriter{mu: &mu, w: &buf}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	cfg := &config.GCP{
-		Name: "crawl-prod", Project: testProject, Filter: config.DefaultGCPFilter, Endpoint: api.URL,
+	cfg := &Entry{
+		Name: "crawl-prod", Project: testProject, Filter: DefaultFilter, Endpoint: api.URL,
 		CredentialsFile: writeServiceAccount(t, t.TempDir(), tokens.URL+"/token", "exporter@crawl-prod-123.iam.gserviceaccount.com"),
 	}
 	c, err := New(cfg, logger)

@@ -2,19 +2,18 @@ package gcp
 
 import (
 	"github.com/egress-proxies/provider_health_exporter/collector"
-	"github.com/egress-proxies/provider_health_exporter/config"
 )
 
 // Kind is the gcp kind (a project's Compute API) as the exporter's table of kinds lists it.
 func Kind() collector.Kind {
-	return collector.NewKind(collector.KindOf[*config.GCP, *Checker]{
-		Section: config.GCPSection(),
+	return collector.NewKind(collector.KindOf[*Entry, *Checker]{
+		Section: Section(),
 		Reasons: Reasons(),
 		// Transport classifies what fails below the HTTP status.
 		Classifiers: []collector.Classifier{collector.Transport},
 		// The opt-in checks' reasons only where they are set (docs/configuration.md).
 		EntryReasons: EntryReasons,
 		NewChecker:   New,
-		FileWarnings: func(g *config.GCP) []string { return collector.Warnings(CheckFiles(g)) },
+		FileWarnings: func(g *Entry) []string { return collector.Warnings(CheckFiles(g)) },
 	})
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
-	"github.com/egress-proxies/provider_health_exporter/config"
 )
 
 // imagesServer is a loopback Compute answering images.get and
@@ -92,11 +91,11 @@ func newPlacementAPI(t *testing.T, listStatus int, listFile string, regions, ima
 // newPlacementChecker is a checker of endpoint with the entry's keys set by
 // configure (Regions, MinQuotaHeadroom, SourceImage), validated as the
 // loader does.
-func newPlacementChecker(t *testing.T, endpoint string, log *syncBuffer, configure func(*config.GCP)) (*Checker, collector.ReasonSet) {
+func newPlacementChecker(t *testing.T, endpoint string, log *syncBuffer, configure func(*Entry)) (*Checker, collector.ReasonSet) {
 	t.Helper()
 	tokens := newTokenServer(t, nil)
-	cfg := &config.GCP{
-		Name: "crawl-prod", Project: testProject, Filter: config.DefaultGCPFilter, Endpoint: endpoint,
+	cfg := &Entry{
+		Name: "crawl-prod", Project: testProject, Filter: DefaultFilter, Endpoint: endpoint,
 		CredentialsFile: writeServiceAccount(t, t.TempDir(), tokens.URL+"/token", "exporter@crawl-prod-123.iam.gserviceaccount.com"),
 	}
 	configure(cfg)
@@ -129,7 +128,7 @@ func TestRegionDown(t *testing.T) {
 		"us-central1": {http.StatusOK, "regions-ok.json"}, "us-east4": {http.StatusOK, "regions-down.json"},
 		"europe-west4": {http.StatusOK, "regions-exhausted.json"},
 	}, nil)
-	c, reasons := newPlacementChecker(t, api.URL, nil, func(g *config.GCP) {
+	c, reasons := newPlacementChecker(t, api.URL, nil, func(g *Entry) {
 		g.Regions, g.MinQuotaHeadroom = []string{"us-central1", "europe-west4", "us-east4"}, testMins
 	})
 	v := check(t, c, hang)
@@ -153,7 +152,7 @@ func TestRegionDown(t *testing.T) {
 	}
 
 	// Without the down region, the exhausted quota is the verdict.
-	c, _ = newPlacementChecker(t, api.URL, nil, func(g *config.GCP) {
+	c, _ = newPlacementChecker(t, api.URL, nil, func(g *Entry) {
 		g.Regions, g.MinQuotaHeadroom = []string{"us-central1", "europe-west4"}, testMins
 	})
 	if v := check(t, c, hang); v.Reason != ReasonQuotaExhausted {
@@ -206,7 +205,7 @@ func TestSourceImage(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			api := newPlacementAPI(t, http.StatusOK, "aggregated-instances.json", nil, map[string]recorded{tc.image: tc.answer})
-			c, reasons := newPlacementChecker(t, api.URL, nil, func(g *config.GCP) { g.SourceImage = tc.image })
+			c, reasons := newPlacementChecker(t, api.URL, nil, func(g *Entry) { g.SourceImage = tc.image })
 			v := check(t, c, hang)
 			if prefix, ok := strings.CutSuffix(tc.message, "…"); ok && v.Reason == tc.want && strings.HasPrefix(v.Message, prefix) {
 				// The decoder's own words follow.
@@ -270,7 +269,7 @@ func TestPlacementPrecedence(t *testing.T) {
 				regions = append(regions, r)
 			}
 			slices.Sort(regions)
-			c, _ := newPlacementChecker(t, api.URL, nil, func(g *config.GCP) {
+			c, _ := newPlacementChecker(t, api.URL, nil, func(g *Entry) {
 				g.Regions, g.MinQuotaHeadroom, g.SourceImage = regions, testMins, debianImage
 			})
 			v := check(t, c, hang)
@@ -296,13 +295,13 @@ func TestEntryReasons(t *testing.T) {
 	placement := []collector.Reason{ReasonQuotaExhausted, ReasonRegionDown, ReasonImageUnavailable}
 	for _, tc := range []struct {
 		name string
-		cfg  config.GCP
+		cfg  Entry
 		want []collector.Reason
 	}{
-		{"no key", config.GCP{}, nil},
-		{"regions", config.GCP{Regions: []string{"us-central1"}, MinQuotaHeadroom: testMins}, []collector.Reason{ReasonQuotaExhausted, ReasonRegionDown}},
-		{"source_image", config.GCP{SourceImage: debianFamily}, []collector.Reason{ReasonImageUnavailable}},
-		{"both", config.GCP{Regions: []string{"us-central1"}, MinQuotaHeadroom: testMins, SourceImage: debianFamily}, placement},
+		{"no key", Entry{}, nil},
+		{"regions", Entry{Regions: []string{"us-central1"}, MinQuotaHeadroom: testMins}, []collector.Reason{ReasonQuotaExhausted, ReasonRegionDown}},
+		{"source_image", Entry{SourceImage: debianFamily}, []collector.Reason{ReasonImageUnavailable}},
+		{"both", Entry{Regions: []string{"us-central1"}, MinQuotaHeadroom: testMins, SourceImage: debianFamily}, placement},
 	} {
 		set := EntryReasons(&tc.cfg)
 		var got []collector.Reason
@@ -318,7 +317,7 @@ func TestEntryReasons(t *testing.T) {
 			t.Errorf("%s: set %v is not the base set plus %v", tc.name, set.Reasons(), tc.want)
 		}
 	}
-	if got := Kind().EntryReasons(&config.GCP{}); len(got) != len(Reasons())-3 {
+	if got := Kind().EntryReasons(&Entry{}); len(got) != len(Reasons())-3 {
 		t.Errorf("the kind's entry set without keys has %d reasons, want %d", len(got), len(Reasons())-3)
 	}
 }

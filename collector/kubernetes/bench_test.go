@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
-	"github.com/egress-proxies/provider_health_exporter/config"
 )
 
 // BenchmarkCheck measures one live check against a loopback API server
@@ -31,7 +30,7 @@ func BenchmarkCheck(b *testing.B) {
 				}
 				writePodList(w)
 			})
-			cfg := &config.Kubernetes{Name: "bench", Kubeconfig: kubeconfig(b, srv.URL, srv.caPEM(), nil), LabelSelector: testSelector}
+			cfg := &Entry{Name: "bench", Kubeconfig: kubeconfig(b, srv.URL, srv.caPEM(), nil), LabelSelector: testSelector}
 			if bc.template {
 				cfg.Namespace, cfg.PodTemplate = headroomNamespace, writeTemplate(b, testTemplate)
 			}

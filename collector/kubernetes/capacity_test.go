@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
-	"github.com/egress-proxies/provider_health_exporter/config"
 )
 
 // capQuota is a ResourceQuota with hard and used as name → quantity pairs.
@@ -148,8 +147,8 @@ func TestCapacity(t *testing.T) {
 			api := &dryRunAPI{t: t, post: tc.post, headroom: &headroomAPI{t: t, quotas: tc.quotas,
 				allowed: map[string]bool{"create pods": tc.allowed}, want: want, asked: map[string]int{}, arrived: make(chan struct{})}}
 			srv := newAPIServer(t, true, api.serve)
-			c := dryRunChecker(t, srv, func(k *config.Kubernetes) {
-				k.PodTemplate = config.PodTemplate{}
+			c := dryRunChecker(t, srv, func(k *Entry) {
+				k.PodTemplate = PodTemplate{}
 				if tc.template != "" {
 					k.PodTemplate = writeTemplate(t, tc.template)
 				}

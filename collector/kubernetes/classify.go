@@ -14,7 +14,7 @@ import (
 // "Reasons"): the HTTP API's, QuotaExhausted for min_quota_headroom and
 // AdmissionDenied for pod_template.
 func Reasons() collector.ReasonSet {
-	return collector.HTTPReasons(collector.ReasonDef{Reason: ReasonQuotaExhausted, Up: true},
+	return collector.AuthenticatedHTTPReasons(collector.ReasonDef{Reason: ReasonQuotaExhausted, Up: true},
 		collector.ReasonDef{Reason: ReasonAdmissionDenied, Up: true},
 		collector.ReasonDef{Reason: ReasonUnschedulable, Up: true})
 }

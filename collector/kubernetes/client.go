@@ -18,7 +18,6 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
-	"github.com/egress-proxies/provider_health_exporter/config"
 	"github.com/egress-proxies/provider_health_exporter/internal/boundedfile"
 )
 
@@ -203,7 +202,7 @@ func (c *Checker) build(base *rest.Config, cred *execCredential) (*client, error
 // the configuration names is read here, bounded, into the returned config,
 // so that client-go reads none; referenced lists them. An exec plugin is
 // returned apart: the check runs it under its deadline.
-func restConfig(kc *config.Kubernetes, in inClusterFiles) (cfg *rest.Config, exec *execPlugin, referenced []string, err error) {
+func restConfig(kc *Entry, in inClusterFiles) (cfg *rest.Config, exec *execPlugin, referenced []string, err error) {
 	if kc.Kubeconfig == "" {
 		cfg, err = inClusterConfig(in)
 		return cfg, nil, nil, err
@@ -356,7 +355,7 @@ func plainHTTPWithCredentials(cfg *rest.Config, raw *clientcmdapi.Config, contex
 // and without running an exec plugin: what --config.check warns about. The
 // in-cluster configuration is not looked at, since it exists only inside
 // the cluster.
-func CheckFiles(cfg *config.Kubernetes) error {
+func CheckFiles(cfg *Entry) error {
 	if cfg.Kubeconfig == "" {
 		return nil
 	}

@@ -147,7 +147,7 @@ func TestDeployedConfig(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the ConfigMap's configuration does not load: %v", err)
 	}
-	if ks := config.EntriesOf[*config.Kubernetes](cfg, Name); len(ks) == 0 || ks[0].Kubeconfig != "" {
+	if ks := config.EntriesOf[*Entry](cfg, Name); len(ks) == 0 || ks[0].Kubeconfig != "" {
 		t.Errorf("want an in-cluster kubernetes entry (no kubeconfig), the ServiceAccount's RBAC is what deploy/kubernetes grants")
 	}
 
@@ -201,7 +201,7 @@ func TestHelmChartDefaultConfig(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the chart's default config does not load: %v\n%s", err, text)
 	}
-	if ks := config.EntriesOf[*config.Kubernetes](cfg, Name); len(ks) != 1 || ks[0].Kubeconfig != "" || len(cfg.AllEntries()) != 1 {
+	if ks := config.EntriesOf[*Entry](cfg, Name); len(ks) != 1 || ks[0].Kubeconfig != "" || len(cfg.AllEntries()) != 1 {
 		t.Errorf("the chart's default config is %+v; want one in-cluster kubernetes entry and nothing that needs a Secret", cfg)
 	}
 }

@@ -21,7 +21,6 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
-	"github.com/egress-proxies/provider_health_exporter/config"
 )
 
 // ReasonAdmissionDenied says the API server's admission chain refused the
@@ -43,7 +42,7 @@ const DefaultGenerateName = "provider-health-dry-run-"
 // comes with min_quota_headroom and with pod_template, whose dry run meets
 // the ResourceQuota admission; AdmissionDenied with pod_template only;
 // Unschedulable with schedule only.
-func EntryReasons(k *config.Kubernetes) collector.ReasonSet {
+func EntryReasons(k *Entry) collector.ReasonSet {
 	set := Reasons()
 	if k == nil || !k.Schedule {
 		set = set.Without(ReasonUnschedulable)
@@ -79,13 +78,13 @@ type DryRunOutcome struct {
 
 // newPlacement prepares the dry run of cfg's pod_template; nil when the
 // entry has none.
-func newPlacement(cfg *config.Kubernetes) (*placement, error) {
+func newPlacement(cfg *Entry) (*placement, error) {
 	pt := cfg.PodTemplate
 	if pt.Path == "" {
 		return nil, nil
 	}
 	if pt.Pod == nil {
-		return nil, fmt.Errorf("kubernetes %q: pod_template %s was not read (config.ReadPodTemplate)", cfg.Name, pt.Path)
+		return nil, fmt.Errorf("kubernetes %q: pod_template %s was not read (ReadPodTemplate)", cfg.Name, pt.Path)
 	}
 	body, err := json.Marshal(dryRunPod(pt.Pod, cfg.Namespace))
 	if err != nil {
@@ -317,11 +316,11 @@ func (p *placement) judge(ctx context.Context, err error, tr *trace) (collector.
 // --config.check warns about. The loader has refused a template that is
 // unreadable or not a Pod; a warning of that kind means the file changed
 // since.
-func CheckPodTemplate(cfg *config.Kubernetes) []string {
+func CheckPodTemplate(cfg *Entry) []string {
 	if cfg.PodTemplate.Path == "" {
 		return nil
 	}
-	pt, err := config.ReadPodTemplate(cfg.PodTemplate.Path)
+	pt, err := ReadPodTemplate(cfg.PodTemplate.Path)
 	if err != nil {
 		return []string{"pod_template: " + err.Error()}
 	}

@@ -36,7 +36,6 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
-	"github.com/egress-proxies/provider_health_exporter/config"
 	"github.com/egress-proxies/provider_health_exporter/internal/testnet"
 )
 
@@ -119,12 +118,12 @@ func TestIntegrationDryRun(t *testing.T) {
 		if err := os.WriteFile(path, []byte(template), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		pt, err := config.ReadPodTemplate(path)
+		pt, err := ReadPodTemplate(path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		c, err := New(&config.Kubernetes{Name: "integration", Kubeconfig: cl.kubeconfigFor(t, token, nil),
-			LabelSelector: config.DefaultLabelSelector, Namespace: namespace, PodTemplate: pt}, slog.New(slog.DiscardHandler))
+		c, err := New(&Entry{Name: "integration", Kubeconfig: cl.kubeconfigFor(t, token, nil),
+			LabelSelector: DefaultLabelSelector, Namespace: namespace, PodTemplate: pt}, slog.New(slog.DiscardHandler))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -46,13 +46,13 @@ spec:
 `
 
 // writeTemplate writes a template file and reads it as the loader does.
-func writeTemplate(t testing.TB, data string) config.PodTemplate {
+func writeTemplate(t testing.TB, data string) PodTemplate {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "pod.yaml")
 	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	pt, err := config.ReadPodTemplate(path)
+	pt, err := ReadPodTemplate(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,9 +282,9 @@ func admit(warning string) http.HandlerFunc {
 	}
 }
 
-func dryRunChecker(t *testing.T, srv *apiServer, mutate func(*config.Kubernetes)) *Checker {
+func dryRunChecker(t *testing.T, srv *apiServer, mutate func(*Entry)) *Checker {
 	t.Helper()
-	cfg := &config.Kubernetes{Name: "test", Kubeconfig: kubeconfig(t, srv.URL, srv.caPEM(), nil), LabelSelector: testSelector,
+	cfg := &Entry{Name: "test", Kubeconfig: kubeconfig(t, srv.URL, srv.caPEM(), nil), LabelSelector: testSelector,
 		Namespace: headroomNamespace, PodTemplate: writeTemplate(t, testTemplate)}
 	if mutate != nil {
 		mutate(cfg)
@@ -411,7 +411,7 @@ func TestDryRunAfterHeadroom(t *testing.T) {
 				allowed: map[string]bool{"create pods": tc.allowed}, quotas: quotas(tc.used)}
 			api := &dryRunAPI{t: t, headroom: hr, post: tc.post}
 			srv := newAPIServer(t, true, api.serve)
-			c := dryRunChecker(t, srv, func(k *config.Kubernetes) {
+			c := dryRunChecker(t, srv, func(k *Entry) {
 				k.CanI, k.MinQuotaHeadroom = []string{"create pods"}, map[string]string{"pods": "1"}
 			})
 			v := check(c)
@@ -487,17 +487,17 @@ func TestDryRunDeadline(t *testing.T) {
 // series it did before.
 func TestEntryReasons(t *testing.T) {
 	t.Parallel()
-	pt := config.PodTemplate{Path: "/pod.yaml"}
+	pt := PodTemplate{Path: "/pod.yaml"}
 	for _, tc := range []struct {
 		name         string
-		k            *config.Kubernetes
+		k            *Entry
 		quota, admit bool
 	}{
-		{"plain", &config.Kubernetes{}, false, false},
-		{"namespace and can_i", &config.Kubernetes{Namespace: "ns", CanI: []string{"create pods"}}, false, false},
-		{"min_quota_headroom", &config.Kubernetes{Namespace: "ns", MinQuotaHeadroom: map[string]string{"pods": "1"}}, true, false},
-		{"pod_template", &config.Kubernetes{Namespace: "ns", PodTemplate: pt}, true, true},
-		{"both", &config.Kubernetes{Namespace: "ns", PodTemplate: pt, MinQuotaHeadroom: map[string]string{"pods": "1"}}, true, true},
+		{"plain", &Entry{}, false, false},
+		{"namespace and can_i", &Entry{Namespace: "ns", CanI: []string{"create pods"}}, false, false},
+		{"min_quota_headroom", &Entry{Namespace: "ns", MinQuotaHeadroom: map[string]string{"pods": "1"}}, true, false},
+		{"pod_template", &Entry{Namespace: "ns", PodTemplate: pt}, true, true},
+		{"both", &Entry{Namespace: "ns", PodTemplate: pt, MinQuotaHeadroom: map[string]string{"pods": "1"}}, true, true},
 	} {
 		set := Kind().EntryReasons(tc.k)
 		if set.Contains(ReasonQuotaExhausted) != tc.quota || set.Contains(ReasonAdmissionDenied) != tc.admit {
@@ -519,7 +519,7 @@ func TestEntryReasons(t *testing.T) {
 // caller's error, never a check that sends nothing.
 func TestNewWithoutReadTemplate(t *testing.T) {
 	t.Parallel()
-	_, err := New(&config.Kubernetes{Name: "x", Namespace: "ns", PodTemplate: config.PodTemplate{Path: "/pod.yaml"}}, slog.New(slog.DiscardHandler))
+	_, err := New(&Entry{Name: "x", Namespace: "ns", PodTemplate: PodTemplate{Path: "/pod.yaml"}}, slog.New(slog.DiscardHandler))
 	if err == nil || !strings.Contains(err.Error(), "was not read") {
 		t.Errorf("New: %v", err)
 	}

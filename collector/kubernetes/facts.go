@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
-	"github.com/egress-proxies/provider_health_exporter/config"
 )
 
 // The kubernetes families of the metrics table of docs/metrics.md:
@@ -38,7 +37,7 @@ type headroomSettings struct {
 
 // newHeadroomSettings parses the headroom keys, which the configuration
 // loader has already checked.
-func newHeadroomSettings(cfg *config.Kubernetes) (headroomSettings, error) {
+func newHeadroomSettings(cfg *Entry) (headroomSettings, error) {
 	hs := headroomSettings{namespace: cfg.Namespace, forPod: cfg.PodTemplate.Path != ""}
 	for _, s := range cfg.CanI {
 		ci, err := ParseCanI(s)

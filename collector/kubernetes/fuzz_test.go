@@ -5,8 +5,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/egress-proxies/provider_health_exporter/config"
 )
 
 // FuzzKubeconfig: a kubeconfig of any content is refused with an error or
@@ -28,7 +26,7 @@ func FuzzKubeconfig(f *testing.F) {
 		if err := os.WriteFile(path, b, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if err := CheckFiles(&config.Kubernetes{Name: "k", Kubeconfig: path, Context: context}); err != nil && err.Error() == "" {
+		if err := CheckFiles(&Entry{Name: "k", Kubeconfig: path, Context: context}); err != nil && err.Error() == "" {
 			t.Fatal("empty error")
 		}
 	})

@@ -14,7 +14,6 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
@@ -22,7 +21,6 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
-	"github.com/egress-proxies/provider_health_exporter/config"
 	"github.com/egress-proxies/provider_health_exporter/internal/quantity"
 )
 
@@ -31,19 +29,6 @@ import (
 // answered, so up = 1. A can_i review that says no is Forbidden, the
 // shared reason.
 const ReasonQuotaExhausted collector.Reason = "QuotaExhausted"
-
-// CanI is one can_i entry (config.CanI, which parses it).
-type CanI = config.CanI
-
-// ParseCanI reads a can_i entry; the configuration loader is where it is
-// used.
-func ParseCanI(s string) (CanI, error) { return config.ParseCanI(s) }
-
-// ParseQuotaMinimum reads one min_quota_headroom entry; the configuration
-// loader is where it is used.
-func ParseQuotaMinimum(name, value string) (resource.Quantity, error) {
-	return config.ParseQuotaMinimum(name, value)
-}
 
 // CanIAnswer is the API server's answer to one can_i review.
 type CanIAnswer struct {

@@ -18,7 +18,6 @@ import (
 	k8s "k8s.io/client-go/kubernetes"
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
-	"github.com/egress-proxies/provider_health_exporter/config"
 )
 
 // applyRoleComponent creates what deploy/kubernetes/components/<component>
@@ -118,8 +117,8 @@ func checkHeadroomPermissions(t *testing.T, sa, baseline *k8s.Clientset) {
 // proxies' namespace.
 func headroomCheckWith(t *testing.T, kubeconfigPath string) collector.Verdict {
 	t.Helper()
-	c, err := New(&config.Kubernetes{
-		Name: "integration", Kubeconfig: kubeconfigPath, LabelSelector: config.DefaultLabelSelector,
+	c, err := New(&Entry{
+		Name: "integration", Kubeconfig: kubeconfigPath, LabelSelector: DefaultLabelSelector,
 		Namespace: proxyNamespace, CanI: []string{"list pods"}, MinQuotaHeadroom: map[string]string{"pods": "1"},
 	}, slog.New(slog.DiscardHandler))
 	if err != nil {

@@ -18,7 +18,6 @@ import (
 	k8s "k8s.io/client-go/kubernetes"
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
-	"github.com/egress-proxies/provider_health_exporter/config"
 )
 
 // TestIntegrationHeadroom runs checks with the headroom keys (Check, as
@@ -41,8 +40,8 @@ func TestIntegrationHeadroom(t *testing.T) {
 
 	run := func(t *testing.T, token string) (collector.Reason, string, Headroom) {
 		t.Helper()
-		c, err := New(&config.Kubernetes{
-			Name: "integration", Kubeconfig: cl.kubeconfigFor(t, token, nil), LabelSelector: config.DefaultLabelSelector,
+		c, err := New(&Entry{
+			Name: "integration", Kubeconfig: cl.kubeconfigFor(t, token, nil), LabelSelector: DefaultLabelSelector,
 			Namespace: ns, CanI: []string{"create pods", "delete pods"}, MinQuotaHeadroom: map[string]string{"pods": "1"},
 		}, slog.New(slog.DiscardHandler))
 		if err != nil {

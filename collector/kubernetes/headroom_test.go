@@ -22,7 +22,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
-	"github.com/egress-proxies/provider_health_exporter/config"
 )
 
 const headroomNamespace = "egress-proxies"
@@ -354,7 +353,7 @@ func TestCheckHeadroom(t *testing.T) {
 		api.serve(w, r)
 	})
 	path := kubeconfig(t, srv.URL, srv.caPEM(), nil)
-	newChecker := func(cfg config.Kubernetes) *Checker {
+	newChecker := func(cfg Entry) *Checker {
 		cfg.Name, cfg.Kubeconfig, cfg.LabelSelector = "test", path, testSelector
 		c, err := New(&cfg, slog.New(slog.DiscardHandler))
 		if err != nil {
@@ -372,10 +371,10 @@ func TestCheckHeadroom(t *testing.T) {
 		return n
 	}
 
-	if v := check(newChecker(config.Kubernetes{Namespace: headroomNamespace})); v.Reason != collector.ReasonReady || v.Facts != nil || asked() != 0 || v.Capacity.Known {
+	if v := check(newChecker(Entry{Namespace: headroomNamespace})); v.Reason != collector.ReasonReady || v.Facts != nil || asked() != 0 || v.Capacity.Known {
 		t.Errorf("namespace alone: %s %q, facts %v, %d headroom requests, capacity %s; want Ready, none, 0, none", v.Reason, v.Message, v.Facts, asked(), v.Capacity)
 	}
-	c := newChecker(config.Kubernetes{Namespace: headroomNamespace, CanI: []string{"create pods"}, MinQuotaHeadroom: map[string]string{"pods": "1"}})
+	c := newChecker(Entry{Namespace: headroomNamespace, CanI: []string{"create pods"}, MinQuotaHeadroom: map[string]string{"pods": "1"}})
 	v := check(c)
 	if v.Reason != ReasonQuotaExhausted || !strings.Contains(v.Message, "quota compute in namespace egress-proxies: pods used 10 of hard 10") || asked() != 2 {
 		t.Errorf("pods used up: %s %q after %d headroom requests; want QuotaExhausted after 2", v.Reason, v.Message, asked())

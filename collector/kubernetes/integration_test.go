@@ -35,7 +35,6 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
-	"github.com/egress-proxies/provider_health_exporter/config"
 )
 
 // The deploy manifests, relative to this package.
@@ -143,7 +142,7 @@ func (c *cluster) kubeconfigFor(t *testing.T, token string, mutate func(*clientc
 // checkWith runs one check the way the exporter does: New, then Check.
 func checkWith(t *testing.T, kubeconfigPath, selector string) collector.Verdict {
 	t.Helper()
-	c, err := New(&config.Kubernetes{Name: "integration", Kubeconfig: kubeconfigPath, LabelSelector: selector}, slog.New(slog.DiscardHandler))
+	c, err := New(&Entry{Name: "integration", Kubeconfig: kubeconfigPath, LabelSelector: selector}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +194,7 @@ func TestIntegration(t *testing.T) {
 	saKubeconfig := cl.kubeconfigFor(t, saToken, nil)
 
 	t.Run("Ready without a managed pod", func(t *testing.T) {
-		v := checkWith(t, saKubeconfig, config.DefaultLabelSelector)
+		v := checkWith(t, saKubeconfig, DefaultLabelSelector)
 		wantReason(t, v, collector.ReasonReady)
 		if !strings.Contains(v.Message, "no managed pods") {
 			t.Errorf("message = %q; the unrelated pod must not match the selector", v.Message)
@@ -213,7 +212,7 @@ func TestIntegration(t *testing.T) {
 				t.Errorf("delete pod %s: %v", managed.Name, err)
 			}
 		})
-		v := checkWith(t, saKubeconfig, config.DefaultLabelSelector)
+		v := checkWith(t, saKubeconfig, DefaultLabelSelector)
 		wantReason(t, v, collector.ReasonReady)
 		if !strings.Contains(v.Message, "managed pods present") {
 			t.Errorf("message = %q, want the managed pod found", v.Message)
@@ -221,11 +220,11 @@ func TestIntegration(t *testing.T) {
 	})
 
 	t.Run("Forbidden for a service account without the binding", func(t *testing.T) {
-		wantReason(t, checkWith(t, cl.kubeconfigFor(t, unboundToken, nil), config.DefaultLabelSelector), collector.ReasonForbidden)
+		wantReason(t, checkWith(t, cl.kubeconfigFor(t, unboundToken, nil), DefaultLabelSelector), collector.ReasonForbidden)
 	})
 
 	t.Run("Unauthorized for a bad token", func(t *testing.T) {
-		wantReason(t, checkWith(t, cl.kubeconfigFor(t, "not-a-token-this-cluster-issued", nil), config.DefaultLabelSelector), collector.ReasonUnauthorized)
+		wantReason(t, checkWith(t, cl.kubeconfigFor(t, "not-a-token-this-cluster-issued", nil), DefaultLabelSelector), collector.ReasonUnauthorized)
 	})
 
 	t.Run("InvalidRequest for a bad selector", func(t *testing.T) {
@@ -236,14 +235,14 @@ func TestIntegration(t *testing.T) {
 		path := kubeconfig(t, cl.server, selfSignedPEM(t), func(kc *clientcmdapi.Config) {
 			kc.AuthInfos["exporter"] = &clientcmdapi.AuthInfo{Token: saToken}
 		})
-		wantReason(t, checkWith(t, path, config.DefaultLabelSelector), collector.ReasonTLSError)
+		wantReason(t, checkWith(t, path, DefaultLabelSelector), collector.ReasonTLSError)
 	})
 
 	t.Run("TLSError for a name the certificate does not cover", func(t *testing.T) {
 		path := cl.kubeconfigFor(t, saToken, func(kc *clientcmdapi.Config) {
 			kc.Clusters["test"].TLSServerName = "apiserver.example.net"
 		})
-		wantReason(t, checkWith(t, path, config.DefaultLabelSelector), collector.ReasonTLSError)
+		wantReason(t, checkWith(t, path, DefaultLabelSelector), collector.ReasonTLSError)
 	})
 
 	t.Run("headroom: Forbidden without components/headroom, Ready with it", func(t *testing.T) {
@@ -290,7 +289,7 @@ func TestIntegration(t *testing.T) {
 				t.Fatalf("start-apiserver: %v: %s", err, out)
 			}
 		})
-		wantReason(t, checkWith(t, saKubeconfig, config.DefaultLabelSelector), collector.ReasonUnreachable)
+		wantReason(t, checkWith(t, saKubeconfig, DefaultLabelSelector), collector.ReasonUnreachable)
 	})
 }
 

@@ -23,7 +23,6 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
-	"github.com/egress-proxies/provider_health_exporter/config"
 )
 
 // TargetName is the only target of a cluster: its API server.
@@ -43,7 +42,7 @@ var _ collector.Checker = (*Checker)(nil)
 // CredentialsUnavailable instead of stopping the exporter. Every file is
 // read through boundedfile, so none can block or exhaust the exporter.
 type Checker struct {
-	cfg    *config.Kubernetes
+	cfg    *Entry
 	logger *slog.Logger
 	// headroomSet are the parsed headroom keys (zero: none set).
 	headroomSet headroomSettings
@@ -72,7 +71,7 @@ type Checker struct {
 
 // New builds the checker of one configured cluster. It does no I/O: the
 // configuration is read by the first check, under its deadline.
-func New(cfg *config.Kubernetes, logger *slog.Logger, opts ...collector.Option) (*Checker, error) {
+func New(cfg *Entry, logger *slog.Logger, opts ...collector.Option) (*Checker, error) {
 	if cfg == nil {
 		return nil, errors.New("kubernetes: nil configuration")
 	}

@@ -33,7 +33,6 @@ import (
 	"github.com/egress-proxies/provider_health_exporter/internal/testcert"
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
-	"github.com/egress-proxies/provider_health_exporter/config"
 	"github.com/egress-proxies/provider_health_exporter/internal/testnet"
 )
 
@@ -48,7 +47,7 @@ func TestMain(m *testing.M) {
 
 const (
 	testToken    = "s3cr3t-test-token"
-	testSelector = config.DefaultLabelSelector
+	testSelector = DefaultLabelSelector
 )
 
 // apiServer is an httptest API server. It records what it was asked and
@@ -143,7 +142,7 @@ func kubeconfig(t testing.TB, server string, caPEM []byte, mutate func(*clientcm
 
 func newTestChecker(t *testing.T, path string, opts ...collector.Option) *Checker {
 	t.Helper()
-	c, err := New(&config.Kubernetes{Name: "test", Kubeconfig: path, LabelSelector: testSelector}, slog.New(slog.DiscardHandler), opts...)
+	c, err := New(&Entry{Name: "test", Kubeconfig: path, LabelSelector: testSelector}, slog.New(slog.DiscardHandler), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -493,7 +492,7 @@ func TestCredentialsUnavailable(t *testing.T) {
 func TestNotInCluster(t *testing.T) {
 	t.Setenv("KUBERNETES_SERVICE_HOST", "")
 	t.Setenv("KUBERNETES_SERVICE_PORT", "")
-	c, err := New(&config.Kubernetes{Name: "in-cluster", LabelSelector: testSelector}, slog.New(slog.DiscardHandler))
+	c, err := New(&Entry{Name: "in-cluster", LabelSelector: testSelector}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatalf("New failed: %v; an unusable configuration is the check's business", err)
 	}
@@ -548,7 +547,7 @@ func TestContextSelectsCluster(t *testing.T) {
 		kc.Clusters["real"] = &clientcmdapi.Cluster{Server: srv.URL, CertificateAuthorityData: srv.caPEM()}
 		kc.Contexts["real"] = &clientcmdapi.Context{Cluster: "real", AuthInfo: "exporter"}
 	})
-	c, err := New(&config.Kubernetes{Name: "ctx", Kubeconfig: path, Context: "real", LabelSelector: testSelector}, slog.New(slog.DiscardHandler))
+	c, err := New(&Entry{Name: "ctx", Kubeconfig: path, Context: "real", LabelSelector: testSelector}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,6 @@ import (
 	k8s "k8s.io/client-go/kubernetes"
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
-	"github.com/egress-proxies/provider_health_exporter/config"
 )
 
 // checkPlacementPermissions: with components/placement the exporter's
@@ -65,12 +64,12 @@ func placementCheckWith(t *testing.T, kubeconfigPath string) collector.Verdict {
 	if err := os.WriteFile(path, []byte(restrictedTemplate), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	pt, err := config.ReadPodTemplate(path)
+	pt, err := ReadPodTemplate(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := New(&config.Kubernetes{
-		Name: "integration", Kubeconfig: kubeconfigPath, LabelSelector: config.DefaultLabelSelector,
+	c, err := New(&Entry{
+		Name: "integration", Kubeconfig: kubeconfigPath, LabelSelector: DefaultLabelSelector,
 		Namespace: proxyNamespace, PodTemplate: pt,
 	}, slog.New(slog.DiscardHandler))
 	if err != nil {

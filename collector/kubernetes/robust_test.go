@@ -22,7 +22,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
-	"github.com/egress-proxies/provider_health_exporter/config"
 )
 
 // What an API server sends cannot hang, crash or bloat a check
@@ -85,7 +84,7 @@ func writeProtobuf(w http.ResponseWriter, b []byte) {
 }
 
 // headroomChecker is a checker of srv with the headroom keys of cfg.
-func headroomChecker(t *testing.T, srv *apiServer, cfg config.Kubernetes, logger *slog.Logger) *Checker {
+func headroomChecker(t *testing.T, srv *apiServer, cfg Entry, logger *slog.Logger) *Checker {
 	t.Helper()
 	cfg.Name, cfg.Kubeconfig, cfg.LabelSelector = "test", kubeconfig(t, srv.URL, srv.caPEM(), nil), testSelector
 	cfg.Namespace = headroomNamespace
@@ -161,7 +160,7 @@ func TestQuotaAnswersAPIServersCannotMean(t *testing.T) {
 			})
 			var logs syncBuffer
 			logger := slog.New(slog.NewTextHandler(&logs, nil))
-			c := headroomChecker(t, srv, config.Kubernetes{MinQuotaHeadroom: map[string]string{"pods": "1"}}, logger)
+			c := headroomChecker(t, srv, Entry{MinQuotaHeadroom: map[string]string{"pods": "1"}}, logger)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			for i := range 2 {
@@ -414,7 +413,7 @@ func TestReviewsAreBounded(t *testing.T) {
 			for i := range 20 {
 				canI = append(canI, fmt.Sprintf("create pods%d", i))
 			}
-			c := headroomChecker(t, srv, config.Kubernetes{CanI: canI}, slog.New(slog.DiscardHandler))
+			c := headroomChecker(t, srv, Entry{CanI: canI}, slog.New(slog.DiscardHandler))
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			v := c.Check(ctx, slog.New(slog.DiscardHandler), TargetName)

@@ -21,7 +21,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
-	"github.com/egress-proxies/provider_health_exporter/config"
 )
 
 // oracleScheduler is the schedulerName of the kube-scheduler ctl.sh
@@ -162,12 +161,12 @@ func runScheduleCase(t *testing.T, cl *cluster, admin *k8s.Clientset, tc schedul
 	if err := os.WriteFile(path, []byte(tc.template), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	pt, err := config.ReadPodTemplate(path)
+	pt, err := ReadPodTemplate(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := New(&config.Kubernetes{Name: "integration", Kubeconfig: cl.kubeconfigFor(t, cl.adminToken, nil),
-		LabelSelector: config.DefaultLabelSelector, Namespace: ns, PodTemplate: pt, Schedule: true}, slog.New(slog.DiscardHandler))
+	c, err := New(&Entry{Name: "integration", Kubeconfig: cl.kubeconfigFor(t, cl.adminToken, nil),
+		LabelSelector: DefaultLabelSelector, Namespace: ns, PodTemplate: pt, Schedule: true}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

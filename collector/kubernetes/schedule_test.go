@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
-	"github.com/egress-proxies/provider_health_exporter/config"
 )
 
 // scheduleAPI is an API server for whole checks with schedule: the list
@@ -92,7 +91,7 @@ func TestCheckSchedule(t *testing.T) {
 				pods = append(pods, *p)
 			}
 			srv := newAPIServer(t, true, scheduleAPI(nodes, pods, tc.forbidNodes))
-			c, err := New(&config.Kubernetes{Name: "sched", Kubeconfig: kubeconfig(t, srv.URL, srv.caPEM(), nil), LabelSelector: testSelector,
+			c, err := New(&Entry{Name: "sched", Kubeconfig: kubeconfig(t, srv.URL, srv.caPEM(), nil), LabelSelector: testSelector,
 				Namespace: headroomNamespace, PodTemplate: writeTemplate(t, testTemplate), Schedule: true}, slog.New(slog.DiscardHandler))
 			if err != nil {
 				t.Fatal(err)
@@ -133,7 +132,7 @@ func TestCheckSchedule(t *testing.T) {
 // Without schedule there is no Unschedulable series and no watch.
 func TestEntryReasonsSchedule(t *testing.T) {
 	t.Parallel()
-	k := &config.Kubernetes{PodTemplate: config.PodTemplate{Path: "p"}}
+	k := &Entry{PodTemplate: PodTemplate{Path: "p"}}
 	if EntryReasons(k).Contains(ReasonUnschedulable) {
 		t.Error("Unschedulable in the set of an entry without schedule")
 	}
@@ -141,7 +140,7 @@ func TestEntryReasonsSchedule(t *testing.T) {
 	if !EntryReasons(k).Contains(ReasonUnschedulable) {
 		t.Error("Unschedulable not in the set of an entry with schedule")
 	}
-	c, err := New(&config.Kubernetes{Name: "x"}, nil)
+	c, err := New(&Entry{Name: "x"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -372,10 +372,10 @@ func benchFleet(b *testing.B, sc fleetScenario) {
 	if len(hosts) != n {
 		b.Fatalf("fleet has %d hosts, want %d", len(hosts), n)
 	}
-	cfg := &config.KVM{
+	cfg := &Entry{
 		Name: "fleet", User: "proxyops", PrivateKeyFile: keyFile, KnownHostsFile: knownHosts,
-		LibvirtSocket: socket, LibvirtURI: config.DefaultLibvirtURI, Pool: config.DefaultPool,
-		MaxConcurrentDials: config.DefaultMaxConcurrentDials, DialTimeout: config.DefaultDialTimeout,
+		LibvirtSocket: socket, LibvirtURI: DefaultLibvirtURI, Pool: DefaultPool,
+		MaxConcurrentDials: DefaultMaxConcurrentDials, DialTimeout: DefaultDialTimeout,
 	}
 	if sc.dials > 0 {
 		cfg.MaxConcurrentDials = sc.dials
@@ -387,7 +387,7 @@ func benchFleet(b *testing.B, sc fleetScenario) {
 	for i, h := range hosts {
 		index[h.addr] = i
 		name := fmt.Sprintf("h%04d", i)
-		pool := config.DefaultPool
+		pool := DefaultPool
 		role := fleetRoleOf(i, sc.hung, sc.missing, sc.drop)
 		switch role {
 		case roleHung:
@@ -402,7 +402,7 @@ func benchFleet(b *testing.B, sc fleetScenario) {
 		if (role == roleHung) != h.silent {
 			b.Fatalf("host %d: the fleet and the benchmark disagree on whether it hangs", i)
 		}
-		host := &config.KVMHost{Address: h.addr, Name: name, User: "proxyops", Pool: pool, PrivateKeyFile: keyFile}
+		host := &Host{Address: h.addr, Name: name, User: "proxyops", Pool: pool, PrivateKeyFile: keyFile}
 		if sc.freeMemory {
 			// Below what the fake reports: the host stays Ready.
 			host.MinFreeMemory, host.MinFreeMemoryBytes = "1GiB", 1<<30

@@ -16,7 +16,6 @@ import (
 	"github.com/digitalocean/go-libvirt"
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
-	"github.com/egress-proxies/provider_health_exporter/config"
 )
 
 // BenchmarkFleetFloor splits the CPU of a steady scrape of BenchmarkFleet's
@@ -46,14 +45,14 @@ func benchFloor(b *testing.B, n int, layer string) {
 	knownHosts := filepath.Join(dir, "known_hosts")
 	key := writeKey(b, keyFile)
 	socket, hosts := startFleet(b, n, 0, key.PublicKey(), knownHosts, 0)
-	cfg := &config.KVM{
+	cfg := &Entry{
 		Name: "floor", User: "proxyops", PrivateKeyFile: keyFile, KnownHostsFile: knownHosts,
-		LibvirtSocket: socket, LibvirtURI: config.DefaultLibvirtURI, Pool: config.DefaultPool,
-		MaxConcurrentDials: config.DefaultMaxConcurrentDials, DialTimeout: config.DefaultDialTimeout,
+		LibvirtSocket: socket, LibvirtURI: DefaultLibvirtURI, Pool: DefaultPool,
+		MaxConcurrentDials: DefaultMaxConcurrentDials, DialTimeout: DefaultDialTimeout,
 	}
 	for i, h := range hosts {
-		cfg.Hosts = append(cfg.Hosts, &config.KVMHost{
-			Address: h.addr, Name: fmt.Sprintf("h%04d", i), User: "proxyops", Pool: config.DefaultPool, PrivateKeyFile: keyFile,
+		cfg.Hosts = append(cfg.Hosts, &Host{
+			Address: h.addr, Name: fmt.Sprintf("h%04d", i), User: "proxyops", Pool: DefaultPool, PrivateKeyFile: keyFile,
 		})
 	}
 	logger := slog.New(slog.DiscardHandler)

@@ -19,7 +19,6 @@ import (
 	"github.com/digitalocean/go-libvirt"
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
-	"github.com/egress-proxies/provider_health_exporter/config"
 )
 
 // TestMisbehavingLibvirtPeer: a host whose libvirt peer sends a broken frame
@@ -41,7 +40,7 @@ func TestMisbehavingLibvirtPeer(t *testing.T) {
 	newChecker := func(addr, socket string) *Checker {
 		cfg := *e.cfg
 		cfg.LibvirtSocket = socket
-		cfg.Hosts = []*config.KVMHost{{Address: addr, Name: hostName, User: "proxyops", Pool: "default", PrivateKeyFile: e.keyFile}}
+		cfg.Hosts = []*Host{{Address: addr, Name: hostName, User: "proxyops", Pool: "default", PrivateKeyFile: e.keyFile}}
 		c, err := New(&cfg, testLogger(t))
 		if err != nil {
 			t.Fatal(err)
@@ -348,7 +347,7 @@ func TestFrameErrorsLeakNoSecret(t *testing.T) {
 	cfg := *e.cfg
 	cfg.LibvirtSocket = fake.Path()
 	cfg.PassphraseFile = passFile
-	cfg.Hosts = []*config.KVMHost{{Address: srv.addr, Name: hostName, User: "proxyops", Pool: "default", PrivateKeyFile: e.keyFile}}
+	cfg.Hosts = []*Host{{Address: srv.addr, Name: hostName, User: "proxyops", Pool: "default", PrivateKeyFile: e.keyFile}}
 	var logs syncBuffer
 	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	c, err := New(&cfg, logger)

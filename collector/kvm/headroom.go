@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
-	"github.com/egress-proxies/provider_health_exporter/config"
 )
 
 // The headroom reasons of a KVM host (docs/metrics.md: "Reasons"): libvirtd answered,
@@ -114,10 +113,6 @@ func (c loggedClient) NodeGetFreeMemory() (uint64, error) {
 	c.log("NodeGetFreeMemory", start, err, slog.Uint64("freeMemory", v))
 	return v, err
 }
-
-// ParseBytes reads a byte quantity of the file (min_pool_available,
-// min_free_memory); the configuration loader is where it is used.
-func ParseBytes(s string) (uint64, error) { return config.ParseBytes(s) }
 
 // formatBytes writes n in binary units with at most one decimal: "300 MiB",
 // "1.5 GiB", "512 B".

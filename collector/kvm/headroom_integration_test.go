@@ -11,7 +11,6 @@ import (
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
 	"github.com/egress-proxies/provider_health_exporter/collector/kvm"
-	"github.com/egress-proxies/provider_health_exporter/config"
 )
 
 // TestIntegrationHeadroom: against the real sshd and the session libvirtd,
@@ -22,7 +21,7 @@ func TestIntegrationHeadroom(t *testing.T) {
 	e := loadEnv(t)
 	run := func(mins kvm.Minimums) (collector.Reason, string, uint64) {
 		t.Helper()
-		c := e.checker(t, func(cfg *config.KVM) {
+		c := e.checker(t, func(cfg *kvm.Entry) {
 			cfg.Hosts[0].MinPoolAvailableBytes, cfg.Hosts[0].MinFreeMemoryBytes = mins.PoolAvailable, mins.FreeMemory
 		})
 		v := check(t, c)
@@ -55,7 +54,7 @@ func TestIntegrationHeadroom(t *testing.T) {
 		need    uint64
 		atLeast int64
 	}{{available / 3, 3}, {available, 1}, {available * 2, 0}, {1 << 20, 1}} {
-		c := e.checker(t, func(cfg *config.KVM) { cfg.Hosts[0].MinPoolAvailableBytes = tc.need })
+		c := e.checker(t, func(cfg *kvm.Entry) { cfg.Hosts[0].MinPoolAvailableBytes = tc.need })
 		v := check(t, c)
 		f := factsOf(t, v)
 		want := collector.Capacity{Known: true, Proxies: int64(f.AvailableBytes / tc.need), Binding: "pool " + e.pool}
@@ -79,7 +78,7 @@ func TestIntegrationHeadroom(t *testing.T) {
 	t.Logf("NodeGetFreeMemory: %d bytes free of %d", free, total)
 	// Memory and pool together: the capacity is the lesser of the two
 	// from the readings of the one check.
-	c := e.checker(t, func(cfg *config.KVM) {
+	c := e.checker(t, func(cfg *kvm.Entry) {
 		cfg.Hosts[0].MinPoolAvailableBytes, cfg.Hosts[0].MinFreeMemoryBytes = available/1000, 64<<20
 	})
 	v = check(t, c)

@@ -9,7 +9,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
-	"github.com/egress-proxies/provider_health_exporter/config"
 )
 
 func (c *fakeClient) NodeGetFreeMemory() (uint64, error) {
@@ -124,7 +123,7 @@ func TestFreeMemoryOverTheWire(t *testing.T) {
 	e.writeKnownHosts(knownHostsLine(srv.addr, srv.hostKey.PublicKey()))
 	cfg := *e.cfg
 	cfg.LibvirtSocket = fake.Path()
-	cfg.Hosts = []*config.KVMHost{{Address: srv.addr, Name: hostName, User: "proxyops", Pool: "default", PrivateKeyFile: e.keyFile}}
+	cfg.Hosts = []*Host{{Address: srv.addr, Name: hostName, User: "proxyops", Pool: "default", PrivateKeyFile: e.keyFile}}
 	logger := testLogger(t)
 	c, err := New(&cfg, logger)
 	if err != nil {

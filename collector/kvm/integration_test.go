@@ -21,7 +21,6 @@ import (
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
 	"github.com/egress-proxies/provider_health_exporter/collector/kvm"
-	"github.com/egress-proxies/provider_health_exporter/config"
 )
 
 // These tests run against real sshd and libvirtd started by
@@ -55,8 +54,8 @@ func loadEnv(t testing.TB) itEnv {
 
 const target = "testhost"
 
-func (e itEnv) config(mod func(*config.KVM)) *config.KVM {
-	cfg := &config.KVM{
+func (e itEnv) config(mod func(*kvm.Entry)) *kvm.Entry {
+	cfg := &kvm.Entry{
 		Name:               "lab",
 		User:               e.user,
 		PrivateKeyFile:     e.key,
@@ -64,8 +63,8 @@ func (e itEnv) config(mod func(*config.KVM)) *config.KVM {
 		LibvirtSocket:      e.socket,
 		LibvirtURI:         e.uri,
 		Pool:               e.pool,
-		MaxConcurrentDials: config.DefaultMaxConcurrentDials,
-		Hosts: []*config.KVMHost{{
+		MaxConcurrentDials: kvm.DefaultMaxConcurrentDials,
+		Hosts: []*kvm.Host{{
 			Address: e.address, Name: target, User: e.user, Pool: e.pool, PrivateKeyFile: e.key,
 		}},
 	}
@@ -75,7 +74,7 @@ func (e itEnv) config(mod func(*config.KVM)) *config.KVM {
 	return cfg
 }
 
-func (e itEnv) checker(t *testing.T, mod func(*config.KVM)) *kvm.Checker {
+func (e itEnv) checker(t *testing.T, mod func(*kvm.Entry)) *kvm.Checker {
 	t.Helper()
 	c, err := kvm.New(e.config(mod), logger(t))
 	if err != nil {
@@ -224,7 +223,7 @@ func TestIntegration(t *testing.T) {
 		engine := collector.NewEngine(logger(t))
 		defer engine.Close()
 		loads := 0
-		load := func(mod func(*config.KVM)) {
+		load := func(mod func(*kvm.Entry)) {
 			loads++ // every load is a changed entry, so the new checker adopts
 			err := engine.Load([]collector.Entry{{Kind: kvm.Name, Name: "lab", Reasons: kvm.Reasons(),
 				Timeout: 10 * time.Second, Fingerprint: strconv.Itoa(loads),
@@ -266,7 +265,7 @@ func TestIntegration(t *testing.T) {
 		if r, n := scrape(); r != collector.ReasonReady || n != 1 {
 			t.Errorf("after a reload: reason %s, connects_total %v; want Ready and 1", r, n)
 		}
-		load(func(c *config.KVM) { c.Hosts[0].Pool = "no-such-pool" })
+		load(func(c *kvm.Entry) { c.Hosts[0].Pool = "no-such-pool" })
 		if r, n := scrape(); r != kvm.ReasonPoolMissing || n != 1 {
 			t.Errorf("after a reload changing the pool: reason %s, connects_total %v; want PoolMissing and 1", r, n)
 		}
@@ -274,7 +273,7 @@ func TestIntegration(t *testing.T) {
 			t.Errorf("sshd logged %d accepted logins, want 1", got)
 		}
 		// A changed connection setting (here the key file path) redials.
-		load(func(c *config.KVM) { c.Hosts[0].PrivateKeyFile = e.key + "-copy" })
+		load(func(c *kvm.Entry) { c.Hosts[0].PrivateKeyFile = e.key + "-copy" })
 		if err := copyFile(e.key, e.key+"-copy"); err != nil {
 			t.Fatal(err)
 		}
@@ -368,7 +367,7 @@ func TestIntegration(t *testing.T) {
 	})
 
 	t.Run("a key the server does not accept gives SSHAuthFailed", func(t *testing.T) {
-		c := e.checker(t, func(cfg *config.KVM) {
+		c := e.checker(t, func(cfg *kvm.Entry) {
 			cfg.PrivateKeyFile = e.rejectedKey
 			cfg.Hosts[0].PrivateKeyFile = e.rejectedKey
 		})
@@ -376,7 +375,7 @@ func TestIntegration(t *testing.T) {
 	})
 
 	t.Run("known_hosts with another key gives HostKeyMismatch", func(t *testing.T) {
-		c := e.checker(t, func(cfg *config.KVM) { cfg.KnownHostsFile = e.knownHostsWrong })
+		c := e.checker(t, func(cfg *kvm.Entry) { cfg.KnownHostsFile = e.knownHostsWrong })
 		want(t, check(t, c), kvm.ReasonHostKeyMismatch)
 	})
 
@@ -385,17 +384,17 @@ func TestIntegration(t *testing.T) {
 		if err := os.WriteFile(empty, nil, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		c := e.checker(t, func(cfg *config.KVM) { cfg.KnownHostsFile = empty })
+		c := e.checker(t, func(cfg *kvm.Entry) { cfg.KnownHostsFile = empty })
 		want(t, check(t, c), kvm.ReasonHostKeyUnknown)
 	})
 
 	t.Run("a wrong socket path gives LibvirtSocketUnavailable", func(t *testing.T) {
-		c := e.checker(t, func(cfg *config.KVM) { cfg.LibvirtSocket = e.socket + ".missing" })
+		c := e.checker(t, func(cfg *kvm.Entry) { cfg.LibvirtSocket = e.socket + ".missing" })
 		want(t, check(t, c), kvm.ReasonLibvirtSocketUnavailable)
 	})
 
 	t.Run("an unknown libvirt URI gives LibvirtConnectFailed", func(t *testing.T) {
-		c := e.checker(t, func(cfg *config.KVM) { cfg.LibvirtURI = "nosuchdriver:///system" })
+		c := e.checker(t, func(cfg *kvm.Entry) { cfg.LibvirtURI = "nosuchdriver:///system" })
 		want(t, check(t, c), kvm.ReasonLibvirtConnectFailed)
 	})
 }
@@ -454,7 +453,7 @@ func TestIntegrationMisbehavingLibvirtPeer(t *testing.T) {
 	for _, fault := range faults {
 		for _, proc := range []uint32{kvm.ProcAuthList, kvm.ProcStoragePoolLookupByName, kvm.ProcStoragePoolGetInfo} {
 			t.Run(fmt.Sprintf("%s/proc%d", kvm.FaultNames[fault], proc), func(t *testing.T) {
-				bad := e.checker(t, func(cfg *config.KVM) { cfg.LibvirtSocket = fake.Path() })
+				bad := e.checker(t, func(cfg *kvm.Entry) { cfg.LibvirtSocket = fake.Path() })
 				wantReason, wantMsg := kvm.ReasonLibvirtConnectionLost, "malformed libvirt frame"
 				switch proc {
 				case kvm.ProcAuthList:

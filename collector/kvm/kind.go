@@ -2,19 +2,18 @@ package kvm
 
 import (
 	"github.com/egress-proxies/provider_health_exporter/collector"
-	"github.com/egress-proxies/provider_health_exporter/config"
 )
 
 // Kind is the kvm kind (a group of hypervisor hosts) as the exporter's table of kinds lists it.
 func Kind() collector.Kind {
-	return collector.NewKind(collector.KindOf[*config.KVM, *Checker]{
-		Section:     config.KVMSection(),
+	return collector.NewKind(collector.KindOf[*Entry, *Checker]{
+		Section:     Section(),
 		Reasons:     Reasons(),
 		MultiTarget: true, // one target per host
 		// PoolFull and HostMemoryLow only where their minimum is set, the
 		// placement reasons only where volume or network is, on the entry
 		// or one of its hosts (docs/configuration.md).
-		EntryReasons: func(k *config.KVM) collector.ReasonSet {
+		EntryReasons: func(k *Entry) collector.ReasonSet {
 			pool, memory := k.MinPoolAvailable != "", k.MinFreeMemory != ""
 			volume, network := k.Volume != "", k.Network != ""
 			for _, h := range k.Hosts {
@@ -38,7 +37,7 @@ func Kind() collector.Kind {
 			return set
 		},
 		NewChecker: New,
-		FileWarnings: func(v *config.KVM) []string {
+		FileWarnings: func(v *Entry) []string {
 			out := collector.Warnings(CheckFiles(v)...)
 			if v.InsecureIgnoreHostKey {
 				out = append(out, "insecure_ignore_host_key is true: host keys are not verified")

@@ -14,7 +14,6 @@ import (
 	"github.com/digitalocean/go-libvirt"
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
-	"github.com/egress-proxies/provider_health_exporter/config"
 )
 
 var (
@@ -144,7 +143,7 @@ func (c *Checker) NotBefore(target string) time.Time {
 }
 
 // New makes a checker for cfg. It does no network I/O.
-func New(cfg *config.KVM, logger *slog.Logger, opts ...collector.Option) (*Checker, error) {
+func New(cfg *Entry, logger *slog.Logger, opts ...collector.Option) (*Checker, error) {
 	if cfg == nil {
 		return nil, errors.New("kvm: nil config")
 	}
@@ -153,11 +152,11 @@ func New(cfg *config.KVM, logger *slog.Logger, opts ...collector.Option) (*Check
 	}
 	dials := cfg.MaxConcurrentDials
 	if dials < 1 {
-		dials = config.DefaultMaxConcurrentDials
+		dials = DefaultMaxConcurrentDials
 	}
 	dialTimeout := time.Duration(cfg.DialTimeout)
 	if dialTimeout <= 0 {
-		dialTimeout = time.Duration(config.DefaultDialTimeout)
+		dialTimeout = time.Duration(DefaultDialTimeout)
 	}
 	c := &Checker{
 		byName:      make(map[string]*host, len(cfg.Hosts)),
@@ -193,7 +192,7 @@ func New(cfg *config.KVM, logger *slog.Logger, opts ...collector.Option) (*Check
 }
 
 // hostSettings are what a host's connection depends on.
-func hostSettings(cfg *config.KVM, h *config.KVMHost) settings {
+func hostSettings(cfg *Entry, h *Host) settings {
 	return settings{
 		address:        h.Address,
 		user:           h.User,
@@ -209,7 +208,7 @@ func hostSettings(cfg *config.KVM, h *config.KVMHost) settings {
 // CheckFiles reads the SSH material of every host the way a check does,
 // without dialing, and returns one error per problem, prefixed with the
 // field it is about: what --config.check warns about.
-func CheckFiles(cfg *config.KVM) []error {
+func CheckFiles(cfg *Entry) []error {
 	var errs []error
 	keys := &signerCache{}
 	seenKey := map[string]bool{}

@@ -49,7 +49,7 @@ type env struct {
 	stub       *socketStub
 	srv        *sshServer
 	fake       *fakeLibvirt
-	cfg        *config.KVM
+	cfg        *Entry
 }
 
 func newEnv(t testing.TB) *env {
@@ -61,18 +61,18 @@ func newEnv(t testing.TB) *env {
 	e.srv = newSSHServer(t, e.key.PublicKey(), e.stub.path)
 	e.writeKnownHosts(knownHostsLine(e.srv.addr, e.srv.hostKey.PublicKey()))
 	e.fake = newFakeLibvirt()
-	e.cfg = &config.KVM{
+	e.cfg = &Entry{
 		Name:               "lab",
 		User:               "proxyops",
 		PrivateKeyFile:     e.keyFile,
 		KnownHostsFile:     e.knownHosts,
 		LibvirtSocket:      e.stub.path,
-		LibvirtURI:         config.DefaultLibvirtURI,
-		Pool:               config.DefaultPool,
-		MaxConcurrentDials: config.DefaultMaxConcurrentDials,
-		Hosts: []*config.KVMHost{{
+		LibvirtURI:         DefaultLibvirtURI,
+		Pool:               DefaultPool,
+		MaxConcurrentDials: DefaultMaxConcurrentDials,
+		Hosts: []*Host{{
 			Address: e.srv.addr, Name: hostName, User: "proxyops",
-			Pool: config.DefaultPool, PrivateKeyFile: e.keyFile,
+			Pool: DefaultPool, PrivateKeyFile: e.keyFile,
 		}},
 	}
 	return e
@@ -691,7 +691,7 @@ func TestMaxConcurrentDials(t *testing.T) {
 	// The first dial outlives the checks; it must hold the slot until the
 	// test has counted, however slow the machine (Close ends it).
 	e.cfg.DialTimeout = config.Duration(10 * time.Minute)
-	e.cfg.Hosts = append(e.cfg.Hosts, &config.KVMHost{
+	e.cfg.Hosts = append(e.cfg.Hosts, &Host{
 		Address: other.addr, Name: "other", User: "proxyops", Pool: "default", PrivateKeyFile: e.keyFile,
 	})
 	c := e.checker()
@@ -734,14 +734,14 @@ func TestMaxConcurrentDials(t *testing.T) {
 func TestAdopt(t *testing.T) {
 	for _, tt := range []struct {
 		name         string
-		change       func(cfg *config.KVM)
+		change       func(cfg *Entry)
 		wantDials    int64
 		wantConnects uint64
 	}{
-		{name: "unchanged", change: func(*config.KVM) {}, wantDials: 1, wantConnects: 1},
-		{name: "pool changed", change: func(cfg *config.KVM) { cfg.Hosts[0].Pool = "images" }, wantDials: 1, wantConnects: 1},
-		{name: "user changed", change: func(cfg *config.KVM) { cfg.Hosts[0].User = "root" }, wantDials: 2, wantConnects: 2},
-		{name: "socket changed", change: func(cfg *config.KVM) { cfg.LibvirtURI = "qemu:///session" }, wantDials: 2, wantConnects: 2},
+		{name: "unchanged", change: func(*Entry) {}, wantDials: 1, wantConnects: 1},
+		{name: "pool changed", change: func(cfg *Entry) { cfg.Hosts[0].Pool = "images" }, wantDials: 1, wantConnects: 1},
+		{name: "user changed", change: func(cfg *Entry) { cfg.Hosts[0].User = "root" }, wantDials: 2, wantConnects: 2},
+		{name: "socket changed", change: func(cfg *Entry) { cfg.LibvirtURI = "qemu:///session" }, wantDials: 2, wantConnects: 2},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t)
@@ -751,7 +751,7 @@ func TestAdopt(t *testing.T) {
 			}
 			host := *e.cfg.Hosts[0]
 			cfg := *e.cfg
-			cfg.Hosts = []*config.KVMHost{&host}
+			cfg.Hosts = []*Host{&host}
 			tt.change(&cfg)
 			e.cfg = &cfg
 			next := e.checker()
@@ -891,8 +891,8 @@ func TestCheckFiles(t *testing.T) {
 	if err := os.WriteFile(kh, []byte(knownHostsLine("127.0.0.1:22", signer.PublicKey())), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg := func(key, knownHosts string) *config.KVM {
-		return &config.KVM{Name: "lab", KnownHostsFile: knownHosts, Hosts: []*config.KVMHost{{Address: "127.0.0.1:22", Name: "h", User: "u", PrivateKeyFile: key}}}
+	cfg := func(key, knownHosts string) *Entry {
+		return &Entry{Name: "lab", KnownHostsFile: knownHosts, Hosts: []*Host{{Address: "127.0.0.1:22", Name: "h", User: "u", PrivateKeyFile: key}}}
 	}
 	if errs := CheckFiles(cfg(good, kh)); len(errs) != 0 {
 		t.Errorf("good files: %v", errs)
@@ -916,7 +916,7 @@ func TestDialTimeoutFreesTheSlot(t *testing.T) {
 	e.cfg.MaxConcurrentDials = 1
 	// Long enough for a healthy dial under -race on a loaded machine.
 	e.cfg.DialTimeout = config.Duration(5 * time.Second)
-	e.cfg.Hosts = append(e.cfg.Hosts, &config.KVMHost{
+	e.cfg.Hosts = append(e.cfg.Hosts, &Host{
 		Address: silent.addr, Name: "silent", User: "proxyops", Pool: "default", PrivateKeyFile: e.keyFile,
 	})
 	c := e.checker()

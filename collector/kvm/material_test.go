@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
-	"github.com/egress-proxies/provider_health_exporter/config"
 )
 
 // age sets the modification time of path to ago in the past, out of the
@@ -33,9 +32,9 @@ func TestMaterialSharedByHosts(t *testing.T) {
 	const n = 8
 	e.cfg.Hosts = nil
 	for i := range n {
-		e.cfg.Hosts = append(e.cfg.Hosts, &config.KVMHost{
+		e.cfg.Hosts = append(e.cfg.Hosts, &Host{
 			Address: e.srv.addr, Name: fmt.Sprintf("h%d", i), User: "proxyops",
-			Pool: config.DefaultPool, PrivateKeyFile: e.keyFile,
+			Pool: DefaultPool, PrivateKeyFile: e.keyFile,
 		})
 	}
 	c := e.checker()

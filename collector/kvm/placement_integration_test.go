@@ -14,7 +14,6 @@ import (
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
 	"github.com/egress-proxies/provider_health_exporter/collector/kvm"
-	"github.com/egress-proxies/provider_health_exporter/config"
 )
 
 // callLog records the libvirt calls a checker makes (its debug lines
@@ -141,7 +140,7 @@ func TestIntegrationVolume(t *testing.T) {
 	const vol = "phe-it-base.qcow2"
 	e.virsh(t, "vol-create-as", e.pool, vol, "1M", "--format", "raw")
 	t.Cleanup(func() { _, _ = e.tryVirsh("vol-delete", "--pool", e.pool, vol) })
-	c := e.checker(t, func(cfg *config.KVM) { cfg.Hosts[0].Volume = vol })
+	c := e.checker(t, func(cfg *kvm.Entry) { cfg.Hosts[0].Volume = vol })
 	wantCheck(t, c, collector.ReasonReady, "")
 	v := wantCheck(t, c, collector.ReasonReady, "StoragePoolGetInfo StorageVolLookupByName")
 	if d := v.Facts.Details(); d["volume"] != vol {
@@ -187,7 +186,7 @@ func TestIntegrationNetwork(t *testing.T) {
 	t.Cleanup(undefine)
 	e.virsh(t, "net-define", xml)
 
-	c := e.checker(t, func(cfg *config.KVM) { cfg.Hosts[0].Network = network })
+	c := e.checker(t, func(cfg *kvm.Entry) { cfg.Hosts[0].Network = network })
 	v := wantCheck(t, c, kvm.ReasonNetworkInactive, "ConnectToURI ConnectGetLibVersion StoragePoolLookupByName StoragePoolGetInfo NetworkLookupByName NetworkIsActive")
 	if !strings.Contains(v.Message, "virsh net-start "+network) {
 		t.Errorf("NetworkInactive message %q", v.Message)

@@ -11,7 +11,6 @@ import (
 	"github.com/digitalocean/go-libvirt"
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
-	"github.com/egress-proxies/provider_health_exporter/config"
 )
 
 // callsOf runs fn and returns the libvirt calls it made on the fake.
@@ -255,7 +254,7 @@ func TestPlacementOverTheWire(t *testing.T) {
 		t.Run(tt.volume+"/"+tt.network, func(t *testing.T) {
 			cfg := *e.cfg
 			cfg.LibvirtSocket = fake.Path()
-			cfg.Hosts = []*config.KVMHost{{Address: srv.addr, Name: hostName, User: "proxyops", Pool: "default",
+			cfg.Hosts = []*Host{{Address: srv.addr, Name: hostName, User: "proxyops", Pool: "default",
 				PrivateKeyFile: e.keyFile, Volume: tt.volume, Network: tt.network}}
 			c, err := New(&cfg, testLogger(t))
 			if err != nil {
@@ -392,7 +391,7 @@ func TestDropsAreLogged(t *testing.T) {
 	e.writeKnownHosts(knownHostsLine(srv.addr, srv.hostKey.PublicKey()))
 	cfg := *e.cfg
 	cfg.LibvirtSocket = fake.Path()
-	cfg.Hosts = []*config.KVMHost{{Address: srv.addr, Name: hostName, User: "proxyops", Pool: DropPool, PrivateKeyFile: e.keyFile}}
+	cfg.Hosts = []*Host{{Address: srv.addr, Name: hostName, User: "proxyops", Pool: DropPool, PrivateKeyFile: e.keyFile}}
 	rec := &recordHandler{}
 	logger := slog.New(rec)
 	c, err := New(&cfg, logger)

@@ -1,4 +1,4 @@
-package config
+package kubernetes
 
 import (
 	"os"
@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/egress-proxies/provider_health_exporter/config"
 )
 
 func TestDecodePodTemplate(t *testing.T) {
@@ -71,13 +73,13 @@ func TestPodTemplateInTheEntrysSettings(t *testing.T) {
 		}
 	}
 	write(cfgFile, "kubernetes:\n  - name: prod\n    namespace: egress-proxies\n    pod_template: pod.yaml\n")
-	settings := func() (string, *Kubernetes) {
+	settings := func() (string, *Entry) {
 		t.Helper()
-		cfg, err := Load(cfgFile, sections)
+		cfg, err := config.Load(cfgFile, []config.Section{Section()})
 		if err != nil {
 			t.Fatal(err)
 		}
-		k := cfg.Entries("kubernetes")[0].(*Kubernetes)
+		k := cfg.Entries("kubernetes")[0].(*Entry)
 		b, err := yaml.Marshal(k)
 		if err != nil {
 			t.Fatal(err)
@@ -101,11 +103,11 @@ func TestPodTemplateInTheEntrysSettings(t *testing.T) {
 	}
 	// What /config shows is a configuration that loads.
 	write(cfgFile, "kubernetes:\n"+indent(first))
-	if _, err := Load(cfgFile, sections); err != nil {
+	if _, err := config.Load(cfgFile, []config.Section{Section()}); err != nil {
 		t.Errorf("the marshalled entry does not load: %v", err)
 	}
 	// Without the key nothing is added.
-	b, err := yaml.Marshal(&Kubernetes{Name: "plain"})
+	b, err := yaml.Marshal(&Entry{Name: "plain"})
 	if err != nil || strings.Contains(string(b), "pod_template") {
 		t.Errorf("an entry without pod_template marshals as %q, %v", b, err)
 	}
@@ -126,7 +128,7 @@ func indent(s string) string {
 // TestPodTemplateKeyIsAPath: the key takes a file path, nothing else.
 func TestPodTemplateKeyIsAPath(t *testing.T) {
 	t.Parallel()
-	_, err := Parse([]byte("kubernetes:\n  - name: prod\n    namespace: egress-proxies\n    pod_template: {spec: {}}\n"), sections)
+	_, err := config.Parse([]byte("kubernetes:\n  - name: prod\n    namespace: egress-proxies\n    pod_template: {spec: {}}\n"), []config.Section{Section()})
 	if err == nil || !strings.Contains(err.Error(), `kubernetes[0] "prod": pod_template:`) || !strings.Contains(err.Error(), "cannot unmarshal !!map into a file path") {
 		t.Errorf("error %v, want pod_template named and a file path asked for", err)
 	}
@@ -150,7 +152,7 @@ func TestPodTemplateFileBounds(t *testing.T) {
 // meets what the restricted Pod Security level asks of a proxy.
 func TestExampleTemplate(t *testing.T) {
 	t.Parallel()
-	pt, err := ReadPodTemplate(filepath.Join("..", "testdata", "files", "pod-template.yaml"))
+	pt, err := ReadPodTemplate(filepath.Join("..", "..", "testdata", "files", "pod-template.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +205,7 @@ func TestStrictErrorsDoNotRepeatTheFile(t *testing.T) {
 	if err := os.WriteFile(shadow, []byte(shadowLike), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, err = Load(shadow, sections)
+	_, err = config.Load(shadow, []config.Section{Section()})
 	if err == nil || !strings.Contains(err.Error(), "line 1: unknown field (a key of ") || strings.Contains(err.Error(), "$6$") {
 		t.Errorf("a shadow-like configuration file: %v", err)
 	}

@@ -1,19 +1,19 @@
-package config
+package gcp
 
 import (
 	"strings"
 	"testing"
 )
 
-func TestParseGCPSourceImage(t *testing.T) {
+func TestParseSourceImage(t *testing.T) {
 	t.Parallel()
-	for in, want := range map[string]GCPSourceImage{
+	for in, want := range map[string]SourceImage{
 		"projects/debian-cloud/global/images/family/debian-12":             {Project: "debian-cloud", Family: "debian-12"},
 		"projects/debian-cloud/global/images/debian-12-bookworm-v20240110": {Project: "debian-cloud", Image: "debian-12-bookworm-v20240110"},
 		"projects/example.com:proxies/global/images/proxy-base":            {Project: "example.com:proxies", Image: "proxy-base"},
 		"projects/crawl-prod-123/global/images/family/p":                   {Project: "crawl-prod-123", Family: "p"},
 	} {
-		got, err := ParseGCPSourceImage(in)
+		got, err := ParseSourceImage(in)
 		if err != nil || got != want {
 			t.Errorf("%s: got %+v, %v; want %+v", in, got, err, want)
 		}
@@ -31,7 +31,7 @@ func TestParseGCPSourceImage(t *testing.T) {
 		"projects/debian-cloud/zones/us-central1-a/images/debian-12",
 		"projects/debian-cloud/global/images/debian-12-",
 	} {
-		if got, err := ParseGCPSourceImage(in); err == nil {
+		if got, err := ParseSourceImage(in); err == nil {
 			t.Errorf("%q: accepted as %+v", in, got)
 		}
 	}
@@ -52,7 +52,7 @@ func TestGCPPlainHTTPEndpoint(t *testing.T) {
 		"http://10.0.0.1":                false,
 		"http://[::ffff:10.0.0.1]:80":    false,
 	} {
-		g := &GCP{Name: "crawl-prod", Project: "crawl-prod-123", Endpoint: endpoint}
+		g := &Entry{Name: "crawl-prod", Project: "crawl-prod-123", Endpoint: endpoint}
 		err := g.Validate(`gcp[0] "crawl-prod"`)
 		if ok != (err == nil) || (err != nil && !strings.Contains(err.Error(), "endpoint: \""+endpoint+"\" is plain http")) {
 			t.Errorf("%s: %v, want accepted=%v", endpoint, err, ok)

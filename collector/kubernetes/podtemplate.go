@@ -1,4 +1,4 @@
-package config
+package kubernetes
 
 import (
 	"bytes"
@@ -19,6 +19,7 @@ import (
 	kjson "sigs.k8s.io/json"
 	sigsyaml "sigs.k8s.io/yaml"
 
+	"github.com/egress-proxies/provider_health_exporter/config"
 	"github.com/egress-proxies/provider_health_exporter/internal/boundedfile"
 )
 
@@ -269,14 +270,14 @@ func sortedKeys(m map[string]any) []string {
 // run is sent to, and the file must hold one Pod that decodes strictly
 // and that belongs to that namespace if it names one (the API server
 // refuses a body whose namespace is not the request's).
-func (k *Kubernetes) validatePodTemplate(where string) error {
+func (k *Entry) validatePodTemplate(where string) error {
 	if k.PodTemplate.Path == "" {
 		return nil
 	}
 	if k.Namespace == "" {
 		return fmt.Errorf("%s: namespace: missing (required by pod_template)", where)
 	}
-	if err := readable(where, "pod_template", k.PodTemplate.Path); err != nil {
+	if err := config.Readable(where, "pod_template", boundedfile.PodTemplate, k.PodTemplate.Path); err != nil {
 		return err
 	}
 	pt, err := ReadPodTemplate(k.PodTemplate.Path)
@@ -288,4 +289,10 @@ func (k *Kubernetes) validatePodTemplate(where string) error {
 	}
 	k.PodTemplate = pt
 	return nil
+}
+
+// JSONSchema implements config.JSONSchemaer: the key's value is the template's
+// path.
+func (PodTemplate) JSONSchema() config.Keywords {
+	return config.Keywords{"type": "string", "minLength": 1}
 }
