@@ -49,28 +49,31 @@ var errWhole = errors.New("decode the file whole")
 // lines is a text and where each of its lines starts.
 type lines struct {
 	data   []byte
-	starts []int // one per line, then len(data)
+	starts []int32 // one per line, then len(data): the cap of a file is 16 MiB
 }
 
 func splitLines(data []byte) *lines {
-	l := &lines{data: data, starts: make([]int, 0, bytes.Count(data, []byte{'\n'})+2)}
+	l := &lines{data: data, starts: make([]int32, 0, bytes.Count(data, []byte{'\n'})+2)}
 	for off := 0; off < len(data); {
-		l.starts = append(l.starts, off)
+		l.starts = append(l.starts, int32(off))
 		i := bytes.IndexByte(data[off:], '\n')
 		if i < 0 {
 			break
 		}
 		off += i + 1
 	}
-	l.starts = append(l.starts, len(data))
+	l.starts = append(l.starts, int32(len(data)))
 	return l
 }
 
 func (l *lines) count() int { return len(l.starts) - 1 }
 
+// at is where line i starts.
+func (l *lines) at(i int) int { return int(l.starts[i]) }
+
 // line is line i (from 0) without its newline.
 func (l *lines) line(i int) []byte {
-	return bytes.TrimSuffix(l.data[l.starts[i]:l.starts[i+1]], []byte{'\n'})
+	return bytes.TrimSuffix(l.data[l.at(i):l.at(i+1)], []byte{'\n'})
 }
 
 // Kinds of line, as far as cutting is concerned.
@@ -184,9 +187,9 @@ func findHoles(l *lines, a, b, keyCol int) []hole {
 
 // skeleton is the text of lines [a, b) with the lines of holes blank.
 func skeleton(l *lines, a, b int, holes []hole) []byte {
-	size := l.starts[b] - l.starts[a] + 1
+	size := l.at(b) - l.at(a) + 1
 	for _, h := range holes {
-		size -= l.starts[h.end] - l.starts[h.first] - (h.end - h.first)
+		size -= l.at(h.end) - l.at(h.first) - (h.end - h.first)
 	}
 	var out bytes.Buffer
 	out.Grow(size)
@@ -321,7 +324,7 @@ func batches(l *lines, h hole, starts []int, ch chunking, f func(items []*yaml.N
 			}
 			return h.end
 		}
-		if l.starts[end(i)]-l.starts[starts[i]] > ch.batch {
+		if l.at(end(i))-l.at(starts[i]) > ch.batch {
 			if err := f(nil, starts[i], end(i)); err != nil {
 				return err
 			}
@@ -329,10 +332,10 @@ func batches(l *lines, h hole, starts []int, ch chunking, f func(items []*yaml.N
 			continue
 		}
 		j := i + 1
-		for j < len(starts) && l.starts[end(j)]-l.starts[starts[i]] <= ch.batch {
+		for j < len(starts) && l.at(end(j))-l.at(starts[i]) <= ch.batch {
 			j++
 		}
-		seq, err := parsePiece(l.data[l.starts[starts[i]]:l.starts[end(j-1)]], starts[i])
+		seq, err := parsePiece(l.data[l.at(starts[i]):l.at(end(j-1))], starts[i])
 		if err != nil {
 			return err
 		}
@@ -393,7 +396,7 @@ func decodeList(l *lines, h hole, out any, where string, ch chunking) error {
 	elem := field.Type().Elem()
 	return batches(l, h, starts, ch, func(items []*yaml.Node, first, end int) error {
 		if items == nil {
-			seq, err := parsePiece(l.data[l.starts[first]:l.starts[end]], first)
+			seq, err := parsePiece(l.data[l.at(first):l.at(end)], first)
 			if err != nil {
 				return err
 			}
