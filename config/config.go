@@ -100,7 +100,11 @@ func parse(data []byte, dir string, sections []Section) (*Config, error) {
 // (decodeLarge), and decoded whole when that does not work out.
 func parseWith(data []byte, dir string, sections []Section, ch chunking) (*Config, error) {
 	cfg := &Config{}
-	if err := cfg.decodeLarge(data, sections, ch); err != nil {
+	fileErr, err := cfg.decodeLarge(data, sections, ch)
+	if fileErr != nil {
+		return nil, fileErr
+	}
+	if err != nil {
 		cfg = &Config{}
 		top, err := rootMapping(data)
 		if err != nil {

@@ -26,9 +26,12 @@ import (
 // a plain "key:" line that the decoded rest of the file shows is that
 // key with no value, and a cut inside a quoted or flow scalar, or an
 // alias of an anchor in another piece, leaves a piece that does not
-// parse. Whenever anything does not check out, and whenever the file has
-// an error, the whole file is decoded as before, which keeps the errors
-// exactly those of the whole file (at the whole file's cost in memory).
+// parse. Whenever anything does not check out, or a piece does not parse,
+// the whole file is decoded as before, at the whole file's cost in memory,
+// and its errors are those of the whole file. A setting's error (an
+// unknown field, a value of the wrong type) in a piece that parsed is
+// reported from the piece, with the line, the place and the words of the
+// whole file's; when there are several, a list's come after its entry's.
 
 // chunking is when and how finely a file is decoded list by list.
 type chunking struct {
@@ -230,49 +233,60 @@ func shiftLines(n *yaml.Node, offset int) {
 
 // emptyValue checks that the mapping m has the key of h, at its line and
 // column, with no value: the hole's list is that key's value.
+// A key the mapping has twice is left to decoding the whole file, which
+// says where each is.
 func emptyValue(m *yaml.Node, h hole) bool {
+	found, twice := false, false
 	for i := 0; i+1 < len(m.Content); i += 2 {
 		k, v := m.Content[i], m.Content[i+1]
 		if k.Line == h.keyLine+1 && k.Column == h.keyCol+1 {
-			return k.Kind == yaml.ScalarNode && k.Value == h.key && k.Style == 0 && k.Anchor == "" && k.Tag == "!!str" &&
+			found = k.Kind == yaml.ScalarNode && k.Value == h.key && k.Style == 0 && k.Anchor == "" && k.Tag == "!!str" &&
 				v.Kind == yaml.ScalarNode && v.Tag == "!!null" && v.Value == "" && v.Anchor == "" && v.Style == 0
+		} else if k.Value == h.key {
+			twice = true
 		}
 	}
-	return false
+	return found && !twice
 }
 
-// decodeLarge decodes data list by list (see above); errWhole, or any
-// other error, says to decode it whole instead.
-func (c *Config) decodeLarge(data []byte, sections []Section, ch chunking) error {
+// decodeLarge decodes data list by list (see above). fileErr are the
+// errors of settings in pieces that parsed, which decoding the whole
+// file would report too (perhaps in another order); err, errWhole or
+// a piece that did not parse, says to decode the file whole instead.
+func (c *Config) decodeLarge(data []byte, sections []Section, ch chunking) (fileErr, err error) {
 	if len(data) < ch.from || !cuttable(data) {
-		return errWhole
+		return nil, errWhole
 	}
 	l := splitLines(data)
 	holes := findHoles(l, 0, l.count(), 0)
 	if len(holes) == 0 {
-		return errWhole
+		return nil, errWhole
 	}
 	top, err := rootMapping(skeleton(l, 0, l.count(), holes))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for _, h := range holes {
 		if _, ok := sectionOf(sections, h.key); !ok || !emptyValue(top, h) {
-			return errWhole
+			return nil, errWhole
 		}
 	}
+	var errs []string
 	if err := c.decode(top, sections); err != nil {
-		return err
+		errs = append(errs, err.Error())
 	}
 	for _, h := range holes {
 		s, _ := sectionOf(sections, h.key)
-		entries, err := decodeEntries(l, h, s, ch)
+		entries, err := decodeEntries(l, h, s, ch, &errs)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		c.setEntries(s, entries)
 	}
-	return nil
+	if len(errs) > 0 {
+		return errors.New(strings.Join(errs, "; ")), nil
+	}
+	return nil, nil
 }
 
 // cuttable: no line is indented with a tab, none ends in "\r", and the
@@ -287,12 +301,12 @@ func cuttable(data []byte) bool {
 
 // decodeEntries decodes the entries of section s, the items of hole h,
 // by batches of items, and an item larger than a batch on its own.
-func decodeEntries(l *lines, h hole, s Section, ch chunking) ([]Entry, error) {
+func decodeEntries(l *lines, h hole, s Section, ch chunking, errs *[]string) ([]Entry, error) {
 	starts := h.items(l)
 	entries := make([]Entry, 0, len(starts))
 	err := batches(l, h, starts, ch, func(items []*yaml.Node, first, end int) error {
 		if items == nil { // one large item
-			e, err := decodeLargeEntry(l, first, end, s, len(entries), ch)
+			e, err := decodeLargeEntry(l, first, end, s, len(entries), ch, errs)
 			entries = append(entries, e)
 			return err
 		}
@@ -303,9 +317,10 @@ func decodeEntries(l *lines, h hole, s Section, ch chunking) ([]Entry, error) {
 			}
 			e := s.New()
 			where := entry(s.Kind, len(entries), scalar(it, "name"))
-			if it.Kind != yaml.MappingNode || len(decodeEntry(it, e, where)) > 0 {
+			if it.Kind != yaml.MappingNode {
 				return errWhole
 			}
+			*errs = append(*errs, decodeEntry(it, e, where)...)
 			entries = append(entries, e)
 		}
 		return nil
@@ -353,7 +368,7 @@ func batches(l *lines, h hole, starts []int, ch chunking, f func(items []*yaml.N
 // decodeLargeEntry decodes the entry of section s in lines [first, end),
 // the index-th of its section, with its own lists cut out and decoded
 // by batches.
-func decodeLargeEntry(l *lines, first, end int, s Section, index int, ch chunking) (Entry, error) {
+func decodeLargeEntry(l *lines, first, end int, s Section, index int, ch chunking, errs *[]string) (Entry, error) {
 	lead, _ := classify(l.line(first))
 	col := lead + 1 + len(l.line(first)[lead+1:]) - len(bytes.TrimLeft(l.line(first)[lead+1:], " "))
 	holes := findHoles(l, first, end, col)
@@ -372,11 +387,9 @@ func decodeLargeEntry(l *lines, first, end int, s Section, index int, ch chunkin
 	}
 	e := s.New()
 	where := entry(s.Kind, index, scalar(it, "name"))
-	if len(decodeEntry(it, e, where)) > 0 {
-		return nil, errWhole
-	}
+	*errs = append(*errs, decodeEntry(it, e, where)...)
 	for _, h := range holes {
-		if err := decodeList(l, h, e, where, ch); err != nil {
+		if err := decodeList(l, h, e, where, ch, errs); err != nil {
 			return nil, err
 		}
 	}
@@ -385,7 +398,7 @@ func decodeLargeEntry(l *lines, first, end int, s Section, index int, ch chunkin
 
 // decodeList decodes the items of hole h, by batches, into the list
 // field of out (a pointer to a struct) its key names.
-func decodeList(l *lines, h hole, out any, where string, ch chunking) error {
+func decodeList(l *lines, h hole, out any, where string, ch chunking, errs *[]string) error {
 	field, ok := fieldByKey(reflect.ValueOf(out).Elem(), h.key)
 	if !ok || field.Kind() != reflect.Slice {
 		return errWhole
@@ -405,19 +418,34 @@ func decodeList(l *lines, h hole, out any, where string, ch chunking) error {
 			}
 			items = seq.Content
 		}
-		for _, it := range items {
-			if len(kc.check(it, elem, func() string { return fmt.Sprintf("%s: %s[%d]", where, h.key, field.Len()) })) > 0 {
-				return errWhole
+		base := field.Len()
+		whereAt := func(k int) string { return fmt.Sprintf("%s: %s[%d]", where, h.key, base+k) }
+		clean := true
+		for k, it := range items {
+			if len(kc.check(it, elem, func() string { return whereAt(k) })) > 0 {
+				clean = false
+				break
 			}
 		}
-		// The batch decoded at once, as yaml decodes the whole list: a
-		// decoder per item made a sixth of a large file's garbage.
-		batch := reflect.New(field.Type())
-		if err := (&yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq", Content: items}).Decode(batch.Interface()); err != nil ||
-			batch.Elem().Len() != len(items) {
-			return errWhole
+		if clean {
+			// The batch decoded at once, as yaml decodes the whole list:
+			// a decoder per item made a sixth of a large file's garbage.
+			batch := reflect.New(field.Type())
+			err := (&yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq", Content: items}).Decode(batch.Interface())
+			if err == nil && batch.Elem().Len() == len(items) {
+				field.Set(reflect.AppendSlice(field, batch.Elem()))
+				return nil
+			}
 		}
-		field.Set(reflect.AppendSlice(field, batch.Elem()))
+		// Something in the batch is wrong: item by item, for its errors.
+		for k, it := range items {
+			if it.Kind != yaml.MappingNode {
+				return errWhole
+			}
+			v := reflect.New(elem)
+			*errs = append(*errs, decodeEntry(it, v.Interface(), whereAt(k))...)
+			field.Set(reflect.Append(field, v.Elem()))
+		}
 		return nil
 	})
 }
