@@ -110,10 +110,8 @@ func plainKey(b []byte, col int) (string, bool) {
 	if end < 1 {
 		return "", false
 	}
-	for _, c := range rest[:end] {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
-			return "", false
-		}
+	if bytes.ContainsFunc(rest[:end], func(r rune) bool { return !plainKeyRune(r) }) {
+		return "", false
 	}
 	if rest[0] == '-' || rest[0] == '.' {
 		return "", false
@@ -123,6 +121,10 @@ func plainKey(b []byte, col int) (string, bool) {
 		return "", false
 	}
 	return string(rest[:end]), true
+}
+
+func plainKeyRune(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.'
 }
 
 // hole is a block sequence under a "key:" line, cut out of its text.
