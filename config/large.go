@@ -158,13 +158,7 @@ func findHoles(l *lines, a, b, keyCol int) []hole {
 		if !ok {
 			continue
 		}
-		j := i + 1
-		for j < b {
-			if _, kind := classify(l.line(j)); kind != neutral {
-				break
-			}
-			j++
-		}
+		j := nextLine(l, i+1, b)
 		if j == b {
 			break
 		}
@@ -184,10 +178,30 @@ func findHoles(l *lines, a, b, keyCol int) []hole {
 			}
 			break
 		}
+		// What follows the list must be a sibling of its key or less
+		// indented; a line more indented would belong to the key's value
+		// once the list is cut out (and is an error in the list).
+		if k := nextLine(l, last+1, b); k < b {
+			if ind, _ := classify(l.line(k)); ind > keyCol {
+				continue
+			}
+		}
 		out = append(out, hole{key: key, keyLine: i, keyCol: keyCol, first: j, end: last + 1, indent: n})
 		i = last
 	}
 	return out
+}
+
+// nextLine is the first line from i on, before b, that is neither blank
+// nor only a comment; b if there is none.
+func nextLine(l *lines, i, b int) int {
+	for i < b {
+		if _, kind := classify(l.line(i)); kind != neutral {
+			return i
+		}
+		i++
+	}
+	return b
 }
 
 // skeleton is the text of lines [a, b) with the lines of holes blank.
