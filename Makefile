@@ -223,6 +223,7 @@ FUZZ_TARGETS := \
 	./collector:FuzzLimitedBody \
 	./config:FuzzParse \
 	./config:FuzzLoad \
+	./config:FuzzDecodeLarge \
 	./cmd/provider_health_exporter:FuzzProbeQuery \
 	./internal/quantity:FuzzParse \
 	./collector/kubernetes:FuzzServerAnswers \

@@ -85,7 +85,7 @@ func (e *Engine) selectProviders(req Request) ([]*provider, error) {
 	if p == nil {
 		return nil, &LookupError{"unknown name " + Echo(req.Name)}
 	}
-	if req.Target != "" && p.states[req.Target] == nil {
+	if req.Target != "" && p.states.index(req.Target) < 0 {
 		return nil, &LookupError{fmt.Sprintf("unknown target %s of %s %q", Echo(req.Target), p.Kind, p.Name)}
 	}
 	return []*provider{p}, nil
@@ -98,16 +98,17 @@ func (e *Engine) selectProviders(req Request) ([]*provider, error) {
 // found the target (Verdict.Address: a kubeconfig's server).
 func targetsOf(p *provider, only string) []Target {
 	var out []Target
-	for _, t := range p.targets {
+	for i, t := range p.targets {
 		if only != "" && t.Name != only {
 			continue
 		}
-		st := p.states[t.Name]
-		st.mu.Lock()
-		if st.address != "" {
-			t.Address = st.address
+		if st := p.states.peek(i); st != nil {
+			st.mu.Lock()
+			if st.address != "" {
+				t.Address = st.address
+			}
+			st.mu.Unlock()
 		}
-		st.mu.Unlock()
 		out = append(out, t)
 	}
 	return out
@@ -159,7 +160,8 @@ func (e *Engine) Run(ctx context.Context, req Request) ([]ProviderResult, error)
 		// target costs a timer per target.
 		var pctx context.Context
 		for j, t := range targets {
-			if tr, ok := e.reuse(p, p.states[t.Name], t); ok {
+			st := p.states.of(t.Name)
+			if tr, ok := e.reuse(p, st, t); ok {
 				out[i].Targets[j] = tr
 				continue
 			}
@@ -168,7 +170,6 @@ func (e *Engine) Run(ctx context.Context, req Request) ([]ProviderResult, error)
 				pctx, cancel = context.WithDeadline(ctx, start.Add(budget))
 				defer cancel()
 			}
-			st := p.states[t.Name]
 			tr, c, mode, ok := e.join(pctx, p, st, t)
 			if ok {
 				out[i].Targets[j] = tr
@@ -213,7 +214,7 @@ func (e *Engine) count(p *provider, mode string) {
 // A caller that joined a check with a shorter budget than its own, which
 // then timed out, waits no longer than that check and starts its own.
 func (e *Engine) checkTarget(ctx context.Context, p *provider, t Target) TargetResult {
-	st := p.states[t.Name]
+	st := p.states.of(t.Name)
 	for {
 		tr, c, mode, ok := e.join(ctx, p, st, t)
 		if ok {

@@ -24,15 +24,18 @@ func (e *Engine) Status(name string) ([]ProviderResult, error) {
 	out := make([]ProviderResult, len(ps))
 	for i, p := range ps {
 		out[i] = p.result(0)
-		for _, t := range targetsOf(p, "") {
-			st := p.states[t.Name]
-			st.mu.Lock()
-			tr := TargetResult{Result: Result{Target: t}, LastTransition: st.transition, Transitions: slices.Clone(st.history)}
-			if st.last != nil {
-				tr.Result, tr.Checked = *st.last, true
-				tr.Target = t
+		// Every target, in order: the j-th is p's j-th.
+		for j, t := range targetsOf(p, "") {
+			tr := TargetResult{Result: Result{Target: t}}
+			if st := p.states.peek(j); st != nil {
+				st.mu.Lock()
+				tr.LastTransition, tr.Transitions = st.transition, slices.Clone(st.history)
+				if st.last != nil {
+					tr.Result, tr.Checked = *st.last, true
+					tr.Target = t
+				}
+				st.mu.Unlock()
 			}
-			st.mu.Unlock()
 			if b, ok := p.checker.(Backoffer); ok && tr.Checked {
 				if until := b.NotBefore(t.Name); time.Now().Before(until) {
 					tr.BackoffUntil = until

@@ -5,10 +5,7 @@
 package config
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"time"
@@ -88,29 +85,26 @@ func Parse(data []byte, sections []Section) (*Config, error) {
 }
 
 func parse(data []byte, dir string, sections []Section) (*Config, error) {
+	return parseWith(data, dir, sections, largeFiles)
+}
+
+// parseWith is parse with large files decoded list by list as ch says
+// (decodeLarge), and decoded whole when that does not work out.
+func parseWith(data []byte, dir string, sections []Section, ch chunking) (*Config, error) {
 	cfg := &Config{}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	var root yaml.Node
-	if err := dec.Decode(&root); err != nil && !errors.Is(err, io.EOF) {
-		return nil, err
+	fileErr, err := cfg.decodeLarge(data, sections, ch)
+	if fileErr != nil {
+		return nil, fileErr
 	}
-	// A second document would be silently ignored; say so instead.
-	var extra yaml.Node
-	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		return nil, errors.New("more than one YAML document")
-	}
-	top := &yaml.Node{Kind: yaml.MappingNode}
-	if len(root.Content) > 0 {
-		top = root.Content[0]
-	}
-	if top.Kind == yaml.ScalarNode && top.Tag == "!!null" {
-		top = &yaml.Node{Kind: yaml.MappingNode}
-	}
-	if top.Kind != yaml.MappingNode {
-		return nil, fmt.Errorf("line %d: cannot unmarshal %s into the configuration (a mapping of sections)", top.Line, top.ShortTag())
-	}
-	if err := cfg.decode(top, sections); err != nil {
-		return nil, err
+	if err != nil {
+		cfg = &Config{}
+		top, err := rootMapping(data)
+		if err != nil {
+			return nil, err
+		}
+		if err := cfg.decode(top, sections); err != nil {
+			return nil, err
+		}
 	}
 	cfg.resolvePaths(dir)
 	if err := cfg.validate(); err != nil {

@@ -157,6 +157,11 @@ func pathAt(n *yaml.Node, line int) (path, key string) {
 		if v.Kind != yaml.SequenceNode {
 			continue
 		}
+		// A list's last item ends where the mapping's next key starts: a
+		// line from there on is that key's, not the item's.
+		if i+2 < len(n.Content) && line >= n.Content[i+2].Line {
+			continue
+		}
 		if j, item := itemAt(v, line); item != nil {
 			p, key := pathAt(item, line)
 			path = fmt.Sprintf("%s[%d]", k.Value, j)

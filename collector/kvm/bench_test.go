@@ -32,7 +32,7 @@ func BenchmarkCheck(b *testing.B) {
 					b.Fatalf("reason %s (%s)", v.Reason, v.Message)
 				}
 				if bc.redial {
-					h := c.byName[hostName]
+					h := c.lookup(hostName)
 					h.mu.Lock()
 					s := h.sess
 					h.sess = nil

@@ -242,7 +242,7 @@ func (c *Checker) Close() error {
 	c.dials.close(func(j *dialJob, err error) { c.endDial(j, nil, err) })
 	var wg sync.WaitGroup
 	closed := 0
-	for _, h := range c.hosts {
+	for _, h := range c.liveHosts() {
 		h.mu.Lock()
 		s := h.sess
 		h.sess = nil
@@ -274,11 +274,13 @@ func (c *Checker) Adopt(old collector.Checker) {
 	if !ok || o == nil || o == c {
 		return
 	}
-	for _, h := range c.hosts {
-		oh := o.byName[h.name]
-		if oh == nil {
+	// Only the old hosts whose state was made have anything to hand over.
+	for _, oh := range o.liveHosts() {
+		i := c.find(oh.name)
+		if i < 0 {
 			continue
 		}
+		h := c.hostAt(i)
 		oh.mu.Lock()
 		var s *session
 		if oh.set == h.set {

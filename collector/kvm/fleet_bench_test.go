@@ -595,7 +595,7 @@ func benchFleet(b *testing.B, sc fleetScenario) {
 		extraDials += max(hostDials[i].Load()-1, 0)
 	}
 	if checker != nil {
-		for _, h := range checker.hosts {
+		for _, h := range checker.liveHosts() {
 			h.mu.Lock()
 			if want[h.name] == collector.ReasonReady && h.connects > 1 {
 				extraSessions += int64(h.connects) - 1

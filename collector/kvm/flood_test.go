@@ -154,7 +154,7 @@ func TestFloodingPeers(t *testing.T) {
 	close(start)
 	waitFor(t, "every flooding host's connection to be let go", func() bool {
 		for name := range modes {
-			h := c.byName[name]
+			h := c.lookup(name)
 			h.mu.Lock()
 			s := h.sess
 			h.mu.Unlock()

@@ -68,9 +68,10 @@ func benchFloor(b *testing.B, n int, layer string) {
 	// Warm-up: every host's connection made, as the first checks make it,
 	// and its pool looked up.
 	each := func(f func(h *host) error) error {
-		errs := make([]error, len(c.hosts))
+		errs := make([]error, len(c.specs))
 		var wg sync.WaitGroup
-		for i, h := range c.hosts {
+		for i := range c.specs {
+			h := c.hostAt(i)
 			wg.Go(func() { errs[i] = f(h) })
 		}
 		wg.Wait()

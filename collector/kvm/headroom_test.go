@@ -133,7 +133,7 @@ func TestFreeMemoryOverTheWire(t *testing.T) {
 	if v := check(t, c, hostName, time.Minute); v.Reason != collector.ReasonReady {
 		t.Fatalf("reason %s (%s), want Ready", v.Reason, v.Message)
 	}
-	h := c.byName[hostName]
+	h := c.lookup(hostName)
 	s := h.current(logger)
 	if s == nil {
 		t.Fatal("no kept connection after a Ready check")
@@ -169,7 +169,7 @@ func TestFreeMemoryTimeout(t *testing.T) {
 	if v := check(t, c, hostName, time.Minute); v.Reason != collector.ReasonReady {
 		t.Fatalf("reason %s (%s), want Ready", v.Reason, v.Message)
 	}
-	h := c.byName[hostName]
+	h := c.lookup(hostName)
 	logger := testLogger(t)
 	s := h.current(logger)
 	e.stub.setMode(stubHang)

@@ -8,7 +8,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/digitalocean/go-libvirt"
@@ -26,8 +29,17 @@ var (
 
 // Checker checks the hosts of one kvm entry.
 type Checker struct {
-	hosts  []*host
-	byName map[string]*host
+	// specs are the configured hosts, in configuration order, and order
+	// their indexes sorted by name. A host's state (host) is made when a
+	// check, or an adopted connection, first needs it: a fleet of 100,000
+	// hosts costs some 50 bytes a host until it is checked, not the 400 of
+	// a host's state and a map entry (docs/scaling.md: "Large
+	// configurations").
+	specs []hostSpec
+	order []int32
+	live  []atomic.Pointer[host]
+	// base are the connection settings every host of the entry shares.
+	base settings
 	// dials runs the dials, as many at once as its window allows and at
 	// most max_concurrent_dials; checks on kept connections do not wait
 	// for it.
@@ -133,13 +145,85 @@ func backoffDelay(failed int) time.Duration {
 // NotBefore is when the next check of target may dial (collector.Backoffer);
 // until then the engine serves its last verdict.
 func (c *Checker) NotBefore(target string) time.Time {
-	h := c.byName[target]
+	h, _ := c.peek(target)
 	if h == nil {
 		return time.Time{}
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.notBefore
+}
+
+// hostSpec is one configured host as the checker keeps it until it is
+// checked: its name and address, and its own settings, which the hosts
+// that share them share.
+type hostSpec struct {
+	name, address string
+	own           *hostOwn
+}
+
+// hostOwn are the settings of a host that may differ from another's of
+// the same entry.
+type hostOwn struct {
+	user, pool, keyFile, volume, network string
+	mins                                 Minimums
+}
+
+// find is the index of the host named name, or -1.
+func (c *Checker) find(name string) int {
+	i, ok := slices.BinarySearchFunc(c.order, name, func(j int32, name string) int {
+		return strings.Compare(c.specs[j].name, name)
+	})
+	if !ok {
+		return -1
+	}
+	return int(c.order[i])
+}
+
+// lookup is the state of the host named target, made if it was not yet;
+// nil for a name the entry does not have.
+func (c *Checker) lookup(target string) *host {
+	i := c.find(target)
+	if i < 0 {
+		return nil
+	}
+	return c.hostAt(i)
+}
+
+// peek is the state of the host named target if it was made, and its
+// spec (nil for a name the entry does not have).
+func (c *Checker) peek(target string) (*host, *hostSpec) {
+	i := c.find(target)
+	if i < 0 {
+		return nil, nil
+	}
+	return c.live[i].Load(), &c.specs[i]
+}
+
+// hostAt is the state of the i-th host, made if it was not yet.
+func (c *Checker) hostAt(i int) *host {
+	if h := c.live[i].Load(); h != nil {
+		return h
+	}
+	sp := &c.specs[i]
+	set := c.base
+	set.address, set.user, set.keyFile = sp.address, sp.own.user, sp.own.keyFile
+	h := &host{name: sp.name, pool: sp.own.pool, mins: sp.own.mins, volume: sp.own.volume, network: sp.own.network, set: set}
+	if c.live[i].CompareAndSwap(nil, h) {
+		return h
+	}
+	return c.live[i].Load()
+}
+
+// liveHosts are the hosts whose state was made, in configuration order.
+func (c *Checker) liveHosts() []*host {
+	var out []*host
+	for i := range c.live {
+		if h := c.live[i].Load(); h != nil {
+			out = append(out, h)
+		}
+	}
+	return out
 }
 
 // New makes a checker for cfg. It does no network I/O.
@@ -159,7 +243,8 @@ func New(cfg *Entry, logger *slog.Logger, opts ...collector.Option) (*Checker, e
 		dialTimeout = time.Duration(DefaultDialTimeout)
 	}
 	c := &Checker{
-		byName:      make(map[string]*host, len(cfg.Hosts)),
+		base: settings{passphraseFile: cfg.PassphraseFile, knownHostsFile: cfg.KnownHostsFile, insecure: cfg.InsecureIgnoreHostKey,
+			socket: cfg.LibvirtSocket, uri: cfg.LibvirtURI},
 		dialTimeout: dialTimeout,
 		lateGrace:   lateAnswerGrace,
 		dialer:      collector.Apply(opts).Dialer(&net.Dialer{}),
@@ -167,28 +252,43 @@ func New(cfg *Entry, logger *slog.Logger, opts ...collector.Option) (*Checker, e
 		material:    newMaterial(),
 		logger:      logger,
 	}
+	if err := c.setHosts(cfg.Hosts); err != nil {
+		return nil, err
+	}
 	c.dials = newDialQueue(dials, dialTimeout, c.runDial)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
-	for _, h := range cfg.Hosts {
-		if _, dup := c.byName[h.Name]; dup {
-			return nil, fmt.Errorf("duplicate host name %q", h.Name)
-		}
-		hh := &host{
-			name:    h.Name,
-			pool:    h.Pool,
-			mins:    Minimums{PoolAvailable: h.MinPoolAvailableBytes, FreeMemory: h.MinFreeMemoryBytes},
-			volume:  h.Volume,
-			network: h.Network,
-			set:     hostSettings(cfg, h),
-		}
-		c.hosts = append(c.hosts, hh)
-		c.byName[h.Name] = hh
-	}
 	if cfg.InsecureIgnoreHostKey {
 		// The logger main hands in already carries provider and name.
 		logger.Warn("insecure_ignore_host_key is set: SSH host keys are not verified, a man in the middle can impersonate these hosts")
 	}
 	return c, nil
+}
+
+// setHosts keeps the specs of hosts, the hosts of equal settings sharing
+// one hostOwn, and refuses a name used twice.
+func (c *Checker) setHosts(hosts []*config.KVMHost) error {
+	c.specs = make([]hostSpec, len(hosts))
+	c.order = make([]int32, len(hosts))
+	c.live = make([]atomic.Pointer[host], len(hosts))
+	shared := map[hostOwn]*hostOwn{}
+	for i, h := range hosts {
+		own := hostOwn{user: h.User, pool: h.Pool, keyFile: h.PrivateKeyFile, volume: h.Volume, network: h.Network,
+			mins: Minimums{PoolAvailable: h.MinPoolAvailableBytes, FreeMemory: h.MinFreeMemoryBytes}}
+		p := shared[own]
+		if p == nil {
+			p = &own
+			shared[own] = p
+		}
+		c.specs[i] = hostSpec{name: h.Name, address: h.Address, own: p}
+		c.order[i] = int32(i)
+	}
+	slices.SortFunc(c.order, func(a, b int32) int { return strings.Compare(c.specs[a].name, c.specs[b].name) })
+	for i := 1; i < len(c.order); i++ {
+		if name := c.specs[c.order[i]].name; name == c.specs[c.order[i-1]].name {
+			return fmt.Errorf("duplicate host name %q", name)
+		}
+	}
+	return nil
 }
 
 // hostSettings are what a host's connection depends on.
@@ -231,9 +331,9 @@ func CheckFiles(cfg *Entry) []error {
 
 // Targets lists the hosts in configuration order.
 func (c *Checker) Targets() []collector.Target {
-	out := make([]collector.Target, len(c.hosts))
-	for i, h := range c.hosts {
-		out[i] = collector.Target{Name: h.name, Address: h.set.address}
+	out := make([]collector.Target, len(c.specs))
+	for i, sp := range c.specs {
+		out[i] = collector.Target{Name: sp.name, Address: sp.address}
 	}
 	return out
 }
@@ -241,7 +341,7 @@ func (c *Checker) Targets() []collector.Target {
 // Check checks one host: it reuses the kept connection or dials a new one,
 // then asks for the pool.
 func (c *Checker) Check(ctx context.Context, logger *slog.Logger, target string) collector.Verdict {
-	h := c.byName[target]
+	h := c.lookup(target)
 	if h == nil {
 		return collector.Verdict{Reason: collector.ReasonUnknown, Message: fmt.Sprintf("unknown kvm host %q", target)}
 	}

@@ -144,7 +144,7 @@ func randomKey(t testing.TB) ssh.PublicKey {
 // gone, so the next check is guaranteed to see it.
 func waitDead(t testing.TB, c *Checker) {
 	t.Helper()
-	h := c.byName[hostName]
+	h := c.lookup(hostName)
 	h.mu.Lock()
 	s := h.sess
 	h.mu.Unlock()

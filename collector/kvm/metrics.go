@@ -120,9 +120,13 @@ func (f *Facts) Details() map[string]string {
 // pool from the configuration, the libvirt version and connect counter
 // this checker keeps across checks, and nothing of the pool state.
 func (c *Checker) Facts(target string) collector.Facts {
-	h := c.byName[target]
-	if h == nil {
+	h, sp := c.peek(target)
+	if sp == nil {
 		return nil
+	}
+	if h == nil {
+		// Not checked yet: its settings, and nothing it learnt.
+		return &Facts{User: sp.own.user, Pool: sp.own.pool, Mins: sp.own.mins, Volume: sp.own.volume, Network: sp.own.network}
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -410,7 +410,7 @@ func TestDropsAreLogged(t *testing.T) {
 	// Every connection to this host drops during the pool's info.
 	run(ReasonLibvirtConnectionLost)
 	run(ReasonLibvirtConnectionLost)
-	c.byName[hostName].pool = "default"
+	c.lookup(hostName).pool = "default"
 	run(collector.ReasonReady)
 	run(collector.ReasonReady) // the connection outlived a check
 	srv.killConns()

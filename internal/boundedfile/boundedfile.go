@@ -8,6 +8,7 @@
 package boundedfile
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -58,19 +59,23 @@ func Read(path string, k Kind) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	if err := usable(f, path, k); err != nil {
-		return nil, err
-	}
-	// The file may grow between Stat and the read: read one byte more
-	// than the cap to tell.
-	b, err := io.ReadAll(io.LimitReader(f, k.Limit+1))
+	size, err := usable(f, path, k)
 	if err != nil {
 		return nil, err
 	}
-	if int64(len(b)) > k.Limit {
+	// The file may grow between Stat and the read: read one byte more
+	// than the cap to tell. The buffer is the file's size and that byte,
+	// so that a 16 MiB configuration is not read through a buffer grown
+	// and copied many times over (docs/scaling.md: "Large configurations").
+	var buf bytes.Buffer
+	buf.Grow(int(size) + bytes.MinRead)
+	if _, err := buf.ReadFrom(io.LimitReader(f, k.Limit+1)); err != nil {
+		return nil, err
+	}
+	if int64(buf.Len()) > k.Limit {
 		return nil, tooLarge(path, k)
 	}
-	return b, nil
+	return buf.Bytes(), nil
 }
 
 func tooLarge(path string, k Kind) error {
@@ -114,20 +119,21 @@ func Check(path string, k Kind) error {
 		return err
 	}
 	defer f.Close()
-	return usable(f, path, k)
+	_, err = usable(f, path, k)
+	return err
 }
 
 // usable tells whether the open file f is a regular file within k's cap.
-func usable(f *os.File, path string, k Kind) error {
+func usable(f *os.File, path string, k Kind) (size int64, err error) {
 	st, err := f.Stat()
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if !st.Mode().IsRegular() {
-		return &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("%w (%s): a %s must be a regular file", ErrNotRegular, describe(st.Mode()), k.Name)}
+		return 0, &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("%w (%s): a %s must be a regular file", ErrNotRegular, describe(st.Mode()), k.Name)}
 	}
 	if st.Size() > k.Limit {
-		return tooLarge(path, k)
+		return 0, tooLarge(path, k)
 	}
-	return nil
+	return st.Size(), nil
 }
