@@ -1,4 +1,4 @@
-package config
+package config_test
 
 import (
 	"fmt"
@@ -8,11 +8,14 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/egress-proxies/provider_health_exporter/collector/kvm"
+	"github.com/egress-proxies/provider_health_exporter/config"
 )
 
 // tiny decodes every file list by list, a few items at a time, so that
 // small files take every path a 16 MiB one does.
-var tiny = chunking{from: 0, batch: 120}
+var tiny = config.NewChunking(0, 120)
 
 // fleetText is a file with what cutting must get right: comments and
 // blank lines between items, a compact list, quoted and multi-line
@@ -41,11 +44,11 @@ func fleetText(hosts int) string {
 
 // assertSame parses data whole and list by list as ch says, and checks
 // that both give the same configuration or the same error.
-func assertSame(t *testing.T, name string, data []byte, ch chunking) {
+func assertSame(t *testing.T, name string, data []byte, ch config.Chunking) {
 	t.Helper()
 	dir := filepath.Join("..", "testdata")
-	whole, werr := parseWith(data, dir, sections, chunking{from: len(data) + 1})
-	cut, cerr := parseWith(data, dir, sections, ch)
+	whole, werr := config.ParseWith(data, dir, sections, config.NewChunking(len(data) + 1, 0))
+	cut, cerr := config.ParseWith(data, dir, sections, ch)
 	// The errors of one file are the same, maybe in another order (a
 	// list's after its entry's), and maybe more: yaml stops decoding an
 	// entry at its first duplicate key, a piece of it goes on.
@@ -74,12 +77,12 @@ func subset(a, b error) bool {
 	return true
 }
 
-func dump(t *testing.T, c *Config) string {
+func dump(t *testing.T, c *config.Config) string {
 	t.Helper()
 	var b strings.Builder
 	for _, e := range c.AllEntries() {
 		fmt.Fprintf(&b, "%+v\n", e)
-		if k, ok := e.(*KVM); ok {
+		if k, ok := e.(*kvm.Entry); ok {
 			for _, h := range k.Hosts {
 				fmt.Fprintf(&b, "  %+v\n", h)
 			}
@@ -95,17 +98,17 @@ func TestDecodeLargeCuts(t *testing.T) {
 	t.Parallel()
 	data := []byte(fleetText(60))
 	for _, batch := range []int{1, 50, 120, 400, 1000, len(data)} {
-		ch := chunking{from: 0, batch: batch}
-		if fileErr, err := (&Config{}).decodeLarge(data, sections, ch); fileErr != nil || err != nil {
+		ch := config.NewChunking(0, batch)
+		if fileErr, err := config.DecodeLarge(data, sections, ch); fileErr != nil || err != nil {
 			t.Fatalf("batch %d: not decoded list by list: %v %v", batch, fileErr, err)
 		}
 		assertSame(t, fmt.Sprintf("batch %d", batch), data, ch)
 	}
-	cfg, err := parseWith(data, filepath.Join("..", "testdata"), sections, tiny)
+	cfg, err := config.ParseWith(data, filepath.Join("..", "testdata"), sections, tiny)
 	if err != nil {
 		t.Fatal(err)
 	}
-	fleet := EntriesOf[*KVM](cfg, "kvm")[1]
+	fleet := config.EntriesOf[*kvm.Entry](cfg, "kvm")[1]
 	if h := fleet.Hosts[3]; len(fleet.Hosts) != 60 || h.Volume != "base image" || h.Name != "host-3" || fleet.Hosts[5].User != "other" {
 		t.Errorf("fleet: %d hosts, hosts[3] %+v, hosts[5] %+v", len(fleet.Hosts), h, fleet.Hosts[5])
 	}
@@ -170,7 +173,7 @@ func TestDecodeLargeErrors(t *testing.T) {
 		"defaults": {"defaults:\n  timeout: 10 parsecs\n" + head + hosts,
 			`line 2: defaults: timeout: "10 parsecs" is not a valid duration (examples: 500ms, 10s, 1m30s)`},
 	} {
-		fileErr, err := (&Config{}).decodeLarge([]byte(c.text), sections, tiny)
+		fileErr, err := config.DecodeLarge([]byte(c.text), sections, tiny)
 		if err != nil || fileErr == nil || fileErr.Error() != c.want {
 			t.Errorf("%s: list by list: %v (decoded whole after all: %v); want %s", name, fileErr, err, c.want)
 		}
@@ -192,7 +195,7 @@ func TestDecodeLargeTestdata(t *testing.T) {
 			t.Fatal(err)
 		}
 		assertSame(t, f, data, tiny)
-		assertSame(t, f, data, chunking{from: 0, batch: 1})
+		assertSame(t, f, data, config.NewChunking(0, 1))
 	}
 }
 
@@ -216,6 +219,6 @@ func FuzzDecodeLarge(f *testing.F) {
 		if len(data) > 64<<10 {
 			return
 		}
-		assertSame(t, "fuzz", data, chunking{from: 0, batch: batch})
+		assertSame(t, "fuzz", data, config.NewChunking(0, batch))
 	})
 }

@@ -266,7 +266,7 @@ func New(cfg *Entry, logger *slog.Logger, opts ...collector.Option) (*Checker, e
 
 // setHosts keeps the specs of hosts, the hosts of equal settings sharing
 // one hostOwn, and refuses a name used twice.
-func (c *Checker) setHosts(hosts []*config.KVMHost) error {
+func (c *Checker) setHosts(hosts []*Host) error {
 	c.specs = make([]hostSpec, len(hosts))
 	c.order = make([]int32, len(hosts))
 	c.live = make([]atomic.Pointer[host], len(hosts))
