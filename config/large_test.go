@@ -47,7 +47,7 @@ func fleetText(hosts int) string {
 func assertSame(t *testing.T, name string, data []byte, ch config.Chunking) {
 	t.Helper()
 	dir := filepath.Join("..", "testdata")
-	whole, werr := config.ParseWith(data, dir, sections, config.NewChunking(len(data) + 1, 0))
+	whole, werr := config.ParseWith(data, dir, sections, config.NewChunking(len(data)+1, 0))
 	cut, cerr := config.ParseWith(data, dir, sections, ch)
 	// The errors of one file are the same, maybe in another order (a
 	// list's after its entry's), and maybe more: yaml stops decoding an
