@@ -8,18 +8,29 @@ import (
 	"github.com/egress-proxies/provider_health_exporter/config"
 )
 
-// FuzzParse feeds the loader arbitrary bytes, seeded with every config
-// under testdata: no input may panic or hang it.
-func FuzzParse(f *testing.F) {
+// testdataConfigs are the configuration files under testdata, valid and
+// invalid: the fuzzers' seeds.
+func testdataConfigs(tb testing.TB) [][]byte {
+	tb.Helper()
 	files, err := filepath.Glob(filepath.Join("..", "testdata", "*.yml"))
 	if err != nil {
-		f.Fatal(err)
+		tb.Fatal(err)
 	}
+	var out [][]byte
 	for _, file := range files {
 		b, err := os.ReadFile(file)
 		if err != nil {
-			f.Fatal(err)
+			tb.Fatal(err)
 		}
+		out = append(out, b)
+	}
+	return out
+}
+
+// FuzzParse feeds the loader arbitrary bytes, seeded with every config
+// under testdata: no input may panic or hang it.
+func FuzzParse(f *testing.F) {
+	for _, b := range testdataConfigs(f) {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -39,15 +50,7 @@ func FuzzParse(f *testing.F) {
 // to, never panics on any file content. The directory holds the files the
 // seeds name.
 func FuzzLoad(f *testing.F) {
-	files, err := filepath.Glob(filepath.Join("..", "testdata", "*.yml"))
-	if err != nil {
-		f.Fatal(err)
-	}
-	for _, file := range files {
-		b, err := os.ReadFile(file)
-		if err != nil {
-			f.Fatal(err)
-		}
+	for _, b := range testdataConfigs(f) {
 		f.Add(b)
 	}
 	f.Add([]byte("kvm:\n  - name: lab\n    user: u\n    private_key_file: key\n    known_hosts_file: known_hosts\n    hosts:\n      - address: 127.0.0.1\n"))

@@ -202,15 +202,7 @@ func TestDecodeLargeTestdata(t *testing.T) {
 // FuzzDecodeLarge: any text decoded list by list, a few items at a time,
 // gives the configuration or the errors decoding it whole gives.
 func FuzzDecodeLarge(f *testing.F) {
-	files, err := filepath.Glob(filepath.Join("..", "testdata", "*.yml"))
-	if err != nil {
-		f.Fatal(err)
-	}
-	for _, file := range files {
-		b, err := os.ReadFile(file)
-		if err != nil {
-			f.Fatal(err)
-		}
+	for _, b := range testdataConfigs(f) {
 		f.Add(b, 60)
 	}
 	f.Add([]byte(fleetText(8)), 120)
