@@ -299,20 +299,8 @@ func TestEndToEnd(t *testing.T) {
 
 	// The status API says the same, and no secret shows anywhere: not on
 	// the HTTP surface, not in the exporter's debug log.
-	var status struct {
-		Providers []struct {
-			Provider string `json:"provider"`
-			Name     string `json:"name"`
-			Targets  []struct {
-				Target string `json:"target"`
-				Ready  bool   `json:"ready"`
-				Reason string `json:"reason"`
-			} `json:"targets"`
-		} `json:"providers"`
-	}
-	must(t, json.Unmarshal([]byte(get(t, exporterURL+"/api/v1/status")), &status))
 	gotStatus := map[string]string{}
-	for _, p := range status.Providers {
+	for _, p := range getStatus(t, exporterURL) {
 		for _, tg := range p.Targets {
 			gotStatus[p.Provider+"/"+p.Name+"/"+tg.Target] = fmt.Sprintf("%s ready=%v", tg.Reason, tg.Ready)
 		}
@@ -613,18 +601,8 @@ func checkCapacity(t *testing.T, prom *promAPI, exporterURL string) {
 			t.Errorf("capacity of %s (no capacity key) in Prometheus: %v, want none", name, got)
 		}
 	}
-	var status struct {
-		Providers []struct {
-			Name    string `json:"name"`
-			Targets []struct {
-				Capacity *int64 `json:"capacity"`
-				Binding  string `json:"capacityBinding"`
-			} `json:"targets"`
-		} `json:"providers"`
-	}
-	must(t, json.Unmarshal([]byte(get(t, exporterURL+"/api/v1/status")), &status))
 	got := map[string]string{}
-	for _, p := range status.Providers {
+	for _, p := range getStatus(t, exporterURL) {
 		for _, tg := range p.Targets {
 			if tg.Capacity != nil {
 				got[p.Name] = fmt.Sprintf("%d %s", *tg.Capacity, tg.Binding)
@@ -636,6 +614,29 @@ func checkCapacity(t *testing.T, prom *promAPI, exporterURL string) {
 		t.Errorf("/api/v1/status capacities %v: want %s at least 1, bound by its pool or memory, and %s 0, bound by region %s IN_USE_ADDRESSES", got, capName, quotaName, quotaRegion)
 	}
 	t.Logf("capacities in /api/v1/status: %v", got)
+}
+
+// statusEntry is what these tests read of an entry in /api/v1/status.
+type statusEntry struct {
+	Provider string `json:"provider"`
+	Name     string `json:"name"`
+	Targets  []struct {
+		Target   string `json:"target"`
+		Ready    bool   `json:"ready"`
+		Reason   string `json:"reason"`
+		Capacity *int64 `json:"capacity"`
+		Binding  string `json:"capacityBinding"`
+	} `json:"targets"`
+}
+
+// getStatus reads the exporter's /api/v1/status.
+func getStatus(t *testing.T, exporterURL string) []statusEntry {
+	t.Helper()
+	var status struct {
+		Providers []statusEntry `json:"providers"`
+	}
+	must(t, json.Unmarshal([]byte(get(t, exporterURL+"/api/v1/status")), &status))
+	return status.Providers
 }
 
 // checkVolumeMissing asserts that the volName entry's host, whose real
