@@ -81,27 +81,46 @@ func (l *khLine) match(a khAddr) bool {
 	return matched
 }
 
-// wildcardMatch matches OpenSSH's host patterns: * any run of characters
-// (separators included), ? any one.
+// wildcardMatch matches a host pattern as x/crypto's knownhosts does,
+// whose verdicts the index reproduces (docs/security.md: "Host keys"): *
+// is any run of characters, separators included, and ? any one, but once
+// the name is used up nothing matches any more, so a trailing * must take
+// one character at least: "host*" matches "host1", not "host". OpenSSH
+// lets that * match nothing; here, as in the library, the line does not
+// match, which is the stricter answer (the host is unknown, never
+// trusted by a line that does not name it).
+//
+// A trailing run of * is written as "?*", and the rest matched by the
+// usual glob algorithm, which goes back to the last * only: time
+// len(pat)×len(s) at worst, where the library's recursion is exponential
+// in the number of *s.
 func wildcardMatch(pat, s string) bool {
-	for len(pat) > 0 {
-		if pat[0] == '*' {
-			if len(pat) == 1 {
-				return true
-			}
-			for j := range len(s) {
-				if wildcardMatch(pat[1:], s[j:]) {
-					return true
-				}
-			}
-			return false
-		}
-		if len(s) == 0 || (pat[0] != '?' && pat[0] != s[0]) {
-			return false
-		}
-		pat, s = pat[1:], s[1:]
+	if s == "" {
+		return pat == ""
 	}
-	return len(s) == 0
+	if strings.HasSuffix(pat, "*") {
+		pat = strings.TrimRight(pat, "*") + "?*"
+	}
+	p, i := 0, 0
+	star, next := -1, 0 // the last * seen, and where in s its run would end next
+	for i < len(s) {
+		switch {
+		case p < len(pat) && pat[p] == '*':
+			star, next = p, i
+			p++
+		case p < len(pat) && (pat[p] == '?' || pat[p] == s[i]):
+			p, i = p+1, i+1
+		case star >= 0:
+			next++
+			p, i = star+1, next
+		default:
+			return false
+		}
+	}
+	for p < len(pat) && pat[p] == '*' {
+		p++
+	}
+	return p == len(pat)
 }
 
 // parseKnownHosts reads a known_hosts file's content as knownhosts.New

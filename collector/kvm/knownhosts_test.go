@@ -6,6 +6,7 @@ import (
 	"crypto/ed25519"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/rsa"
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
@@ -51,6 +52,15 @@ func newKHKeys(t testing.TB) *khKeys {
 		t.Fatal(err)
 	}
 	k.keys = append(k.keys, pub)
+	// An RSA key: its line offers three signature algorithms.
+	rk, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pub, err = ssh.NewPublicKey(&rk.PublicKey); err != nil {
+		t.Fatal(err)
+	}
+	k.keys = append(k.keys, pub)
 	_, caPriv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -81,11 +91,8 @@ func randomKnownHosts(r *mrand.Rand, k *khKeys) string {
 	var b strings.Builder
 	name := func() string {
 		h, p := khHosts[r.IntN(len(khHosts))], khPorts[r.IntN(len(khPorts))]
-		switch r.IntN(6) {
-		case 0:
-			h = h[:r.IntN(len(h))] + "*"
-		case 1:
-			h = strings.Replace(h, "1", "?", 1)
+		if r.IntN(2) == 0 {
+			h = wildcards(r, h)
 		}
 		if p == "22" && r.IntN(2) == 0 {
 			if strings.Contains(h, ":") && r.IntN(2) == 0 {
@@ -114,6 +121,8 @@ func randomKnownHosts(r *mrand.Rand, k *khKeys) string {
 			marker, key = "@cert-authority ", k.ca.PublicKey()
 		case 1:
 			marker = "@revoked "
+		case 2:
+			marker, key = "@revoked ", k.ca.PublicKey()
 		}
 		line := marker + pattern + " " + strings.TrimSpace(string(ssh.MarshalAuthorizedKey(key)))
 		switch r.IntN(12) {
@@ -131,6 +140,28 @@ func randomKnownHosts(r *mrand.Rand, k *khKeys) string {
 		b.WriteString(line + "\n")
 	}
 	return b.String()
+}
+
+// wildcards puts one to three wildcards into the host name h, each at any
+// position, the first and the last included: a * or a ? inserted or in
+// the place of a character, or the rest of the name cut and a * put
+// after it (whole: "h1.example*", whose * has nothing left to match).
+func wildcards(r *mrand.Rand, h string) string {
+	for range r.IntN(3) + 1 {
+		w := "*?"[r.IntN(2):][:1]
+		i := r.IntN(len(h) + 1)
+		switch r.IntN(3) {
+		case 0:
+			h = h[:i] + w + h[i:]
+		case 1:
+			if i < len(h) {
+				h = h[:i] + w + h[i+1:]
+			}
+		default:
+			h = h[:i] + "*"
+		}
+	}
+	return h
 }
 
 // knownAlgorithmsByProbe is how the algorithms were found with the
@@ -230,7 +261,9 @@ func khAddresses() []string {
 
 // TestKnownHostsAgreesWithLibrary: the indexed known_hosts answers as
 // x/crypto's knownhosts for the same file, on a thousand generated files
-// of every kind of line, for every address and key (certificates too).
+// of every kind of line (wildcards at every position of a name, revoked
+// keys and a revoked authority, RSA keys), for every address and key
+// (certificates too).
 func TestKnownHostsAgreesWithLibrary(t *testing.T) {
 	t.Parallel()
 	k := newKHKeys(t)
@@ -283,6 +316,9 @@ func FuzzKnownHostsAgreesWithLibrary(f *testing.F) {
 	for range 20 {
 		f.Add([]byte(randomKnownHosts(r, k)))
 	}
+	// What the fuzzer once missed: a * with nothing left to match.
+	f.Add([]byte(khLineOf("[10.0.0.1]:2222", k.keys[1]) + khLineOf("[10.0.0.1*]:2222", k.keys[0])))
+	f.Add([]byte("@cert-authority h1.example* " + strings.TrimSpace(string(ssh.MarshalAuthorizedKey(k.ca.PublicKey()))) + "\n"))
 	path := filepath.Join(f.TempDir(), "known_hosts")
 	addresses := khAddresses()
 	f.Fuzz(func(t *testing.T, data []byte) {
