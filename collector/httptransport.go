@@ -81,17 +81,28 @@ func (e *HeaderTooLargeError) Unwrap() error { return e.Err }
 // BoundHeaders sets the response header limit of the *http.Transport at
 // the bottom of rt (through WrappedRoundTripper) to MaxHeaderBytes, for
 // HTTP/1 and HTTP/2 alike (the HTTP/2 transport takes its header list
-// limit from it). It must be called before rt sends its first request, on
-// a transport of the caller's own. Without an *http.Transport below, it
-// returns an error: the caller must not send through an unbounded one.
+// limit from it). BoundedTransport does this itself, so a kind need not
+// call it; it is for a caller that wants to know: without an
+// *http.Transport below, it returns an error. It must be called before rt
+// sends its first request, on a transport of the caller's own.
 func BoundHeaders(rt http.RoundTripper) error {
+	t, err := transportBelow(rt)
+	if err != nil {
+		return err
+	}
+	boundTransport(t)
+	return nil
+}
+
+// transportBelow is the *http.Transport at the bottom of rt, through
+// WrappedRoundTripper; never the process's http.DefaultTransport.
+func transportBelow(rt http.RoundTripper) (*http.Transport, error) {
 	for rt != nil {
 		if t, ok := rt.(*http.Transport); ok {
 			if t == http.DefaultTransport {
-				return errors.New("refusing to change the process's http.DefaultTransport")
+				return nil, errors.New("refusing to change the process's http.DefaultTransport")
 			}
-			t.MaxResponseHeaderBytes = MaxHeaderBytes
-			return nil
+			return t, nil
 		}
 		w, ok := rt.(interface{ WrappedRoundTripper() http.RoundTripper })
 		if !ok {
@@ -99,7 +110,29 @@ func BoundHeaders(rt http.RoundTripper) error {
 		}
 		rt = w.WrappedRoundTripper()
 	}
-	return fmt.Errorf("no *http.Transport below %T to bound response headers on", rt)
+	return nil, fmt.Errorf("no *http.Transport below %T to bound response headers on", rt)
+}
+
+// boundTransport lowers t's response header limit to MaxHeaderBytes. It
+// writes only when the limit is unset or higher, so that bounding a
+// transport already bounded, which may be sending, is a read only (GCP
+// builds two clients on one transport).
+func boundTransport(t *http.Transport) {
+	if t.MaxResponseHeaderBytes <= 0 || t.MaxResponseHeaderBytes > MaxHeaderBytes {
+		t.MaxResponseHeaderBytes = MaxHeaderBytes
+	}
+}
+
+// headerBytes is the size of h as an HTTP/1 answer carries it ("Key:
+// value\r\n" per value), the measure MaxHeaderBytes is in.
+func headerBytes(h http.Header) int64 {
+	var n int64
+	for k, vs := range h {
+		for _, v := range vs {
+			n += int64(len(k) + len(v) + 4)
+		}
+	}
+	return n
 }
 
 // headerLimitErrors are how net/http reports headers over the limit: its
@@ -143,13 +176,23 @@ func (e *RedirectError) Error() string {
 
 // BoundedTransport is the transport every provider HTTP client sends its
 // requests through, below its authentication: a body is read up to
-// MaxBodyBytes and no further, headers over MaxHeaderBytes (the limit
-// BoundHeaders sets on the transport below) are a *HeaderTooLargeError,
-// and a 3xx answer is an error
+// MaxBodyBytes and no further, headers over MaxHeaderBytes are a
+// *HeaderTooLargeError, and a 3xx answer (but 304) is an error
 // (*RedirectError) instead of a response, so that no client, whatever its
 // redirect policy, asks another server, let alone with the credentials its
-// authentication layer adds to every request.
+// authentication layer adds to every request. All three classify as
+// BadResponse (Transport).
+//
+// The header bound is its own, so that no kind can forget it: it sets
+// MaxHeaderBytes on the *http.Transport below next (as BoundHeaders does;
+// it must then be called before next sends), so that net/http stops
+// reading at the limit instead of its default 10 MB; and it refuses an
+// answer whose headers are over the limit all the same, for a transport
+// it cannot reach or one the caller set higher afterwards.
 func BoundedTransport(next http.RoundTripper) http.RoundTripper {
+	if t, err := transportBelow(next); err == nil {
+		boundTransport(t)
+	}
 	return &boundedTransport{next: next}
 }
 
@@ -159,6 +202,10 @@ func (t *boundedTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	resp, err := t.next.RoundTrip(req)
 	if err != nil {
 		return nil, headerLimit(err)
+	}
+	if n := headerBytes(resp.Header) + headerBytes(resp.Trailer); n > MaxHeaderBytes {
+		_ = resp.Body.Close()
+		return nil, &HeaderTooLargeError{Limit: MaxHeaderBytes, Err: fmt.Errorf("%d bytes of response headers read by a transport that does not bound them", n)}
 	}
 	if resp.StatusCode >= 300 && resp.StatusCode <= 399 && resp.StatusCode != http.StatusNotModified {
 		_ = resp.Body.Close()

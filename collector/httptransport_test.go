@@ -265,7 +265,8 @@ var hugeHeaders = func() []byte {
 }()
 
 // TestHeaderBound: an answer with 9 MB of headers is refused at
-// MaxHeaderBytes, over HTTP/1.1 and over HTTP/2, as a *HeaderTooLargeError
+// MaxHeaderBytes by BoundedTransport, without BoundHeaders, over HTTP/1.1
+// and over HTTP/2, as a *HeaderTooLargeError
 // that names the limit and classifies as BadResponse; headers under the
 // limit pass. Over HTTP/1.1, from a server that writes bytes it built
 // beforehand, the client allocates a small part of what was sent.
@@ -274,13 +275,12 @@ var hugeHeaders = func() []byte {
 // process's, and the package's parallel tests run only once the sequential
 // ones are done.
 func TestHeaderBound(t *testing.T) {
+	// BoundedTransport alone, as a kind builds its client: it bounds the
+	// transport below itself.
 	bounded := func(t *testing.T, tr *http.Transport) *http.Client {
 		t.Helper()
 		tr.DisableKeepAlives = true
-		if err := BoundHeaders(tr); err != nil {
-			t.Fatal(err)
-		}
-		return &http.Client{Transport: BoundedTransport(tr)}
+		return &http.Client{Transport: BoundedTransport(wrapper{tr})}
 	}
 	wantRefused := func(t *testing.T, err error) {
 		t.Helper()
@@ -354,4 +354,65 @@ func TestHeaderBound(t *testing.T) {
 			t.Error("BoundHeaders found a transport where there is none")
 		}
 	})
+}
+
+// opaque is a round tripper that does not say what it wraps: a kind's
+// own layer BoundedTransport cannot see through.
+type opaque struct{ next http.RoundTripper }
+
+func (o opaque) RoundTrip(r *http.Request) (*http.Response, error) { return o.next.RoundTrip(r) }
+
+// TestBoundedTransportBoundsHeadersItself: a kind that never calls
+// BoundHeaders gets the bound all the same. The transport below is
+// bounded when BoundedTransport is built (and one already bounded lower
+// is left as it is); below a layer it cannot see through, to a transport
+// that accepts 10 MB, 1 MiB of headers is still refused as a
+// *HeaderTooLargeError, BadResponse, and 32 KiB pass.
+func TestBoundedTransportBoundsHeadersItself(t *testing.T) {
+	t.Parallel()
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	BoundedTransport(wrapper{tr})
+	if tr.MaxResponseHeaderBytes != MaxHeaderBytes {
+		t.Errorf("the transport below accepts %d bytes of headers, want %d", tr.MaxResponseHeaderBytes, MaxHeaderBytes)
+	}
+	lower := http.DefaultTransport.(*http.Transport).Clone()
+	lower.MaxResponseHeaderBytes = 1 << 10
+	BoundedTransport(lower)
+	if lower.MaxResponseHeaderBytes != 1<<10 {
+		t.Errorf("a transport bounded lower now accepts %d bytes", lower.MaxResponseHeaderBytes)
+	}
+	BoundedTransport(http.DefaultTransport)
+	if n := http.DefaultTransport.(*http.Transport).MaxResponseHeaderBytes; n != 0 {
+		t.Errorf("http.DefaultTransport was changed to %d bytes", n)
+	}
+
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := 128 // 1 MiB
+		if r.URL.Path == "/small" {
+			n = 4
+		}
+		for i := range n {
+			w.Header().Set(fmt.Sprintf("X-Padding-%d", i), strings.Repeat("h", 8<<10))
+		}
+		_, _ = io.WriteString(w, "{}")
+	}))
+	t.Cleanup(srv.Close)
+	loose := http.DefaultTransport.(*http.Transport).Clone()
+	loose.DisableKeepAlives = true
+	loose.MaxResponseHeaderBytes = 10 << 20
+	client := &http.Client{Transport: BoundedTransport(opaque{loose})}
+	if loose.MaxResponseHeaderBytes != 10<<20 {
+		t.Fatal("BoundedTransport saw through opaque")
+	}
+	if err := get(context.Background(), t, client, srv.URL+"/small"); err != nil {
+		t.Fatalf("32 KiB of headers: %v, want the answer", err)
+	}
+	err := get(context.Background(), t, client, srv.URL+"/")
+	var tooLarge *HeaderTooLargeError
+	if !errors.As(err, &tooLarge) || !strings.Contains(err.Error(), "limit of 64 KiB") {
+		t.Fatalf("1 MiB of headers through a transport that accepts 10 MB: err = %v, want HeaderTooLargeError naming the limit", err)
+	}
+	if r, ok := Transport.Classify(context.Background(), err); !ok || r != ReasonBadResponse {
+		t.Errorf("classified %s (%v), want BadResponse", r, ok)
+	}
 }

@@ -51,6 +51,13 @@ func TestToyKindThroughTheBinary(t *testing.T) {
 		case "/ok":
 		case "/redirect":
 			http.Redirect(w, r, "/ok", http.StatusFound)
+		case "/headers":
+			// 1 MiB of headers, over collector.MaxHeaderBytes: the toy
+			// kind's BoundedTransport refuses them, though the kind
+			// never calls BoundHeaders.
+			for i := range 128 {
+				w.Header().Set(fmt.Sprintf("X-Padding-%d", i), strings.Repeat("h", 8<<10))
+			}
 		default:
 			http.Error(w, "down", http.StatusServiceUnavailable)
 		}
@@ -83,6 +90,7 @@ func TestToyKindThroughTheBinary(t *testing.T) {
 		{"nxdomain", "http://toy.nxdomain.test:8080/", long + "    resolver: " + fakedns.Server(t) + "\n", collector.ReasonDNSFailed, false},
 		{"plain", "https://" + host + "/ok", long, collector.ReasonTLSError, false},
 		{"redirect", backend.URL + "/redirect", long, collector.ReasonBadResponse, true},
+		{"headers", backend.URL + "/headers", long, collector.ReasonBadResponse, true},
 		{"silent", "http://" + silent.Addr().String() + "/", "    timeout: 1s\n", collector.ReasonTimeout, false},
 		// Userinfo and a query value that no page or label may show.
 		{"secret", "http://toyuser:toypass@" + host + "/ok?token=toytoken", long, collector.ReasonReady, true},
