@@ -311,6 +311,8 @@ func TestStatusPageFilters(t *testing.T) {
 		{"name=lab&reason=Unreachable", []string{"lab/beelink"}},
 		{"provider=gcp&name=rack", nil},
 		{"reason=Timeout", nil},  // a reason no target has now
+		// A reason of one kind only, not the last in the table: known.
+		{"reason=Unschedulable", nil},
 		{"state=unchecked", nil}, // every target was checked
 		{"provider=&name=&reason=&state=", // an empty form
 			[]string{"crawl-prod/compute", "rack/r2", "lab/beelink", "rack/r1", "rack/r4", "prod-cluster/apiserver", "lab/nuc", "rack/r3"}},
