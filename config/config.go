@@ -89,12 +89,16 @@ func parse(data []byte, dir string, sections []Section) (*Config, error) {
 }
 
 // parseWith is parse with large files decoded list by list as ch says
-// (decodeLarge), and decoded whole when that does not work out.
+// (decodeLarge), and decoded whole when that does not work out, if they
+// are not too large for it (chunking.whole).
 func parseWith(data []byte, dir string, sections []Section, ch chunking) (*Config, error) {
 	cfg := &Config{}
 	fileErr, err := cfg.decodeLarge(data, sections, ch)
 	if fileErr != nil {
 		return nil, fileErr
+	}
+	if err != nil && len(data) > ch.whole {
+		return nil, refusal(err, len(data), ch)
 	}
 	if err != nil {
 		cfg = &Config{}

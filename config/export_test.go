@@ -8,8 +8,18 @@ const RenderChunk = renderChunk
 type Chunking = chunking
 
 // NewChunking cuts files of from bytes or more into batches of batch
-// bytes of items.
-func NewChunking(from, batch int) Chunking { return chunking{from: from, batch: batch} }
+// bytes of items, and decodes whole any file that cannot be cut.
+func NewChunking(from, batch int) Chunking { return chunking{from: from, batch: batch, whole: 1 << 62} }
+
+// NewStrictChunking is NewChunking refusing every file that cannot be
+// cut, as the exporter refuses a large one; cut, if not nil, is told of
+// each list cut.
+func NewStrictChunking(from, batch int, cut func(key string, line int)) Chunking {
+	return chunking{from: from, batch: batch, cut: cut}
+}
+
+// LargeFiles is the exporter's chunking.
+var LargeFiles = largeFiles
 
 // ParseWith is parseWith for package config_test.
 func ParseWith(data []byte, dir string, sections []Section, ch Chunking) (*Config, error) {

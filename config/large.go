@@ -5,7 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -27,11 +31,18 @@ import (
 // key with no value, and a cut inside a quoted or flow scalar, or an
 // alias of an anchor in another piece, leaves a piece that does not
 // parse. Whenever anything does not check out, or a piece does not parse,
-// the whole file is decoded as before, at the whole file's cost in memory,
-// and its errors are those of the whole file. A setting's error (an
+// a file of up to 2 MiB is decoded whole as before, at the whole file's
+// cost in memory, and its errors are those of the whole file. A larger
+// one is refused instead, as its node tree alone would be a good part of
+// the Deployment's memory limit, more than all of it at 16 MiB: with the
+// YAML error of the piece that does not parse, at the line decoding the
+// whole file gives, or with the line and the reason it could not be cut
+// (docs/scaling.md: "Large configurations"). A setting's error (an
 // unknown field, a value of the wrong type) in a piece that parsed is
 // reported from the piece, with the line, the place and the words of the
 // whole file's; when there are several, a list's come after its entry's.
+// So is a key the file's root mapping has twice, and a file whose lines
+// end in "\r\n" is cut as if they ended in "\n".
 
 // chunking is when and how finely a file is decoded list by list.
 type chunking struct {
@@ -40,14 +51,53 @@ type chunking struct {
 	// batch is the size of text a list's items are decoded by; an item
 	// larger than it is decoded on its own, its own lists by batches.
 	batch int
+	// whole is the size of file up to which a file that cannot be decoded
+	// list by list is decoded whole; a larger one is refused.
+	whole int
+	// cut, when set, is told of each list decoded by batches: its key and
+	// line (from 1). For the tests: what is cut changes memory only.
+	cut func(key string, line int)
 }
 
 // largeFiles: files of 1 MiB and over, lists by 64 KiB of items (some
 // 1,000 KVM hosts, a node tree of under 1 MiB).
-var largeFiles = chunking{from: 1 << 20, batch: 64 << 10}
+var largeFiles = chunking{from: 1 << 20, batch: 64 << 10, whole: 2 << 20}
 
-// errWhole says that a file is to be decoded whole after all.
+// errWhole says that a file is to be decoded whole after all: it is
+// small, or has no list to cut.
 var errWhole = errors.New("decode the file whole")
+
+// notCut says why a file cannot be decoded list by list, and where: the
+// error of a large file that is not decoded whole.
+type notCut struct {
+	line int // from 1
+	why  string
+}
+
+func (e *notCut) Error() string { return fmt.Sprintf("line %d: %s", e.line, e.why) }
+
+// pieceError is the YAML error of a piece that does not parse, as
+// decoding the whole file gives it.
+type pieceError struct{ err error }
+
+func (e *pieceError) Error() string { return e.err.Error() }
+
+// yamlLineRE is the line of a yaml.v3 parse error.
+var yamlLineRE = regexp.MustCompile(`^yaml: line (-?\d+): `)
+
+// refusal is the error of a file over ch.whole bytes that could not be
+// decoded list by list (err from decodeLarge).
+func refusal(err error, size int, ch chunking) error {
+	var pe *pieceError
+	if errors.As(err, &pe) {
+		return pe.err
+	}
+	var nc *notCut
+	if !errors.As(err, &nc) {
+		nc = &notCut{line: 1, why: "no list written in block style (\"- \" items) to decode by parts"}
+	}
+	return fmt.Errorf("%w; a configuration of %d KiB, over %d KiB, is decoded list by list, never whole (docs/scaling.md: \"Large configurations\")", nc, size>>10, ch.whole>>10)
+}
 
 // lines is a text and where each of its lines starts.
 type lines struct {
@@ -180,9 +230,10 @@ func findHoles(l *lines, a, b, keyCol int) []hole {
 		}
 		// What follows the list must be a sibling of its key or less
 		// indented; a line more indented would belong to the key's value
-		// once the list is cut out (and is an error in the list).
+		// once the list is cut out (and is an error in the list), and so
+		// would an item at the key's column.
 		if k := nextLine(l, last+1, b); k < b {
-			if ind, _ := classify(l.line(k)); ind > keyCol {
+			if ind, kind := classify(l.line(k)); ind > keyCol || ind == keyCol && kind == item {
 				continue
 			}
 		}
@@ -204,16 +255,20 @@ func nextLine(l *lines, i, b int) int {
 	return b
 }
 
-// skeleton is the text of lines [a, b) with the lines of holes blank.
+// skeleton is the text of lines [a, b) with the lines of each hole blank
+// but its first, which is "- 0" at the column of its items: a list of one
+// item, so that yaml reads what follows as it does in the file, after a
+// whole list (emptyValue checks it and puts a null in its place).
 func skeleton(l *lines, a, b int, holes []hole) []byte {
 	size := l.at(b) - l.at(a) + 1
 	for _, h := range holes {
-		size -= l.at(h.end) - l.at(h.first) - (h.end - h.first)
+		size -= l.at(h.end) - l.at(h.first) - (h.end - h.first) - h.indent - 3
 	}
 	var out bytes.Buffer
 	out.Grow(size)
 	for i := a; i < b; {
 		if len(holes) > 0 && i == holes[0].first {
+			out.WriteString(strings.Repeat(" ", holes[0].indent) + "- 0")
 			out.Write(bytes.Repeat([]byte{'\n'}, holes[0].end-i))
 			i = holes[0].end
 			holes = holes[1:]
@@ -226,18 +281,138 @@ func skeleton(l *lines, a, b int, holes []hole) []byte {
 	return out.Bytes()
 }
 
-// parsePiece parses text, which starts at line offset (from 0) of the
-// file, as one document: its root node, with the file's line numbers.
-func parsePiece(text []byte, offset int) (*yaml.Node, error) {
+// within is where a piece sits in the file: in the list of a section
+// (top), and maybe in the list of one of its entries (entry, list).
+type within struct {
+	root  int // the line (from 0) of the file's first key
+	top   hole
+	entry *entryAt
+	list  hole
+}
+
+// innermost is the list w's pieces are items of.
+func (w within) innermost() hole {
+	if w.entry != nil {
+		return w.list
+	}
+	return w.top
+}
+
+// entryAt is an entry parsed on its own: its first line (from 0), the
+// column of its "-" and of its first key.
+type entryAt struct{ first, lead, col int }
+
+// header is what yaml must have read before a piece to be in the state
+// decoding the whole file is in where the piece starts: the same
+// collections, at the same columns, each starting on a line of its own
+// (lines: the file's line, from 0, of each), so that an error names the
+// line decoding the whole file names; yaml names the line where the
+// collection it was reading starts, which may be above the piece.
+func (w within) header() (text []byte, lines []int) {
+	var b bytes.Buffer
+	add := func(line int, parts ...string) {
+		for _, p := range parts {
+			b.WriteString(p)
+		}
+		b.WriteByte('\n')
+		lines = append(lines, line)
+	}
+	sp := func(n int) string { return strings.Repeat(" ", n) }
+	add(w.root, "_: 0")
+	add(w.top.keyLine, "_:")
+	add(w.top.first, sp(w.top.indent), "- 0")
+	if w.entry != nil {
+		add(w.entry.first, sp(w.entry.lead), "-", sp(w.entry.col-w.entry.lead-1), "_: 0")
+		add(w.list.keyLine, sp(w.list.keyCol), "_:")
+		add(w.list.first, sp(w.list.indent), "- 0")
+	}
+	return b.Bytes(), lines
+}
+
+// parsePiece parses text, a run of items of w's innermost list starting
+// at line first (from 0) of the file, and returns the items, with the
+// file's line numbers. A YAML error is a *pieceError worded and lined as
+// decoding the whole file gives it, or, for an alias of an anchor the
+// piece does not have, a *notCut naming it.
+func parsePiece(text []byte, first int, w within) ([]*yaml.Node, error) {
+	head, lines := w.header()
 	var doc yaml.Node
-	if err := yaml.Unmarshal(text, &doc); err != nil {
+	if err := yaml.Unmarshal(append(head, text...), &doc); err != nil {
+		err = pieceErr(err, text, first, lines)
+		var pe *pieceError
+		if inner := w.innermost(); inner.indent == inner.keyCol && errors.As(err, &pe) {
+			// Items at their key's column: yaml's state is not the
+			// header's, nor is the line it would name; say the piece's.
+			return nil, &notCut{line: first + 1, why: strings.TrimPrefix(pe.Error(), "yaml: ") + " (in the list that starts here)"}
+		}
 		return nil, err
 	}
-	if len(doc.Content) != 1 {
-		return nil, errWhole
+	n := (*yaml.Node)(nil)
+	if len(doc.Content) == 1 && doc.Content[0].Kind == yaml.MappingNode && len(doc.Content[0].Content) == 4 {
+		n = doc.Content[0].Content[3]
 	}
-	shiftLines(doc.Content[0], offset)
-	return doc.Content[0], nil
+	if w.entry != nil && n != nil && n.Kind == yaml.SequenceNode && len(n.Content) == 2 &&
+		n.Content[1].Kind == yaml.MappingNode && len(n.Content[1].Content) == 4 {
+		n = n.Content[1].Content[3]
+	} else if w.entry != nil {
+		n = nil
+	}
+	if n == nil || n.Kind != yaml.SequenceNode || len(n.Content) < 1 {
+		return nil, &notCut{line: first + 1, why: "a list whose items are not where their lines say (a quoted or flow value over several lines?)"}
+	}
+	items := n.Content[1:]
+	for _, it := range items {
+		shiftLines(it, first-len(lines))
+	}
+	return items, nil
+}
+
+// parserProblems are yaml's parser errors (the rest are the scanner's),
+// which name the line of their mark from 0, the scanner's from 1.
+var parserProblems = []string{"did not find expected ", "found duplicate %", "found incompatible YAML document", "found undefined tag handle"}
+
+// pieceErr is yaml's error err for a piece (text, at line first of the
+// file, after a header of the lines given), as decoding the whole file
+// words and lines it.
+func pieceErr(err error, text []byte, first int, lines []int) error {
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "yaml: unknown anchor '"); ok {
+		name = strings.TrimSuffix(name, "' referenced")
+		line := first + 1
+		if i := bytes.Index(text, []byte("*"+name)); i >= 0 {
+			line += bytes.Count(text[:i], []byte{'\n'})
+		}
+		return &notCut{line: line, why: fmt.Sprintf("an alias (*%s) of an anchor in another part of the file", name)}
+	}
+	rest, ok := strings.CutPrefix(msg, "yaml: ")
+	if !ok {
+		return &pieceError{err: err}
+	}
+	if strings.HasSuffix(rest, "found unexpected end of stream") {
+		// A quote or bracket open at the piece's end: where the file's
+		// own error is depends on the text after it.
+		return &notCut{line: first + 1, why: "a quoted or flow value that runs on past its list item (a quote or bracket not closed?)"}
+	}
+	mark := 0 // the text's line of yaml's mark
+	if m := yamlLineRE.FindStringSubmatch(msg); m != nil {
+		mark, _ = strconv.Atoi(m[1])
+		rest = strings.TrimPrefix(rest, "line "+m[1]+": ")
+	}
+	scanner := !slices.ContainsFunc(parserProblems, func(p string) bool { return strings.HasPrefix(rest, p) })
+	if scanner && mark > 0 {
+		mark--
+	}
+	line := first + mark - len(lines)
+	if mark < len(lines) {
+		line = lines[mark]
+	}
+	if scanner {
+		line++
+	}
+	if line == 0 {
+		return &pieceError{err: errors.New("yaml: " + rest)}
+	}
+	return &pieceError{err: fmt.Errorf("yaml: line %d: %s", line, rest)}
 }
 
 func shiftLines(n *yaml.Node, offset int) {
@@ -248,52 +423,102 @@ func shiftLines(n *yaml.Node, offset int) {
 }
 
 // emptyValue checks that the mapping m has the key of h, at its line and
-// column, with no value: the hole's list is that key's value.
-// A key the mapping has twice is left to decoding the whole file, which
-// says where each is.
-func emptyValue(m *yaml.Node, h hole) bool {
-	found, twice := false, false
+// column, with the value skeleton put in the hole's place: the hole's
+// list is that key's value. That value is then a null, as for a key
+// without one, for decoding m. again says that the key came before in m:
+// decoding m reports it, and the value decoded is the first one.
+func emptyValue(m *yaml.Node, h hole) (found, again bool) {
 	for i := 0; i+1 < len(m.Content); i += 2 {
 		k, v := m.Content[i], m.Content[i+1]
 		if k.Line == h.keyLine+1 && k.Column == h.keyCol+1 {
 			found = k.Kind == yaml.ScalarNode && k.Value == h.key && k.Style == 0 && k.Anchor == "" && k.Tag == "!!str" &&
-				v.Kind == yaml.ScalarNode && v.Tag == "!!null" && v.Value == "" && v.Anchor == "" && v.Style == 0
-		} else if k.Value == h.key {
-			twice = true
+				v.Kind == yaml.SequenceNode && v.Style == 0 && v.Anchor == "" && v.Tag == "!!seq" && len(v.Content) == 1 &&
+				v.Line == h.first+1 && v.Column == h.indent+1 && v.Content[0].Kind == yaml.ScalarNode &&
+				v.Content[0].Value == "0" && v.Content[0].Style == 0 && v.Content[0].Anchor == "" && v.Content[0].Tag == "!!int" &&
+				v.Content[0].Line == h.first+1
+			if found {
+				m.Content[i+1] = &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null", Line: v.Line, Column: v.Column}
+			}
+			return found, again
+		}
+		if k.Value == h.key {
+			again = true
 		}
 	}
-	return found && !twice
+	return false, again
 }
 
 // decodeLarge decodes data list by list (see above). fileErr are the
 // errors of settings in pieces that parsed, which decoding the whole
-// file would report too (perhaps in another order); err, errWhole or
-// a piece that did not parse, says to decode the file whole instead.
+// file would report too (perhaps in another order); err (errWhole, a
+// *notCut, or the *pieceError of the first piece in the file that does
+// not parse) says the file was not decoded list by list.
 func (c *Config) decodeLarge(data []byte, sections []Section, ch chunking) (fileErr, err error) {
-	if len(data) < ch.from || !cuttable(data) {
+	if len(data) < ch.from {
 		return nil, errWhole
+	}
+	if err := cuttable(data); err != nil {
+		return nil, err
+	}
+	if bytes.IndexByte(data, '\r') >= 0 {
+		data = newlines(data)
 	}
 	l := splitLines(data)
 	holes := findHoles(l, 0, l.count(), 0)
 	if len(holes) == 0 {
 		return nil, errWhole
 	}
+	root := nextLine(l, 0, l.count())
 	top, err := rootMapping(skeleton(l, 0, l.count(), holes))
 	if err != nil {
-		return nil, err
+		if !strings.HasPrefix(err.Error(), "yaml: ") {
+			return nil, err
+		}
+		var first error = &pieceError{err: err}
+		if m := yamlLineRE.FindStringSubmatch(err.Error()); strings.HasSuffix(err.Error(), "found unexpected end of stream") {
+			line := 1
+			if m != nil {
+				line, _ = strconv.Atoi(m[1])
+			}
+			first = &notCut{line: line, why: "a quoted or flow value that runs on past a list (a quote or bracket not closed?)"}
+		}
+		pe, ok := first.(*pieceError)
+		if !ok {
+			return nil, first
+		}
+		// The skeleton keeps every line's number; a list above its
+		// error may hold the file's first.
+		return nil, firstError(pe, holes, func(h hole) error {
+			s, ok := sectionOf(sections, h.key)
+			if !ok {
+				return nil
+			}
+			_, err := decodeEntries(l, within{root: root, top: h}, s, ch, new([]string))
+			return err
+		})
 	}
+	var cut []hole
 	for _, h := range holes {
-		if _, ok := sectionOf(sections, h.key); !ok || !emptyValue(top, h) {
-			return nil, errWhole
+		if _, ok := sectionOf(sections, h.key); !ok {
+			return nil, &notCut{line: h.keyLine + 1, why: fmt.Sprintf("%s is not a section with a list of entries", QuoteKey(h.key))}
+		}
+		found, again := emptyValue(top, h)
+		if !found {
+			return nil, &notCut{line: h.keyLine + 1, why: fmt.Sprintf("the list under %s is not that key's value as its lines say", QuoteKey(h.key))}
+		}
+		// A section's second key: its error comes from decoding top,
+		// and its list is not decoded, as when decoding the whole file.
+		if !again {
+			cut = append(cut, h)
 		}
 	}
 	var errs []string
 	if err := c.decode(top, sections); err != nil {
 		errs = append(errs, err.Error())
 	}
-	for _, h := range holes {
+	for _, h := range cut {
 		s, _ := sectionOf(sections, h.key)
-		entries, err := decodeEntries(l, h, s, ch, &errs)
+		entries, err := decodeEntries(l, within{root: root, top: h}, s, ch, &errs)
 		if err != nil {
 			return nil, err
 		}
@@ -305,24 +530,87 @@ func (c *Config) decodeLarge(data []byte, sections []Section, ch chunking) (file
 	return nil, nil
 }
 
-// cuttable: no line is indented with a tab, none ends in "\r", and the
-// file starts with neither a byte order mark nor a directive, which the
-// pieces would not have.
-func cuttable(data []byte) bool {
-	if len(data) > 0 && (data[0] >= 0x80 || data[0] == '%') {
-		return false
+// firstError is err, a piece's YAML error, unless one of the holes above
+// its line has an error of its own (check): yaml stops at the first.
+func firstError(err *pieceError, holes []hole, check func(hole) error) error {
+	line := math.MaxInt
+	if m := yamlLineRE.FindStringSubmatch(err.Error()); m != nil {
+		line, _ = strconv.Atoi(m[1])
 	}
-	return !bytes.Contains(data, []byte{'\r'}) && !bytes.Contains(data, []byte("\n\t")) && !bytes.Contains(data, []byte(" \t"))
+	for _, h := range holes {
+		if h.first >= line {
+			break
+		}
+		var pe *pieceError
+		if e := check(h); errors.As(e, &pe) {
+			if m := yamlLineRE.FindStringSubmatch(pe.Error()); m != nil {
+				if n, _ := strconv.Atoi(m[1]); n < line {
+					return pe
+				}
+			}
+		}
+	}
+	return err
 }
 
-// decodeEntries decodes the entries of section s, the items of hole h,
-// by batches of items, and an item larger than a batch on its own.
-func decodeEntries(l *lines, h hole, s Section, ch chunking, errs *[]string) ([]Entry, error) {
+// cuttable: no line is indented with a tab (its indentation would not be
+// what its spaces say), the file starts with neither a byte order mark
+// nor a directive, which the pieces would not have, and has none of the
+// line breaks yaml counts besides "\n" and "\r" (NEL, U+2028, U+2029),
+// which would put its lines where the cut does not. Otherwise a *notCut
+// naming the first.
+func cuttable(data []byte) error {
+	if len(data) > 0 && (data[0] >= 0x80 || data[0] == '%') {
+		return &notCut{line: 1, why: "a byte order mark or a directive (%) before the configuration"}
+	}
+	line := 1
+	for off := 0; off < len(data); line++ {
+		end := bytes.IndexByte(data[off:], '\n')
+		if end < 0 {
+			end = len(data) - off
+		}
+		b := data[off : off+end]
+		if lead := bytes.TrimLeft(b, " \t"); bytes.IndexByte(b[:len(b)-len(lead)], '\t') >= 0 {
+			return &notCut{line: line, why: "a tab in the indentation (YAML indents with spaces)"}
+		}
+		if bytes.Contains(b, []byte("\u0085")) || bytes.Contains(b, []byte("\u2028")) || bytes.Contains(b, []byte("\u2029")) {
+			return &notCut{line: line, why: "a Unicode line break (NEL, U+2028 or U+2029)"}
+		}
+		off += end + 1
+	}
+	return nil
+}
+
+// newlines is data with each "\r\n" and each other "\r" written "\n":
+// yaml reads all three as one line break, in values too, so the text
+// means what it meant, on the same lines.
+func newlines(data []byte) []byte {
+	out := make([]byte, 0, len(data))
+	for i := 0; i < len(data); i++ {
+		if data[i] != '\r' {
+			out = append(out, data[i])
+			continue
+		}
+		out = append(out, '\n')
+		if i+1 < len(data) && data[i+1] == '\n' {
+			i++
+		}
+	}
+	return out
+}
+
+// decodeEntries decodes the entries of section s, the items of w's
+// list, by batches of items, and an item larger than a batch on its own.
+func decodeEntries(l *lines, w within, s Section, ch chunking, errs *[]string) ([]Entry, error) {
+	h := w.top
 	starts := h.items(l)
 	entries := make([]Entry, 0, len(starts))
-	err := batches(l, h, starts, ch, func(items []*yaml.Node, first, end int) error {
+	if ch.cut != nil {
+		ch.cut(h.key, h.keyLine+1)
+	}
+	err := batches(l, w, starts, ch, func(items []*yaml.Node, first, end int) error {
 		if items == nil { // one large item
-			e, err := decodeLargeEntry(l, first, end, s, len(entries), ch, errs)
+			e, err := decodeLargeEntry(l, w, first, end, s, len(entries), ch, errs)
 			entries = append(entries, e)
 			return err
 		}
@@ -331,11 +619,14 @@ func decodeEntries(l *lines, h hole, s Section, ch chunking, errs *[]string) ([]
 				entries = append(entries, nil) // an empty entry: validate says so
 				continue
 			}
-			e := s.New()
 			where := entry(s.Kind, len(entries), scalar(it, "name"))
 			if it.Kind != yaml.MappingNode {
-				return errWhole
+				// As decodeSection says it.
+				*errs = append(*errs, fmt.Sprintf("line %d: %s: cannot unmarshal %s into a %s entry (a mapping of settings)", it.Line, where, it.ShortTag(), s.Kind))
+				entries = append(entries, nil)
+				continue
 			}
+			e := s.New()
 			*errs = append(*errs, decodeEntry(it, e, where)...)
 			entries = append(entries, e)
 		}
@@ -344,10 +635,12 @@ func decodeEntries(l *lines, h hole, s Section, ch chunking, errs *[]string) ([]
 	return entries, err
 }
 
-// batches calls f with the item nodes of hole h's items (which start at
-// lines starts) a batch of text at a time; an item larger than a batch
-// is not parsed but handed to f alone, as nil and its lines [first, end).
-func batches(l *lines, h hole, starts []int, ch chunking, f func(items []*yaml.Node, first, end int) error) error {
+// batches calls f with the item nodes of the items of w's innermost list
+// (which start at lines starts) a batch of text at a time; an item larger
+// than a batch is not parsed but handed to f alone, as nil and its lines
+// [first, end).
+func batches(l *lines, w within, starts []int, ch chunking, f func(items []*yaml.Node, first, end int) error) error {
+	h := w.innermost()
 	for i := 0; i < len(starts); {
 		end := func(j int) int {
 			if j+1 < len(starts) {
@@ -366,14 +659,14 @@ func batches(l *lines, h hole, starts []int, ch chunking, f func(items []*yaml.N
 		for j < len(starts) && l.at(end(j))-l.at(starts[i]) <= ch.batch {
 			j++
 		}
-		seq, err := parsePiece(l.data[l.at(starts[i]):l.at(end(j-1))], starts[i])
+		items, err := parsePiece(l.data[l.at(starts[i]):l.at(end(j-1))], starts[i], w)
 		if err != nil {
 			return err
 		}
-		if seq.Kind != yaml.SequenceNode || len(seq.Content) != j-i {
-			return errWhole
+		if len(items) != j-i {
+			return &notCut{line: starts[i] + 1, why: "a list whose items are not where their lines say (a quoted or flow value over several lines?)"}
 		}
-		if err := f(seq.Content, 0, 0); err != nil {
+		if err := f(items, 0, 0); err != nil {
 			return err
 		}
 		i = j
@@ -382,57 +675,73 @@ func batches(l *lines, h hole, starts []int, ch chunking, f func(items []*yaml.N
 }
 
 // decodeLargeEntry decodes the entry of section s in lines [first, end),
-// the index-th of its section, with its own lists cut out and decoded
-// by batches.
-func decodeLargeEntry(l *lines, first, end int, s Section, index int, ch chunking, errs *[]string) (Entry, error) {
+// an item of w's list, the index-th of its section, with its own lists
+// cut out and decoded by batches.
+func decodeLargeEntry(l *lines, w within, first, end int, s Section, index int, ch chunking, errs *[]string) (Entry, error) {
 	lead, _ := classify(l.line(first))
-	col := lead + 1 + len(l.line(first)[lead+1:]) - len(bytes.TrimLeft(l.line(first)[lead+1:], " "))
+	after := l.line(first)[lead+1:]
+	col := lead + 1 + len(after) - len(bytes.TrimLeft(after, " "))
+	if col == lead+1 || len(bytes.TrimLeft(after, " ")) == 0 {
+		return nil, &notCut{line: first + 1, why: "a large entry whose first key is not on the line of its \"-\""}
+	}
 	holes := findHoles(l, first, end, col)
-	seq, err := parsePiece(skeleton(l, first, end, holes), first)
+	at := &entryAt{first: first, lead: lead, col: col}
+	items, err := parsePiece(skeleton(l, first, end, holes), first, w)
 	if err != nil {
+		var pe *pieceError
+		if errors.As(err, &pe) {
+			// A list above the error may hold the entry's first.
+			err = firstError(pe, holes, func(h hole) error {
+				return decodeList(l, within{root: w.root, top: w.top, entry: at, list: h}, s.New(), "", ch, new([]string))
+			})
+		}
 		return nil, err
 	}
-	if seq.Kind != yaml.SequenceNode || len(seq.Content) != 1 || seq.Content[0].Kind != yaml.MappingNode {
-		return nil, errWhole
+	if len(items) != 1 || items[0].Kind != yaml.MappingNode {
+		return nil, &notCut{line: first + 1, why: "an entry that is not where its lines say"}
 	}
-	it := seq.Content[0]
+	it := items[0]
 	for _, h := range holes {
-		if !emptyValue(it, h) {
-			return nil, errWhole
+		// A key twice: decoding it reports it, its lists are checked.
+		if found, _ := emptyValue(it, h); !found {
+			return nil, &notCut{line: h.keyLine + 1, why: fmt.Sprintf("the list under %s is not that key's value as its lines say", QuoteKey(h.key))}
 		}
 	}
 	e := s.New()
 	where := entry(s.Kind, index, scalar(it, "name"))
 	*errs = append(*errs, decodeEntry(it, e, where)...)
 	for _, h := range holes {
-		if err := decodeList(l, h, e, where, ch, errs); err != nil {
+		if err := decodeList(l, within{root: w.root, top: w.top, entry: at, list: h}, e, where, ch, errs); err != nil {
 			return nil, err
 		}
 	}
 	return e, nil
 }
 
-// decodeList decodes the items of hole h, by batches, into the list
-// field of out (a pointer to a struct) its key names.
-func decodeList(l *lines, h hole, out any, where string, ch chunking, errs *[]string) error {
+// decodeList decodes the items of w's innermost list, by batches, into
+// the list field of out (a pointer to a struct) its key names.
+func decodeList(l *lines, w within, out any, where string, ch chunking, errs *[]string) error {
+	h := w.list
 	field, ok := fieldByKey(reflect.ValueOf(out).Elem(), h.key)
 	if !ok || field.Kind() != reflect.Slice {
-		return errWhole
+		return &notCut{line: h.keyLine + 1, why: fmt.Sprintf("a list under %s, which is not a list setting", QuoteKey(h.key))}
+	}
+	if ch.cut != nil {
+		ch.cut(h.key, h.keyLine+1)
 	}
 	starts := h.items(l)
 	field.Set(reflect.MakeSlice(field.Type(), 0, len(starts)))
 	kc := keyChecker{fields: map[reflect.Type]map[string]reflect.Type{}}
 	elem := field.Type().Elem()
-	return batches(l, h, starts, ch, func(items []*yaml.Node, first, end int) error {
+	return batches(l, w, starts, ch, func(items []*yaml.Node, first, end int) error {
 		if items == nil {
-			seq, err := parsePiece(l.data[l.at(first):l.at(end)], first)
-			if err != nil {
+			var err error
+			if items, err = parsePiece(l.data[l.at(first):l.at(end)], first, w); err != nil {
 				return err
 			}
-			if seq.Kind != yaml.SequenceNode || len(seq.Content) != 1 {
-				return errWhole
+			if len(items) != 1 {
+				return &notCut{line: first + 1, why: "a list whose items are not where their lines say (a quoted or flow value over several lines?)"}
 			}
-			items = seq.Content
 		}
 		base := field.Len()
 		whereAt := func(k int) string { return fmt.Sprintf("%s: %s[%d]", where, h.key, base+k) }
@@ -456,7 +765,7 @@ func decodeList(l *lines, h hole, out any, where string, ch chunking, errs *[]st
 		// Something in the batch is wrong: item by item, for its errors.
 		for k, it := range items {
 			if it.Kind != yaml.MappingNode {
-				return errWhole
+				return &notCut{line: it.Line, why: fmt.Sprintf("%s: an item of %s that is not a mapping", where, QuoteKey(h.key))}
 			}
 			v := reflect.New(elem)
 			*errs = append(*errs, decodeEntry(it, v.Interface(), whereAt(k))...)
