@@ -76,14 +76,14 @@ func TestDecodeLargeRefusedCases(t *testing.T) {
 		text string
 		want string // "" : as decoding the whole file
 	}{
-		"syntax":        {head + hosts + "      - address: 192.0.2.9\n        name: : :\n" + hosts, ""},
-		"duplicate key": {head + hosts + "kvm:\n  - name: other\n", ""},
+		"syntax":                    {head + hosts + "      - address: 192.0.2.9\n        name: : :\n" + hosts, ""},
+		"duplicate key":             {head + hosts + "kvm:\n  - name: other\n", ""},
 		"duplicate key, both lists": {head + hosts + "kvm:\n" + strings.TrimPrefix(head, "kvm:\n") + hosts, ""},
-		"duplicate entry key": {head + hosts + "    hosts:\n" + hosts, ""},
-		"alias":               {head + "      - &h\n        address: 192.0.2.1\n" + hosts + "      - *h\n", `line 21: an alias (*h) of an anchor in another part of the file`},
-		"tab":                 {head + hosts + "\t\n" + hosts, `line 19: a tab in the indentation (YAML indents with spaces)`},
-		"tab-indented":        {head + hosts + "\t- address: 192.0.2.9\n", `line 19: a tab in the indentation (YAML indents with spaces)`},
-		"crlf and a syntax error": {strings.ReplaceAll(head+hosts+"      - address: 192.0.2.9\n        name: : :\n"+hosts, "\n", "\r\n"), ""},
+		"duplicate entry key":       {head + hosts + "    hosts:\n" + hosts, ""},
+		"alias":                     {head + "      - &h\n        address: 192.0.2.1\n" + hosts + "      - *h\n", `line 21: an alias (*h) of an anchor in another part of the file`},
+		"tab":                       {head + hosts + "\t\n" + hosts, `line 19: a tab in the indentation (YAML indents with spaces)`},
+		"tab-indented":              {head + hosts + "\t- address: 192.0.2.9\n", `line 19: a tab in the indentation (YAML indents with spaces)`},
+		"crlf and a syntax error":   {strings.ReplaceAll(head+hosts+"      - address: 192.0.2.9\n        name: : :\n"+hosts, "\n", "\r\n"), ""},
 	} {
 		_, werr := config.ParseWith([]byte(c.text), dir, sections, config.NewChunking(len(c.text)+1, 0))
 		_, cerr := config.ParseWith([]byte(c.text), dir, sections, strict)
