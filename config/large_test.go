@@ -212,5 +212,16 @@ func FuzzDecodeLarge(f *testing.F) {
 			return
 		}
 		assertSame(t, "fuzz", data, config.NewChunking(0, batch))
+		// Refusing what it cannot cut, as for a file over 2 MiB: what it
+		// accepts is what decoding the whole file gives, and yaml's
+		// errors are those of the whole file.
+		cut, cerr := config.ParseWith(data, filepath.Join("..", "testdata"), sections, config.NewStrictChunking(0, batch, nil))
+		whole, werr := config.ParseWith(data, filepath.Join("..", "testdata"), sections, config.NewChunking(len(data)+1, 0))
+		switch {
+		case cerr == nil && (werr != nil || !reflect.DeepEqual(whole.AllEntries(), cut.AllEntries()) || !reflect.DeepEqual(whole.Defaults, cut.Defaults)):
+			t.Fatalf("accepted list by list, refusing what it cannot cut; whole: %v", werr)
+		case cerr != nil && strings.HasPrefix(cerr.Error(), "yaml: ") && (werr == nil || werr.Error() != cerr.Error()):
+			t.Fatalf("list by list: %v; whole: %v", cerr, werr)
+		}
 	})
 }

@@ -23,7 +23,9 @@ const reloadConfigBytesEnv = "PROVIDER_HEALTH_RELOAD_TEST_BYTES"
 // times, twice with one host fewer or back, so that the entry is built
 // anew, and once more with an unknown field in a host, which is refused:
 // the peak resident size (VmHWM) stays under the Deployment's 256 MiB,
-// every reload of a valid file succeeds, and the last, refused, keeps the
+// every reload of a valid file succeeds, and the refused ones (an unknown
+// field; a syntax error, a duplicate top-level key, an anchor used across
+// pieces, a tab, "\r\n" with a syntax error: none decoded whole) keep the
 // configuration in force (docs/scaling.md: "Large configurations"). Before, the node tree of the whole file (211 MiB) and
 // a state of some 600 bytes per host made the peak 605-621 MiB.
 func TestLargeReloadsUnderTheDeploymentLimit(t *testing.T) {
@@ -81,6 +83,37 @@ func TestLargeReloadsUnderTheDeploymentLimit(t *testing.T) {
 		t.Errorf("reload of a file with an error: %s %s; want 500 and %s", resp.Status, body, want)
 	}
 	t.Logf("a refused reload: peak RSS (VmHWM) %.1f MiB", float64(peakResidentBytes(t, cmd.Process.Pid))/(1<<20))
+	// Files the list-by-list decode cannot cut, which it once handed to
+	// decoding the whole file (and its node tree took the exporter past
+	// its limit): refused with the line, from the pieces.
+	deep := "        name: proxy-host-200000\n"
+	if hosts < 200001 {
+		deep = fmt.Sprintf("        name: proxy-host-%06d\n", hosts*3/4)
+	}
+	lineOf := func(text, marker string) int { return strings.Count(text[:strings.Index(text, marker)], "\n") + 1 }
+	syntax := strings.Replace(fewer, deep, deep+"        name: : :\n", 1)
+	for _, c := range []struct {
+		name, text, want string
+	}{
+		{"a syntax error", syntax, fmt.Sprintf("yaml: line %d: mapping values are not allowed in this context", lineOf(syntax, "name: : :"))},
+		{"a duplicate top-level key", fewer + "kvm:\n  - name: other\n", fmt.Sprintf(`line %d: mapping key "kvm" already defined at line 1`, strings.Count(fewer, "\n")+1)},
+		{"an anchor used across pieces", strings.Replace(fewer, "address: 10.0.0.0:22", "address: &h 10.0.0.0:22", 1) + "      - address: *h\n",
+			fmt.Sprintf("line %d: an alias (*h) of an anchor in another part of the file", strings.Count(fewer, "\n")+1)},
+		{"a tab", strings.Replace(fewer, deep, deep+"\t\n", 1), fmt.Sprintf("line %d: a tab in the indentation", lineOf(fewer, deep)+1)},
+		{"\\r\\n and a syntax error", strings.ReplaceAll(syntax, "\n", "\r\n"), fmt.Sprintf("yaml: line %d: mapping values are not allowed in this context", lineOf(syntax, "name: : :"))},
+	} {
+		writeFile(t, path, c.text)
+		resp, err := client.Post("http://"+addr+"/-/reload", "", nil)
+		if err != nil {
+			t.Fatalf("reload of a file with %s: %v\nlog:\n%.4000s", c.name, err, logs.String())
+		}
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusInternalServerError || !strings.Contains(string(body), c.want) {
+			t.Errorf("reload of a file with %s: %s %s; want 500 and %s", c.name, resp.Status, body, c.want)
+		}
+		t.Logf("a refused reload of %d bytes with %s: peak RSS (VmHWM) %.1f MiB", len(c.text), c.name, float64(peakResidentBytes(t, cmd.Process.Pid))/(1<<20))
+	}
 	select {
 	case err := <-exited:
 		exited <- err
