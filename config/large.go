@@ -93,8 +93,11 @@ func refusal(err error, size int, ch chunking) error {
 		return pe.err
 	}
 	var nc *notCut
-	if !errors.As(err, &nc) {
+	switch {
+	case errors.Is(err, errWhole):
 		nc = &notCut{line: 1, why: "no list written in block style (\"- \" items) to decode by parts"}
+	case !errors.As(err, &nc):
+		return err // an error of the whole file: a second document
 	}
 	return fmt.Errorf("%w; a configuration of %d KiB, over %d KiB, is decoded list by list, never whole (docs/scaling.md: \"Large configurations\")", nc, size>>10, ch.whole>>10)
 }
@@ -474,18 +477,14 @@ func (c *Config) decodeLarge(data []byte, sections []Section, ch chunking) (file
 		if !strings.HasPrefix(err.Error(), "yaml: ") {
 			return nil, err
 		}
-		var first error = &pieceError{err: err}
-		if m := yamlLineRE.FindStringSubmatch(err.Error()); strings.HasSuffix(err.Error(), "found unexpected end of stream") {
+		if strings.HasSuffix(err.Error(), "found unexpected end of stream") {
 			line := 1
-			if m != nil {
+			if m := yamlLineRE.FindStringSubmatch(err.Error()); m != nil {
 				line, _ = strconv.Atoi(m[1])
 			}
-			first = &notCut{line: line, why: "a quoted or flow value that runs on past a list (a quote or bracket not closed?)"}
+			return nil, &notCut{line: line, why: "a quoted or flow value that runs on past a list (a quote or bracket not closed?)"}
 		}
-		pe, ok := first.(*pieceError)
-		if !ok {
-			return nil, first
-		}
+		pe := &pieceError{err: err}
 		// The skeleton keeps every line's number; a list above its
 		// error may hold the file's first.
 		return nil, firstError(pe, holes, func(h hole) error {

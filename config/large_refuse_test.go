@@ -76,8 +76,8 @@ func TestDecodeLargeRefusedCases(t *testing.T) {
 		text string
 		want string // "" : as decoding the whole file
 	}{
-		"syntax":                    {head + hosts + "      - address: 192.0.2.9\n        name: : :\n" + hosts, ""},
-		"duplicate key":             {head + hosts + "kvm:\n  - name: other\n", ""},
+		"syntax":        {head + hosts + "      - address: 192.0.2.9\n        name: : :\n" + hosts, ""},
+		"duplicate key": {head + hosts + "kvm:\n  - name: other\n", ""},
 		// The second list is not decoded, so its unknown field is not
 		// reported, as when decoding the whole file.
 		"duplicate key, both lists": {head + hosts + "kvm:\n" + strings.TrimPrefix(head, "kvm:\n") + hosts + "        passwd: x\n", ""},

@@ -73,9 +73,9 @@ func TestKnownHostsTrailingWildcard(t *testing.T) {
 func TestKnownHostsWildcardsEverywhere(t *testing.T) {
 	t.Parallel()
 	k := newKHKeys(t)
-	words := func(alphabet string, max int) []string {
+	words := func(alphabet string, longest int) []string {
 		out, last := []string{""}, []string{""}
-		for range max {
+		for range longest {
 			var next []string
 			for _, w := range last {
 				for _, c := range alphabet {
