@@ -310,7 +310,7 @@ func TestStatusPageFilters(t *testing.T) {
 		{"provider=kvm&state=notready", []string{"rack/r2"}},
 		{"name=lab&reason=Unreachable", []string{"lab/beelink"}},
 		{"provider=gcp&name=rack", nil},
-		{"reason=Timeout", nil},  // a reason no target has now
+		{"reason=Timeout", nil}, // a reason no target has now
 		// A reason of one kind only, not the last in the table: known.
 		{"reason=Unschedulable", nil},
 		{"state=unchecked", nil}, // every target was checked
