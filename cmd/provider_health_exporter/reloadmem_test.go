@@ -90,7 +90,13 @@ func TestLargeReloadsUnderTheDeploymentLimit(t *testing.T) {
 	if hosts < 200001 {
 		deep = fmt.Sprintf("        name: proxy-host-%06d\n", hosts*3/4)
 	}
-	lineOf := func(text, marker string) int { return strings.Count(text[:strings.Index(text, marker)], "\n") + 1 }
+	lineOf := func(text, marker string) int {
+		before, _, found := strings.Cut(text, marker)
+		if !found {
+			t.Fatalf("no %q in the file", marker)
+		}
+		return strings.Count(before, "\n") + 1
+	}
 	syntax := strings.Replace(fewer, deep, deep+"        name: : :\n", 1)
 	// With "\r\n", one byte more a line: hosts off the end keep it under
 	// the 16 MiB cap of a file.
