@@ -374,6 +374,11 @@ func parsePiece(text []byte, first int, w within) ([]*yaml.Node, error) {
 // which name the line of their mark from 0, the scanner's from 1.
 var parserProblems = []string{"did not find expected ", "found duplicate %", "found incompatible YAML document", "found undefined tag handle"}
 
+// readerProblems are the errors of yaml's reader (the text is not UTF-8
+// or has control characters), whose message has no line.
+var readerProblems = []string{"invalid leading UTF-8 octet", "incomplete UTF-8 octet sequence", "invalid trailing UTF-8 octet",
+	"invalid length of a UTF-8 sequence", "invalid Unicode character", "incomplete UTF-16 ", "control characters are not allowed", "input error: "}
+
 // pieceErr is yaml's error err for a piece (text, at line first of the
 // file, after a header of the lines given), as decoding the whole file
 // words and lines it.
@@ -400,6 +405,10 @@ func pieceErr(err error, text []byte, first int, lines []int) error {
 	if m := yamlLineRE.FindStringSubmatch(msg); m != nil {
 		mark, _ = strconv.Atoi(m[1])
 		rest = strings.TrimPrefix(rest, "line "+m[1]+": ")
+	}
+	if slices.ContainsFunc(readerProblems, func(p string) bool { return strings.HasPrefix(rest, p) }) {
+		// yaml names no line for what its reader refuses.
+		return &pieceError{err: errors.New("yaml: " + rest)}
 	}
 	scanner := !slices.ContainsFunc(parserProblems, func(p string) bool { return strings.HasPrefix(rest, p) })
 	if scanner && mark > 0 {
