@@ -499,7 +499,17 @@ func (c *Config) decodeLarge(data []byte, sections []Section, ch chunking) (file
 		return nil, firstError(pe, holes, func(h hole) error {
 			s, ok := sectionOf(sections, h.key)
 			if !ok {
-				return nil
+				// Not a section: its pieces parsed, not decoded, and an
+				// item larger than a batch too, up to 1 MiB of it (a
+				// tree of some 13 MiB).
+				w := within{root: root, top: h}
+				return batches(l, w, h.items(l), ch, func(items []*yaml.Node, first, end int) error {
+					if items != nil || l.at(end)-l.at(first) > 1<<20 {
+						return nil
+					}
+					_, err := parsePiece(l.data[l.at(first):l.at(end)], first, w)
+					return err
+				})
 			}
 			_, err := decodeEntries(l, within{root: root, top: h}, s, ch, new([]string))
 			return err
@@ -550,12 +560,18 @@ func firstError(err *pieceError, holes []hole, check func(hole) error) error {
 			break
 		}
 		var pe *pieceError
-		if e := check(h); errors.As(e, &pe) {
+		var nc *notCut
+		switch e := check(h); {
+		case errors.As(e, &pe):
 			if m := yamlLineRE.FindStringSubmatch(pe.Error()); m != nil {
 				if n, _ := strconv.Atoi(m[1]); n < line {
 					return pe
 				}
 			}
+		case errors.As(e, &nc) && nc.line < line:
+			// A quote or bracket open in the list may be what the
+			// error is of.
+			return nc
 		}
 	}
 	return err
