@@ -555,8 +555,10 @@ func firstError(err *pieceError, holes []hole, check func(hole) error) error {
 	if m := yamlLineRE.FindStringSubmatch(err.Error()); m != nil {
 		line, _ = strconv.Atoi(m[1])
 	}
+	// yaml's line is from 0 for a parser error, from 1 for the scanner's:
+	// a list starting on it may be above the error.
 	for _, h := range holes {
-		if h.first >= line {
+		if h.first > line {
 			break
 		}
 		var pe *pieceError
@@ -568,7 +570,7 @@ func firstError(err *pieceError, holes []hole, check func(hole) error) error {
 					return pe
 				}
 			}
-		case errors.As(e, &nc) && nc.line < line:
+		case errors.As(e, &nc) && nc.line <= line:
 			// A quote or bracket open in the list may be what the
 			// error is of.
 			return nc
