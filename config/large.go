@@ -414,6 +414,11 @@ func pieceErr(err error, text []byte, first int, lines []int) error {
 	if scanner && mark > 0 {
 		mark--
 	}
+	if mark >= len(lines)+bytes.Count(text, []byte{'\n'}) {
+		// At the piece's end: a bracket open there, and where the
+		// file's own error is depends on the text after it.
+		return &notCut{line: first + 1, why: "a quoted or flow value that runs on past its list item (a quote or bracket not closed?)"}
+	}
 	line := first + mark - len(lines)
 	if mark < len(lines) {
 		line = lines[mark]
