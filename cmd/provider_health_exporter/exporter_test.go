@@ -412,7 +412,7 @@ func TestStatusJSONAndLandingPage(t *testing.T) {
 	}
 	for _, want := range []string{"<table id=\"targets\">", `class="notready"`, `class="ready"`, "APIDisabled",
 		"Compute Engine API has not been used in project crawl-prod-123", "/probe?name=lab&amp;target=nuc&amp;debug=true",
-		`name="refresh"`, "never checked </i>&rarr; APIDisabled"} {
+		`name="refresh"`, "never checked </i>&rarr; API<wbr>Disabled"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("landing page lacks %q", want)
 		}
