@@ -272,14 +272,18 @@ integration-e2e:
 	testdata/e2e/run-e2e.sh
 
 # The status page in headless Chromium (Debian's chromium) against the real
-# binary (build tag browser). It fails, never skips, without Chromium. The
-# screenshots and the logs of the exporter and of Chromium of the last run
-# are kept under $(BROWSER_ARTIFACTS)/_artifacts.
+# binary (build tag browser), at 1366x768: a small fleet, a fleet of 1,000
+# targets, and make demo's nine entries (the demo's script, as root, with
+# kube-apiserver built: after integration-kubernetes, like integration-demo).
+# It fails, never skips, without Chromium. The screenshots and the logs of
+# the exporter, the demo and Chromium of the last run are kept under
+# $(BROWSER_ARTIFACTS)/_artifacts.
 BROWSER_ARTIFACTS ?= $(CURDIR)/.artifacts/browser
 .PHONY: integration-browser
 integration-browser:
+	testdata/kubernetes/build-apiserver.sh >/dev/null
 	rm -rf $(BROWSER_ARTIFACTS)/_artifacts && mkdir -p $(BROWSER_ARTIFACTS)
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -tags browser -run '^TestStatusPage(InBrowser|FleetInBrowser)$$' -v \
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -tags browser -run '^TestStatusPage(InBrowser|FleetInBrowser|DemoInBrowser)$$' -v \
 	  -artifacts -outputdir $(BROWSER_ARTIFACTS) ./cmd/provider_health_exporter/
 
 # --- mixin ----------------------------------------------------------------

@@ -72,7 +72,7 @@ func TestStatusPageFleetInBrowser(t *testing.T) {
 
 	ctx := startChromium(t, artifacts)
 	console := watchConsole(ctx)
-	page := &statusPage{t: t, ctx: ctx, base: base}
+	page := &statusPage{t: t, ctx: ctx, base: base, prefix: prefix}
 	page.reportLoadTimes(base+prefix+"/", 3, exporterPID, filepath.Join(artifacts, "fleet-load-times.txt"))
 	rows := page.rows()
 	page.viewportScreenshot(filepath.Join(artifacts, "status-page-fleet.png"))
@@ -312,7 +312,7 @@ func (p *statusPage) navigateBy(what string, a chromedp.Action[chromedp.Void]) {
 func (p *statusPage) checkFiltered(status []statusProvider, query string, match func(statusProvider, statusTarget) bool) {
 	t := p.t
 	t.Helper()
-	if got, want := p.location(), p.base+prefix+"/"+query; got != want {
+	if got, want := p.location(), p.base+p.prefix+"/"+query; got != want {
 		t.Errorf("the filter led to %s, want %s", got, want)
 	}
 	var want []string

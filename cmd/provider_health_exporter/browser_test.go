@@ -75,7 +75,7 @@ func TestStatusPageInBrowser(t *testing.T) {
 	base := startBrowserExporter(t, artifacts, compute.URL)
 	ctx := startChromium(t, artifacts)
 	console := watchConsole(ctx)
-	page := &statusPage{t: t, ctx: ctx, base: base}
+	page := &statusPage{t: t, ctx: ctx, base: base, prefix: prefix}
 
 	// Before any check: every target never checked, and loading the page
 	// (reached through the bare prefix, which redirects) checks nothing.
@@ -490,7 +490,8 @@ func (c *consoleLog) assertNoErrors(t *testing.T, name string, faviconOK bool) {
 type statusPage struct {
 	t    *testing.T
 	ctx  context.Context
-	base string // http://127.0.0.1:port
+	base   string // http://127.0.0.1:port
+	prefix string // the exporter's route prefix, "" for none
 }
 
 // pageRow is one target's row of the status table as the browser renders
@@ -587,7 +588,7 @@ func (p *statusPage) clickRefresh() {
 	if err != nil {
 		p.t.Fatalf("clicking the refresh button: %v", err)
 	}
-	if resp.Status != http.StatusOK || !strings.HasPrefix(resp.URL, p.base+prefix+"/?") {
+	if resp.Status != http.StatusOK || !strings.HasPrefix(resp.URL, p.base+p.prefix+"/?") {
 		p.t.Fatalf("the refresh button loaded %s: status %d", resp.URL, resp.Status)
 	}
 }
@@ -595,7 +596,7 @@ func (p *statusPage) clickRefresh() {
 // status reads /api/v1/status, which checks nothing.
 func (p *statusPage) status() []statusProvider {
 	p.t.Helper()
-	resp, err := http.Get(p.base + prefix + "/api/v1/status")
+	resp, err := http.Get(p.base + p.prefix + "/api/v1/status")
 	if err != nil {
 		p.t.Fatal(err)
 	}
@@ -817,9 +818,9 @@ func (p *statusPage) followLinks() {
 	t.Helper()
 	links := browserValue(p, "reading the links", chromedp.Evaluate[[]string](`Array.from(document.links).map(a => a.href)`))
 	want := map[string]bool{
-		p.base + prefix + "/metrics":       false,
-		p.base + prefix + "/api/v1/status": false,
-		p.base + prefix + "/config":        false,
+		p.base + p.prefix + "/metrics":       false,
+		p.base + p.prefix + "/api/v1/status": false,
+		p.base + p.prefix + "/config":        false,
 	}
 	for _, probe := range []string{
 		p.probeURL(gcpReadyName, "compute"), p.probeURL(gcpFlakyName, "compute"),
@@ -827,7 +828,7 @@ func (p *statusPage) followLinks() {
 	} {
 		want[probe], want[probe+"&debug=true"] = false, false
 	}
-	page := p.base + prefix + "/"
+	page := p.base + p.prefix + "/"
 	for _, filter := range []string{"?provider=gcp", "?provider=gcp&reason=Forbidden", "?provider=kvm&state=down",
 		"?reason=Unreachable", "?state=ready", "?name=" + kvmName} {
 		want[page+filter] = false
@@ -872,5 +873,5 @@ func (p *statusPage) followLinks() {
 }
 
 func (p *statusPage) probeURL(name, target string) string {
-	return p.base + prefix + "/probe?name=" + name + "&target=" + target
+	return p.base + p.prefix + "/probe?name=" + name + "&target=" + target
 }
