@@ -488,8 +488,8 @@ func (c *consoleLog) assertNoErrors(t *testing.T, name string, faviconOK bool) {
 
 // statusPage is the status page in the test's tab.
 type statusPage struct {
-	t    *testing.T
-	ctx  context.Context
+	t      *testing.T
+	ctx    context.Context
 	base   string // http://127.0.0.1:port
 	prefix string // the exporter's route prefix, "" for none
 }
