@@ -77,9 +77,11 @@ image-oci:
 # promu crossbuild needs Docker and the network, and promu crossbuild
 # tarballs reads every directory under .build), the packaged chart (Helm
 # pinned in the validate module), sha256sums.txt of both (promu checksum),
-# and the OCI image (make image-oci). All carry VERSION; release-check
-# checks that. .github/workflows/release.yml runs both on a tag, then
-# pushes.
+# and the OCI image (tools/ocibuild, as make image-oci) of the same
+# binaries: each platform's is built once, and the file in its tarball is
+# the file in its image. All carry VERSION; release-check checks that, and
+# that the binaries are the same. .github/workflows/release.yml runs both
+# on a tag, then pushes.
 RELEASE_DIR ?= $(CURDIR)/.build/release
 RELEASE_PLATFORMS ?= linux/amd64 linux/arm64
 VERSION := $(shell cat VERSION)
@@ -101,8 +103,8 @@ release:
 	  GOOS=$$os GOARCH=$$arch $$tmp/promu tarball --prefix $(RELEASE_DIR) $$tmp/$$os-$$arch || exit 1; \
 	done && \
 	$(HELM) package $(CURDIR)/$(CHART) --version $(VERSION) --app-version $(VERSION) --destination $(RELEASE_DIR) && \
-	$$tmp/promu checksum $(RELEASE_DIR)
-	$(MAKE) --no-print-directory image-oci IMAGE_OCI=$(RELEASE_DIR)/image-oci
+	$$tmp/promu checksum $(RELEASE_DIR) && \
+	$(GO) -C tools run ./ocibuild -repo $(CURDIR) -binaries $$tmp -platforms "$$(echo $(RELEASE_PLATFORMS) | tr ' ' ,)" -out $(RELEASE_DIR)/image-oci
 
 release-check:
 	PHE_RELEASE_DIR=$(RELEASE_DIR) $(GO) -C $(VALIDATE) test -count=1 -tags release -run '^TestRelease$$' ./
@@ -272,14 +274,18 @@ integration-e2e:
 	testdata/e2e/run-e2e.sh
 
 # The status page in headless Chromium (Debian's chromium) against the real
-# binary (build tag browser). It fails, never skips, without Chromium. The
-# screenshots and the logs of the exporter and of Chromium of the last run
-# are kept under $(BROWSER_ARTIFACTS)/_artifacts.
+# binary (build tag browser), at 1366x768: a small fleet, a fleet of 1,000
+# targets, and make demo's nine entries (the demo's script, as root, with
+# kube-apiserver built: after integration-kubernetes, like integration-demo).
+# It fails, never skips, without Chromium. The screenshots and the logs of
+# the exporter, the demo and Chromium of the last run are kept under
+# $(BROWSER_ARTIFACTS)/_artifacts.
 BROWSER_ARTIFACTS ?= $(CURDIR)/.artifacts/browser
 .PHONY: integration-browser
 integration-browser:
+	testdata/kubernetes/build-apiserver.sh >/dev/null
 	rm -rf $(BROWSER_ARTIFACTS)/_artifacts && mkdir -p $(BROWSER_ARTIFACTS)
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -tags browser -run '^TestStatusPage(InBrowser|FleetInBrowser)$$' -v \
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -tags browser -run '^TestStatusPage(InBrowser|FleetInBrowser|DemoInBrowser)$$' -v \
 	  -artifacts -outputdir $(BROWSER_ARTIFACTS) ./cmd/provider_health_exporter/
 
 # --- mixin ----------------------------------------------------------------

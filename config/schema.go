@@ -64,6 +64,7 @@ func Schema(sections []Section) ([]byte, error) {
 		if err := entryKeywords(item); err != nil {
 			return nil, fmt.Errorf("section %s: %w", s.Kind, err)
 		}
+		guardRules(item)
 		props[s.Kind] = Keywords{
 			// `kubernetes:` with nothing after it is an empty section.
 			"type":        []string{"array", "null"},
@@ -117,6 +118,63 @@ func entryKeywords(item Keywords) error {
 		item["required"] = append([]string{"name"}, req...)
 	}
 	return nil
+}
+
+// guardRules makes the rules of s and of the objects within it (allOf:
+// "user here or on every host", "regions with min_quota_headroom") apply
+// only to an object whose keys, and those of the objects within it, are
+// all known. A validator reports every failed branch: a misspelled key
+// (usr for user) was followed by lines of each anyOf branch that the
+// right key would have met, "missing property 'user'" at the entry and at
+// its hosts, which sent the reader to the wrong place. Guarded, the
+// misspelled key is the whole error; once it is fixed the rules apply
+// (docs/configuration.md: "Schema").
+func guardRules(s Keywords) {
+	if props, ok := s["properties"].(map[string]any); ok {
+		for _, v := range props {
+			if p, ok := v.(Keywords); ok {
+				guardRules(p)
+			}
+		}
+	}
+	if items, ok := s["items"].(Keywords); ok {
+		guardRules(items)
+	}
+	rules, ok := s["allOf"]
+	if !ok {
+		return
+	}
+	if known, ok := knownKeys(s); ok {
+		s["allOf"] = []any{Keywords{"if": known, "then": Keywords{"allOf": rules}}}
+	}
+}
+
+// knownKeys is the schema that holds exactly when an object of s's shape
+// has no key s does not allow, nor any object within it (an entry's
+// hosts); false when s allows every key.
+func knownKeys(s Keywords) (Keywords, bool) {
+	out := Keywords{}
+	props, _ := s["properties"].(map[string]any)
+	if s["additionalProperties"] == false {
+		out["propertyNames"] = Keywords{"enum": slices.Sorted(maps.Keys(props))}
+	}
+	within := map[string]any{}
+	for k, v := range props {
+		if p, ok := v.(Keywords); ok {
+			if g, ok := knownKeys(p); ok {
+				within[k] = g
+			}
+		}
+	}
+	if len(within) > 0 {
+		out["properties"] = within
+	}
+	if items, ok := s["items"].(Keywords); ok {
+		if g, ok := knownKeys(items); ok {
+			out["items"] = g
+		}
+	}
+	return out, len(out) > 0
 }
 
 // NoControlCharacters is the pattern of a string without control

@@ -33,6 +33,7 @@ const (
 	fleetGCPReady  = "gcp-crawl-prod-europe-west4-egress-proxies"
 	fleetGCPReady2 = "gcp-crawl-prod-us-central1-egress-proxies"
 	fleetGCPFlaky  = "gcp-crawl-staging-asia-northeast1-egress-proxies" // 403
+	fleetGCPQuota  = "gcp-crawl-prod-europe-west4-egress-proxies-spare" // QuotaExhausted, capacity 0
 	fleetKube      = "kubernetes-prod-eu-central-1-egress-proxies-cluster"
 )
 
@@ -53,7 +54,7 @@ const (
 func TestStatusPageFleetInBrowser(t *testing.T) {
 	artifacts := t.ArtifactDir()
 	t.Logf("screenshots and logs go to %s", artifacts)
-	compute := newBrowserCompute(t, fleetGCPReady, fleetGCPReady2, fleetGCPFlaky)
+	compute := newBrowserCompute(t, fleetGCPReady, fleetGCPReady2, fleetGCPFlaky, fleetGCPQuota)
 	compute.flaky = fleetGCPFlaky
 	compute.forbidFlaky()
 	base, exporterPID := startFleetExporter(t, artifacts, compute.URL)
@@ -71,13 +72,13 @@ func TestStatusPageFleetInBrowser(t *testing.T) {
 
 	ctx := startChromium(t, artifacts)
 	console := watchConsole(ctx)
-	page := &statusPage{t: t, ctx: ctx, base: base}
+	page := &statusPage{t: t, ctx: ctx, base: base, prefix: prefix}
 	page.reportLoadTimes(base+prefix+"/", 3, exporterPID, filepath.Join(artifacts, "fleet-load-times.txt"))
 	rows := page.rows()
 	page.viewportScreenshot(filepath.Join(artifacts, "status-page-fleet.png"))
 	status := page.status()
-	if len(rows) != fleetHosts+6 {
-		t.Fatalf("%d rows, want %d", len(rows), fleetHosts+6)
+	if len(rows) != fleetHosts+7 {
+		t.Fatalf("%d rows, want %d", len(rows), fleetHosts+7)
 	}
 	page.compareWithStatus(rows)
 	checkFleetVerdicts(t, status)
@@ -124,6 +125,13 @@ func TestStatusPageFleetInBrowser(t *testing.T) {
 	page.checkFiltered(status, "?provider=kvm&reason=Unreachable", func(p statusProvider, tg statusTarget) bool {
 		return p.Provider == "kvm" && tg.Reason == "Unreachable"
 	})
+
+	// Not ready: every target whose ready is 0, the down ones too; the
+	// page opens on them, and its cells fit as the whole page's do.
+	page.open(base + prefix + "/?state=notready")
+	page.checkFiltered(status, "?state=notready", func(_ statusProvider, tg statusTarget) bool { return tg.Checked && !tg.Ready })
+	page.checkCells()
+	page.viewportScreenshot(filepath.Join(artifacts, "status-page-fleet-notready.png"))
 	console.assertNoErrors(t, "the filtered pages", false)
 }
 
@@ -164,8 +172,15 @@ func startFleetExporter(t *testing.T, artifacts, computeURL string) (string, int
 	// A check's budget far above what a thousand refused dials take: the
 	// verdicts are the test's, whatever the machine's load.
 	fmt.Fprintf(&cfg, "defaults: {timeout: 60s}\ngcp:\n")
-	for _, name := range []string{fleetGCPReady, fleetGCPReady2, fleetGCPFlaky} {
-		fmt.Fprintf(&cfg, "  - {name: %[1]s, project: %[1]s, credentials_file: %[2]s, endpoint: %[3]q}\n", name, sa, computeURL)
+	// Capacities with constraints of every length: CPUS binds the first
+	// (2), IN_USE_ADDRESSES the second and, used up, the last (0).
+	for _, e := range [][2]string{
+		{fleetGCPReady, ", regions: [us-central1], min_quota_headroom: {CPUS: 8, INSTANCES: 1, IN_USE_ADDRESSES: 1}"},
+		{fleetGCPReady2, ", regions: [us-central1], min_quota_headroom: {IN_USE_ADDRESSES: 1}"},
+		{fleetGCPFlaky, ""},
+		{fleetGCPQuota, ", regions: [europe-west4], min_quota_headroom: {IN_USE_ADDRESSES: 1}"},
+	} {
+		fmt.Fprintf(&cfg, "  - {name: %[1]s, project: %[1]s, credentials_file: %[2]s, endpoint: %[3]q%[4]s}\n", e[0], sa, computeURL, e[1])
 	}
 	fmt.Fprintf(&cfg, "kubernetes:\n  - {name: %s, kubeconfig: %s}\nkvm:\n", fleetKube, kubeconfig)
 	fmt.Fprintf(&cfg, "  - name: %s\n    user: proxyops\n    private_key_file: %s\n    known_hosts_file: %s\n    max_concurrent_dials: 64\n    hosts:\n",
@@ -188,7 +203,7 @@ func startFleetExporter(t *testing.T, artifacts, computeURL string) (string, int
 func checkFleetVerdicts(t *testing.T, status []statusProvider) {
 	t.Helper()
 	want := map[string]string{
-		fleetGCPReady: "Ready", fleetGCPReady2: "Ready", fleetGCPFlaky: "Forbidden",
+		fleetGCPReady: "Ready", fleetGCPReady2: "Ready", fleetGCPFlaky: "Forbidden", fleetGCPQuota: "QuotaExhausted",
 		fleetKube: "Unreachable", fleetName: "Unreachable", badKeyName: "SSHMaterialInvalid",
 	}
 	for _, p := range status {
@@ -297,7 +312,7 @@ func (p *statusPage) navigateBy(what string, a chromedp.Action[chromedp.Void]) {
 func (p *statusPage) checkFiltered(status []statusProvider, query string, match func(statusProvider, statusTarget) bool) {
 	t := p.t
 	t.Helper()
-	if got, want := p.location(), p.base+prefix+"/"+query; got != want {
+	if got, want := p.location(), p.base+p.prefix+"/"+query; got != want {
 		t.Errorf("the filter led to %s, want %s", got, want)
 	}
 	var want []string
@@ -325,6 +340,9 @@ func (p *statusPage) checkFiltered(status []statusProvider, query string, match 
 	if wantShown := fmt.Sprintf("Showing %s of %s targets.", thousands(len(want)), thousands(total)); shown != wantShown {
 		t.Errorf("%s says %q, want %q", query, shown, wantShown)
 	}
+	if len(want) > 0 {
+		p.checkFirstRowShown(query)
+	}
 	t.Logf("%s: %d rows", query, len(got))
 }
 
@@ -336,6 +354,7 @@ const summaryRowJS = `Array.from(document.querySelectorAll('#summary tr[data-pro
 		[c, Number(tr.querySelector('td.' + c).innerText.replace(/,/g, ''))])),
 	notReadyBy: Array.from(tr.querySelectorAll('td.notready-by .reason')).map(s => ({reason: s.dataset.reason, count: Number(s.dataset.count), text: s.innerText})),
 	downBy: Array.from(tr.querySelectorAll('td.down-by .reason')).map(s => ({reason: s.dataset.reason, count: Number(s.dataset.count), text: s.innerText})),
+	capacity: [tr.querySelector('td.capacity').innerText, tr.querySelector('td.least').innerText],
 }))`
 
 type summaryReason struct {
@@ -349,6 +368,7 @@ type summaryShown struct {
 	Counts     map[string]int  `json:"counts"`
 	NotReadyBy []summaryReason `json:"notReadyBy"`
 	DownBy     []summaryReason `json:"downBy"`
+	Capacity   []string        `json:"capacity"` // the sum and the least, as shown
 }
 
 // checkSummary checks each row of the summary (one per provider and the
@@ -359,6 +379,7 @@ func (p *statusPage) checkSummary(status []statusProvider) {
 	type tally struct {
 		counts             map[string]int
 		notReadyBy, downBy map[string]int
+		capacities         []int64
 	}
 	want := map[string]*tally{}
 	var order []string
@@ -373,13 +394,19 @@ func (p *statusPage) checkSummary(status []statusProvider) {
 			w.counts["entries"]++
 			for _, tg := range p.Targets {
 				w.counts["targets"]++
+				// Not ready counts every target whose ready is 0, down
+				// ones (up 0) included.
 				switch s := stateOf(tg); s {
 				case "notready":
 					w.notReadyBy[string(tg.Reason)]++
 				case "down":
+					w.counts["notready"]++
 					w.downBy[string(tg.Reason)]++
 				}
 				w.counts[stateOf(tg)]++
+				if tg.Capacity != nil {
+					w.capacities = append(w.capacities, *tg.Capacity)
+				}
 			}
 		}
 	}
@@ -406,6 +433,18 @@ func (p *statusPage) checkSummary(status []statusProvider) {
 		if exp := fmt.Sprint(w.counts, w.notReadyBy, w.downBy); got != exp {
 			t.Errorf("summary of %q: %s; /api/v1/status says %s", r.Provider, got, exp)
 		}
+		// The capacity: the sum over the targets with one, and the least.
+		wantCap := []string{"–", "–"}
+		if len(w.capacities) > 0 {
+			var sum int64
+			for _, c := range w.capacities {
+				sum += c
+			}
+			wantCap = []string{thousands(int(sum)), thousands(int(slices.Min(w.capacities)))}
+		}
+		if !slices.Equal(r.Capacity, wantCap) {
+			t.Errorf("summary of %q: capacity and least %q; /api/v1/status says %q", r.Provider, r.Capacity, wantCap)
+		}
 	}
 	// The providers in the order of /api/v1/status, the total last.
 	wantOrder := slices.DeleteFunc(slices.Clone(order), func(s string) bool { return s == "" })
@@ -419,8 +458,7 @@ func (p *statusPage) checkSummary(status []statusProvider) {
 // checkLayout checks that the page fits the window, 1366px wide: it does
 // not scroll sideways, however long the names and messages; that every
 // message cell is at least 25 of its own em wide, whatever else the row
-// holds: a readable line, not a few characters a line; and that each
-// Ready row is one line high.
+// holds: a readable line, not a few characters a line; and checkCells.
 func (p *statusPage) checkLayout() {
 	t := p.t
 	t.Helper()
@@ -448,26 +486,102 @@ func (p *statusPage) checkLayout() {
 	}
 	t.Logf("message column: %d cells, the narrowest %.1fem wide; the page %.0fpx wide in a window of %.0fpx", len(ems), narrowest, widths[0], widths[2])
 
-	// A Ready row is one line: no higher than a line of its ready cell
-	// ("yes", the row's largest font) and a half, with the cell's padding.
-	ready := browserValue(p, "measuring the Ready rows", chromedp.Evaluate[[]map[string]any](`Array.from(document.querySelectorAll('#targets tr.ready[data-target]')).map(tr => {
-		const cell = tr.querySelector('td.state');
-		const r = document.createRange();
-		r.selectNodeContents(cell);
-		const cs = getComputedStyle(cell);
-		return {id: tr.dataset.name + '/' + tr.dataset.target, height: tr.getBoundingClientRect().height, line: r.getBoundingClientRect().height,
-			pad: parseFloat(cs.paddingTop) + parseFloat(cs.paddingBottom) + parseFloat(cs.borderTopWidth) + parseFloat(cs.borderBottomWidth)};
-	})`))
-	if len(ready) == 0 {
-		t.Error("no Ready rows to measure")
+	if p.checkCells() == 0 {
+		t.Error("no Ready row with a capacity on the page: the test shows nothing of them")
 	}
-	for _, r := range ready {
-		height, line, pad := r["height"].(float64), r["line"].(float64), r["pad"].(float64)
-		if height > 1.5*line+pad {
-			t.Errorf("the Ready row %s is %.0fpx high, more than one line (%.0fpx, padding %.0fpx)", r["id"], height, line, pad)
+}
+
+// checkCells checks, on the page shown, that no reason or capacity cell
+// overflows (its scroll width is within its client width: nothing cut,
+// no word broken out of it), that every Ready row shows its capacity when
+// it has one (/api/v1/status says it), whole and within its cell, and
+// that on a Ready row only the message is cut, to one line. It returns
+// how many Ready rows show a capacity.
+func (p *statusPage) checkCells() int {
+	t := p.t
+	t.Helper()
+	type cell struct {
+		ID      string  `json:"id"`
+		Class   string  `json:"class"`
+		Row     string  `json:"row"`
+		Text    string  `json:"text"`
+		Scroll  float64 `json:"scroll"`
+		Client  float64 `json:"client"`
+		ScrollH float64 `json:"scrollH"`
+		ClientH float64 `json:"clientH"`
+		White   string  `json:"white"`
+	}
+	cells := browserValue(p, "measuring the reason and capacity cells", chromedp.Evaluate[[]cell](`Array.from(document.querySelectorAll('#targets tr[data-target] td.reason, #targets tr[data-target] td.capacity, #targets tr.ready[data-target] td.message')).map(td => ({
+		id: td.parentElement.dataset.name + '/' + td.parentElement.dataset.target, class: td.className, row: td.parentElement.className,
+		text: td.innerText, scroll: td.scrollWidth, client: td.clientWidth, scrollH: td.scrollHeight, clientH: td.clientHeight,
+		white: getComputedStyle(td).whiteSpace}))`))
+	capacity := map[string]string{}
+	for _, sp := range p.status() {
+		for _, tg := range sp.Targets {
+			if tg.Ready && tg.Capacity != nil {
+				capacity[sp.Name+"/"+tg.Target] = strings.TrimSpace(tg.CapacityText() + " " + tg.CapacityBinding)
+			}
 		}
 	}
-	t.Logf("Ready rows: %v", ready)
+	reasons, capacities, readyShown := 0, 0, 0
+	for _, c := range cells {
+		switch c.Class {
+		case "message":
+			if c.White != "nowrap" {
+				t.Errorf("%s: the message of a Ready row wraps (white-space %s): it is cut to one line", c.ID, c.White)
+			}
+			continue
+		case "state reason":
+			reasons++
+		case "capacity":
+			capacities++
+		}
+		if c.Scroll > c.Client {
+			t.Errorf("%s: the %s cell %q overflows: scroll width %.0f, client width %.0f", c.ID, c.Class, c.Text, c.Scroll, c.Client)
+		}
+		if want, ok := capacity[c.ID]; ok && c.Class == "capacity" {
+			readyShown++
+			if c.Text != want || c.ScrollH > c.ClientH {
+				t.Errorf("%s: the Ready row's capacity cell shows %q (scroll height %.0f, client height %.0f), want %q whole", c.ID, c.Text, c.ScrollH, c.ClientH, want)
+			}
+		}
+	}
+	if reasons == 0 || capacities == 0 {
+		t.Errorf("%d reason and %d capacity cells on the page: nothing measured", reasons, capacities)
+	}
+	wantShown := 0
+	for _, r := range p.rows() {
+		if _, ok := capacity[r.ID]; ok {
+			wantShown++
+		}
+	}
+	if readyShown != wantShown {
+		t.Errorf("%d Ready rows with a capacity show it, want %d", readyShown, wantShown)
+	}
+	t.Logf("%d reason and %d capacity cells within their widths; %d Ready rows show their capacity", reasons, capacities, readyShown)
+	return readyShown
+}
+
+// checkFirstRowShown checks that the page, as it opens (scrolled to the
+// top), shows its first target row within the first screen.
+func (p *statusPage) checkFirstRowShown(what string) {
+	t := p.t
+	t.Helper()
+	pos := browserValue(p, "placing the first row", chromedp.Evaluate[[]float64](`(() => {
+		window.scrollTo(0, 0);
+		const tr = document.querySelector('#targets tr[data-target]');
+		if (!tr) { return []; }
+		const r = tr.getBoundingClientRect();
+		return [r.top, r.bottom, window.innerHeight];
+	})()`))
+	if len(pos) == 0 {
+		t.Errorf("%s: no target row", what)
+		return
+	}
+	if pos[0] < 0 || pos[1] > pos[2] {
+		t.Errorf("%s: the first row is at %.0f-%.0fpx, outside the first screen (%.0fpx high)", what, pos[0], pos[1], pos[2])
+	}
+	t.Logf("%s: the first row at %.0f-%.0fpx of a %.0fpx screen", what, pos[0], pos[1], pos[2])
 }
 
 // checkDetailsHidden checks that status has details without a value (a

@@ -75,7 +75,7 @@ func TestStatusPageInBrowser(t *testing.T) {
 	base := startBrowserExporter(t, artifacts, compute.URL)
 	ctx := startChromium(t, artifacts)
 	console := watchConsole(ctx)
-	page := &statusPage{t: t, ctx: ctx, base: base}
+	page := &statusPage{t: t, ctx: ctx, base: base, prefix: prefix}
 
 	// Before any check: every target never checked, and loading the page
 	// (reached through the bare prefix, which redirects) checks nothing.
@@ -152,7 +152,20 @@ func newBrowserCompute(t *testing.T, projects ...string) *browserCompute {
 	}
 	ready, forbidden := read("aggregated-instances.json"), read("error-403-forbidden.json")
 	c := &browserCompute{flaky: gcpFlakyName}
+	regionOK, regionExhausted := read("regions-ok.json"), read("regions-exhausted.json")
 	c.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// regions.get: europe-west4 has its IN_USE_ADDRESSES used up
+		// (regions-exhausted.json), us-central1 room for two proxies of 8
+		// CPUs (regions-ok.json), as the demo's stand-in answers.
+		if m := browserRegionPath.FindStringSubmatch(r.URL.Path); m != nil && slices.Contains(projects, m[1]) {
+			body := regionOK
+			if m[2] == "europe-west4" {
+				body = regionExhausted
+			}
+			w.Header().Set("Content-Type", "application/json; charset=UTF-8")
+			w.Write(bytes.ReplaceAll(body, []byte("crawl-prod-123"), []byte(m[1])))
+			return
+		}
 		project := strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/compute/v1/projects/"), "/aggregated/instances")
 		if r.Method != http.MethodGet || project == r.URL.Path || !slices.Contains(projects, project) ||
 			r.Header.Get("Authorization") != "Bearer "+accessToken {
@@ -173,6 +186,8 @@ func newBrowserCompute(t *testing.T, projects ...string) *browserCompute {
 }
 
 func (c *browserCompute) forbidFlaky() { c.denied.Store(true) }
+
+var browserRegionPath = regexp.MustCompile(`^/compute/v1/projects/([^/]+)/regions/([a-z0-9-]+)$`)
 
 // startBrowserExporter writes the configuration and its files, starts the
 // binary under the route prefix and returns its base URL once it is ready.
@@ -473,9 +488,10 @@ func (c *consoleLog) assertNoErrors(t *testing.T, name string, faviconOK bool) {
 
 // statusPage is the status page in the test's tab.
 type statusPage struct {
-	t    *testing.T
-	ctx  context.Context
-	base string // http://127.0.0.1:port
+	t      *testing.T
+	ctx    context.Context
+	base   string // http://127.0.0.1:port
+	prefix string // the exporter's route prefix, "" for none
 }
 
 // pageRow is one target's row of the status table as the browser renders
@@ -572,7 +588,7 @@ func (p *statusPage) clickRefresh() {
 	if err != nil {
 		p.t.Fatalf("clicking the refresh button: %v", err)
 	}
-	if resp.Status != http.StatusOK || !strings.HasPrefix(resp.URL, p.base+prefix+"/?") {
+	if resp.Status != http.StatusOK || !strings.HasPrefix(resp.URL, p.base+p.prefix+"/?") {
 		p.t.Fatalf("the refresh button loaded %s: status %d", resp.URL, resp.Status)
 	}
 }
@@ -580,7 +596,7 @@ func (p *statusPage) clickRefresh() {
 // status reads /api/v1/status, which checks nothing.
 func (p *statusPage) status() []statusProvider {
 	p.t.Helper()
-	resp, err := http.Get(p.base + prefix + "/api/v1/status")
+	resp, err := http.Get(p.base + p.prefix + "/api/v1/status")
 	if err != nil {
 		p.t.Fatal(err)
 	}
@@ -653,31 +669,32 @@ func (p *statusPage) compareWithStatus(rows []pageRow) {
 			if r.Class != stateOf(tg) {
 				t.Errorf("%s: class %q, want %q", id, r.Class, stateOf(tg))
 			}
-			if len(r.Cells) != 10 {
-				t.Errorf("%s: %d cells, want 10: %+v", id, len(r.Cells), r)
+			if len(r.Cells) != 11 {
+				t.Errorf("%s: %d cells, want 11: %+v", id, len(r.Cells), r)
 				continue
 			}
-			// Under the reason, the capacity where one is known.
-			reason := string(tg.Reason)
-			if c := tg.CapacityText(); c != "" {
-				reason += "\ncapacity " + c + ": " + tg.CapacityBinding
+			// After the reason, the capacity where one is known: the
+			// number and the constraint that binds it, in full.
+			capacity := tg.CapacityText()
+			if capacity != "" && tg.CapacityBinding != "" {
+				capacity += " " + tg.CapacityBinding
 			}
-			want := []string{sp.Provider, sp.Name, tg.Target, map[bool]string{true: "yes", false: "no"}[tg.Ready], reason}
-			if !slices.Equal(r.Cells[:5], want) {
-				t.Errorf("%s: cells %q, want %q", id, r.Cells[:5], want)
+			want := []string{sp.Provider, sp.Name, tg.Target, map[bool]string{true: "yes", false: "no"}[tg.Ready], string(tg.Reason), capacity}
+			if !slices.Equal(r.Cells[:6], want) {
+				t.Errorf("%s: cells %q, want %q", id, r.Cells[:6], want)
 			}
-			if msg, ok := strings.CutPrefix(r.Cells[5], tg.Message); !ok || msg != "" && !backoffNote.MatchString(msg) {
-				t.Errorf("%s: message %q, want %q", id, r.Cells[5], tg.Message)
+			if msg, ok := strings.CutPrefix(r.Cells[6], tg.Message); !ok || msg != "" && !backoffNote.MatchString(msg) {
+				t.Errorf("%s: message %q, want %q", id, r.Cells[6], tg.Message)
 			}
 			// The details with a value: an empty one is left out.
 			if want := shownDetails(tg.Details); !maps.Equal(r.Details, want) || !r.DetailsShown {
 				t.Errorf("%s: details %q (shown: %v), want %q shown", id, r.Details, r.DetailsShown, want)
 			}
-			if r.Titles[2] != tg.Address || r.Titles[6] != stamp(tg.LastTransitionTime) || r.Titles[7] != stamp(tg.LastCheckTime) {
+			if r.Titles[2] != tg.Address || r.Titles[7] != stamp(tg.LastTransitionTime) || r.Titles[8] != stamp(tg.LastCheckTime) {
 				t.Errorf("%s: titles (address, since, last check) %q, want %q, %q, %q", id, r.Titles, tg.Address, stamp(tg.LastTransitionTime), stamp(tg.LastCheckTime))
 			}
-			if want := trimFloat(tg.DurationSeconds) + "s"; r.Cells[8] != want {
-				t.Errorf("%s: duration %q, want %q", id, r.Cells[8], want)
+			if want := trimFloat(tg.DurationSeconds) + "s"; r.Cells[9] != want {
+				t.Errorf("%s: duration %q, want %q", id, r.Cells[9], want)
 			}
 			var wantTr []transition
 			for _, tr := range tg.Transitions {
@@ -732,7 +749,7 @@ func (p *statusPage) checkExpected(rows []pageRow) {
 		kvmName + "/" + kvmHost:   {"down", "no", "Unreachable", "connection refused", []string{"never checked → Unreachable"}},
 	}
 	for _, r := range rows {
-		if len(r.Cells) != 10 {
+		if len(r.Cells) != 11 {
 			continue // reported by compareWithStatus
 		}
 		id := r.Cells[1] + "/" + r.Cells[2]
@@ -747,9 +764,9 @@ func (p *statusPage) checkExpected(rows []pageRow) {
 			_, text, _ := strings.Cut(tr.Text, " ")
 			transitions = append(transitions, text)
 		}
-		if r.Class != w.class || r.Cells[3] != w.ready || r.Cells[4] != w.reason || !strings.Contains(r.Cells[5], w.message) || !slices.Equal(transitions, w.transitions) {
+		if r.Class != w.class || r.Cells[3] != w.ready || r.Cells[4] != w.reason || !strings.Contains(r.Cells[6], w.message) || !slices.Equal(transitions, w.transitions) {
 			t.Errorf("%s: class %q ready %q reason %q message %q transitions %q; want %q %q %q, a message with %q, transitions %q",
-				id, r.Class, r.Cells[3], r.Cells[4], r.Cells[5], transitions, w.class, w.ready, w.reason, w.message, w.transitions)
+				id, r.Class, r.Cells[3], r.Cells[4], r.Cells[6], transitions, w.class, w.ready, w.reason, w.message, w.transitions)
 		}
 	}
 	for id := range want {
@@ -801,9 +818,9 @@ func (p *statusPage) followLinks() {
 	t.Helper()
 	links := browserValue(p, "reading the links", chromedp.Evaluate[[]string](`Array.from(document.links).map(a => a.href)`))
 	want := map[string]bool{
-		p.base + prefix + "/metrics":       false,
-		p.base + prefix + "/api/v1/status": false,
-		p.base + prefix + "/config":        false,
+		p.base + p.prefix + "/metrics":       false,
+		p.base + p.prefix + "/api/v1/status": false,
+		p.base + p.prefix + "/config":        false,
 	}
 	for _, probe := range []string{
 		p.probeURL(gcpReadyName, "compute"), p.probeURL(gcpFlakyName, "compute"),
@@ -811,7 +828,7 @@ func (p *statusPage) followLinks() {
 	} {
 		want[probe], want[probe+"&debug=true"] = false, false
 	}
-	page := p.base + prefix + "/"
+	page := p.base + p.prefix + "/"
 	for _, filter := range []string{"?provider=gcp", "?provider=gcp&reason=Forbidden", "?provider=kvm&state=down",
 		"?reason=Unreachable", "?state=ready", "?name=" + kvmName} {
 		want[page+filter] = false
@@ -856,5 +873,5 @@ func (p *statusPage) followLinks() {
 }
 
 func (p *statusPage) probeURL(name, target string) string {
-	return p.base + prefix + "/probe?name=" + name + "&target=" + target
+	return p.base + p.prefix + "/probe?name=" + name + "&target=" + target
 }

@@ -370,17 +370,27 @@ func TestStatusJSONAndLandingPage(t *testing.T) {
 		t.Errorf("refresh made %d checks, want 4 (one per target)", n)
 	}
 	var gcpTarget statusTarget
+	// The reason set of each kind is shown once, after the entries, though
+	// /metrics exports only the current reason: what a script needs to
+	// know the values the reason label can take; no entry repeats it.
+	var sets struct {
+		Reasons map[string][]collector.Reason `json:"reasons"`
+	}
+	if err := json.Unmarshal([]byte(body), &sets); err != nil {
+		t.Fatal(err)
+	}
+	if len(sets.Reasons) != 3 || strings.Count(body, `"Timeout"`) != 3 {
+		t.Errorf("reason sets of %d kinds, Timeout listed %d times; want each of the 3 kinds' set once", len(sets.Reasons), strings.Count(body, `"Timeout"`))
+	}
 	for _, p := range decode(body) {
-		// The entry's reason set is shown, though /metrics exports only
-		// the current reason: what a script needs to know the values the
-		// reason label can take.
+		set := sets.Reasons[p.Provider]
 		for _, r := range []collector.Reason{collector.ReasonReady, collector.ReasonTimeout, collector.ReasonUnknown, p.Targets[0].Reason} {
-			if !slices.Contains(p.Reasons, r) {
-				t.Errorf("%s reasons %v lack %s", p.Name, p.Reasons, r)
+			if !slices.Contains(set, r) {
+				t.Errorf("%s reasons %v lack %s", p.Provider, set, r)
 			}
 		}
-		if p.Provider != "gcp" && slices.Contains(p.Reasons, gcp.ReasonAPIDisabled) {
-			t.Errorf("%s reasons %v have gcp's APIDisabled", p.Name, p.Reasons)
+		if p.Provider != "gcp" && slices.Contains(set, gcp.ReasonAPIDisabled) {
+			t.Errorf("%s reasons %v have gcp's APIDisabled", p.Provider, set)
 		}
 		if p.Provider == "gcp" {
 			gcpTarget = p.Targets[0]
@@ -394,7 +404,7 @@ func TestStatusJSONAndLandingPage(t *testing.T) {
 		len(gcpTarget.Transitions) != 1 || gcpTarget.Transitions[0].From != "" || gcpTarget.Transitions[0].To != gcp.ReasonAPIDisabled {
 		t.Errorf("gcp target = %+v", gcpTarget)
 	}
-	for _, key := range []string{`"checked": true`, `"reasons": [`, `"up"`, `"ready"`, `"reason"`, `"message"`, `"lastTransitionTime"`,
+	for _, key := range []string{`"checked": true`, `"reasons": {`, `"up"`, `"ready"`, `"reason"`, `"message"`, `"lastTransitionTime"`,
 		`"lastCheckTime"`, `"durationSeconds"`, `"address"`, `"transitions"`, `"from": ""`, `"to": "APIDisabled"`} {
 		if !strings.Contains(body, key) {
 			t.Errorf("status JSON lacks %s", key)
@@ -412,7 +422,7 @@ func TestStatusJSONAndLandingPage(t *testing.T) {
 	}
 	for _, want := range []string{"<table id=\"targets\">", `class="notready"`, `class="ready"`, "APIDisabled",
 		"Compute Engine API has not been used in project crawl-prod-123", "/probe?name=lab&amp;target=nuc&amp;debug=true",
-		`name="refresh"`, "never checked </i>&rarr; APIDisabled"} {
+		`name="refresh"`, "never checked </i>&rarr; API<wbr>Disabled"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("landing page lacks %q", want)
 		}

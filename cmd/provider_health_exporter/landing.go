@@ -40,6 +40,7 @@ var landingTemplate = template.Must(template.New("landing").Funcs(template.FuncM
 	},
 	"num":    thousands,
 	"filter": filterLink,
+	"words":  breakable,
 }).Parse(landingHTML))
 
 // serveLanding writes the page with links that start with the path of

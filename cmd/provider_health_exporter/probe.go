@@ -63,9 +63,15 @@ func (x *exporter) serveProbe(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintln(out)
 	for _, p := range results {
 		for _, t := range p.Targets {
-			fmt.Fprintf(out, "Verdict for %s/%s/%s: %s (up=%v ready=%v) in %ss: %s\n",
+			// The capacity and the constraint that binds it, as the status
+			// page shows them: "capacity=17 (quota demo pods)".
+			capacity := ""
+			if t.Capacity.Known {
+				capacity = " capacity=" + collector.EscapeText(t.Capacity.String())
+			}
+			fmt.Fprintf(out, "Verdict for %s/%s/%s: %s (up=%v ready=%v%s) in %ss: %s\n",
 				collector.EscapeText(p.Kind), collector.EscapeText(p.Name), collector.EscapeText(t.Target.Name), collector.EscapeText(string(t.Reason)),
-				p.Reasons.Up(t.Reason), t.Reason.Ready(), trimFloat(t.Duration.Seconds()), collector.EscapeText(t.Message))
+				p.Reasons.Up(t.Reason), t.Reason.Ready(), capacity, trimFloat(t.Duration.Seconds()), collector.EscapeText(t.Message))
 		}
 	}
 	fmt.Fprintln(out, "\nMetrics that would have been returned:")

@@ -49,16 +49,30 @@ type statusTransition struct {
 // statusEntry is one provider entry in /api/v1/status, less its targets:
 // the answer is written entry by entry and target by target
 // (writeStatusJSON), so a field added here or to statusTarget is all it
-// takes to show it.
+// takes to show it. The values a target's reason can take are listed once
+// per kind, after the entries (statusReasons), not in every entry.
 type statusEntry struct {
 	Provider string `json:"provider"`
 	Name     string `json:"name"`
 	Ready    bool   `json:"ready"` // every target ready
+}
 
-	// Reasons is the entry's reason set, in its documented order: every
-	// value its targets' reason can take, while /metrics exports only each
-	// target's current one.
-	Reasons []collector.Reason `json:"reasons"`
+// statusReasons are the reason sets of the kinds of results, by kind, each
+// in its documented order: every value the reason of a target of that
+// kind can take, while /metrics exports only each target's current one.
+func statusReasons(results []collector.ProviderResult, kinds []collector.Kind) map[string][]collector.Reason {
+	out := map[string][]collector.Reason{}
+	for _, p := range results {
+		if _, ok := out[p.Kind]; ok {
+			continue
+		}
+		for _, k := range kinds {
+			if k.Name() == p.Kind {
+				out[p.Kind] = k.Reasons().Reasons()
+			}
+		}
+	}
+	return out
 }
 
 // statusProvider is one provider entry with its targets, the shape of
@@ -85,7 +99,7 @@ func (x *exporter) status(ctx context.Context, name string, refresh bool) ([]col
 
 // newStatusEntry is p's entry, without its targets.
 func newStatusEntry(p collector.ProviderResult) statusEntry {
-	e := statusEntry{Provider: p.Kind, Name: p.Name, Ready: len(p.Targets) > 0, Reasons: p.Reasons.Reasons()}
+	e := statusEntry{Provider: p.Kind, Name: p.Name, Ready: len(p.Targets) > 0}
 	for _, t := range p.Targets {
 		e.Ready = e.Ready && t.Reason.Ready()
 	}
@@ -149,20 +163,28 @@ func (x *exporter) serveStatusJSON(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	if err := writeStatusJSON(x.stream(w, begin), st); err != nil {
+	if err := writeStatusJSON(x.stream(w, begin), st, x.kinds); err != nil {
 		x.logger.Debug("writing status", "err", err)
 	}
 }
 
-// writeStatusJSON writes {"providers": [...]} of results, indented, byte
-// for byte what a json.Encoder with SetIndent("", "  ") writes of the whole
-// answer, one entry head and one target at a time. It stops at the first
-// failed write: a client gone, or past its write deadline.
-func writeStatusJSON(w io.Writer, results []collector.ProviderResult) error {
+// writeStatusJSON writes {"providers": [...], "reasons": {...}} of
+// results, the reason sets of their kinds (statusReasons) after them,
+// indented, byte for byte what a json.Encoder with SetIndent("", "  ")
+// writes of the whole answer, one entry head and one target at a time. It
+// stops at the first failed write: a client gone, or past its write
+// deadline.
+func writeStatusJSON(w io.Writer, results []collector.ProviderResult, kinds []collector.Kind) error {
 	const entryIndent, targetIndent = "    ", "        "
 	out := &stickyWriter{w: w}
+	reasons, err := json.MarshalIndent(statusReasons(results, kinds), "  ", "  ")
+	if err != nil {
+		return fmt.Errorf("encoding the reason sets: %w", err)
+	}
 	if len(results) == 0 {
-		out.WriteString("{\n  \"providers\": []\n}\n")
+		out.WriteString("{\n  \"providers\": [],\n  \"reasons\": ")
+		out.Write(reasons)
+		out.WriteString("\n}\n")
 		return out.err
 	}
 	// One buffer and encoder for the whole answer: a target's encoding
@@ -205,7 +227,9 @@ func writeStatusJSON(w io.Writer, results []collector.ProviderResult) error {
 		}
 		out.WriteString("]\n" + entryIndent + "}")
 	}
-	out.WriteString("\n  ]\n}\n")
+	out.WriteString("\n  ],\n  \"reasons\": ")
+	out.Write(reasons)
+	out.WriteString("\n}\n")
 	return out.err
 }
 

@@ -3,12 +3,15 @@ package main
 import (
 	"cmp"
 	"fmt"
+	"html/template"
 	"iter"
 	"maps"
+	"math"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
 )
@@ -21,20 +24,31 @@ import (
 // every target, so a filtered page still says how the whole fleet is.
 
 // The states of a target, in the order of the page's sections: those that
-// need someone first.
+// need someone first. They say what the metrics say: a target not ready
+// has provider_health_ready 0, whether its provider answered (a section
+// of its own) or not (down: provider_health_up 0 too), so that the filter
+// state=notready selects both, and state=down the second
+// (docs/configuration.md: "HTTP endpoints").
 const (
-	stateNotReady  = "notready"  // the provider answered, but cannot host proxies
-	stateDown      = "down"      // the provider did not answer
+	stateNotReady  = "notready"  // ready 0; the section: the provider answered (up 1)
+	stateDown      = "down"      // ready 0 and up 0: the provider did not answer
 	stateUnchecked = "unchecked" // no verdict yet
 	stateReady     = "ready"
 )
 
-// pageStates are the states with their section titles, in page order.
+// pageStates are the states with their section titles and the words of
+// the state filter, in page order.
 var pageStates = []struct{ value, title, words string }{
-	{stateNotReady, "Not ready: the provider answered, but cannot host proxies", "not ready"},
-	{stateDown, "Down: the provider did not answer", "down"},
+	{stateNotReady, "Not ready, up: the provider answered, but cannot host proxies", "not ready (ready 0, down included)"},
+	{stateDown, "Not ready, down: the provider did not answer", "down (up 0)"},
 	{stateUnchecked, "Never checked", "never checked"},
 	{stateReady, "Ready", "ready"},
+}
+
+// sectionWords are the words of an entry heading for the targets of a
+// section.
+var sectionWords = map[string]string{
+	stateNotReady: "not ready, up", stateDown: "down", stateUnchecked: "never checked", stateReady: "ready",
 }
 
 func targetState(t statusTarget) string {
@@ -71,7 +85,14 @@ func (f pageFilter) matches(provider, name string, t statusTarget) bool {
 	return (f.Provider == "" || f.Provider == provider) &&
 		(f.Name == "" || f.Name == name) &&
 		(f.Reason == "" || t.Checked && string(t.Reason) == f.Reason) &&
-		(f.State == "" || f.State == targetState(t))
+		(f.State == "" || inState(f.State, targetState(t)))
+}
+
+// inState reports whether a target in the page's section state is
+// selected by the state filter want: notready is every target whose
+// ready is 0, down ones included.
+func inState(want, state string) bool {
+	return want == state || want == stateNotReady && state == stateDown
 }
 
 // Query is the filter as query parameters, without the empty ones.
@@ -135,15 +156,23 @@ func (c reasonCounts) sorted() []reasonCount {
 }
 
 // summaryRow counts the targets of one provider (kind), or of all of them.
+// NotReady counts every target whose ready is 0, Down those of them whose
+// up is 0 too; NotReadyBy are the reasons of the others (up 1), DownBy
+// those of the down ones.
 type summaryRow struct {
 	Provider                           string
 	Entries, Targets, Ready, Unchecked int
 	NotReady, Down                     int
 	NotReadyBy, DownBy                 []reasonCount
 	notReadyBy, downBy                 reasonCounts
+	// Capacity is the sum of the capacities known (how many more proxies
+	// the provider's targets take in all), Least the least of them, of
+	// CapacityTargets targets; none known when CapacityTargets is 0.
+	Capacity, Least int64
+	CapacityTargets int
 }
 
-func (s *summaryRow) add(t statusTarget) {
+func (s *summaryRow) add(t statusTarget, c collector.Capacity) {
 	s.Targets++
 	switch targetState(t) {
 	case stateReady:
@@ -154,10 +183,24 @@ func (s *summaryRow) add(t statusTarget) {
 		s.NotReady++
 		s.notReadyBy[t.Reason]++
 	case stateDown:
+		s.NotReady++
 		s.Down++
 		s.downBy[t.Reason]++
 	}
+	if !t.Checked || !c.Known {
+		return
+	}
+	// Each capacity is at most collector.MaxCapacity (2^53): the sum
+	// stops there too rather than overflow.
+	s.Capacity = min(s.Capacity+c.Proxies, collector.MaxCapacity)
+	if s.CapacityTargets == 0 || c.Proxies < s.Least {
+		s.Least = c.Proxies
+	}
+	s.CapacityTargets++
 }
+
+// Up counts the targets not ready whose provider answered (up 1).
+func (s summaryRow) Up() int { return s.NotReady - s.Down }
 
 func newSummaryRow(provider string) *summaryRow {
 	return &summaryRow{Provider: provider, notReadyBy: reasonCounts{}, downBy: reasonCounts{}}
@@ -262,7 +305,7 @@ func buildPage(providers []collector.ProviderResult, kinds []collector.Kind, f p
 	v.Total = *b.total
 	for _, st := range pageStates {
 		if gs := b.groups[st.value]; len(gs) > 0 {
-			sec := pageSection{State: st.value, Title: st.title, Words: st.words, Groups: gs}
+			sec := pageSection{State: st.value, Title: st.title, Words: sectionWords[st.value], Groups: gs}
 			for _, g := range gs {
 				sec.Count += g.Count
 			}
@@ -288,8 +331,8 @@ func (b *pageBuilder) add(p *collector.ProviderResult) {
 	counts := map[string]reasonCounts{}
 	for ti, tr := range p.Targets {
 		t := verdictOf(*p, tr)
-		s.add(t)
-		b.total.add(t)
+		s.add(t, tr.Capacity)
+		b.total.add(t, tr.Capacity)
 		if t.Checked {
 			b.reasons[t.Reason]++
 		}
@@ -381,6 +424,58 @@ func (v pageView) SummaryRows() []summaryRow {
 		return v.Summary
 	}
 	return append(slices.Clone(v.Summary), v.Total)
+}
+
+// CapacityText is the sum of the summary's capacities known as the page
+// writes it, "" when none is.
+func (s summaryRow) CapacityText() string {
+	if s.CapacityTargets == 0 {
+		return ""
+	}
+	return thousands64(s.Capacity)
+}
+
+// LeastText is the least capacity known, "" when none is.
+func (s summaryRow) LeastText() string {
+	if s.CapacityTargets == 0 {
+		return ""
+	}
+	return thousands64(s.Least)
+}
+
+func thousands64(n int64) string {
+	if n > math.MaxInt {
+		return strconv.FormatInt(n, 10)
+	}
+	return thousands(int(n))
+}
+
+// breakable writes s with a line-break opportunity (<wbr>) between its
+// words only: at a CamelCase word's capitals ("Host|Key|Mismatch",
+// "API|Disabled") and after '_', '-', '/', '.' ("IN_|USE_|ADDRESSES"). The
+// cells of reasons and capacities break nowhere else (overflow-wrap:
+// normal), so that no reason or quota name is cut inside a word
+// (docs/configuration.md: "HTTP endpoints").
+func breakable(s string) template.HTML {
+	var b strings.Builder
+	rs := []rune(s)
+	start := 0
+	for i := 1; i < len(rs); i++ {
+		prev, r := rs[i-1], rs[i]
+		next := rune(0)
+		if i+1 < len(rs) {
+			next = rs[i+1]
+		}
+		camel := unicode.IsUpper(r) && (unicode.IsLower(prev) || unicode.IsUpper(prev) && unicode.IsLower(next))
+		after := strings.ContainsRune("_-/.", prev) && r != ' '
+		if camel || after {
+			b.WriteString(template.HTMLEscapeString(string(rs[start:i])))
+			b.WriteString("<wbr>")
+			start = i
+		}
+	}
+	b.WriteString(template.HTMLEscapeString(string(rs[start:])))
+	return template.HTML(b.String()) // every piece is escaped above
 }
 
 // filterLink is the query of a link that selects what kv (key, value, ...)

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -256,6 +257,8 @@ func TestStatusPageFleetView(t *testing.T) {
 			w.counts["entries"]++
 			for _, tg := range p.Targets {
 				w.counts["targets"]++
+				// Not ready is every target whose ready is 0, down ones
+				// (up 0) included, as the metrics count them.
 				switch {
 				case tg.Ready:
 					w.counts["ready"]++
@@ -263,6 +266,7 @@ func TestStatusPageFleetView(t *testing.T) {
 					w.counts["notready"]++
 					w.notReadyBy[string(tg.Reason)]++
 				default:
+					w.counts["notready"]++
 					w.counts["down"]++
 					w.downBy[string(tg.Reason)]++
 				}
@@ -280,8 +284,8 @@ func TestStatusPageFleetView(t *testing.T) {
 			t.Errorf("summary of %q: %v %v %v; /api/v1/status says %v %v %v", key, c, nr, dn, w.counts, w.notReadyBy, w.downBy)
 		}
 	}
-	if c, _, _ := summaryCounts(t, summary[kvm.Name]); c["down"] != 3 || c["notready"] != 1 || c["ready"] != 2 {
-		t.Errorf("kvm summary %v, want 3 down, 1 not ready, 2 ready", c)
+	if c, _, _ := summaryCounts(t, summary[kvm.Name]); c["down"] != 3 || c["notready"] != 4 || c["ready"] != 2 {
+		t.Errorf("kvm summary %v, want 4 not ready, 3 of them down, 2 ready", c)
 	}
 }
 
@@ -306,8 +310,9 @@ func TestStatusPageFilters(t *testing.T) {
 		{"reason=Unreachable", []string{"lab/beelink", "rack/r1"}},
 		{"reason=Ready", []string{"prod-cluster/apiserver", "lab/nuc", "rack/r3"}},
 		{"state=down", []string{"lab/beelink", "rack/r1", "rack/r4"}},
-		{"state=notready", []string{"crawl-prod/compute", "rack/r2"}},
-		{"provider=kvm&state=notready", []string{"rack/r2"}},
+		// Not ready: ready 0, down included.
+		{"state=notready", []string{"crawl-prod/compute", "rack/r2", "lab/beelink", "rack/r1", "rack/r4"}},
+		{"provider=kvm&state=notready", []string{"rack/r2", "lab/beelink", "rack/r1", "rack/r4"}},
 		{"name=lab&reason=Unreachable", []string{"lab/beelink"}},
 		{"provider=gcp&name=rack", nil},
 		{"reason=Timeout", nil}, // a reason no target has now
@@ -546,7 +551,7 @@ func TestStatusShowsCapacity(t *testing.T) {
 			if target == "nuc" {
 				return collector.Verdict{Reason: collector.ReasonReady, Capacity: collector.Capacity{Known: true, Proxies: 1234, Binding: "pool default"}}
 			}
-			return collector.Verdict{Reason: collector.ReasonReady}
+			return collector.Verdict{Reason: collector.ReasonReady, Capacity: collector.Capacity{Known: true, Proxies: 5, Binding: "memory"}}
 		},
 	}
 	_, srv, _ := newTestExporter(t, baseConfig, behaviours, 0)
@@ -569,12 +574,17 @@ func TestStatusShowsCapacity(t *testing.T) {
 			id := p.Name + "/" + tg["target"].(string)
 			c, hasC := tg["capacity"]
 			b, hasB := tg["capacityBinding"]
-			if id == "lab/nuc" {
+			switch {
+			case id == "lab/nuc":
 				seen++
 				if c != 1234.0 || b != "pool default" {
 					t.Errorf("%s: capacity %v binding %v, want 1234 and pool default", id, c, b)
 				}
-			} else if hasC || hasB {
+			case id == "lab/beelink":
+				if c != 5.0 || b != "memory" {
+					t.Errorf("%s: capacity %v binding %v, want 5 and memory", id, c, b)
+				}
+			case hasC || hasB:
 				t.Errorf("%s: capacity %v binding %v, want neither key", id, c, b)
 			}
 		}
@@ -584,17 +594,36 @@ func TestStatusShowsCapacity(t *testing.T) {
 	}
 
 	_, page := get(t, http.DefaultClient, srv.URL+"/", nil)
-	_, rows, _ := pageTables(t, page)
-	// Under the reason, in the reason's cell: no column of its own, so
-	// a fleet without capacities keeps its width.
+	summary, rows, _ := pageTables(t, page)
+	// A column of its own, after the reason: the number and the
+	// constraint in full.
 	for _, r := range rows {
-		want := "Ready"
-		if r.id == "lab/nuc" {
-			want = "Readycapacity 1234: pool default"
+		want := []string{"Ready", ""}
+		switch r.id {
+		case "lab/nuc":
+			want[1] = "1234 pool default"
+		case "lab/beelink":
+			want[1] = "5 memory"
 		}
-		if r.cells[4] != want {
-			t.Errorf("%s: reason cell %q, want %q", r.id, r.cells[4], want)
+		if !slices.Equal(r.cells[4:6], want) {
+			t.Errorf("%s: reason and capacity cells %q, want %q", r.id, r.cells[4:6], want)
 		}
+	}
+	// The summary: the sum and the least of the capacities known, per
+	// provider and in all; none for a provider without one.
+	for provider, want := range map[string][2]string{kvm.Name: {"1,239", "5"}, "": {"1,239", "5"}, gcp.Name: {"–", "–"}} {
+		tr := summary[provider]
+		if tr == nil {
+			t.Fatalf("no summary row %q", provider)
+		}
+		got := [2]string{strings.TrimSpace(text(findClass(tr, "capacity"))), strings.TrimSpace(text(findClass(tr, "least")))}
+		if got != want {
+			t.Errorf("summary of %q: capacity and least %q, want %q", provider, got, want)
+		}
+	}
+	// The debug probe says it with the verdict.
+	if _, debug := get(t, http.DefaultClient, srv.URL+"/probe?name=lab&target=nuc&debug=true", nil); !strings.Contains(debug, "Verdict for kvm/lab/nuc: Ready (up=true ready=true capacity=1234 (pool default))") {
+		t.Errorf("the debug probe does not show the capacity:\n%s", debug)
 	}
 	_, metrics := get(t, http.DefaultClient, srv.URL+"/metrics", nil)
 	var series []string
@@ -603,7 +632,7 @@ func TestStatusShowsCapacity(t *testing.T) {
 			series = append(series, strings.TrimSpace(line))
 		}
 	}
-	if want := []string{`provider_health_capacity{name="lab",provider="kvm",target="nuc"} 1234`}; !slices.Equal(series, want) {
+	if want := []string{`provider_health_capacity{name="lab",provider="kvm",target="beelink"} 5`, `provider_health_capacity{name="lab",provider="kvm",target="nuc"} 1234`}; !slices.Equal(series, want) {
 		t.Errorf("capacity series %q, want %q", series, want)
 	}
 }
@@ -662,6 +691,82 @@ func TestStatusPageFilterDoesNotGrow(t *testing.T) {
 	for _, r := range rows {
 		if !strings.HasPrefix(r.id, "rack/") {
 			t.Errorf("?name=rack shows %s", r.id)
+		}
+	}
+}
+
+// TestStatusPageFiltersMatchMetrics: each filter of the page selects
+// exactly the targets the metrics of the same scrape say: state=notready
+// those whose provider_health_ready is 0 (down ones included), state=down
+// those whose provider_health_up is 0, state=ready those whose ready is 1,
+// reason=R those with provider_health_reason{reason="R"}, provider=P those
+// of provider_health_target_info{provider="P"}.
+func TestStatusPageFiltersMatchMetrics(t *testing.T) {
+	t.Parallel()
+	_, srv, _ := newTestExporter(t, fleetPageConfig, fleetPageBehaviours(), 0)
+	// The scrape checks every target; the page then shows its verdicts.
+	_, metrics := get(t, http.DefaultClient, srv.URL+"/metrics", nil)
+	series := regexp.MustCompile(`(?m)^provider_health_(ready|up|reason|target_info)\{(.*)\} (\S+)$`)
+	label := regexp.MustCompile(`(\w+)="([^"]*)"`)
+	want := map[string][]string{}
+	for _, m := range series.FindAllStringSubmatch(metrics, -1) {
+		labels := map[string]string{}
+		for _, l := range label.FindAllStringSubmatch(m[2], -1) {
+			labels[l[1]] = l[2]
+		}
+		id := labels["name"] + "/" + labels["target"]
+		switch {
+		case m[1] == "ready" && m[3] == "0":
+			want["state=notready"] = append(want["state=notready"], id)
+		case m[1] == "ready" && m[3] == "1":
+			want["state=ready"] = append(want["state=ready"], id)
+		case m[1] == "up" && m[3] == "0":
+			want["state=down"] = append(want["state=down"], id)
+		case m[1] == "reason" && m[3] == "1":
+			want["reason="+labels["reason"]] = append(want["reason="+labels["reason"]], id)
+		case m[1] == "target_info":
+			want["provider="+labels["provider"]] = append(want["provider="+labels["provider"]], id)
+		}
+	}
+	// What the fleet's verdicts make sure of: a down target among the not
+	// ready ones, and both kinds of state filter non-empty.
+	if !slices.Contains(want["state=notready"], "rack/r4") || !slices.Contains(want["state=down"], "rack/r4") || len(want["state=notready"]) <= len(want["state=down"]) {
+		t.Fatalf("the fleet's metrics do not have the states the test needs: %q", want)
+	}
+	for query, ids := range want {
+		code, page := get(t, http.DefaultClient, srv.URL+"/?"+query, nil)
+		if code != http.StatusOK {
+			t.Errorf("?%s: status %d", query, code)
+			continue
+		}
+		_, rows, _ := pageTables(t, page)
+		var got []string
+		for _, r := range rows {
+			got = append(got, r.id)
+		}
+		slices.Sort(got)
+		slices.Sort(ids)
+		if !slices.Equal(got, ids) {
+			t.Errorf("?%s: rows %q, the metrics say %q", query, got, ids)
+		}
+	}
+}
+
+// TestBreakable: a reason or a capacity's constraint may break between
+// its words only, and its text is escaped.
+func TestBreakable(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"Ready":                                "Ready",
+		"HostKeyMismatch":                      "Host<wbr>Key<wbr>Mismatch",
+		"APIDisabled":                          "API<wbr>Disabled",
+		"region europe-west4 IN_USE_ADDRESSES": "region europe-<wbr>west4 IN_<wbr>USE_<wbr>ADDRESSES",
+		"quota q pods":                         "quota q pods",
+		"<b>&":                                 "&lt;b&gt;&amp;",
+		"":                                     "",
+	} {
+		if got := string(breakable(in)); got != want {
+			t.Errorf("breakable(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

@@ -53,7 +53,7 @@ func TestStreamedAnswersMatchWholeEncoding(t *testing.T) {
 			whole any
 			write func(*bytes.Buffer) error
 		}{
-			{"/api/v1/status", map[string]any{"providers": whole}, func(b *bytes.Buffer) error { return writeStatusJSON(b, results) }},
+			{"/api/v1/status", map[string]any{"providers": whole, "reasons": statusReasons(results, x.kinds)}, func(b *bytes.Buffer) error { return writeStatusJSON(b, results, x.kinds) }},
 			{"/sd", groups, func(b *bytes.Buffer) error { return x.writeSD(b, results, "https", "exporter:9877", "/prefix") }},
 		} {
 			var want, got bytes.Buffer
@@ -109,7 +109,7 @@ func TestStreamingStopsAtFirstFailedWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := &failAfter{n: 100}
-	if err := writeStatusJSON(f, results); !errors.Is(err, errGone) {
+	if err := writeStatusJSON(f, results, x.kinds); !errors.Is(err, errGone) {
 		t.Errorf("writeStatusJSON: %v, want the write's error", err)
 	}
 	// The head, and the failing write of the first target or entry.

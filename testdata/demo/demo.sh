@@ -22,7 +22,8 @@
 # It scrapes /metrics every DEMO_SCRAPE_INTERVAL seconds (10), as Prometheus
 # would, and prints each target's reason when it changes. Ctrl-C (or TERM)
 # stops everything it started, each by its PID (the Kubernetes job by the
-# process group it was started in), and removes the state directory.
+# process group it was started in), removes the state directory and exits
+# 0.
 #
 # Environment: LISTEN (default :9877; 127.0.0.1:0 takes a free port),
 # DEMO_STATE (keep the state in this directory), DEMO_SCRAPE_INTERVAL,
@@ -102,7 +103,9 @@ cleanup() {
 	exit "$rc"
 }
 trap cleanup EXIT
-trap 'exit 130' INT TERM
+# Ctrl-C (or TERM) is how the demo is meant to end: once everything it
+# started is stopped (cleanup), it exits 0.
+trap 'exit 0' INT TERM
 
 # in_background <command...>: runs it as a child and waits for it, so that
 # a signal is handled at once rather than after the command.
@@ -118,7 +121,15 @@ in_background() {
 cd "$root"
 say "building the exporter and compute-standin"
 mkdir -p "$state/bin"
-in_background "$GO" build -o "$state/bin/" ./cmd/provider_health_exporter ./testdata/demo/compute-standin
+# The version stamps of .promu.yml's ldflags, from VERSION and git, so that
+# the status page's footer and build_info say what runs (compute-standin
+# has no such variables: the flags leave it alone).
+version_pkg=github.com/prometheus/common/version
+revision=$(git rev-parse HEAD 2>/dev/null || echo unknown)
+branch=$(git rev-parse --abbrev-ref HEAD 2>/dev/null || echo unknown)
+ldflags="-X $version_pkg.Version=$(cat VERSION) -X $version_pkg.Revision=$revision -X $version_pkg.Branch=$branch"
+ldflags+=" -X $version_pkg.BuildUser=$(id -un)@$(hostname) -X $version_pkg.BuildDate=$(date -u +%Y%m%d-%H:%M:%S)"
+in_background "$GO" build -ldflags "$ldflags" -o "$state/bin/" ./cmd/provider_health_exporter ./testdata/demo/compute-standin
 
 "$root/testdata/kvm/ctl.sh" start "$state/kvm"
 # shellcheck disable=SC1091

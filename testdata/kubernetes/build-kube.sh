@@ -21,7 +21,12 @@ case "$CMD" in
   kube-apiserver | kube-scheduler) ;;
   *) echo "build-kube: unknown command $CMD" >&2; exit 2 ;;
 esac
-OUT="$CACHE/$CMD-$K8S_VERSION"
+# The binary carries its version, as a release's does (Kubernetes'
+# hack/lib/version.sh sets these): /version says gitVersion v1.37.2, not
+# v0.0.0-master+$Format:%H$, which a chart's kubeVersion constraint refuses
+# (helm install of deploy/helm). "-stamped" in the name: a cache of a build
+# without the stamp is not taken; relinking it reuses Go's build cache.
+OUT="$CACHE/$CMD-$K8S_VERSION-stamped"
 
 if [[ -x "$OUT" ]]; then
   echo "$OUT"
@@ -66,6 +71,17 @@ GO
 echo "build-kube: building $CMD $K8S_VERSION (first run only, 10-20 min)" >&2
 GOFLAGS=-mod=mod "$GO" mod tidy >&2 2>/dev/null || true
 GOFLAGS=-mod=mod "$GO" get "k8s.io/kubernetes/cmd/$CMD@$K8S_VERSION" >&2
-CGO_ENABLED=0 GOFLAGS=-mod=mod "$GO" build -trimpath -ldflags "-s -w" -o "$OUT.tmp" "k8s.io/kubernetes/cmd/$CMD" >&2
-mv "$OUT.tmp" "$OUT"
+major="${K8S_VERSION#v}"
+minor="${major#*.}"
+major="${major%%.*}"
+minor="${minor%%.*}"
+ldflags="-s -w"
+for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+  ldflags+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
+  ldflags+=" -X $pkg.gitTreeState=clean"
+done
+# A temporary name of this build's own: two builds at once (two checkouts'
+# tests) do not write one file.
+CGO_ENABLED=0 GOFLAGS=-mod=mod "$GO" build -trimpath -ldflags "$ldflags" -o "$OUT.tmp.$$" "k8s.io/kubernetes/cmd/$CMD" >&2
+mv "$OUT.tmp.$$" "$OUT"
 echo "$OUT"

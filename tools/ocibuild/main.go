@@ -12,10 +12,16 @@
 // certificates of the build machine (/etc/ssl/certs/ca-certificates.crt,
 // Debian's ca-certificates; the Compute API and API servers are reached
 // over TLS), passwd and group entries for the nonroot user 65534 it runs
-// as, /tmp, port 9877, and the same entrypoint and default flags. No base
-// image is pulled: the build needs no network. The files' times and the
-// image's creation time are the commit's, so two builds of one commit give
-// the same image.
+// as, /tmp, port 9877, and the same entrypoint and default flags, and the
+// LICENSE file at /LICENSE; the OCI labels of docs/deployment.md ("The
+// image"). No base image is pulled: the build needs no network. The files'
+// times, the image's creation time and its history entry are the commit's,
+// so two builds of one commit and binary give the same image.
+//
+// With -binaries DIR it compiles nothing: DIR/OS-ARCH/provider_health_exporter
+// is each platform's binary, the one `make release` built once with promu
+// and put into that platform's tarball, so that the image runs the very
+// file sha256sums.txt covers.
 package main
 
 import (
@@ -27,6 +33,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -41,11 +48,12 @@ import (
 
 // Where the image keeps what the Dockerfile's does.
 const (
-	binaryPath = "/bin/provider_health_exporter"
-	caPath     = "/etc/ssl/certs/ca-certificates.crt"
-	user       = "65534:65534"
-	port       = "9877/tcp"
-	source     = "https://github.com/egress-proxies/provider_health_exporter"
+	binaryPath  = "/bin/provider_health_exporter"
+	caPath      = "/etc/ssl/certs/ca-certificates.crt"
+	user        = "65534:65534"
+	port        = "9877/tcp"
+	source      = "https://github.com/egress-proxies/provider_health_exporter"
+	licensePath = "/LICENSE"
 )
 
 // platforms are those of .promu.yml's crossbuild and the Dockerfile's
@@ -60,21 +68,28 @@ type options struct {
 	branch    string    // the branch
 	created   time.Time // the commit's time
 	caBundle  string    // the CA certificates to copy into the image
+	binaries  string    // built binaries, DIR/OS-ARCH/provider_health_exporter; "" compiles them
 	platforms []v1.Platform
+	license   []byte // the repository's LICENSE, read by build
 }
 
 func main() {
 	repo := flag.String("repo", "..", "the repository's root")
 	out := flag.String("out", "", "the OCI image layout to write (a directory, replaced)")
 	caBundle := flag.String("ca-bundle", "/etc/ssl/certs/ca-certificates.crt", "CA certificates to put into the image")
+	binaries := flag.String("binaries", "", "take each platform's binary from DIR/OS-ARCH/provider_health_exporter instead of compiling it")
+	only := flag.String("platforms", "", "comma-separated OS/ARCH of the image (default: every platform of .promu.yml's crossbuild)")
 	flag.Parse()
 	if *out == "" || flag.NArg() != 0 {
-		fmt.Fprintln(os.Stderr, "usage: ocibuild [-repo DIR] [-ca-bundle FILE] -out DIR")
+		fmt.Fprintln(os.Stderr, "usage: ocibuild [-repo DIR] [-ca-bundle FILE] [-binaries DIR] -out DIR")
 		os.Exit(2)
 	}
 	o, err := fromRepository(*repo)
 	if err == nil {
-		o.out, o.caBundle, o.platforms = *out, *caBundle, platforms
+		o.out, o.caBundle, o.binaries = *out, *caBundle, *binaries
+		o.platforms, err = selectPlatforms(*only)
+	}
+	if err == nil {
 		err = build(o)
 	}
 	if err != nil {
@@ -83,6 +98,25 @@ func main() {
 	}
 	fmt.Printf("wrote %s: provider_health_exporter %s (%s) for %d platforms; push it with: go tool -modfile=tools/go.mod crane push %s REGISTRY/REPOSITORY:%s\n",
 		o.out, o.version, o.revision, len(o.platforms), o.out, o.version)
+}
+
+// selectPlatforms is the platforms of list ("linux/amd64,linux/arm64"),
+// each one of platforms; every platform when list is empty (make release
+// RELEASE_PLATFORMS=linux/amd64 builds one).
+func selectPlatforms(list string) ([]v1.Platform, error) {
+	if list == "" {
+		return platforms, nil
+	}
+	var out []v1.Platform
+	for _, name := range strings.Split(list, ",") {
+		goos, goarch, _ := strings.Cut(strings.TrimSpace(name), "/")
+		i := slices.IndexFunc(platforms, func(p v1.Platform) bool { return p.OS == goos && p.Architecture == goarch })
+		if i < 0 {
+			return nil, fmt.Errorf("platform %q: want one of linux/amd64, linux/arm64", name)
+		}
+		out = append(out, platforms[i])
+	}
+	return out, nil
 }
 
 // fromRepository reads the version from VERSION and the revision, branch
@@ -127,6 +161,9 @@ func build(o options) error {
 	if err != nil {
 		return fmt.Errorf("CA certificates for the image: %w", err)
 	}
+	if o.license, err = os.ReadFile(filepath.Join(o.repo, "LICENSE")); err != nil {
+		return fmt.Errorf("the license for the image: %w", err)
+	}
 	bins, err := os.MkdirTemp("", "ocibuild-")
 	if err != nil {
 		return err
@@ -135,7 +172,10 @@ func build(o options) error {
 	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
 	for _, p := range o.platforms {
 		bin := filepath.Join(bins, p.OS+"-"+p.Architecture)
-		if err := compile(o, p, bin); err != nil {
+		if o.binaries != "" {
+			// The release's binary, built once: not compiled again.
+			bin = filepath.Join(o.binaries, p.OS+"-"+p.Architecture, "provider_health_exporter")
+		} else if err := compile(o, p, bin); err != nil {
 			return err
 		}
 		img, err := image(o, p, bin, ca)
@@ -182,7 +222,7 @@ func image(o options, p v1.Platform, bin string, ca []byte) (v1.Image, error) {
 	if err != nil {
 		return nil, err
 	}
-	files, err := rootfs(o.created, exe, ca)
+	files, err := rootfs(o.created, exe, ca, o.license)
 	if err != nil {
 		return nil, err
 	}
@@ -192,7 +232,16 @@ func image(o options, p v1.Platform, bin string, ca []byte) (v1.Image, error) {
 	if err != nil {
 		return nil, err
 	}
-	img, err := mutate.AppendLayers(mutate.MediaType(empty.Image, types.OCIManifestSchema1), layer)
+	// The history entry is dated with the commit, as the image is (the
+	// zero time read as year 1).
+	img, err := mutate.Append(mutate.MediaType(empty.Image, types.OCIManifestSchema1), mutate.Addendum{
+		Layer: layer,
+		History: v1.History{
+			Created:   v1.Time{Time: o.created},
+			CreatedBy: "ocibuild (tools/ocibuild): provider_health_exporter " + o.version + " for " + p.OS + "/" + p.Architecture,
+			Comment:   "the static binary, CA certificates, nonroot user and LICENSE",
+		},
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -209,19 +258,26 @@ func image(o options, p v1.Platform, bin string, ca []byte) (v1.Image, error) {
 		Cmd:          []string{"--config.file=/etc/provider_health/provider_health.yml"},
 		ExposedPorts: map[string]struct{}{port: {}},
 		Env:          []string{"PATH=/usr/local/bin:/usr/bin:/bin", "SSL_CERT_FILE=" + caPath},
+		// The pre-defined annotation keys of the OCI image spec
+		// (annotations.md), as labels, which registries and scanners show.
 		Labels: map[string]string{
-			"org.opencontainers.image.title":    "provider_health_exporter",
-			"org.opencontainers.image.version":  o.version,
-			"org.opencontainers.image.revision": o.revision,
-			"org.opencontainers.image.source":   source,
-			"org.opencontainers.image.created":  o.created.Format(time.RFC3339),
+			"org.opencontainers.image.title":         "provider_health_exporter",
+			"org.opencontainers.image.description":   "Prometheus exporter: can each infrastructure provider (Kubernetes, GCP, KVM) host egress proxies right now, and if not, why not",
+			"org.opencontainers.image.version":       o.version,
+			"org.opencontainers.image.revision":      o.revision,
+			"org.opencontainers.image.source":        source,
+			"org.opencontainers.image.url":           source,
+			"org.opencontainers.image.documentation": source + "/blob/" + o.revision + "/README.md",
+			"org.opencontainers.image.licenses":      "Apache-2.0",
+			"org.opencontainers.image.vendor":        "egress-proxies",
+			"org.opencontainers.image.created":       o.created.Format(time.RFC3339),
 		},
 	}
 	return mutate.ConfigFile(img, cf)
 }
 
 // rootfs is the image's one layer as a tar stream.
-func rootfs(mtime time.Time, exe, ca []byte) ([]byte, error) {
+func rootfs(mtime time.Time, exe, ca, license []byte) ([]byte, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	dir := func(name string, mode int64) error {
@@ -249,6 +305,7 @@ func rootfs(mtime time.Time, exe, ca []byte) ([]byte, error) {
 	}{
 		{strings.TrimPrefix(binaryPath, "/"), 0o755, exe},
 		{strings.TrimPrefix(caPath, "/"), 0o644, ca},
+		{strings.TrimPrefix(licensePath, "/"), 0o644, license},
 		// The user the Deployment's securityContext runs it as, by name
 		// too, as distroless's nonroot images have it.
 		{"etc/passwd", 0o644, []byte("root:x:0:0:root:/root:/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\n")},

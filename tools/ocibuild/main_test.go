@@ -79,8 +79,9 @@ func TestBuildImage(t *testing.T) {
 		if _, ok := c.ExposedPorts["9877/tcp"]; !ok || c.Labels["org.opencontainers.image.version"] != o.version || !cf.Created.Time.Equal(o.created) {
 			t.Errorf("%s: ports %v, labels %v, created %v", plat, c.ExposedPorts, c.Labels, cf.Created)
 		}
+		checkMetadata(t, plat, img, o)
 		files := layerFiles(t, img)
-		for name, mode := range map[string]int64{"bin/provider_health_exporter": 0o755, "etc/ssl/certs/ca-certificates.crt": 0o644, "etc/passwd": 0o644, "tmp/": 0o1777} {
+		for name, mode := range map[string]int64{"bin/provider_health_exporter": 0o755, "etc/ssl/certs/ca-certificates.crt": 0o644, "etc/passwd": 0o644, "tmp/": 0o1777, "LICENSE": 0o644} {
 			f, ok := files[name]
 			if !ok || f.hdr.Mode != mode || f.hdr.Uid != 0 {
 				t.Errorf("%s: %s in the layer: %v (mode %o, uid %d), want mode %o owned by root", plat, name, ok, f.hdr.Mode, f.hdr.Uid, mode)
@@ -103,6 +104,83 @@ func TestBuildImage(t *testing.T) {
 	slices.Sort(got)
 	if want := []string{"linux/amd64", "linux/arm64"}; !slices.Equal(got, want) {
 		t.Errorf("platforms %v, want %v", got, want)
+	}
+}
+
+// checkMetadata checks the labels users expect of an image (the OCI
+// image spec's pre-defined keys) and that its history is dated with the
+// commit, not year 1.
+func checkMetadata(t *testing.T, plat string, img v1.Image, o options) {
+	t.Helper()
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"title", "description", "version", "revision", "source", "url", "documentation", "licenses", "vendor", "created"} {
+		if cf.Config.Labels["org.opencontainers.image."+key] == "" {
+			t.Errorf("%s: no label org.opencontainers.image.%s: %v", plat, key, cf.Config.Labels)
+		}
+	}
+	if got := cf.Config.Labels["org.opencontainers.image.licenses"]; got != "Apache-2.0" {
+		t.Errorf("%s: licenses %q, want Apache-2.0 (LICENSE)", plat, got)
+	}
+	if len(cf.History) != 1 || !cf.History[0].Created.Time.Equal(o.created) {
+		t.Errorf("%s: history %+v, want one entry dated %s", plat, cf.History, o.created)
+	}
+}
+
+// TestBuildImageFromBinaries: with -binaries, each platform's image holds
+// the very file given, byte for byte, and nothing is compiled.
+func TestBuildImageFromBinaries(t *testing.T) {
+	o, err := fromRepository(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.out = filepath.Join(t.TempDir(), "image-oci")
+	o.caBundle = writeCA(t)
+	o.platforms = platforms
+	o.binaries = t.TempDir()
+	want := map[string][]byte{}
+	for _, p := range platforms {
+		dir := filepath.Join(o.binaries, p.OS+"-"+p.Architecture)
+		body := []byte("\x7fELF the release's " + p.Architecture + " binary")
+		want[p.OS+"/"+p.Architecture] = body
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "provider_health_exporter"), body, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := build(o); err != nil {
+		t.Fatal(err)
+	}
+	l, err := layout.ImageIndexFromPath(o.out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	top, err := l.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx, err := l.ImageIndex(top.Manifests[0].Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	im, err := idx.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range im.Manifests {
+		img, err := idx.Image(d.Digest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		plat := d.Platform.OS + "/" + d.Platform.Architecture
+		if got := layerFiles(t, img)["bin/provider_health_exporter"].body; string(got) != string(want[plat]) {
+			t.Errorf("%s: the image's binary is %q, want the given file %q", plat, got, want[plat])
+		}
+		checkMetadata(t, plat, img, o)
 	}
 }
 

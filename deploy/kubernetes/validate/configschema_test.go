@@ -263,3 +263,49 @@ func TestChartRejectsConfigMistakes(t *testing.T) {
 		})
 	}
 }
+
+// TestChartConfigTypoMessage: a misspelled key inside the chart's config
+// value is reported by helm as that key and nothing else: no line of an
+// allOf or anyOf branch that the right key would have met ("missing
+// property 'user'" at the entry or at its hosts), which sent the reader
+// to the wrong place. The same file without the typo but with a rule
+// broken still names the rule's key.
+func TestChartConfigTypoMessage(t *testing.T) {
+	kvm := func(entry, host map[string]any) map[string]any {
+		e := map[string]any{"name": "lab", "private_key_file": "/k", "known_hosts_file": "/kh", "hosts": []any{host}}
+		maps.Copy(e, entry)
+		return map[string]any{"config": map[string]any{"kvm": []any{e}}}
+	}
+	for _, tc := range []struct {
+		name   string
+		values map[string]any
+		want   string // the one error line, in part
+		lacks  []string
+	}{
+		{"a misspelled key of a kvm entry", kvm(map[string]any{"usr": "proxyops"}, map[string]any{"address": "192.0.2.10:22"}),
+			"additional properties 'usr' not allowed", []string{"missing property", "allOf", "anyOf"}},
+		{"a misspelled key of a kvm host", kvm(nil, map[string]any{"address": "192.0.2.10:22", "usr": "proxyops"}),
+			"additional properties 'usr' not allowed", []string{"missing property", "allOf", "anyOf"}},
+		{"a misspelled key of a gcp entry", map[string]any{"config": map[string]any{"gcp": []any{map[string]any{"name": "g", "project": "p", "region": []any{"us-central1"}, "min_quota_headroom": map[string]any{"CPUS": 8}}}}},
+			"additional properties 'region' not allowed", []string{"missing property", "allOf", "anyOf"}},
+		// Without a typo the rules apply: user is on neither the entry nor its host.
+		{"a kvm entry without user", kvm(nil, map[string]any{"address": "192.0.2.10:22"}), "missing property 'user'", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := chart.Template(t.Context(), chartDir, chartRelease, chartNamespace, tc.values)
+			if err == nil {
+				t.Fatal("helm template accepted the values")
+			}
+			msg := err.Error()
+			t.Logf("helm template: %s", msg)
+			if !strings.Contains(msg, tc.want) {
+				t.Errorf("helm template: %s\nwant an error with %q", msg, tc.want)
+			}
+			for _, l := range tc.lacks {
+				if strings.Contains(msg, l) {
+					t.Errorf("helm template: %s\nhas %q: a line that does not concern the typo", msg, l)
+				}
+			}
+		})
+	}
+}

@@ -31,7 +31,10 @@ import (
 // and docs; sha256sums.txt covering every tarball and the chart; the
 // packaged chart whose version, appVersion and default image tag are the
 // version; the OCI image layout whose index is tagged with it and whose
-// images, one per platform, are labelled with it.
+// images, one per platform, are labelled with it and the other OCI labels,
+// hold the LICENSE, have a history dated with the commit, and run the very
+// binary of that platform's tarball (one build per platform: the same
+// sha256).
 func TestRelease(t *testing.T) {
 	dir := os.Getenv("PHE_RELEASE_DIR")
 	if dir == "" {
@@ -62,11 +65,19 @@ func TestRelease(t *testing.T) {
 			t.Errorf("sha256sums.txt has no line for %s", f)
 		}
 	}
+	binaries := map[string]string{}
 	for _, arch := range []string{"amd64", "arm64"} {
-		checkTarball(t, filepath.Join(dir, "provider_health_exporter-"+version+".linux-"+arch+".tar.gz"), version, arch)
+		binaries["linux/"+arch] = checkTarball(t, filepath.Join(dir, "provider_health_exporter-"+version+".linux-"+arch+".tar.gz"), version, arch)
 	}
 	checkPackagedChart(t, filepath.Join(dir, chartFile), version)
-	checkImageLayout(t, filepath.Join(dir, "image-oci"), version)
+	images := checkImageLayout(t, filepath.Join(dir, "image-oci"), version)
+	for platform, sum := range binaries {
+		if images[platform] != sum {
+			t.Errorf("%s: the image's binary has sha256 %s, the tarball's %s: not the one build", platform, images[platform], sum)
+		} else {
+			t.Logf("%s: the tarball and the image hold one binary, sha256 %s", platform, sum)
+		}
+	}
 }
 
 // checkSums checks every line of sha256sums.txt against its file and
@@ -105,8 +116,8 @@ func checkSums(t *testing.T, dir string) map[string]bool {
 
 // checkTarball: the tarball unpacks into one directory named after it,
 // holding the binary (an ELF of arch; run where it can, it reports the
-// version), LICENSE, README.md and docs/.
-func checkTarball(t *testing.T, path, version, arch string) {
+// version), LICENSE, README.md and docs/. It returns the binary's sha256.
+func checkTarball(t *testing.T, path, version, arch string) string {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
@@ -119,6 +130,7 @@ func checkTarball(t *testing.T, path, version, arch string) {
 	}
 	top := "provider_health_exporter-" + version + ".linux-" + arch + "/"
 	seen := map[string]bool{}
+	sum := ""
 	tr := tar.NewReader(gz)
 	for {
 		h, err := tr.Next()
@@ -135,7 +147,7 @@ func checkTarball(t *testing.T, path, version, arch string) {
 		name := strings.TrimPrefix(h.Name, top)
 		seen[strings.SplitN(name, "/", 2)[0]] = true
 		if name == "provider_health_exporter" {
-			checkBinary(t, tr, version, arch)
+			sum = checkBinary(t, tr, version, arch)
 		}
 	}
 	for _, want := range []string{"provider_health_exporter", "LICENSE", "README.md", "docs"} {
@@ -143,17 +155,19 @@ func checkTarball(t *testing.T, path, version, arch string) {
 			t.Errorf("%s has no %s", path, want)
 		}
 	}
+	return sum
 }
 
 // checkBinary: an ELF of arch; where the test runs on arch, its --version
-// names the version.
-func checkBinary(t *testing.T, r io.Reader, version, arch string) {
+// names the version. It returns its sha256.
+func checkBinary(t *testing.T, r io.Reader, version, arch string) string {
 	t.Helper()
 	tmp := filepath.Join(t.TempDir(), "provider_health_exporter")
 	data, err := io.ReadAll(r)
 	if err != nil {
 		t.Fatal(err)
 	}
+	sum := sha256.Sum256(data)
 	if err := os.WriteFile(tmp, data, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -166,13 +180,13 @@ func checkBinary(t *testing.T, r io.Reader, version, arch string) {
 	if want := map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}[arch]; machine != want {
 		t.Errorf("the %s binary is for %s", arch, machine)
 	}
-	if arch != runtime.GOARCH {
-		return
+	if arch == runtime.GOARCH {
+		out, err := exec.CommandContext(t.Context(), tmp, "--version").CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "version "+version+" ") {
+			t.Errorf("the %s binary's --version: %v\n%s\nwant version %s", arch, err, out, version)
+		}
 	}
-	out, err := exec.CommandContext(t.Context(), tmp, "--version").CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "version "+version+" ") {
-		t.Errorf("the %s binary's --version: %v\n%s\nwant version %s", arch, err, out, version)
-	}
+	return hex.EncodeToString(sum[:])
 }
 
 // checkPackagedChart: the packaged chart's version and appVersion are the
@@ -213,9 +227,12 @@ type ociDescriptor struct {
 
 // checkImageLayout: the layout's index names one image index tagged with
 // the version, whose images are those of linux/amd64 and linux/arm64, each
-// labelled with the version.
-func checkImageLayout(t *testing.T, dir, version string) {
+// labelled with the version and the other OCI labels users expect, with a
+// history dated with the image (not year 1) and the LICENSE in its layer.
+// It returns the sha256 of each platform's binary.
+func checkImageLayout(t *testing.T, dir, version string) map[string]string {
 	t.Helper()
+	binaries := map[string]string{}
 	blob := func(digest string, into any) {
 		t.Helper()
 		data, err := os.ReadFile(filepath.Join(dir, "blobs", strings.Replace(digest, ":", "/", 1)))
@@ -251,21 +268,78 @@ func checkImageLayout(t *testing.T, dir, version string) {
 		}
 		platforms = append(platforms, m.Platform.OS+"/"+m.Platform.Architecture)
 		var manifest struct {
-			Config ociDescriptor `json:"config"`
+			Config ociDescriptor   `json:"config"`
+			Layers []ociDescriptor `json:"layers"`
 		}
 		blob(m.Digest, &manifest)
 		var cfg struct {
-			Config struct {
+			Created string `json:"created"`
+			Config  struct {
 				Labels map[string]string `json:"Labels"`
 			} `json:"config"`
+			History []struct {
+				Created string `json:"created"`
+			} `json:"history"`
 		}
 		blob(manifest.Config.Digest, &cfg)
 		if got := cfg.Config.Labels["org.opencontainers.image.version"]; got != version {
 			t.Errorf("the %s image is labelled version %q, want %s", m.Platform.Architecture, got, version)
 		}
+		for _, key := range []string{"licenses", "description", "url", "documentation", "vendor", "source", "revision", "version", "created"} {
+			if cfg.Config.Labels["org.opencontainers.image."+key] == "" {
+				t.Errorf("the %s image has no label org.opencontainers.image.%s: %v", m.Platform.Architecture, key, cfg.Config.Labels)
+			}
+		}
+		if len(cfg.History) == 0 || cfg.History[0].Created != cfg.Created || strings.HasPrefix(cfg.Created, "0001-") {
+			t.Errorf("the %s image was created %s, its history %+v: want the history dated as the image, with the commit", m.Platform.Architecture, cfg.Created, cfg.History)
+		}
+		if len(manifest.Layers) != 1 {
+			t.Errorf("the %s image has %d layers, want 1", m.Platform.Architecture, len(manifest.Layers))
+			continue
+		}
+		files := layerSums(t, filepath.Join(dir, "blobs", strings.Replace(manifest.Layers[0].Digest, ":", "/", 1)))
+		if files["LICENSE"] == "" {
+			t.Errorf("the %s image has no LICENSE", m.Platform.Architecture)
+		}
+		binaries[m.Platform.OS+"/"+m.Platform.Architecture] = files["bin/provider_health_exporter"]
 	}
 	slices.Sort(platforms)
 	if !slices.Equal(platforms, []string{"linux/amd64", "linux/arm64"}) {
 		t.Errorf("image platforms %v, want linux/amd64 and linux/arm64", platforms)
 	}
+	return binaries
+}
+
+// layerSums is the sha256 of each regular file of a gzipped layer.
+func layerSums(t *testing.T, path string) map[string]string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	gz, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	out := map[string]string{}
+	tr := tar.NewReader(gz)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if h.Typeflag != tar.TypeReg {
+			continue
+		}
+		s := sha256.New()
+		if _, err := io.Copy(s, tr); err != nil {
+			t.Fatal(err)
+		}
+		out[h.Name] = hex.EncodeToString(s.Sum(nil))
+	}
+	return out
 }
