@@ -662,20 +662,51 @@ const watchDecodingCause = "ClientWatchDecoding"
 // A stream the client could not decode (too large, a quantity or kind
 // refused by boundedDecoder) is a bad response.
 func recordWatchErrors(wi watch.Interface, w *watched) watch.Interface {
-	return watch.Filter(wi, func(e watch.Event) (watch.Event, bool) {
-		if e.Type != watch.Error {
-			return e, true
+	r := &recordingWatch{in: wi, w: w, out: make(chan watch.Event), stop: make(chan struct{})}
+	go r.loop()
+	return r
+}
+
+// recordingWatch is watch.Filter without its flaw: its goroutine ends
+// when the watch is stopped, even with an event nobody reads.
+type recordingWatch struct {
+	in   watch.Interface
+	w    *watched
+	out  chan watch.Event
+	stop chan struct{}
+	once sync.Once
+}
+
+func (r *recordingWatch) ResultChan() <-chan watch.Event { return r.out }
+
+func (r *recordingWatch) Stop() {
+	r.once.Do(func() { close(r.stop) })
+	r.in.Stop()
+}
+
+func (r *recordingWatch) loop() {
+	defer close(r.out)
+	for e := range r.in.ResultChan() {
+		if e.Type == watch.Error {
+			r.w.record(watchError(e.Object))
 		}
-		err := apierrors.FromObject(e.Object)
-		if st, ok := e.Object.(*metav1.Status); ok && st.Details != nil {
-			for _, c := range st.Details.Causes {
-				if c.Type == watchDecodingCause {
-					// The decoder's own prefix once, not at each layer.
-					err = &badResponseError{err: errors.New(strings.ReplaceAll(c.Message, "undecodable answer: ", ""))}
-				}
+		select {
+		case r.out <- e:
+		case <-r.stop:
+			return
+		}
+	}
+}
+
+func watchError(obj runtime.Object) error {
+	err := apierrors.FromObject(obj)
+	if st, ok := obj.(*metav1.Status); ok && st.Details != nil {
+		for _, c := range st.Details.Causes {
+			if c.Type == watchDecodingCause {
+				// The decoder's own prefix once, not at each layer.
+				return &badResponseError{err: errors.New(strings.ReplaceAll(c.Message, "undecodable answer: ", ""))}
 			}
 		}
-		w.record(err)
-		return e, true
-	})
+	}
+	return err
 }
