@@ -160,7 +160,7 @@ func TestQuotaCapacitySurvivors(t *testing.T) {
 		}
 		return u
 	}
-	needs, err := decodePodNeeds([]byte(`{"spec":{"containers":[{"name":"p","resources":{"requests":{"cpu":"1"}}}]}}`), false)
+	needs, err := decodePodNeeds([]byte(`{"spec":{"containers":[{"name":"p","resources":{"requests":{"cpu":"1","memory":"0"}}}]}}`), false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +172,8 @@ func TestQuotaCapacitySurvivors(t *testing.T) {
 		{"count/pods", q("objects", "count/pods", "5", "3"), collector.Capacity{Known: true, Proxies: 2, Binding: "quota objects count/pods"}},
 		{"count/pods full", q("objects", "count/pods", "5", "5"), collector.Capacity{Known: true, Binding: "quota objects count/pods"}},
 		{"no usage yet", q("new", "requests.cpu", "0", ""), collector.Capacity{}},
-		{"memory over-used, not asked", q("mem", "requests.memory", "1Gi", "2Gi"), collector.Capacity{}},
+		{"memory over-used, asked 0 of", q("mem", "requests.memory", "1Gi", "2Gi"), collector.Capacity{}},
+		{"storage over-used, not asked", q("st", "requests.storage", "1Gi", "2Gi"), collector.Capacity{}},
 		{"cpu", q("cpu", "requests.cpu", "4", "1"), collector.Capacity{Known: true, Proxies: 3, Binding: "quota cpu requests.cpu"}},
 	} {
 		got := quotaCapacity(Headroom{PodQuotas: []QuotaUsage{tc.q}}, nil, needs)
