@@ -131,6 +131,8 @@ type hostileAPI struct {
 	after      map[string]func(http.ResponseWriter)
 	calls      map[string]*atomic.Int64
 	wroteAfter atomic.Int64
+	// failing, once closed, makes every call a 500 (failingStatus).
+	failing chan struct{}
 }
 
 func newHostileAPI(t *testing.T, w wire) *hostileAPI {
@@ -150,6 +152,14 @@ func (h *hostileAPI) serve(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.calls[res].Add(1)
+	if h.failing != nil {
+		select {
+		case <-h.failing:
+			failingStatus(rw)
+			return
+		default:
+		}
+	}
 	rw.Header().Set("Content-Type", h.w.contentType())
 	q := r.URL.Query()
 	if q.Get("watch") != "true" {
@@ -175,6 +185,13 @@ func (h *hostileAPI) serve(rw http.ResponseWriter, r *http.Request) {
 	rw.(http.Flusher).Flush()
 	if f := h.after[res]; f != nil {
 		f(rw)
+	}
+	if h.failing != nil {
+		select {
+		case <-h.failing:
+		case <-r.Context().Done():
+		}
+		return
 	}
 	<-r.Context().Done()
 }
