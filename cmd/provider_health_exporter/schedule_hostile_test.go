@@ -89,10 +89,14 @@ func scheduleAPIServer(t *testing.T) (srv *httptest.Server, hugeSent *atomic.Int
 			writePB(w, pbAnswer(t, "NodeList", pbBytes(pbBytes(nil, 1, pbBytes(nil, 2, []byte("10"))), 2, node("n1", cpu))))
 		case rest == "api/v1/nodes":
 			w.Header().Set("Content-Type", runtime.ContentTypeProtobuf)
-			if c == "huge" && q.Get("sendInitialEvents") != "true" {
-				// After a list: the event, in JSON, which a server may
-				// send whatever was asked.
+			if c == "huge" {
+				// In JSON, which a server may send whatever was asked:
+				// the Node (a watch-list's initial events), then the event.
 				w.Header().Set("Content-Type", runtime.ContentTypeJSON)
+				if q.Get("sendInitialEvents") == "true" {
+					_, _ = io.WriteString(w, `{"type":"ADDED","object":{"kind":"Node","apiVersion":"v1","metadata":{"name":"n1","resourceVersion":"5","labels":{"kubernetes.io/hostname":"n1"}},"status":{"allocatable":{"cpu":"4","memory":"8Gi","pods":"110"}}}}`+"\n"+
+						`{"type":"BOOKMARK","object":{"kind":"Node","apiVersion":"v1","metadata":{"resourceVersion":"10","annotations":{"k8s.io/initial-events-end":"true"}}}}`+"\n")
+				}
 				_, _ = io.WriteString(w, `{"type":"MODIFIED","object":{"kind":"Node","apiVersion":"v1","metadata":{"name":"n1","annotations":{"a":"`)
 				chunk := []byte(strings.Repeat("x", 64<<10))
 				for sent := 0; sent < 400<<20; sent += len(chunk) {
