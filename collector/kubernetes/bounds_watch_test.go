@@ -352,7 +352,7 @@ func TestWatchWrongKindIsBadResponse(t *testing.T) {
 			ws := watchUntil(t, h)
 			var reason collector.Reason
 			var msg string
-			waitFor(t, "a BadResponse verdict", func() bool {
+			waitWithin(t, time.Minute, "a BadResponse verdict", func() bool {
 				reason, msg, _ = ws.verdict(time.Now())
 				return reason == collector.ReasonBadResponse
 			})
@@ -396,7 +396,7 @@ func TestWatchEventTooLarge(t *testing.T) {
 			ws := watchUntil(t, h)
 			syncedWithin(t, ws)
 			var msg string
-			waitFor(t, "a BadResponse verdict", func() bool {
+			waitWithin(t, time.Minute, "a BadResponse verdict", func() bool {
 				var reason collector.Reason
 				reason, msg, _ = ws.verdict(time.Now())
 				return reason == collector.ReasonBadResponse
@@ -404,7 +404,7 @@ func TestWatchEventTooLarge(t *testing.T) {
 			if !strings.Contains(msg, "the watch of nodes") || !strings.Contains(msg, "over the limit of 16 MiB") {
 				t.Errorf("message %q does not name the watch and the limit", msg)
 			}
-			waitFor(t, "a second watch of nodes", func() bool { return h.calls["nodes"].Load() >= 2 })
+			waitWithin(t, time.Minute, "a second watch of nodes", func() bool { return h.calls["nodes"].Load() >= 2 })
 			// What the server could write is what the client read, plus
 			// the sockets' buffers: never the whole event.
 			if wrote := h.wroteAfter.Load(); wrote > 48<<20 {
