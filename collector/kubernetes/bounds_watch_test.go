@@ -131,7 +131,8 @@ type hostileAPI struct {
 	after      map[string]func(http.ResponseWriter)
 	calls      map[string]*atomic.Int64
 	wroteAfter atomic.Int64
-	// failing, once closed, makes every call a 500 (failingStatus).
+	// failing, once closed, makes every call of the nodes a 500
+	// (failingStatus) and ends the watches.
 	failing chan struct{}
 }
 
@@ -152,7 +153,7 @@ func (h *hostileAPI) serve(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.calls[res].Add(1)
-	if h.failing != nil {
+	if h.failing != nil && res == "nodes" {
 		select {
 		case <-h.failing:
 			failingStatus(rw)
