@@ -55,6 +55,20 @@ func (e *Engine) stuck(p *provider, st *state, t Target, n int) TargetResult {
 // by its checker and no check of it is in flight.
 func (e *Engine) reuse(p *provider, st *state, t Target) (TargetResult, bool) {
 	st.mu.Lock()
+	tr, ok := reuseLocked(p, st, t)
+	st.mu.Unlock()
+	if !ok {
+		return TargetResult{}, false
+	}
+	return e.served(p, tr), true
+}
+
+// reuseLocked is reuse under the target's lock, held by the caller, and
+// without counting: join decides under that one lock whether a verdict is
+// reused, a check joined or one started, so that a check which ends in
+// between cannot make it start a second one of a target whose verdict is
+// now fresh.
+func reuseLocked(p *provider, st *state, t Target) (TargetResult, bool) {
 	mode := ""
 	switch {
 	case st.cached != nil && p.MinInterval > 0 && time.Since(st.cached.CheckedAt) < p.MinInterval:
@@ -62,14 +76,17 @@ func (e *Engine) reuse(p *provider, st *state, t Target) (TargetResult, bool) {
 	case st.cached != nil && st.inflight == nil && backingOff(p.checker, t.Name):
 		mode = ModeBackoff
 	default:
-		st.mu.Unlock()
 		return TargetResult{}, false
 	}
 	tr := TargetResult{Result: *st.cached, Checked: true, Mode: mode, LastTransition: st.transition, Log: st.cachedLog, memo: st.cachedMemo}
-	st.mu.Unlock()
 	tr.Target = t
-	e.count(p, mode)
-	return p.withFacts(tr), true
+	return tr, true
+}
+
+// served counts and completes a reused verdict.
+func (e *Engine) served(p *provider, tr TargetResult) TargetResult {
+	e.count(p, tr.Mode)
+	return p.withFacts(tr)
 }
 
 // backingOff tells whether c holds back the live checks of target now.

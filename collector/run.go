@@ -231,10 +231,11 @@ func (e *Engine) checkTarget(ctx context.Context, p *provider, t Target) TargetR
 // returns the one live check of the target, joined (ModeShared) or started
 // (ModeLive), for await.
 func (e *Engine) join(ctx context.Context, p *provider, st *state, t Target) (TargetResult, *call, string, bool) {
-	if tr, ok := e.reuse(p, st, t); ok {
-		return tr, nil, "", true
-	}
 	st.mu.Lock()
+	if tr, ok := reuseLocked(p, st, t); ok {
+		st.mu.Unlock()
+		return e.served(p, tr), nil, "", true
+	}
 	c, mode := st.inflight, ModeShared
 	if c != nil && overdue(c, time.Now()) {
 		e.abandonLocked(p, st, c)

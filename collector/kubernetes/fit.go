@@ -40,6 +40,9 @@ const maxCauses = 8
 type podNeed struct {
 	milliCPU, memory, ephemeral int64
 	scalar                      map[corev1.ResourceName]int64
+	// uncounted is a resource whose request is beyond what int64 holds
+	// (counted as math.MaxInt64: bounds_fit.go).
+	uncounted corev1.ResourceName
 }
 
 // needOf is the Pod's need: component-helpers' PodRequests is the
@@ -54,19 +57,32 @@ func needOf(pod *corev1.Pod) podNeed {
 func needOfList(reqs corev1.ResourceList) podNeed {
 	var n podNeed
 	for name, q := range reqs {
+		// Saturated, never wrapped; a negative request, which no API
+		// server admits, frees nothing.
+		var v int64
+		var sat bool
+		if name == corev1.ResourceCPU {
+			v, sat = satMilli(q)
+		} else {
+			v, sat = satValue(q)
+		}
+		v = max(v, 0)
+		if sat && n.uncounted == "" {
+			n.uncounted = name
+		}
 		switch name {
 		case corev1.ResourceCPU:
-			n.milliCPU = q.MilliValue()
+			n.milliCPU = v
 		case corev1.ResourceMemory:
-			n.memory = q.Value()
+			n.memory = v
 		case corev1.ResourceEphemeralStorage:
-			n.ephemeral = q.Value()
+			n.ephemeral = v
 		default:
 			if scalarResource(name) {
 				if n.scalar == nil {
 					n.scalar = map[corev1.ResourceName]int64{}
 				}
-				n.scalar[name] = q.Value()
+				n.scalar[name] = v
 			}
 		}
 	}
@@ -89,19 +105,34 @@ func scalarResource(name corev1.ResourceName) bool {
 type nodeUse struct {
 	pods int64
 	podNeed
+	// unreadable names a bound Pod with a quantity that could not be read,
+	// uncounted a request that could not be counted (bounds_fit.go).
+	unreadable, uncounted string
 }
 
-func (u *nodeUse) add(n podNeed) {
+// add adds n to the sums, saturating: the resource whose sum reached
+// math.MaxInt64 is returned.
+func (u *nodeUse) add(n podNeed) corev1.ResourceName {
 	u.pods++
-	u.milliCPU += n.milliCPU
-	u.memory += n.memory
-	u.ephemeral += n.ephemeral
+	over := n.uncounted
+	sum := func(name corev1.ResourceName, to *int64, v int64) {
+		var sat bool
+		if *to, sat = satAdd(*to, v); sat && over == "" {
+			over = name
+		}
+	}
+	sum(corev1.ResourceCPU, &u.milliCPU, n.milliCPU)
+	sum(corev1.ResourceMemory, &u.memory, n.memory)
+	sum(corev1.ResourceEphemeralStorage, &u.ephemeral, n.ephemeral)
 	for k, v := range n.scalar {
 		if u.scalar == nil {
 			u.scalar = map[corev1.ResourceName]int64{}
 		}
-		u.scalar[k] += v
+		s := u.scalar[k]
+		sum(k, &s, v)
+		u.scalar[k] = s
 	}
+	return over
 }
 
 // nodeUsage sums the requests of the Pods bound to each node. The Pods are
@@ -119,7 +150,12 @@ func nodeUsage(pods []*corev1.Pod) map[string]*nodeUse {
 			u = &nodeUse{}
 			use[p.Spec.NodeName] = u
 		}
-		u.add(strippedNeed(p))
+		if why, ok := p.Annotations[unreadableAnnotation]; ok && u.unreadable == "" {
+			u.unreadable = boundedText(p.Namespace) + "/" + boundedText(p.Name) + ": " + why
+		}
+		if over := u.add(strippedNeed(p)); over != "" && u.uncounted == "" {
+			u.uncounted = noteUncounted(p, over)
+		}
 	}
 	return use
 }
@@ -161,7 +197,13 @@ func fit(pod *corev1.Pod, nodes []*corev1.Node, use map[string]*nodeUse) FitResu
 	affinity := nodeaffinity.GetRequiredNodeAffinity(pod)
 	r := FitResult{Nodes: len(nodes), Causes: map[string]int{}}
 	for _, node := range nodes {
-		cause := filter(pod, node, affinity)
+		cause := causeUnreadable(node, use[node.Name])
+		if cause == "" {
+			cause = filter(pod, node, affinity)
+		}
+		if cause == "" {
+			cause = causeUncounted(use[node.Name])
+		}
 		if cause != "" {
 			r.Causes[cause]++
 			continue
@@ -174,7 +216,7 @@ func fit(pod *corev1.Pod, nodes []*corev1.Node, use map[string]*nodeUse) FitResu
 			continue
 		}
 		r.Fitting++
-		r.Copies += n
+		r.Copies, _ = satAdd(r.Copies, n)
 	}
 	return r
 }
@@ -244,7 +286,8 @@ func quantityValue(l corev1.ResourceList, name corev1.ResourceName) int64 {
 	if !ok {
 		return 0
 	}
-	return q.Value()
+	v, _ := satValue(q)
+	return max(v, 0) // a negative allocatable is no room
 }
 
 func milliValue(l corev1.ResourceList, name corev1.ResourceName) int64 {
@@ -252,7 +295,8 @@ func milliValue(l corev1.ResourceList, name corev1.ResourceName) int64 {
 	if !ok {
 		return 0
 	}
-	return q.MilliValue()
+	v, _ := satMilli(q)
+	return max(v, 0)
 }
 
 // Message says the result as kube-scheduler's FailedScheduling event
@@ -322,5 +366,10 @@ func stripNode(n *corev1.Node) *corev1.Node {
 }
 
 func stripMeta(m *metav1.ObjectMeta) metav1.ObjectMeta {
-	return metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion}
+	out := metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion}
+	if why, ok := m.Annotations[unreadableAnnotation]; ok {
+		// The stub of an object with a quantity that cannot be read.
+		out.Annotations = map[string]string{unreadableAnnotation: why}
+	}
+	return out
 }

@@ -18,7 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/watch"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -124,7 +124,7 @@ func startWatch(logger *slog.Logger, cl *client) *watchSet {
 	ctx, cancel := context.WithCancel(context.Background())
 	ctx = klog.NewContext(ctx, logr.FromSlogHandler(logger.Handler()))
 	ws := &watchSet{cl: cl, started: time.Now(), cancel: cancel, done: make(chan struct{})}
-	core, hc, err := watchClient(cl)
+	nodesRC, podsRC, hc, err := watchClient(cl)
 	if err != nil {
 		// Never happens with a configuration the check's client was
 		// built from; said as the watch's error all the same.
@@ -132,13 +132,13 @@ func startWatch(logger *slog.Logger, cl *client) *watchSet {
 		close(ws.done)
 		return ws
 	}
-	ws.nodes = newWatched("nodes", &corev1.Node{}, core.RESTClient(), "", func(obj any) (any, error) {
+	ws.nodes = newWatched("nodes", &corev1.Node{}, nodesRC, "", func(obj any) (any, error) {
 		if n, ok := obj.(*corev1.Node); ok {
 			return stripNode(n), nil
 		}
 		return obj, nil // a tombstone: the store deletes by its key
 	})
-	ws.pods = newWatched("pods", &corev1.Pod{}, core.RESTClient(), nonTerminalPods, func(obj any) (any, error) {
+	ws.pods = newWatched("pods", &corev1.Pod{}, podsRC, nonTerminalPods, func(obj any) (any, error) {
 		if p, ok := obj.(*corev1.Pod); ok {
 			return stripPod(p), nil
 		}
@@ -158,12 +158,13 @@ func startWatch(logger *slog.Logger, cl *client) *watchSet {
 	return ws
 }
 
-// watchClient is the core/v1 client of the watches: the check's
-// configuration (credentials, dialer) without the check's per-request
-// bounds, which a watch that lasts for hours and a list of 20,000 Pods
-// would break, and with protobuf, which the API server encodes and the
-// exporter decodes at a fraction of JSON's cost.
-func watchClient(cl *client) (*corev1client.CoreV1Client, *http.Client, error) {
+// watchClient is the core/v1 clients of the watches of nodes and of pods:
+// the check's configuration (credentials, dialer) without the check's
+// per-request bounds, which a watch that lasts for hours and a list of
+// 20,000 Pods would break, and with protobuf, which the API server encodes
+// and the exporter decodes at a fraction of JSON's cost. Each decodes its
+// answers with the bounds of boundedCodecs (bounds_watch.go).
+func watchClient(cl *client) (nodes, pods rest.Interface, hc *http.Client, err error) {
 	cfg := rest.CopyConfig(cl.watchCfg)
 	cfg.RateLimiter = nil // client-go's default: a few requests a second, enough for relists
 	cfg.ContentType = "application/vnd.kubernetes.protobuf"
@@ -172,15 +173,27 @@ func watchClient(cl *client) (*corev1client.CoreV1Client, *http.Client, error) {
 	// HTTP/2 the shared connection outlives its reset streams, idle only
 	// some time after the informers ended, and so after Close.
 	cfg.NextProtos = []string{"http/1.1"}
-	hc, err := rest.HTTPClientFor(cfg)
-	if err != nil {
-		return nil, nil, fmt.Errorf("watch client: %w", err)
+	cfg.GroupVersion = &corev1.SchemeGroupVersion
+	cfg.APIPath = "/api"
+	if hc, err = rest.HTTPClientFor(cfg); err != nil {
+		return nil, nil, nil, fmt.Errorf("watch client: %w", err)
 	}
-	c, err := corev1client.NewForConfigAndClient(cfg, hc)
-	if err != nil {
-		return nil, nil, fmt.Errorf("watch client: %w", err)
+	rc := func(kind string) (rest.Interface, error) {
+		c := rest.CopyConfig(cfg)
+		c.NegotiatedSerializer = boundedCodecs{NegotiatedSerializer: scheme.Codecs.WithoutConversion(), kind: kind}
+		r, err := rest.RESTClientForConfigAndClient(c, hc)
+		if err != nil {
+			return nil, fmt.Errorf("watch client: %w", err)
+		}
+		return r, nil
 	}
-	return c, hc, nil
+	if nodes, err = rc("Node"); err != nil {
+		return nil, nil, nil, err
+	}
+	if pods, err = rc("Pod"); err != nil {
+		return nil, nil, nil, err
+	}
+	return nodes, pods, hc, nil
 }
 
 // newWatched builds the informer of resource, whose list and watch calls
@@ -204,7 +217,10 @@ func newWatched(resource string, example runtime.Object, rc rest.Interface, fiel
 			opts.Watch = true
 			wi, err := rc.Get().Resource(resource).VersionedParams(&opts, metav1.ParameterCodec).Watch(ctx)
 			w.record(err)
-			return wi, err
+			if err != nil {
+				return nil, err
+			}
+			return recordWatchErrors(wi, w), nil
 		},
 	}
 	w.informer = cache.NewSharedIndexInformerWithOptions(lw, example, cache.SharedIndexInformerOptions{})
@@ -258,6 +274,10 @@ func (ws *watchSet) verdict(now time.Time) (reason collector.Reason, msg string,
 		since, err := w.state()
 		if err == nil {
 			continue
+		}
+		if bad := (*badResponseError)(nil); errors.As(err, &bad) {
+			return collector.ReasonBadResponse, fmt.Sprintf("the watch of %s got an answer it cannot use, so no capacity is judged from it: %s",
+				w.what, boundedErr(err)), false
 		}
 		if apierrors.IsForbidden(err) {
 			return collector.ReasonForbidden, fmt.Sprintf("cannot list/watch %s cluster-wide, which schedule needs (list and watch on nodes and pods: deploy/kubernetes/components/schedule, Helm value rbac.schedule): %s",

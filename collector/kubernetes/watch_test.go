@@ -118,6 +118,9 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 func TestWatchSyncsStripsAndStops(t *testing.T) {
 	srv := newWatchServer(t, false, nil)
 	w := &watcher{logger: slog.New(slog.DiscardHandler)}
+	// Registered before anything can fail: a t.Fatal below stops the
+	// watches instead of leaving them to hang the test binary.
+	t.Cleanup(func() { _ = w.Close(context.Background()) })
 	cl := srv.client()
 	ws := w.ensure(cl)
 	if again := w.ensure(cl); again != ws {
@@ -155,6 +158,11 @@ func TestWatchSyncsStripsAndStops(t *testing.T) {
 	}
 	if err := w.Close(t.Context()); err != nil {
 		t.Fatal(err)
+	}
+	// Close returns once every informer goroutine ended, those of the
+	// replaced watches too.
+	if !ws.stopped() || !ws2.stopped() {
+		t.Error("Close returned before the watches stopped")
 	}
 	if w.ensure(cl) != nil {
 		t.Error("a closed watcher started watches")

@@ -263,7 +263,14 @@ func TestDrainedChannel(t *testing.T) {
 				}
 				return
 			}
-			err := <-flooded
+			// Bounded: a channel that never floods fails the test,
+			// never hangs it.
+			var err error
+			select {
+			case err = <-flooded:
+			case <-time.After(time.Minute):
+				t.Fatalf("no flood within a minute, want %q", tc.want)
+			}
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("flooded with %v, want %q", err, tc.want)
 			}

@@ -151,3 +151,20 @@ func safeExponent(s string) bool {
 	e := strings.TrimLeft(s[i+1:], "+-")
 	return len(e) <= 2
 }
+
+func TestCheck(t *testing.T) {
+	t.Parallel()
+	for _, ok := range []string{"4", "500m", "9223372036854775807Ki", "1e64", "1e-64", "0.5Gi", "-1"} {
+		if err := Check(ok); err != nil {
+			t.Errorf("Check(%q) = %v, want nil", ok, err)
+		}
+	}
+	for _, bad := range []string{"1e-1000000000", "1e2147483647", "1E9223372036854775807", "1e65", strings.Repeat("9", MaxText+1), "", "Gi", "1x"} {
+		if err := Check(bad); err == nil {
+			t.Errorf("Check(%q) = nil, want an error", boundedText(bad))
+		}
+	}
+	if err := Check(strings.Repeat("1", MaxText)); err != nil {
+		t.Errorf("a %d-digit quantity refused: %v", MaxText, err)
+	}
+}
