@@ -54,6 +54,9 @@ type watchSet struct {
 	done    chan struct{} // closed when every informer goroutine ended
 	nodes   *watched
 	pods    *watched
+	// core is the watches' client, which also lists namespaces when a
+	// namespaceSelector term needs their labels (namespacesFor).
+	core *corev1client.CoreV1Client
 }
 
 // watched is one informer and how its list and watch calls fared.
@@ -132,6 +135,7 @@ func startWatch(logger *slog.Logger, cl *client) *watchSet {
 		close(ws.done)
 		return ws
 	}
+	ws.core = core
 	ws.nodes = newWatched("nodes", &corev1.Node{}, core.RESTClient(), "", func(obj any) (any, error) {
 		if n, ok := obj.(*corev1.Node); ok {
 			return stripNode(n), nil

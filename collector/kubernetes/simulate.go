@@ -1,0 +1,475 @@
+package kubernetes
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/kubernetes/pkg/scheduler/apis/config"
+	schedcache "k8s.io/kubernetes/pkg/scheduler/backend/cache"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/interpodaffinity"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/nodeports"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/podtopologyspread"
+	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+	schedutil "k8s.io/kubernetes/pkg/scheduler/util"
+
+	"github.com/egress-proxies/provider_health_exporter/collector"
+)
+
+// The fit runs three of kube-scheduler's own filter plugins, imported from
+// k8s.io/kubernetes at the release the exporter's client is built for
+// (docs/configuration.md: "Scheduling: schedule"): NodePorts (host
+// ports, those hostNetwork implies included), InterPodAffinity (the
+// Pod's required affinity and anti-affinity terms against the bound Pods,
+// and the bound Pods' anti-affinity terms against the Pod) and
+// PodTopologySpread (DoNotSchedule constraints). Their verdicts, in the
+// scheduler's own words, join those of the filters fit.go writes.
+//
+// With these, copies of the Pod constrain each other: a copy holds its
+// host port, repels the next by its anti-affinity and counts in its
+// domain's spread. The fit then places copies one after another, as the
+// scheduler binds the copies an operator creates, each on a node every
+// filter passes, until none does (simulate).
+
+// pluginFilter is one plugin's PreFilter and Filter, run by the fit.
+type pluginFilter interface {
+	fwk.PreFilterPlugin
+	fwk.FilterPlugin
+}
+
+// judge holds the plugins and the scheduler's view of the cluster (its
+// Snapshot of NodeInfos) for one fit.
+type judge struct {
+	ctx   context.Context
+	state *framework.CycleState
+	snap  *schedcache.Snapshot
+	pod   *corev1.Pod
+	// ports is NodePorts, nil when its PreFilter skipped the Pod (no host
+	// port): the scheduler runs it before NodeResourcesFit. active are the
+	// others whose PreFilter did not skip the Pod, in the scheduler's
+	// order of filters (PodTopologySpread, InterPodAffinity), after it.
+	// ext are those that follow the copies placed.
+	ports  pluginFilter
+	active []pluginFilter
+	ext    []fwk.PreFilterExtensions
+	// unresolvable is the cause every node takes when a PreFilter refused
+	// the Pod outright ("" when none did).
+	unresolvable string
+}
+
+// newJudge builds the plugins on a Snapshot of the caches' Nodes and bound
+// Pods, with the namespaces (for namespaceSelector terms), and runs their
+// PreFilter for pod. The feature gates are the scheduler's defaults at
+// this release.
+func newJudge(ctx context.Context, pod *corev1.Pod, nodes []*corev1.Node, pods []*corev1.Pod, namespaces []*corev1.Namespace) (*judge, error) {
+	ctx = klog.NewContext(ctx, klog.Background().V(10)) // the plugins' own logs stay quiet
+	known := make(map[string]bool, len(nodes))
+	for _, n := range nodes {
+		known[n.Name] = true
+	}
+	bound := make([]*corev1.Pod, 0, len(pods))
+	for _, p := range pods {
+		// A Pod bound to a node the cache does not hold (deleted, or not
+		// listed yet) has no node for the plugins to read labels from.
+		if p.Spec.NodeName != "" && known[p.Spec.NodeName] && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+			bound = append(bound, p)
+		}
+	}
+	snap := schedcache.NewSnapshot(bound, nodes)
+	// The plugins read namespaces through an informer's lister; its store
+	// is filled here from the exporter's own cache, and never started.
+	factory := informers.NewSharedInformerFactory(nil, 0)
+	nsInformer := factory.Core().V1().Namespaces().Informer()
+	for _, ns := range namespaces {
+		if err := nsInformer.GetIndexer().Add(ns); err != nil {
+			return nil, fmt.Errorf("scheduler plugins: namespace %s: %w", ns.Name, err)
+		}
+	}
+	fh, err := frameworkruntime.NewFramework(ctx, nil, nil,
+		frameworkruntime.WithSnapshotSharedLister(snap),
+		frameworkruntime.WithInformerFactory(factory),
+		frameworkruntime.WithParallelism(2))
+	if err != nil {
+		return nil, fmt.Errorf("scheduler framework: %w", err)
+	}
+	fts := feature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate)
+	ports, err := nodeports.New(ctx, nil, fh, fts)
+	if err != nil {
+		return nil, fmt.Errorf("scheduler plugin NodePorts: %w", err)
+	}
+	// List defaulting without default constraints: the scheduler's system
+	// defaults are ScheduleAnyway constraints, which only score.
+	spread, err := podtopologyspread.New(ctx, &config.PodTopologySpreadArgs{DefaultingType: config.ListDefaulting}, fh, fts)
+	if err != nil {
+		return nil, fmt.Errorf("scheduler plugin PodTopologySpread: %w", err)
+	}
+	ipa, err := interpodaffinity.New(ctx, &config.InterPodAffinityArgs{HardPodAffinityWeight: 1}, fh, fts)
+	if err != nil {
+		return nil, fmt.Errorf("scheduler plugin InterPodAffinity: %w", err)
+	}
+	j := &judge{ctx: ctx, state: framework.NewCycleState(), snap: snap, pod: pod}
+	all, err := snap.NodeInfos().List()
+	if err != nil {
+		return nil, fmt.Errorf("scheduler snapshot: %w", err)
+	}
+	for _, p := range []fwk.Plugin{ports, spread, ipa} {
+		pf := p.(pluginFilter)
+		_, st := pf.PreFilter(ctx, j.state, pod, all)
+		switch {
+		case st.IsSkip():
+			continue
+		case !st.IsSuccess():
+			// A Pod the plugin cannot judge (a term it cannot parse):
+			// the scheduler leaves it pending on every node.
+			j.unresolvable = statusCause(st)
+			return j, nil
+		}
+		if pf.Name() == nodeports.Name {
+			j.ports = pf
+		} else {
+			j.active = append(j.active, pf)
+		}
+		if e := pf.PreFilterExtensions(); e != nil {
+			j.ext = append(j.ext, e)
+		}
+	}
+	return j, nil
+}
+
+// statusCause is a plugin status's reasons as one cause.
+func statusCause(st *fwk.Status) string {
+	r := st.Reasons()
+	switch len(r) {
+	case 0:
+		return st.Code().String()
+	case 1:
+		return r[0]
+	}
+	return fmt.Sprint(r)
+}
+
+// filterPorts runs NodePorts on the node: its cause, "" when it passes.
+// A copy placed only adds ports, so a node it refuses stays refused.
+func (j *judge) filterPorts(name string) (cause string, final bool) {
+	if j.unresolvable != "" {
+		return j.unresolvable, true
+	}
+	if j.ports == nil {
+		return "", false
+	}
+	return j.run(name, []pluginFilter{j.ports})
+}
+
+// filter runs the other active plugins on the node, in order: the first
+// that fails names the cause; "" when every one passes.
+func (j *judge) filter(name string) (cause string, final bool) {
+	if j.unresolvable != "" {
+		return j.unresolvable, true
+	}
+	if len(j.active) == 0 {
+		return "", false
+	}
+	return j.run(name, j.active)
+}
+
+func (j *judge) run(name string, plugins []pluginFilter) (cause string, final bool) {
+	ni, err := j.snap.NodeInfos().Get(name)
+	if err != nil {
+		return err.Error(), true
+	}
+	for _, p := range plugins {
+		st := p.Filter(j.ctx, j.state, j.pod, ni)
+		if st.IsSuccess() {
+			continue
+		}
+		c := statusCause(st)
+		// A copy placed only adds ports and anti-affinity: a node these
+		// refuse stays refused. Spread and required affinity may admit
+		// the node once copies land elsewhere.
+		final = p.Name() == nodeports.Name ||
+			p.Name() == interpodaffinity.Name && c != interpodaffinity.ErrReasonAffinityRulesNotMatch
+		return c, final
+	}
+	return "", false
+}
+
+// place adds copy number i of the Pod to the node, as the scheduler's
+// cache assumes a bound Pod: in the node's NodeInfo (its ports, its
+// terms) and in each plugin's state (counts per topology domain).
+func (j *judge) place(name string, i int) error {
+	ni, err := j.snap.NodeInfos().Get(name)
+	if err != nil {
+		return err
+	}
+	cp := j.pod.DeepCopy()
+	cp.Name = j.pod.Name + "-copy-" + strconv.Itoa(i)
+	cp.UID = types.UID(string(j.pod.UID) + "-copy-" + strconv.Itoa(i))
+	cp.Spec.NodeName = name
+	pi, err := framework.NewPodInfo(cp)
+	if err != nil {
+		return fmt.Errorf("scheduler plugins: copy of the pod: %w", err)
+	}
+	concrete, ok := ni.(*framework.NodeInfo)
+	if !ok {
+		return fmt.Errorf("scheduler snapshot: node %s is a %T", name, ni)
+	}
+	concrete.AddPodInfo(pi)
+	for _, e := range j.ext {
+		if st := e.AddPod(j.ctx, j.state, j.pod, pi, ni); !st.IsSuccess() {
+			return fmt.Errorf("scheduler plugins: %s", statusCause(st))
+		}
+	}
+	return nil
+}
+
+// copiesInteract says whether one copy of the Pod changes where the next
+// may go: it holds a host port, has required pod affinity or
+// anti-affinity terms, or a DoNotSchedule spread constraint. Preferred
+// terms and ScheduleAnyway constraints only score.
+func copiesInteract(pod *corev1.Pod) bool {
+	if len(schedutil.GetHostPorts(pod)) > 0 {
+		return true
+	}
+	if a := pod.Spec.Affinity; a != nil {
+		if a.PodAffinity != nil && len(a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0 ||
+			a.PodAntiAffinity != nil && len(a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0 {
+			return true
+		}
+	}
+	for _, c := range pod.Spec.TopologySpreadConstraints {
+		if c.WhenUnsatisfiable == corev1.DoNotSchedule {
+			return true
+		}
+	}
+	return false
+}
+
+// maxPlaced bounds the copies placed one by one: past it the fit says
+// "at least", which no quota nor operator needs exceeded.
+const maxPlaced = 100_000
+
+// fitWithPlugins is the fit of the Pod on the nodes with the scheduler's
+// plugins besides fit.go's filters, its copies bounded by limit (the
+// quota's capacity, or MaxCapacity). Copies that do not interact are
+// counted per node, as fit does; those that do are placed one after
+// another (simulate).
+func fitWithPlugins(ctx context.Context, pod *corev1.Pod, nodes []*corev1.Node, pods []*corev1.Pod, namespaces []*corev1.Namespace, limit int64) (FitResult, error) {
+	j, err := newJudge(ctx, pod, nodes, pods, namespaces)
+	if err != nil {
+		return FitResult{}, err
+	}
+	use := nodeUsage(pods)
+	if !copiesInteract(pod) {
+		return fitNodes(pod, nodes, use, j), nil
+	}
+	return simulate(pod, nodes, use, j, min(limit, maxPlaced))
+}
+
+// simulate places copies of the Pod one after another, each on the first
+// node (in the caches' order) that every filter passes, until none does
+// or limit are placed. Where the scheduler's scoring would pick another
+// node the count is the same: with one copy per node (host port,
+// anti-affinity per node) or per domain (anti-affinity per zone) any
+// feasible node takes one; with a spread constraint, a domain takes a copy
+// whenever it is within the skew, so every order fills the domains to the
+// same bound.
+func simulate(pod *corev1.Pod, nodes []*corev1.Node, use map[string]*nodeUse, j *judge, limit int64) (FitResult, error) {
+	need := needOf(pod)
+	affinity := nodeaffinity.GetRequiredNodeAffinity(pod)
+	r := FitResult{Nodes: len(nodes), Causes: map[string]int{}}
+	// cause is each node's last refusal; placed its copies.
+	cause := make(map[string]string, len(nodes))
+	placed := make(map[string]int64, len(nodes))
+	cands := make([]*corev1.Node, 0, len(nodes))
+	for _, n := range nodes {
+		if c := filter(pod, n, affinity); c != "" {
+			cause[n.Name] = c
+			continue
+		}
+		cands = append(cands, n)
+	}
+	// next is where the scan resumes: the scheduler too starts each
+	// Pod's search where the last one left off (its nextStartNodeIndex).
+	next := 0
+	for r.Copies < limit && len(cands) > 0 {
+		chosen := -1
+		keep := cands[:0]
+		n := len(cands)
+		start := next % n
+		for k := range n {
+			i := (start + k) % n
+			node := cands[i]
+			if chosen >= 0 {
+				continue
+			}
+			u := use[node.Name]
+			if u == nil {
+				u = &nodeUse{}
+				use[node.Name] = u
+			}
+			if c, final := j.filterPorts(node.Name); c != "" {
+				cause[node.Name] = c
+				if final {
+					cands[i] = nil
+				}
+				continue
+			}
+			if c, short := copiesOn(need, node, u); c == 0 {
+				cause[node.Name] = short[0]
+				if len(short) > 1 {
+					cause[node.Name] = joinCauses(short)
+				}
+				cands[i] = nil // resources only shrink as copies land
+				continue
+			}
+			c, final := j.filter(node.Name)
+			if c != "" {
+				cause[node.Name] = c
+				if final {
+					cands[i] = nil
+				}
+				continue
+			}
+			chosen = i
+		}
+		if chosen < 0 {
+			break
+		}
+		node := cands[chosen]
+		if err := j.place(node.Name, int(r.Copies)); err != nil {
+			return FitResult{}, err
+		}
+		use[node.Name].add(need)
+		placed[node.Name]++
+		r.Copies++
+		delete(cause, node.Name)
+		next = 0
+		for i, c := range cands {
+			if c == nil {
+				continue
+			}
+			if i == chosen {
+				next = len(keep) + 1
+			}
+			keep = append(keep, c)
+		}
+		cands = keep
+	}
+	for _, n := range nodes {
+		if placed[n.Name] > 0 {
+			r.Fitting++
+			continue
+		}
+		c := cause[n.Name]
+		if c == "" {
+			// Passed every filter at the last round, but the limit stopped
+			// the placing first.
+			continue
+		}
+		for _, one := range splitCauses(c) {
+			r.Causes[one]++
+		}
+	}
+	if r.Copies >= limit {
+		r.Bounded = true
+	}
+	return r, nil
+}
+
+// joinCauses and splitCauses keep a node's several resource causes in
+// one map value.
+func joinCauses(c []string) string {
+	out := ""
+	for i, s := range c {
+		if i > 0 {
+			out += "\x00"
+		}
+		out += s
+	}
+	return out
+}
+
+func splitCauses(c string) []string {
+	var out []string
+	start := 0
+	for i := 0; i < len(c); i++ {
+		if c[i] == 0 {
+			out = append(out, c[start:i])
+			start = i + 1
+		}
+	}
+	return append(out, c[start:])
+}
+
+// fitNodes is fit with the plugins' filters, for a Pod whose copies do not
+// interact: each node that every filter passes takes as many copies as
+// its free resources hold. A bound Pod's anti-affinity that repels the
+// Pod is the same for every copy.
+func fitNodes(pod *corev1.Pod, nodes []*corev1.Node, use map[string]*nodeUse, j *judge) FitResult {
+	need := needOf(pod)
+	affinity := nodeaffinity.GetRequiredNodeAffinity(pod)
+	r := FitResult{Nodes: len(nodes), Causes: map[string]int{}}
+	for _, node := range nodes {
+		cause := filter(pod, node, affinity)
+		if cause == "" {
+			cause, _ = j.filterPorts(node.Name)
+		}
+		if cause != "" {
+			r.Causes[cause]++
+			continue
+		}
+		n, short := copiesOn(need, node, use[node.Name])
+		if n == 0 {
+			for _, s := range short {
+				r.Causes[s]++
+			}
+			continue
+		}
+		if cause, _ = j.filter(node.Name); cause != "" {
+			r.Causes[cause]++
+			continue
+		}
+		r.Fitting++
+		r.Copies = min(r.Copies+min(n, collector.MaxCapacity), collector.MaxCapacity)
+	}
+	return r
+}
+
+// keepSchedulingTerms adds to the watch cache's copy of a bound Pod what
+// the plugins read of it: its labels (matched by the Pod's affinity terms
+// and spread selectors), its host ports (in its one container) and its
+// required pod affinity and anti-affinity terms (an anti-affinity term
+// of a bound Pod repels the Pod). Preferred terms only score; node
+// affinity of a bound Pod no longer matters.
+func keepSchedulingTerms(p, out *corev1.Pod) {
+	out.Labels = p.Labels
+	if ports := schedutil.GetHostPorts(p); len(ports) > 0 {
+		if len(out.Spec.Containers) == 0 {
+			out.Spec.Containers = []corev1.Container{{}}
+		}
+		out.Spec.Containers[0].Ports = ports
+	}
+	a := p.Spec.Affinity
+	if a == nil {
+		return
+	}
+	var keep corev1.Affinity
+	if a.PodAffinity != nil && len(a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0 {
+		keep.PodAffinity = &corev1.PodAffinity{RequiredDuringSchedulingIgnoredDuringExecution: a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution}
+	}
+	if a.PodAntiAffinity != nil && len(a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0 {
+		keep.PodAntiAffinity = &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution}
+	}
+	if keep.PodAffinity != nil || keep.PodAntiAffinity != nil {
+		out.Spec.Affinity = &keep
+	}
+}
