@@ -4,14 +4,15 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/informers"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
-	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 	schedcache "k8s.io/kubernetes/pkg/scheduler/backend/cache"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
@@ -20,6 +21,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/nodeports"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/podtopologyspread"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+	schedmetrics "k8s.io/kubernetes/pkg/scheduler/metrics"
 	schedutil "k8s.io/kubernetes/pkg/scheduler/util"
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
@@ -39,6 +41,11 @@ import (
 // domain's spread. The fit then places copies one after another, as the
 // scheduler binds the copies an operator creates, each on a node every
 // filter passes, until none does (simulate).
+
+// initSchedulerMetrics creates the scheduler's metric objects, which its
+// parallelizer records to (a nil one panics), without registering them:
+// they are kube-scheduler's, not the exporter's, and never served.
+var initSchedulerMetrics = sync.OnceFunc(schedmetrics.InitMetrics)
 
 // pluginFilter is one plugin's PreFilter and Filter, run by the fit.
 type pluginFilter interface {
@@ -64,6 +71,8 @@ type judge struct {
 	// unresolvable is the cause every node takes when a PreFilter refused
 	// the Pod outright ("" when none did).
 	unresolvable string
+	// close ends the framework's goroutines.
+	close func()
 }
 
 // newJudge builds the plugins on a Snapshot of the caches' Nodes and bound
@@ -72,6 +81,7 @@ type judge struct {
 // this release.
 func newJudge(ctx context.Context, pod *corev1.Pod, nodes []*corev1.Node, pods []*corev1.Pod, namespaces []*corev1.Namespace) (*judge, error) {
 	ctx = klog.NewContext(ctx, klog.Background().V(10)) // the plugins' own logs stay quiet
+	initSchedulerMetrics()
 	known := make(map[string]bool, len(nodes))
 	for _, n := range nodes {
 		known[n.Name] = true
@@ -94,13 +104,24 @@ func newJudge(ctx context.Context, pod *corev1.Pod, nodes []*corev1.Node, pods [
 			return nil, fmt.Errorf("scheduler plugins: namespace %s: %w", ns.Name, err)
 		}
 	}
-	fh, err := frameworkruntime.NewFramework(ctx, nil, nil,
+	// The framework's metrics recorder runs until fctx ends: close.
+	fctx, cancel := context.WithCancel(ctx)
+	fh, err := frameworkruntime.NewFramework(fctx, nil, nil,
 		frameworkruntime.WithSnapshotSharedLister(snap),
 		frameworkruntime.WithInformerFactory(factory),
 		frameworkruntime.WithParallelism(2))
 	if err != nil {
+		cancel()
 		return nil, fmt.Errorf("scheduler framework: %w", err)
 	}
+	j := &judge{ctx: ctx, state: framework.NewCycleState(), snap: snap, pod: pod,
+		close: func() { cancel(); frameworkruntime.WaitForShutdown(fh) }}
+	ok := false
+	defer func() {
+		if !ok {
+			j.close()
+		}
+	}()
 	fts := feature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate)
 	ports, err := nodeports.New(ctx, nil, fh, fts)
 	if err != nil {
@@ -116,7 +137,6 @@ func newJudge(ctx context.Context, pod *corev1.Pod, nodes []*corev1.Node, pods [
 	if err != nil {
 		return nil, fmt.Errorf("scheduler plugin InterPodAffinity: %w", err)
 	}
-	j := &judge{ctx: ctx, state: framework.NewCycleState(), snap: snap, pod: pod}
 	all, err := snap.NodeInfos().List()
 	if err != nil {
 		return nil, fmt.Errorf("scheduler snapshot: %w", err)
@@ -131,6 +151,7 @@ func newJudge(ctx context.Context, pod *corev1.Pod, nodes []*corev1.Node, pods [
 			// A Pod the plugin cannot judge (a term it cannot parse):
 			// the scheduler leaves it pending on every node.
 			j.unresolvable = statusCause(st)
+			ok = true
 			return j, nil
 		}
 		if pf.Name() == nodeports.Name {
@@ -142,6 +163,7 @@ func newJudge(ctx context.Context, pod *corev1.Pod, nodes []*corev1.Node, pods [
 			j.ext = append(j.ext, e)
 		}
 	}
+	ok = true
 	return j, nil
 }
 
@@ -267,6 +289,7 @@ func fitWithPlugins(ctx context.Context, pod *corev1.Pod, nodes []*corev1.Node, 
 	if err != nil {
 		return FitResult{}, err
 	}
+	defer j.close()
 	use := nodeUsage(pods)
 	if !copiesInteract(pod) {
 		return fitNodes(pod, nodes, use, j), nil
