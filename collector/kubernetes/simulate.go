@@ -7,6 +7,8 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/informers"
@@ -86,12 +88,13 @@ func newJudge(ctx context.Context, pod *corev1.Pod, nodes []*corev1.Node, pods [
 	for _, n := range nodes {
 		known[n.Name] = true
 	}
-	bound := make([]*corev1.Pod, 0, len(pods))
+	sel := termSelectors(pod)
+	var bound []*corev1.Pod
 	for _, p := range pods {
 		// A Pod bound to a node the cache does not hold (deleted, or not
 		// listed yet) has no node for the plugins to read labels from.
-		if p.Spec.NodeName != "" && known[p.Spec.NodeName] && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
-			bound = append(bound, p)
+		if p.Spec.NodeName != "" && known[p.Spec.NodeName] && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed && sel.relevant(p) {
+			bound = append(bound, leanPod(p))
 		}
 	}
 	snap := schedcache.NewSnapshot(bound, nodes)
@@ -232,7 +235,7 @@ func (j *judge) place(name string, i int) error {
 	if err != nil {
 		return err
 	}
-	cp := j.pod.DeepCopy()
+	cp := leanPod(j.pod)
 	cp.Name = j.pod.Name + "-copy-" + strconv.Itoa(i)
 	cp.UID = types.UID(string(j.pod.UID) + "-copy-" + strconv.Itoa(i))
 	cp.Spec.NodeName = name
@@ -495,4 +498,82 @@ func keepSchedulingTerms(p, out *corev1.Pod) {
 	if keep.PodAffinity != nil || keep.PodAntiAffinity != nil {
 		out.Spec.Affinity = &keep
 	}
+}
+
+// selectors are the label selectors of the Pod's required affinity and
+// anti-affinity terms and of its spread constraints; all when one cannot
+// be read (the plugin then says why).
+type selectors struct {
+	all  bool
+	sels []labels.Selector
+}
+
+func termSelectors(pod *corev1.Pod) selectors {
+	var s selectors
+	add := func(ls *metav1.LabelSelector) {
+		if ls == nil {
+			return // matches no Pod
+		}
+		sel, err := metav1.LabelSelectorAsSelector(ls)
+		if err != nil {
+			s.all = true
+			return
+		}
+		s.sels = append(s.sels, sel)
+	}
+	if a := pod.Spec.Affinity; a != nil {
+		if a.PodAffinity != nil {
+			for _, t := range a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution {
+				add(t.LabelSelector)
+			}
+		}
+		if a.PodAntiAffinity != nil {
+			for _, t := range a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution {
+				add(t.LabelSelector)
+			}
+		}
+	}
+	for _, c := range pod.Spec.TopologySpreadConstraints {
+		add(c.LabelSelector)
+	}
+	return s
+}
+
+// relevant says whether a bound Pod can change a plugin's verdict on the
+// Pod: it holds a host port, has required pod affinity or anti-affinity
+// terms of its own, or its labels match a selector of the Pod's terms
+// (the plugins then check namespaces and matchLabelKeys, which only
+// narrow the match). The others, most Pods of a cluster, stay out of the
+// plugins' snapshot, which would otherwise sum every Pod's requests again
+// on each scrape: the fit counts resources itself (copiesOn).
+func (s selectors) relevant(p *corev1.Pod) bool {
+	if s.all || len(schedutil.GetHostPorts(p)) > 0 {
+		return true
+	}
+	if a := p.Spec.Affinity; a != nil && (a.PodAffinity != nil || a.PodAntiAffinity != nil) {
+		return true
+	}
+	if len(p.Labels) == 0 {
+		return false
+	}
+	set := labels.Set(p.Labels)
+	for _, sel := range s.sels {
+		if sel.Matches(set) {
+			return true
+		}
+	}
+	return false
+}
+
+// leanPod is a Pod as the plugins' snapshot holds it: its metadata,
+// affinity and host ports, without requests (NodeInfo sums them, and no
+// plugin the fit runs reads the sum).
+func leanPod(p *corev1.Pod) *corev1.Pod {
+	out := &corev1.Pod{ObjectMeta: p.ObjectMeta, Status: corev1.PodStatus{Phase: p.Status.Phase}}
+	out.Spec = corev1.PodSpec{NodeName: p.Spec.NodeName, Affinity: p.Spec.Affinity,
+		TopologySpreadConstraints: p.Spec.TopologySpreadConstraints, HostNetwork: p.Spec.HostNetwork}
+	if ports := schedutil.GetHostPorts(p); len(ports) > 0 {
+		out.Spec.Containers = []corev1.Container{{Ports: ports}}
+	}
+	return out
 }
