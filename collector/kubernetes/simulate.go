@@ -70,6 +70,14 @@ type judge struct {
 	ports  pluginFilter
 	active []pluginFilter
 	ext    []fwk.PreFilterExtensions
+	// spread is PodTopologySpread when active: its AddPod keeps the
+	// counts per domain but only the two smallest domains it tracked at
+	// PreFilter (its critical paths), so that after copies fill those, a
+	// third domain with fewer matching Pods would be missed and skews
+	// allowed that the scheduler, which runs PreFilter for every Pod,
+	// refuses. Its PreFilter is run again after each copy instead.
+	spread pluginFilter
+	all    []fwk.NodeInfo
 	// unresolvable is the cause every node takes when a PreFilter refused
 	// the Pod outright ("" when none did).
 	unresolvable string
@@ -144,6 +152,7 @@ func newJudge(ctx context.Context, pod *corev1.Pod, nodes []*corev1.Node, pods [
 	if err != nil {
 		return nil, fmt.Errorf("scheduler snapshot: %w", err)
 	}
+	j.all = all
 	for _, p := range []fwk.Plugin{ports, spread, ipa} {
 		pf := p.(pluginFilter)
 		_, st := pf.PreFilter(ctx, j.state, pod, all)
@@ -157,14 +166,19 @@ func newJudge(ctx context.Context, pod *corev1.Pod, nodes []*corev1.Node, pods [
 			ok = true
 			return j, nil
 		}
-		if pf.Name() == nodeports.Name {
+		switch pf.Name() {
+		case nodeports.Name:
 			j.ports = pf
-		} else {
-			j.active = append(j.active, pf)
+			continue
+		case podtopologyspread.Name:
+			// Its state is computed anew for each copy (place).
+			j.spread = pf
+		default:
+			if e := pf.PreFilterExtensions(); e != nil {
+				j.ext = append(j.ext, e)
+			}
 		}
-		if e := pf.PreFilterExtensions(); e != nil {
-			j.ext = append(j.ext, e)
-		}
+		j.active = append(j.active, pf)
 	}
 	ok = true
 	return j, nil
@@ -251,6 +265,11 @@ func (j *judge) place(name string, i int) error {
 	for _, e := range j.ext {
 		if st := e.AddPod(j.ctx, j.state, j.pod, pi, ni); !st.IsSuccess() {
 			return fmt.Errorf("scheduler plugins: %s", statusCause(st))
+		}
+	}
+	if j.spread != nil {
+		if _, st := j.spread.PreFilter(j.ctx, j.state, j.pod, j.all); !st.IsSuccess() {
+			return fmt.Errorf("scheduler plugin PodTopologySpread: %s", statusCause(st))
 		}
 	}
 	return nil

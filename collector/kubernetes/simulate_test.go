@@ -143,3 +143,32 @@ func TestFitWithPluginsLimit(t *testing.T) {
 		t.Errorf("copies %d bounded %v (%s), want at least 3", r.Copies, r.Bounded, r.Message())
 	}
 }
+
+// TestFitWithPluginsTaintedDomain: a seventh node, alone in its zone, has
+// a taint the proxy does not tolerate. With nodeTaintsPolicy Ignore (the
+// default) its zone is a domain that never takes a copy, so every other
+// zone stays within one of it; Honor leaves it out of the spread.
+func TestFitWithPluginsTaintedDomain(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		policy *corev1.NodeInclusionPolicy
+		copies int64
+	}{{nil, 2}, {new(corev1.NodeInclusionPolicyHonor), 18}} {
+		nodes, pods := proxyCluster()
+		nodes = append(nodes, fitNode("g", func(n *corev1.Node) {
+			n.Labels[corev1.LabelTopologyZone] = "z4"
+			n.Spec.Taints = []corev1.Taint{{Key: "dedicated", Value: "batch", Effect: corev1.TaintEffectNoSchedule}}
+		}))
+		pod := proxyPod(func(p *corev1.Pod) {
+			zoneSpread(corev1.DoNotSchedule)(p)
+			p.Spec.TopologySpreadConstraints[0].NodeTaintsPolicy = tc.policy
+		})
+		r, err := fitWithPlugins(context.Background(), pod, nodes, pods, nil, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Copies != tc.copies {
+			t.Errorf("nodeTaintsPolicy %v: copies %d (%s), want %d", tc.policy, r.Copies, r.Message(), tc.copies)
+		}
+	}
+}
