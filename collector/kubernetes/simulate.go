@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -77,7 +78,11 @@ type judge struct {
 	// allowed that the scheduler, which runs PreFilter for every Pod,
 	// refuses. Its PreFilter is run again after each copy instead.
 	spread pluginFilter
-	all    []fwk.NodeInfo
+	// all are the NodeInfos PodTopologySpread's PreFilter reads: one per
+	// group of nodes it cannot tell apart (spreadGroups), groupOf each
+	// node's group, which the copies placed on it join.
+	all     []fwk.NodeInfo
+	groupOf map[string]*framework.NodeInfo
 	// unresolvable is the cause every node takes when a PreFilter refused
 	// the Pod outright ("" when none did).
 	unresolvable string
@@ -153,6 +158,9 @@ func newJudge(ctx context.Context, pod *corev1.Pod, nodes []*corev1.Node, pods [
 		return nil, fmt.Errorf("scheduler snapshot: %w", err)
 	}
 	j.all = all
+	if len(pod.Spec.TopologySpreadConstraints) > 0 {
+		j.all, j.groupOf = spreadGroups(pod, all)
+	}
 	for _, p := range []fwk.Plugin{ports, spread, ipa} {
 		pf := p.(pluginFilter)
 		_, st := pf.PreFilter(ctx, j.state, pod, all)
@@ -262,6 +270,9 @@ func (j *judge) place(name string, i int) error {
 		return fmt.Errorf("scheduler snapshot: node %s is a %T", name, ni)
 	}
 	concrete.AddPodInfo(pi)
+	if g := j.groupOf[name]; g != nil {
+		g.AddPodInfo(pi)
+	}
 	for _, e := range j.ext {
 		if st := e.AddPod(j.ctx, j.state, j.pod, pi, ni); !st.IsSuccess() {
 			return fmt.Errorf("scheduler plugins: %s", statusCause(st))
@@ -595,4 +606,52 @@ func leanPod(p *corev1.Pod) *corev1.Pod {
 		out.Spec.Containers = []corev1.Container{{Ports: ports}}
 	}
 	return out
+}
+
+// spreadGroups folds the nodes into what PodTopologySpread's PreFilter
+// needs of them, so that running it after each copy costs the number of
+// domains, not of nodes: it counts, per domain of each constraint, the
+// matching Pods on the nodes that hold every constraint's key and pass the
+// inclusion policies (the Pod's node affinity, the untolerated taints).
+// Nodes with the same value of each key, the same node affinity verdict
+// and the same taints are alike to it: each group is one NodeInfo, its
+// first node's, holding the Pods of all of them.
+func spreadGroups(pod *corev1.Pod, all []fwk.NodeInfo) ([]fwk.NodeInfo, map[string]*framework.NodeInfo) {
+	var keys []string
+	for _, c := range pod.Spec.TopologySpreadConstraints {
+		keys = append(keys, c.TopologyKey)
+	}
+	affinity := nodeaffinity.GetRequiredNodeAffinity(pod)
+	groups := map[string]*framework.NodeInfo{}
+	groupOf := make(map[string]*framework.NodeInfo, len(all))
+	var out []fwk.NodeInfo
+	var b strings.Builder
+	for _, ni := range all {
+		node := ni.Node()
+		b.Reset()
+		for _, k := range keys {
+			if v, ok := node.Labels[k]; ok {
+				fmt.Fprintf(&b, "%d:%s", len(v), v)
+			} else {
+				b.WriteString("-")
+			}
+		}
+		match, err := affinity.Match(node)
+		fmt.Fprintf(&b, "|%v|%v|", match, err != nil)
+		for _, t := range node.Spec.Taints {
+			fmt.Fprintf(&b, "%d:%s%d:%s%s;", len(t.Key), t.Key, len(t.Value), t.Value, t.Effect)
+		}
+		g := groups[b.String()]
+		if g == nil {
+			g = framework.NewNodeInfo()
+			g.SetNode(node)
+			groups[b.String()] = g
+			out = append(out, g)
+		}
+		for _, p := range ni.GetPods() {
+			g.AddPodInfo(p)
+		}
+		groupOf[node.Name] = g
+	}
+	return out, groupOf
 }
