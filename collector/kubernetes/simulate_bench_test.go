@@ -3,6 +3,7 @@ package kubernetes
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -69,4 +70,63 @@ func BenchmarkFitWithPlugins(b *testing.B) {
 			b.ReportMetric(float64(r.Copies), "copies")
 		})
 	}
+}
+
+// BenchmarkStrippedPodBytes is the heap a watch cache's stripped Pod
+// holds (docs/scaling.md), for 20,000 Pods of a Deployment's shape (three
+// labels, a container port, requests) and of a proxy's (plus a host port
+// and a required anti-affinity term): with what the scheduler's plugins
+// read (labels, host ports, required pod affinity terms) and, for
+// comparison, without it (requests only, as before the plugins).
+func BenchmarkStrippedPodBytes(b *testing.B) {
+	app := func(i int) *corev1.Pod {
+		return &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("app-%05d", i), Namespace: "apps", UID: "0f8b2a5e-3c1d-4b7a-9e6f-1a2b3c4d5e6f", ResourceVersion: "123456", Labels: map[string]string{
+				"app.kubernetes.io/name": "app", "app.kubernetes.io/instance": fmt.Sprintf("app-%d", i%50), "pod-template-hash": "5d8f7c9b6"}},
+			Spec: corev1.PodSpec{NodeName: fmt.Sprintf("scale-node-%04d", i%benchNodes),
+				Containers: []corev1.Container{{Name: "app", Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
+					Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+						corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("128Mi")}}}}},
+		}
+	}
+	proxy := func(i int) *corev1.Pod {
+		p := app(i)
+		p.Labels = map[string]string{"app": "proxy", "pod-template-hash": "5d8f7c9b6"}
+		hostPort(p)
+		antiAffinity(corev1.LabelHostname)(p)
+		return p
+	}
+	for _, bc := range []struct {
+		name  string
+		pod   func(int) *corev1.Pod
+		terms bool
+	}{{"deployment", app, true}, {"deployment-requests-only", app, false}, {"proxy", proxy, true}, {"proxy-requests-only", proxy, false}} {
+		b.Run(bc.name, func(b *testing.B) {
+			var perPod float64
+			for b.Loop() {
+				before := heapNow()
+				pods := make([]*corev1.Pod, benchPods)
+				for i := range pods {
+					pods[i] = stripPod(bc.pod(i))
+					if !bc.terms {
+						pods[i].Labels, pods[i].Spec.Affinity = nil, nil
+						if len(pods[i].Spec.Containers) == 1 {
+							pods[i].Spec.Containers[0].Ports = nil
+						}
+					}
+				}
+				perPod = float64(heapNow()-before) / benchPods
+				runtime.KeepAlive(pods)
+			}
+			b.ReportMetric(perPod, "heap-B/pod")
+		})
+	}
+}
+
+func heapNow() int64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapAlloc)
 }
