@@ -206,33 +206,29 @@ func statusCause(st *fwk.Status) string {
 
 // filterPorts runs NodePorts on the node: its cause, "" when it passes.
 // A copy placed only adds ports, so a node it refuses stays refused.
-func (j *judge) filterPorts(name string) (cause string, final bool) {
+func (j *judge) filterPorts(ni fwk.NodeInfo) (cause string, final bool) {
 	if j.unresolvable != "" {
 		return j.unresolvable, true
 	}
 	if j.ports == nil {
 		return "", false
 	}
-	return j.run(name, []pluginFilter{j.ports})
+	return j.run(ni, []pluginFilter{j.ports})
 }
 
 // filter runs the other active plugins on the node, in order: the first
 // that fails names the cause; "" when every one passes.
-func (j *judge) filter(name string) (cause string, final bool) {
+func (j *judge) filter(ni fwk.NodeInfo) (cause string, final bool) {
 	if j.unresolvable != "" {
 		return j.unresolvable, true
 	}
 	if len(j.active) == 0 {
 		return "", false
 	}
-	return j.run(name, j.active)
+	return j.run(ni, j.active)
 }
 
-func (j *judge) run(name string, plugins []pluginFilter) (cause string, final bool) {
-	ni, err := j.snap.NodeInfos().Get(name)
-	if err != nil {
-		return err.Error(), true
-	}
+func (j *judge) run(ni fwk.NodeInfo, plugins []pluginFilter) (cause string, final bool) {
 	for _, p := range plugins {
 		st := p.Filter(j.ctx, j.state, j.pod, ni)
 		if st.IsSuccess() {
@@ -252,11 +248,8 @@ func (j *judge) run(name string, plugins []pluginFilter) (cause string, final bo
 // place adds copy number i of the Pod to the node, as the scheduler's
 // cache assumes a bound Pod: in the node's NodeInfo (its ports, its
 // terms) and in each plugin's state (counts per topology domain).
-func (j *judge) place(name string, i int) error {
-	ni, err := j.snap.NodeInfos().Get(name)
-	if err != nil {
-		return err
-	}
+func (j *judge) place(ni fwk.NodeInfo, i int) error {
+	name := ni.Node().Name
 	cp := leanPod(j.pod)
 	cp.Name = j.pod.Name + "-copy-" + strconv.Itoa(i)
 	cp.UID = types.UID(string(j.pod.UID) + "-copy-" + strconv.Itoa(i))
@@ -342,96 +335,99 @@ func simulate(pod *corev1.Pod, nodes []*corev1.Node, use map[string]*nodeUse, j 
 	need := needOf(pod)
 	affinity := nodeaffinity.GetRequiredNodeAffinity(pod)
 	r := FitResult{Nodes: len(nodes), Causes: map[string]int{}}
-	// cause is each node's last refusal; placed its copies.
-	cause := make(map[string]string, len(nodes))
-	placed := make(map[string]int64, len(nodes))
-	cands := make([]*corev1.Node, 0, len(nodes))
-	for _, n := range nodes {
+	// cause is each node's last refusal, placed its copies, by its index
+	// in nodes.
+	cause := make([]string, len(nodes))
+	placed := make([]int64, len(nodes))
+	type cand struct {
+		i    int
+		node *corev1.Node
+		ni   fwk.NodeInfo
+		use  *nodeUse
+	}
+	cands := make([]*cand, 0, len(nodes))
+	for i, n := range nodes {
 		if c := filter(pod, n, affinity); c != "" {
-			cause[n.Name] = c
+			cause[i] = c
 			continue
 		}
-		cands = append(cands, n)
+		ni, err := j.snap.NodeInfos().Get(n.Name)
+		if err != nil {
+			return FitResult{}, fmt.Errorf("scheduler snapshot: %w", err)
+		}
+		u := use[n.Name]
+		if u == nil {
+			u = &nodeUse{}
+			use[n.Name] = u
+		}
+		cands = append(cands, &cand{i: i, node: n, ni: ni, use: u})
 	}
 	// next is where the scan resumes: the scheduler too starts each
 	// Pod's search where the last one left off (its nextStartNodeIndex).
 	next := 0
 	for r.Copies < limit && len(cands) > 0 {
-		chosen := -1
-		keep := cands[:0]
+		var chosen *cand
 		n := len(cands)
 		start := next % n
 		for k := range n {
-			i := (start + k) % n
-			node := cands[i]
-			if chosen >= 0 {
-				continue
-			}
-			u := use[node.Name]
-			if u == nil {
-				u = &nodeUse{}
-				use[node.Name] = u
-			}
-			if c, final := j.filterPorts(node.Name); c != "" {
-				cause[node.Name] = c
+			c := cands[(start+k)%n]
+			if reason, final := j.filterPorts(c.ni); reason != "" {
+				cause[c.i] = reason
 				if final {
-					cands[i] = nil
+					c.node = nil
 				}
 				continue
 			}
-			if c, short := copiesOn(need, node, u); c == 0 {
-				cause[node.Name] = short[0]
-				if len(short) > 1 {
-					cause[node.Name] = joinCauses(short)
-				}
-				cands[i] = nil // resources only shrink as copies land
+			if copies, short := copiesOn(need, c.node, c.use); copies == 0 {
+				cause[c.i] = joinCauses(short)
+				c.node = nil // resources only shrink as copies land
 				continue
 			}
-			c, final := j.filter(node.Name)
-			if c != "" {
-				cause[node.Name] = c
+			if reason, final := j.filter(c.ni); reason != "" {
+				cause[c.i] = reason
 				if final {
-					cands[i] = nil
+					c.node = nil
 				}
 				continue
 			}
-			chosen = i
-		}
-		if chosen < 0 {
+			chosen = c
 			break
 		}
-		node := cands[chosen]
-		if err := j.place(node.Name, int(r.Copies)); err != nil {
+		if chosen == nil {
+			break
+		}
+		if err := j.place(chosen.ni, int(r.Copies)); err != nil {
 			return FitResult{}, err
 		}
-		use[node.Name].add(need)
-		placed[node.Name]++
+		chosen.use.add(need)
+		placed[chosen.i]++
 		r.Copies++
-		delete(cause, node.Name)
+		cause[chosen.i] = ""
+		// Drop the nodes refused for good; resume after the chosen one.
+		keep := cands[:0]
 		next = 0
-		for i, c := range cands {
-			if c == nil {
+		for _, c := range cands {
+			if c.node == nil {
 				continue
 			}
-			if i == chosen {
-				next = len(keep) + 1
-			}
 			keep = append(keep, c)
+			if c == chosen {
+				next = len(keep)
+			}
 		}
 		cands = keep
 	}
-	for _, n := range nodes {
-		if placed[n.Name] > 0 {
+	for i := range nodes {
+		if placed[i] > 0 {
 			r.Fitting++
 			continue
 		}
-		c := cause[n.Name]
-		if c == "" {
+		if cause[i] == "" {
 			// Passed every filter at the last round, but the limit stopped
 			// the placing first.
 			continue
 		}
-		for _, one := range splitCauses(c) {
+		for _, one := range splitCauses(cause[i]) {
 			r.Causes[one]++
 		}
 	}
@@ -476,8 +472,14 @@ func fitNodes(pod *corev1.Pod, nodes []*corev1.Node, use map[string]*nodeUse, j 
 	r := FitResult{Nodes: len(nodes), Causes: map[string]int{}}
 	for _, node := range nodes {
 		cause := filter(pod, node, affinity)
+		var ni fwk.NodeInfo
 		if cause == "" {
-			cause, _ = j.filterPorts(node.Name)
+			var err error
+			if ni, err = j.snap.NodeInfos().Get(node.Name); err != nil {
+				cause = err.Error()
+			} else {
+				cause, _ = j.filterPorts(ni)
+			}
 		}
 		if cause != "" {
 			r.Causes[cause]++
@@ -490,7 +492,7 @@ func fitNodes(pod *corev1.Pod, nodes []*corev1.Node, use map[string]*nodeUse, j 
 			}
 			continue
 		}
-		if cause, _ = j.filter(node.Name); cause != "" {
+		if cause, _ = j.filter(ni); cause != "" {
 			r.Causes[cause]++
 			continue
 		}
