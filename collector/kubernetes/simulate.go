@@ -162,7 +162,10 @@ func newJudge(ctx context.Context, pod *corev1.Pod, nodes []*corev1.Node, pods [
 		j.all, j.groupOf = spreadGroups(pod, all)
 	}
 	for _, p := range []fwk.Plugin{ports, spread, ipa} {
-		pf := p.(pluginFilter)
+		pf, isFilter := p.(pluginFilter)
+		if !isFilter {
+			return nil, fmt.Errorf("scheduler plugin %s has no PreFilter and Filter", p.Name())
+		}
 		_, st := pf.PreFilter(ctx, j.state, pod, all)
 		switch {
 		case st.IsSkip():
