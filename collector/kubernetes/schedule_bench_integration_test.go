@@ -57,6 +57,7 @@ func BenchmarkScheduleScale(b *testing.B) {
 	var err error
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu0 := cpuTime()
 	for b.Loop() {
 		nodes, pods := ws.snapshot()
 		if r, err = fitWithPlugins(ctx, pod, nodes, pods, nil, 1<<53); err != nil {
@@ -64,6 +65,8 @@ func BenchmarkScheduleScale(b *testing.B) {
 		}
 	}
 	b.StopTimer()
+	// CPU time per scrape's fit (BenchmarkFitWithPlugins says why).
+	b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
 	if r.Nodes != scaleNodes || r.Copies != scaleNodes {
 		b.Fatalf("fit over %d nodes, %d copies: want one copy on each of %d nodes", r.Nodes, r.Copies, scaleNodes)
 	}
