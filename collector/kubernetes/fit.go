@@ -181,6 +181,9 @@ type FitResult struct {
 	// ("Insufficient cpu"): a node short of two resources counts under
 	// both, as in the scheduler's message.
 	Causes map[string]int
+	// Bounded says the placing of copies stopped at the quota's capacity
+	// or its own bound (simulate.go): at least Copies fit.
+	Bounded bool
 }
 
 // fit judges the Pod on every node as kube-scheduler's filters do, in
@@ -322,6 +325,9 @@ func (r FitResult) Message() string {
 		}
 	} else {
 		msg = fmt.Sprintf("%d copies of the Pod fit on %d/%d nodes", r.Copies, r.Fitting, r.Nodes)
+		if r.Bounded {
+			msg = fmt.Sprintf("at least %d copies of the Pod fit (placed on %d/%d nodes until the bound)", r.Copies, r.Fitting, r.Nodes)
+		}
 		if len(causes) > 0 {
 			msg += "; the others take none: " + strings.Join(causes, ", ")
 		}
@@ -349,6 +355,7 @@ func stripPod(p *corev1.Pod) *corev1.Pod {
 	if len(reqs) > 0 {
 		out.Spec.Containers = []corev1.Container{{Resources: corev1.ResourceRequirements{Requests: reqs}}}
 	}
+	keepSchedulingTerms(p, out)
 	return out
 }
 
