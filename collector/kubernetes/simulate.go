@@ -356,7 +356,7 @@ func simulate(pod *corev1.Pod, nodes []*corev1.Node, use map[string]*nodeUse, j 
 	}
 	cands := make([]*cand, 0, len(nodes))
 	for i, n := range nodes {
-		if c := filter(pod, n, affinity); c != "" {
+		if c := nodeCause(pod, n, affinity, use[n.Name]); c != "" {
 			cause[i] = c
 			continue
 		}
@@ -480,7 +480,7 @@ func fitNodes(pod *corev1.Pod, nodes []*corev1.Node, use map[string]*nodeUse, j 
 	affinity := nodeaffinity.GetRequiredNodeAffinity(pod)
 	r := FitResult{Nodes: len(nodes), Causes: map[string]int{}}
 	for _, node := range nodes {
-		cause := filter(pod, node, affinity)
+		cause := nodeCause(pod, node, affinity, use[node.Name])
 		var ni fwk.NodeInfo
 		if cause == "" {
 			var err error
