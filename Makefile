@@ -131,6 +131,8 @@ lint:
 	@out="$$($(GOFMT) -l $$(git ls-files "*.go"))"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	@# Markdown links and anchors, and the doc sections code comments cite (also run by make unit).
 	$(GO) test -count=1 -run 'TestRepository' ./internal/mdlinks/
+	@# go.mod says what the code imports, no more and no less.
+	$(GO) mod tidy -diff
 	$(GO) vet $(PKGS)
 	$(GO) -C $(VALIDATE) vet ./...
 	$(GO) -C $(VALIDATE) vet -tags integration ./...
