@@ -41,7 +41,6 @@ func TestIntegrationScheduleOracleProxies(t *testing.T) {
 				LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "proxy"}}, TopologyKey: corev1.LabelHostname}}}}}}
 	bound := []*corev1.Pod{other, running}
 	const req = `cpu: 500m, memory: 256Mi`
-	const port = "\n    ports: [{containerPort: 3128, hostPort: 3128}]"
 	anti := func(key, nsSel string) string {
 		return "  affinity:\n    podAntiAffinity:\n      requiredDuringSchedulingIgnoredDuringExecution:\n" +
 			"      - labelSelector: {matchLabels: {app: proxy}}\n        topologyKey: " + key + "\n" + nsSel

@@ -34,7 +34,7 @@ func apiserverWatches(t *testing.T, admin *k8s.Clientset) int {
 	for sc.Scan() {
 		line := sc.Text()
 		if !strings.HasPrefix(line, "apiserver_longrunning_requests{") || !strings.Contains(line, `verb="WATCH"`) ||
-			!(strings.Contains(line, `resource="nodes"`) || strings.Contains(line, `resource="pods"`)) {
+			!strings.Contains(line, `resource="nodes"`) && !strings.Contains(line, `resource="pods"`) {
 			continue
 		}
 		f := strings.Fields(line)
