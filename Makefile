@@ -277,7 +277,7 @@ integration-e2e:
 
 # The status page in headless Chromium (Debian's chromium) against the real
 # binary (build tag browser), at 1366x768: a small fleet, a fleet of 1,000
-# targets, and make demo's nine entries (the demo's script, as root, with
+# targets, and make demo's ten entries (the demo's script, as root, with
 # kube-apiserver built: after integration-kubernetes, like integration-demo).
 # It fails, never skips, without Chromium. The screenshots and the logs of
 # the exporter, the demo and Chromium of the last run are kept under

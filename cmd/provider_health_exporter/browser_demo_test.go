@@ -22,9 +22,10 @@ var demoReasons = map[string]string{
 	"kvm-lab": "Ready", "kvm-pool-full": "PoolFull", "kvm-host-key": "HostKeyMismatch",
 	"gcp-standin": "Ready", "gcp-standin-quota": "QuotaExhausted", "gcp-standin-disabled": "APIDisabled",
 	"kube-demo": "Ready", "kube-demo-can-i": "Forbidden", "kube-demo-unschedulable": "Unschedulable",
+	"kube-demo-proxies": "Ready",
 }
 
-// TestStatusPageDemoInBrowser opens the status page of `make demo`'s nine
+// TestStatusPageDemoInBrowser opens the status page of `make demo`'s ten
 // entries (testdata/demo/demo.sh: real sshd, libvirtd, kube-apiserver and
 // etcd, the Compute stand-in; as root, with kube-apiserver built) in
 // headless Chromium at 1366x768, as a new user first sees it: the page
@@ -43,7 +44,7 @@ func TestStatusPageDemoInBrowser(t *testing.T) {
 	// Every entry has its verdict: the kubernetes ones join by a reload
 	// once kube-apiserver answers.
 	page := &statusPage{t: t, base: base}
-	awaitCondition(t, "the demo's nine verdicts", func() (bool, string) {
+	awaitCondition(t, "the demo's verdicts, one per entry", func() (bool, string) {
 		got := map[string]string{}
 		for _, sp := range page.status() {
 			for _, tg := range sp.Targets {

@@ -50,6 +50,15 @@ func TestFitSaturates(t *testing.T) {
 			if r.Copies != 0 || r.Message() != tc.message {
 				t.Errorf("fit = %d copies, %q\nwant 0, %q", r.Copies, r.Message(), tc.message)
 			}
+			// The scheduler's plugins' path, as a schedule check runs it:
+			// copies counted per node (fitNodes) and, with anti-affinity
+			// per node, placed one after another (simulate).
+			for _, pod := range []*corev1.Pod{fitPod(nil, "cpu", "1", "memory", "1Gi"), proxyPod(antiAffinity(corev1.LabelHostname))} {
+				r, err := fitWithPlugins(t.Context(), pod, []*corev1.Node{stripNode(node)}, pods, nil, 1000)
+				if err != nil || r.Copies != 0 || r.Message() != tc.message {
+					t.Errorf("fitWithPlugins(affinity %v) = %d copies, %q, %v\nwant 0, %q", pod.Spec.Affinity != nil, r.Copies, r.Message(), err, tc.message)
+				}
+			}
 		})
 	}
 }

@@ -181,6 +181,9 @@ type FitResult struct {
 	// ("Insufficient cpu"): a node short of two resources counts under
 	// both, as in the scheduler's message.
 	Causes map[string]int
+	// Bounded says the placing of copies stopped at the quota's capacity
+	// or its own bound (simulate.go): at least Copies fit.
+	Bounded bool
 }
 
 // fit judges the Pod on every node as kube-scheduler's filters do, in
@@ -197,14 +200,7 @@ func fit(pod *corev1.Pod, nodes []*corev1.Node, use map[string]*nodeUse) FitResu
 	affinity := nodeaffinity.GetRequiredNodeAffinity(pod)
 	r := FitResult{Nodes: len(nodes), Causes: map[string]int{}}
 	for _, node := range nodes {
-		cause := causeUnreadable(node, use[node.Name])
-		if cause == "" {
-			cause = filter(pod, node, affinity)
-		}
-		if cause == "" {
-			cause = causeUncounted(use[node.Name])
-		}
-		if cause != "" {
+		if cause := nodeCause(pod, node, affinity, use[node.Name]); cause != "" {
 			r.Causes[cause]++
 			continue
 		}
@@ -219,6 +215,21 @@ func fit(pod *corev1.Pod, nodes []*corev1.Node, use map[string]*nodeUse) FitResu
 		r.Copies, _ = satAdd(r.Copies, n)
 	}
 	return r
+}
+
+// nodeCause is why node takes no copy before its free resources are
+// counted: a quantity of it or of its bound Pods that could not be read
+// (bounds_watch.go), the first of the scheduler's node filters that
+// refuses the Pod, or bound Pods' requests beyond what int64 counts.
+// "" when none applies. fit, fitNodes and simulate all start with it.
+func nodeCause(pod *corev1.Pod, node *corev1.Node, affinity nodeaffinity.RequiredNodeAffinity, u *nodeUse) string {
+	if cause := causeUnreadable(node, u); cause != "" {
+		return cause
+	}
+	if cause := filter(pod, node, affinity); cause != "" {
+		return cause
+	}
+	return causeUncounted(u)
 }
 
 // noSchedule is the scheduler's taint filter: only taints that keep Pods
@@ -322,6 +333,9 @@ func (r FitResult) Message() string {
 		}
 	} else {
 		msg = fmt.Sprintf("%d copies of the Pod fit on %d/%d nodes", r.Copies, r.Fitting, r.Nodes)
+		if r.Bounded {
+			msg = fmt.Sprintf("at least %d copies of the Pod fit (placed on %d/%d nodes until the bound)", r.Copies, r.Fitting, r.Nodes)
+		}
 		if len(causes) > 0 {
 			msg += "; the others take none: " + strings.Join(causes, ", ")
 		}
@@ -349,6 +363,7 @@ func stripPod(p *corev1.Pod) *corev1.Pod {
 	if len(reqs) > 0 {
 		out.Spec.Containers = []corev1.Container{{Resources: corev1.ResourceRequirements{Requests: reqs}}}
 	}
+	keepSchedulingTerms(p, out)
 	return out
 }
 

@@ -1,11 +1,16 @@
 package kubernetes
 
 import (
+	"log/slog"
+
 	"github.com/egress-proxies/provider_health_exporter/collector"
 )
 
 // Kind is the kubernetes kind (a cluster's API server) as the exporter's table of kinds lists it.
 func Kind() collector.Kind {
+	// One hub for every checker of the table: entries on one cluster
+	// share its watch caches (watchhub.go).
+	hub := newWatchHub()
 	return collector.NewKind(collector.KindOf[*Entry, *Checker]{
 		Section: Section(),
 		Reasons: Reasons(),
@@ -13,7 +18,9 @@ func Kind() collector.Kind {
 		Classifiers: []collector.Classifier{collector.Transport},
 		// QuotaExhausted and AdmissionDenied only where their keys are set (docs/configuration.md).
 		EntryReasons: EntryReasons,
-		NewChecker:   New,
+		NewChecker: func(e *Entry, logger *slog.Logger, opts ...collector.Option) (*Checker, error) {
+			return newChecker(e, logger, hub, opts...)
+		},
 		FileWarnings: func(k *Entry) []string {
 			return append(collector.Warnings(CheckFiles(k)), CheckPodTemplate(k)...)
 		},

@@ -72,6 +72,12 @@ type Checker struct {
 // New builds the checker of one configured cluster. It does no I/O: the
 // configuration is read by the first check, under its deadline.
 func New(cfg *Entry, logger *slog.Logger, opts ...collector.Option) (*Checker, error) {
+	return newChecker(cfg, logger, newWatchHub(), opts...)
+}
+
+// newChecker is New with the hub whose watch caches the checker shares
+// (Kind's, for the checkers of the exporter's table).
+func newChecker(cfg *Entry, logger *slog.Logger, hub *watchHub, opts ...collector.Option) (*Checker, error) {
 	if cfg == nil {
 		return nil, errors.New("kubernetes: nil configuration")
 	}
@@ -90,7 +96,7 @@ func New(cfg *Entry, logger *slog.Logger, opts ...collector.Option) (*Checker, e
 		if logger == nil {
 			logger = slog.New(slog.DiscardHandler)
 		}
-		c.watch = &watcher{logger: logger}
+		c.watch = &watcher{logger: logger, hub: hub}
 	}
 	return c, nil
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
 )
@@ -69,7 +70,33 @@ func (c *Checker) schedule(ctx context.Context, logger *slog.Logger, cl *client,
 		return v
 	}
 	nodes, pods := ws.snapshot()
-	res := fit(pod, nodes, nodeUsage(pods))
+	// The copies are placed up to the quota's capacity, past which the
+	// capacity is the quota's whatever the nodes take.
+	limit := int64(collector.MaxCapacity)
+	if q := quotaCapacity(f.Headroom, c.headroomSet.mins, f.needs); q.Known {
+		// At least one: a quota with no room is the quota's verdict,
+		// not the nodes'.
+		limit = max(q.Proxies, 1)
+	}
+	var namespaces []*corev1.Namespace
+	var err error
+	if needsNamespaces(pod, pods) {
+		namespaces, err = ws.namespaceList(ctx)
+	}
+	var res FitResult
+	if err == nil {
+		res, err = fitWithPlugins(ctx, pod, nodes, pods, namespaces, limit)
+	}
+	if err != nil {
+		out.Reason, out.Message = collector.ReasonUnknown, "schedule: "+boundedErr(err)
+		if apierrors.IsForbidden(err) {
+			out.Reason = collector.ReasonForbidden
+			out.Message += " (list on namespaces: deploy/kubernetes/components/schedule, Helm value rbac.schedule)"
+		}
+		c.lastFit.Store(out)
+		v.Reason, v.Message = out.Reason, out.Message
+		return v
+	}
 	out.Fit, out.Message, out.Reason = &res, res.Message(), collector.ReasonReady
 	f.fit = &res
 	logger.Debug("fitted the admitted pod on the nodes", "nodes", res.Nodes, "fitting", res.Fitting, "copies", res.Copies, "pods_bound", len(pods))

@@ -64,6 +64,12 @@ type scheduleCase struct {
 	nodes    []synthNode
 	// limitRange, when set, is the namespace's LimitRange default requests.
 	limitRange corev1.ResourceList
+	// bound are Pods bound to the case's nodes beforehand (their
+	// spec.nodeName the node's short name); nsLabels the namespace's labels.
+	bound    []*corev1.Pod
+	nsLabels map[string]string
+	// cause, when set, is what the verdict's message must name.
+	cause string
 }
 
 // TestIntegrationScheduleOracle: for each case, the exporter's capacity
@@ -137,7 +143,25 @@ func runScheduleCase(t *testing.T, cl *cluster, admin *k8s.Clientset, tc schedul
 			t.Fatal(err)
 		}
 	}
+	if tc.nsLabels != nil {
+		n, err := admin.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.Labels = tc.nsLabels
+		if _, err := admin.CoreV1().Namespaces().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	prefix := ns + "-"
+	for _, p := range tc.bound {
+		p = p.DeepCopy()
+		p.Spec.NodeName = prefix + p.Spec.NodeName
+		p.Spec.AutomountServiceAccountToken = new(bool)
+		if _, err := admin.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("bind pod %s: %v", p.Name, err)
+		}
+	}
 	for _, n := range tc.nodes {
 		createSynthNode(t, admin, prefix, n)
 		for i := range n.boundPods {
@@ -189,6 +213,9 @@ func runScheduleCase(t *testing.T, cl *cluster, admin *k8s.Clientset, tc schedul
 	t.Logf("capacity %d (%s), kube-scheduler bound %d; %s: %s", want, v.Capacity.Binding, bound, v.Reason, v.Message)
 	if int64(bound) != want {
 		t.Errorf("exporter's capacity %d, kube-scheduler bound %d (%s %s)", want, bound, v.Reason, v.Message)
+	}
+	if tc.cause != "" && !strings.Contains(v.Message, tc.cause) {
+		t.Errorf("message %q does not name %q", v.Message, tc.cause)
 	}
 	switch {
 	case want == 0 && (v.Reason != ReasonUnschedulable || !strings.HasPrefix(v.Message, fmt.Sprintf("0/%d nodes are available: ", countNodes(t, admin)))):

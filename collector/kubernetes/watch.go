@@ -19,6 +19,7 @@ import (
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/scheme"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -33,15 +34,19 @@ var nonTerminalPods = fieldsel.AndSelectors(
 	fieldsel.OneTermNotEqualSelector("status.phase", string(corev1.PodFailed)),
 ).String()
 
-// watcher keeps the watch caches of Nodes and Pods of an entry that sets
-// schedule, between scrapes: started by the first check, restarted when
-// the client configuration changes (a rotated token), stopped by Close
-// when a reload replaces or removes the entry.
+// watcher is an entry's hold on the watch caches of Nodes and Pods that
+// schedule reads, between scrapes: taken by the first check, moved to
+// another set when the client configuration changes (a rotated token),
+// released by Close when a reload removes the entry. The caches are the
+// hub's, shared by the entries of one cluster and identity (watchhub.go).
 type watcher struct {
 	logger *slog.Logger
+	hub    *watchHub
 	mu     sync.Mutex
 	cur    *watchSet // nil until the first check, and after Close
-	// old are the sets replaced by ensure, stopping; Close waits for them too.
+	key    string    // cur's key in hub
+	// old are the sets released by ensure that stopped with it; Close
+	// waits for them too.
 	old    []*watchSet
 	closed bool
 }
@@ -54,6 +59,9 @@ type watchSet struct {
 	done    chan struct{} // closed when every informer goroutine ended
 	nodes   *watched
 	pods    *watched
+	// core is the watches' client, which also lists namespaces when a
+	// namespaceSelector term needs their labels (namespacesFor).
+	core *corev1client.CoreV1Client
 }
 
 // watched is one informer and how its list and watch calls fared.
@@ -65,24 +73,56 @@ type watched struct {
 	since    time.Time // when err began
 }
 
-// ensure returns the caches watched with cl, starting them (and stopping
-// those of another client) as needed; nil after Close.
+// ensure returns the caches of cl's API server and identity, taking a
+// reference to them in the hub (and releasing the one to another
+// identity's) as needed; nil after Close.
 func (w *watcher) ensure(cl *client) *watchSet {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
 		return nil
 	}
-	if w.cur != nil && w.cur.cl == cl {
+	key := watchKey(cl)
+	if w.cur != nil && w.key == key {
 		return w.cur
 	}
+	if w.hub == nil {
+		w.hub = newWatchHub()
+	}
 	if w.cur != nil {
-		w.cur.cancel()
-		w.old = append(w.old, w.cur)
+		if ws := w.hub.release(w.key); ws != nil {
+			w.old = append(w.old, ws)
+		}
 	}
 	w.old = slices.DeleteFunc(w.old, func(ws *watchSet) bool { return ws.stopped() })
-	w.cur = startWatch(w.logger, cl)
+	w.cur, w.key = w.hub.acquire(key, w.logger, cl), key
 	return w.cur
+}
+
+// adopt takes over the reference of old (the watcher of the checker this
+// one replaces on reload): the caches keep running for this entry, and
+// old no longer holds them.
+func (w *watcher) adopt(old *watcher) {
+	if old == nil || old == w || old.hub != w.hub {
+		return
+	}
+	old.mu.Lock()
+	cur, key := old.cur, old.key
+	old.cur, old.key = nil, ""
+	old.mu.Unlock()
+	if cur == nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed || w.cur != nil {
+		// Never after a check of its own; released all the same.
+		if ws := w.hub.release(key); ws != nil {
+			w.old = append(w.old, ws)
+		}
+		return
+	}
+	w.cur, w.key = cur, key
 }
 
 func (ws *watchSet) stopped() bool {
@@ -94,27 +134,19 @@ func (ws *watchSet) stopped() bool {
 	}
 }
 
-// Close stops the informers and waits, at most until ctx ends, for their
-// goroutines to end.
+// Close releases the watcher's caches, and waits, at most until ctx ends,
+// for the goroutines of those that stopped with it to end.
 func (w *watcher) Close(ctx context.Context) error {
 	w.mu.Lock()
 	sets := w.old
 	if w.cur != nil {
-		sets = append(sets, w.cur)
+		if ws := w.hub.release(w.key); ws != nil {
+			sets = append(sets, ws)
+		}
 	}
 	w.cur, w.old, w.closed = nil, nil, true
 	w.mu.Unlock()
-	for _, ws := range sets {
-		ws.cancel()
-	}
-	for _, ws := range sets {
-		select {
-		case <-ws.done:
-		case <-ctx.Done():
-			return fmt.Errorf("watch of nodes and pods did not stop: %w", context.Cause(ctx))
-		}
-	}
-	return nil
+	return waitStopped(ctx, sets)
 }
 
 // startWatch starts the informers of Nodes and of non-terminal Pods with
@@ -124,7 +156,7 @@ func startWatch(logger *slog.Logger, cl *client) *watchSet {
 	ctx, cancel := context.WithCancel(context.Background())
 	ctx = klog.NewContext(ctx, logr.FromSlogHandler(logger.Handler()))
 	ws := &watchSet{cl: cl, started: time.Now(), cancel: cancel, done: make(chan struct{})}
-	nodesRC, podsRC, hc, err := watchClient(cl)
+	nodesRC, podsRC, core, hc, err := watchClient(cl)
 	if err != nil {
 		// Never happens with a configuration the check's client was
 		// built from; said as the watch's error all the same.
@@ -132,6 +164,7 @@ func startWatch(logger *slog.Logger, cl *client) *watchSet {
 		close(ws.done)
 		return ws
 	}
+	ws.core = core
 	ws.nodes = newWatched("nodes", &corev1.Node{}, nodesRC, "", func(obj any) (any, error) {
 		if n, ok := obj.(*corev1.Node); ok {
 			return stripNode(n), nil
@@ -164,7 +197,11 @@ func startWatch(logger *slog.Logger, cl *client) *watchSet {
 // 20,000 Pods would break, and with protobuf, which the API server encodes
 // and the exporter decodes at a fraction of JSON's cost. Each decodes its
 // answers with the bounds of boundedCodecs (bounds_watch.go).
-func watchClient(cl *client) (nodes, pods rest.Interface, hc *http.Client, err error) {
+//
+// core lists namespaces, which only a namespaceSelector term needs
+// (namespaces.go): one list per fit, of names and labels, under the
+// check's deadline, not a watch cache.
+func watchClient(cl *client) (nodes, pods rest.Interface, core *corev1client.CoreV1Client, hc *http.Client, err error) {
 	cfg := rest.CopyConfig(cl.watchCfg)
 	cfg.RateLimiter = nil // client-go's default: a few requests a second, enough for relists
 	cfg.ContentType = "application/vnd.kubernetes.protobuf"
@@ -176,7 +213,7 @@ func watchClient(cl *client) (nodes, pods rest.Interface, hc *http.Client, err e
 	cfg.GroupVersion = &corev1.SchemeGroupVersion
 	cfg.APIPath = "/api"
 	if hc, err = rest.HTTPClientFor(cfg); err != nil {
-		return nil, nil, nil, fmt.Errorf("watch client: %w", err)
+		return nil, nil, nil, nil, fmt.Errorf("watch client: %w", err)
 	}
 	rc := func(kind string) (rest.Interface, error) {
 		c := rest.CopyConfig(cfg)
@@ -188,12 +225,15 @@ func watchClient(cl *client) (nodes, pods rest.Interface, hc *http.Client, err e
 		return r, nil
 	}
 	if nodes, err = rc("Node"); err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	if pods, err = rc("Pod"); err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
-	return nodes, pods, hc, nil
+	if core, err = corev1client.NewForConfigAndClient(cfg, hc); err != nil {
+		return nil, nil, nil, nil, fmt.Errorf("watch client: %w", err)
+	}
+	return nodes, pods, core, hc, nil
 }
 
 // newWatched builds the informer of resource, whose list and watch calls

@@ -151,11 +151,19 @@ func TestWatchSyncsStripsAndStops(t *testing.T) {
 		t.Errorf("pods watched with field selector %q, want the non-terminal ones", sel)
 	}
 
-	// Another client (a rotated credential): new watches, the old ones stop.
-	ws2 := w.ensure(srv.client())
-	if ws2 == ws {
-		t.Fatal("a new client kept the old watches")
+	// Another client of the same server and credentials (a reread
+	// kubeconfig): the same watches.
+	if w.ensure(srv.client()) != ws {
+		t.Fatal("a client with the same credentials started new watches")
 	}
+	// A rotated credential: new watches, the old ones stop.
+	rotated := srv.client()
+	rotated.watchCfg.BearerToken = "rotated"
+	ws2 := w.ensure(rotated)
+	if ws2 == ws {
+		t.Fatal("a new credential kept the old watches")
+	}
+	waitFor(t, "the old watches to stop", ws.stopped)
 	if err := w.Close(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -241,4 +249,54 @@ func serveWatch(w http.ResponseWriter, r *http.Request, items []runtime.Object) 
 	}
 	w.(http.Flusher).Flush()
 	<-r.Context().Done()
+}
+
+// TestWatchHubShares: the watchers of one hub that reach the same API
+// server with the same credentials read one set of caches; it runs until
+// the last releases it, and a checker that replaces another on reload
+// takes over its reference (Adopt) instead of starting anew.
+// Not parallel: goleak.VerifyNone sees every goroutine of the process.
+func TestWatchHubShares(t *testing.T) {
+	srv := newWatchServer(t, false, nil)
+	hub := newWatchHub()
+	logger := slog.New(slog.DiscardHandler)
+	ws := make([]*watcher, 8)
+	for i := range ws {
+		ws[i] = &watcher{logger: logger, hub: hub}
+	}
+	first := ws[0].ensure(srv.client())
+	for _, w := range ws[1:] {
+		if w.ensure(srv.client()) != first {
+			t.Fatal("an entry on the same cluster started watches of its own")
+		}
+	}
+	if hub.running() != 1 {
+		t.Fatalf("%d sets of watches run for one cluster, want 1", hub.running())
+	}
+	// A reload rebuilds entry 0: its successor adopts its reference,
+	// then the old checker is closed.
+	next := &watcher{logger: logger, hub: hub}
+	next.adopt(ws[0])
+	if err := ws[0].Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if next.ensure(srv.client()) != first || first.stopped() {
+		t.Fatal("the reload's successor did not keep the running caches")
+	}
+	ws[0] = next
+	for _, w := range ws[:7] {
+		if err := w.Close(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if first.stopped() || hub.running() != 1 {
+		t.Fatal("the caches stopped while an entry still reads them")
+	}
+	if err := ws[7].Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if !first.stopped() || hub.running() != 0 {
+		t.Fatal("the caches run on after the last entry was removed")
+	}
+	goleak.VerifyNone(t, goleak.IgnoreCurrent())
 }

@@ -15,7 +15,8 @@
 #     in the background by testdata/demo/kubernetes.sh, whose entries join by a
 #     reload when it answers: kube-demo Ready (capacity 17 from a ResourceQuota whose
 #     usage the demo writes itself: no quota controller runs), kube-demo-can-i Forbidden,
-#     kube-demo-unschedulable Unschedulable (on two synthetic Nodes). Where
+#     kube-demo-unschedulable Unschedulable and kube-demo-proxies Ready with
+#     capacity 2, one per node (on three synthetic Nodes). Where
 #     kube-apiserver is not built yet it is built in the background first;
 #     the other kinds do not wait for it.
 #

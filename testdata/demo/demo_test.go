@@ -38,8 +38,10 @@ var wantReasons = map[string]string{
 	"gcp-standin-disabled": "APIDisabled",
 	"kube-demo":            "Ready",
 	"kube-demo-can-i":      "Forbidden",
-	// Two synthetic Nodes: one too small, one cordoned.
+	// Three synthetic Nodes: two too small, one cordoned.
 	"kube-demo-unschedulable": "Unschedulable",
+	// A host port, one per node: the two schedulable nodes take one each.
+	"kube-demo-proxies": "Ready",
 }
 
 // TestDemo runs `make demo`'s script twice, each time to the first Ready
@@ -334,6 +336,7 @@ func (d *demo) checkCapacities() {
 		"gcp-standin-quota":       regexp.MustCompile(`^0 region europe-west4 IN_USE_ADDRESSES$`),
 		"kube-demo":               regexp.MustCompile(`^17 quota proxies pods$`),
 		"kube-demo-unschedulable": regexp.MustCompile(`^0 nodes$`),
+		"kube-demo-proxies":       regexp.MustCompile(`^2 nodes$`),
 	}
 	for name, re := range want {
 		if !re.MatchString(got[name]) {

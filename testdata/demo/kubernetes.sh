@@ -5,8 +5,8 @@
 # the binary's path), starts it and etcd with testdata/kubernetes/ctl.sh,
 # gives the demo's ServiceAccount the right to list Pods and the namespace's
 # ResourceQuotas and no other, creates a ResourceQuota with its usage,
-# writes a kubeconfig with its token, creates two synthetic Nodes and a
-# second ServiceAccount for the schedule entry, adds three kubernetes
+# writes a kubeconfig with its token, creates three synthetic Nodes and a
+# second ServiceAccount for the schedule entries, adds four kubernetes
 # entries to the exporter's configuration and reloads the exporter.
 #
 # usage: kubernetes.sh <state dir> <exporter base URL> <build command>
@@ -87,11 +87,14 @@ kpatch() {
 		fail "PATCH $1 failed"
 }
 
-# kube-demo-unschedulable (docs/configuration.md: "Scheduling: schedule"):
-# two synthetic Nodes, named as such (no kubelet runs them: their status is
-# written here, and the not-ready taint that admission puts on a new Node is
-# lifted, as no node controller runs): node 1 has 2 CPUs, node 2 is
-# cordoned. The proxy Pod asks for 4 CPUs, so no node takes it. Its own
+# kube-demo-unschedulable and kube-demo-proxies (docs/configuration.md:
+# "Scheduling: schedule"): three synthetic Nodes, named as such (no kubelet
+# runs them: their status is written here, and the not-ready taint that
+# admission puts on a new Node is lifted, as no node controller runs):
+# nodes 1 and 3 have 2 CPUs, node 2 is cordoned. The unschedulable entry's
+# proxy Pod asks for 4 CPUs, so no node takes it; the proxies entry's is
+# proxy-shaped (host port 3128, one per node by anti-affinity to its own
+# label), so each schedulable node takes one: capacity 2. Their own
 # ServiceAccount may create Pods in $namespace (the dry run), list the
 # namespace's ResourceQuotas, and list and watch Nodes and Pods.
 sched=provider-health-scheduler
@@ -107,13 +110,14 @@ kcreate "/apis/rbac.authorization.k8s.io/v1/namespaces/$namespace/roles" \
 	'{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"Role","metadata":{"name":"provider-health-demo-placement"},"rules":[{"apiGroups":[""],"resources":["pods"],"verbs":["create"]},{"apiGroups":[""],"resources":["resourcequotas"],"verbs":["list"]}]}' >/dev/null
 kcreate "/apis/rbac.authorization.k8s.io/v1/namespaces/$namespace/rolebindings" \
 	"{\"apiVersion\":\"rbac.authorization.k8s.io/v1\",\"kind\":\"RoleBinding\",\"metadata\":{\"name\":\"provider-health-demo-placement\"},\"roleRef\":{\"apiGroup\":\"rbac.authorization.k8s.io\",\"kind\":\"Role\",\"name\":\"provider-health-demo-placement\"},\"subjects\":[{\"kind\":\"ServiceAccount\",\"name\":\"$sched\",\"namespace\":\"$namespace\"}]}" >/dev/null
-for i in 1 2; do
+for i in 1 2 3; do
 	node=demo-synthetic-node-$i
 	kcreate /api/v1/nodes "{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{\"name\":\"$node\",\"labels\":{\"provider-health-demo\":\"synthetic\"}}}" >/dev/null
 	kpatch "/api/v1/nodes/$node/status" '{"status":{"capacity":{"cpu":"2","memory":"4Gi","pods":"110"},"allocatable":{"cpu":"2","memory":"4Gi","pods":"110"},"conditions":[{"type":"Ready","status":"True","reason":"SyntheticNode","message":"a synthetic Node of make demo: no kubelet runs it"}]}}'
 done
 kpatch /api/v1/nodes/demo-synthetic-node-1 '{"spec":{"taints":null}}'
 kpatch /api/v1/nodes/demo-synthetic-node-2 '{"spec":{"taints":null,"unschedulable":true}}'
+kpatch /api/v1/nodes/demo-synthetic-node-3 '{"spec":{"taints":null}}'
 sched_token=$(kcreate "/api/v1/namespaces/$namespace/serviceaccounts/$sched/token" \
 	'{"apiVersion":"authentication.k8s.io/v1","kind":"TokenRequest","spec":{"expirationSeconds":86400}}' |
 	tr -d '\n' | sed -n 's/.*"token": *"\([^"]*\)".*/\1/p')
@@ -135,6 +139,25 @@ spec:
       image: registry.example/egress-proxy:1
       resources: {requests: {cpu: "4", memory: 256Mi}}
 YAML
+cat >"$state/k8s/proxy-pod-per-node.yaml" <<YAML
+apiVersion: v1
+kind: Pod
+metadata:
+  generateName: egress-proxy-
+  labels: {app.kubernetes.io/managed-by: egress-proxies-operator, app.kubernetes.io/name: egress-proxy}
+spec:
+  automountServiceAccountToken: false
+  containers:
+    - name: proxy
+      image: registry.example/egress-proxy:1
+      ports: [{containerPort: 3128, hostPort: 3128}]
+      resources: {requests: {cpu: 100m, memory: 64Mi}}
+  affinity:
+    podAntiAffinity:
+      requiredDuringSchedulingIgnoredDuringExecution:
+        - labelSelector: {matchLabels: {app.kubernetes.io/name: egress-proxy}}
+          topologyKey: kubernetes.io/hostname
+YAML
 
 {
 	cat "$state/provider_health.base.yml"
@@ -148,13 +171,18 @@ kubernetes:
     kubeconfig: $state/k8s/kubeconfig
     namespace: $namespace
     can_i: [create pods]
-  - name: kube-demo-unschedulable   # Unschedulable: the proxy asks 4 CPUs; synthetic node 1 has 2, node 2 is cordoned
+  - name: kube-demo-unschedulable   # Unschedulable: the proxy asks 4 CPUs; synthetic nodes 1 and 3 have 2, node 2 is cordoned
     kubeconfig: $state/k8s/kubeconfig-schedule
     namespace: $namespace
     pod_template: $state/k8s/proxy-pod.yaml
+    schedule: true
+  - name: kube-demo-proxies   # Ready, capacity 2: a host port and one proxy per node; nodes 1 and 3 take one each
+    kubeconfig: $state/k8s/kubeconfig-schedule
+    namespace: $namespace
+    pod_template: $state/k8s/proxy-pod-per-node.yaml
     schedule: true
 YAML
 } >"$state/provider_health.yml.new"
 mv "$state/provider_health.yml.new" "$state/provider_health.yml"
 curl -fsS --max-time 60 -X POST "$base/-/reload" >/dev/null || fail "the exporter refused the configuration with the kubernetes entries"
-say "kube-apiserver and etcd on $PHE_K8S_SERVER; kube-demo, kube-demo-can-i and kube-demo-unschedulable (two synthetic Nodes) added by a reload"
+say "kube-apiserver and etcd on $PHE_K8S_SERVER; kube-demo, kube-demo-can-i, kube-demo-unschedulable and kube-demo-proxies (three synthetic Nodes) added by a reload"

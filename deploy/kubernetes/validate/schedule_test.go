@@ -12,8 +12,12 @@ import (
 const schedule = "../components/schedule"
 
 // scheduleRules are the rules of components/schedule and of the chart's
-// rbac.schedule: list and watch Nodes and Pods, cluster-wide, nothing more.
-var scheduleRules = []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"nodes", "pods"}, Verbs: []string{"list", "watch"}}}
+// rbac.schedule: list and watch Nodes and Pods, cluster-wide, and list
+// namespaces (for namespaceSelector terms), nothing more.
+var scheduleRules = []rbacv1.PolicyRule{
+	{APIGroups: []string{""}, Resources: []string{"nodes", "pods"}, Verbs: []string{"list", "watch"}},
+	{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"list"}},
+}
 
 // TestScheduleComponent: components/schedule adds exactly a ClusterRole
 // and its ClusterRoleBinding to the base's ServiceAccount, with
