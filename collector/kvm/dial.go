@@ -81,6 +81,9 @@ type session struct {
 	hmu     sync.Mutex
 	pool    *libvirt.StoragePool
 	network *libvirt.Network
+	// node is NodeGetInfo's answer: a host's cores and memory do not
+	// change while libvirtd runs, so it is read once per connection.
+	node *nodeInfo
 
 	// grace is how long a check's call may go on past the check's
 	// deadline before the session is closed (lateAnswerGrace; tests
@@ -109,6 +112,22 @@ func (s *session) keepPool(p libvirt.StoragePool) {
 func (s *session) forgetPool() {
 	s.hmu.Lock()
 	s.pool = nil
+	s.hmu.Unlock()
+}
+
+// nodeInfo is the kept NodeGetInfo answer, if any.
+func (s *session) nodeInfo() (nodeInfo, bool) {
+	s.hmu.Lock()
+	defer s.hmu.Unlock()
+	if s.node == nil {
+		return nodeInfo{}, false
+	}
+	return *s.node, true
+}
+
+func (s *session) keepNodeInfo(n nodeInfo) {
+	s.hmu.Lock()
+	s.node = &n
 	s.hmu.Unlock()
 }
 
@@ -241,13 +260,15 @@ func (s *session) faultErr() error {
 }
 
 // maxUnread is the most the libvirt channel may hold that the client has
-// not read: the largest reply the frame checker lets through (maxReplyLen).
+// not read: the largest reply the frame checker lets through, a list of a
+// host's domains or a pool's volumes (maxListReplyLen), which only a host
+// with a promised-resource key asks for.
 // The client reads a reply only while its call is in flight, one call at a
 // time, and the exporter never asks for anything libvirtd would send
 // unasked (frameConn.match), so more unread bytes than one whole reply are
 // a peer that sends what nobody asked for (docs/security.md: "What the
 // exporter bounds").
-const maxUnread = maxReplyLen
+const maxUnread = maxListReplyLen
 
 // drainMinRead is the least room the drain reads into at a time.
 const drainMinRead = 512

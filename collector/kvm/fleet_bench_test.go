@@ -856,3 +856,23 @@ func (c countingClient) NetworkIsActive(n libvirt.Network) (int32, error) {
 	c.calls.Add(1)
 	return c.libvirtClient.NetworkIsActive(n)
 }
+
+func (c countingClient) NodeGetInfo() (nodeInfo, error) {
+	c.calls.Add(1)
+	return c.libvirtClient.NodeGetInfo()
+}
+
+func (c countingClient) ConnectGetAllDomainStats() ([]domainStat, error) {
+	c.calls.Add(1)
+	return c.libvirtClient.ConnectGetAllDomainStats()
+}
+
+func (c countingClient) StoragePoolListAllVolumes(p libvirt.StoragePool) ([]libvirt.StorageVol, error) {
+	c.calls.Add(1)
+	return c.libvirtClient.StoragePoolListAllVolumes(p)
+}
+
+func (c countingClient) StorageVolGetInfo(v libvirt.StorageVol) (uint64, error) {
+	c.calls.Add(1)
+	return c.libvirtClient.StorageVolGetInfo(v)
+}

@@ -21,7 +21,9 @@ const (
 	// Every reply to the calls a check makes is far smaller (an error's
 	// message is at most 1024 bytes), so a larger frame is refused before
 	// it is read: a hostile peer cannot make the exporter hold more than
-	// this per frame. What it sends unasked is bounded by the drain of the
+	// this per frame. The two lists the promised-resource keys read (a
+	// host's domains, a pool's volumes) may have up to maxListReplyLen,
+	// and only a host with those keys calls them (procedures). What it sends unasked is bounded by the drain of the
 	// channel (drainedChannel, maxUnread).
 	maxReplyLen = 65536 + frameLenSize
 
@@ -231,6 +233,9 @@ func (c *frameConn) readFrame() (r reply, started bool, err error) {
 	if err != nil {
 		return r, true, err
 	}
+	if limit := replyLimit(proc); length > limit {
+		return r, true, badFrame("length %d is above the %d bytes of any reply to %s", length, limit, procName(proc))
+	}
 	payload := make([]byte, length-minFrameLen)
 	if n, err := io.ReadFull(c.conn, payload); err != nil {
 		return r, true, fmt.Errorf("libvirt frame of %d bytes cut off after %d: %w", length, minFrameLen+n, noEOF(err))
@@ -260,8 +265,8 @@ func checkLength(length uint32) error {
 		return badFrame("length %d is below the %d bytes of libvirt's length and header", length, minFrameLen)
 	case length > protocolMaxLen:
 		return badFrame("length %d is above libvirt's maximum message size of %d bytes", length, protocolMaxLen)
-	case length > maxReplyLen:
-		return badFrame("length %d is above the %d bytes of any reply to the calls this exporter makes", length, maxReplyLen)
+	case length > maxListReplyLen:
+		return badFrame("length %d is above the %d bytes of any reply to the calls this exporter makes", length, maxListReplyLen)
 	}
 	return nil
 }
