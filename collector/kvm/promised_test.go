@@ -1,10 +1,14 @@
 package kvm
 
 import (
+	"errors"
+	"fmt"
+	"net"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/digitalocean/go-libvirt"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/expfmt"
 
@@ -324,4 +328,84 @@ func hasSeries(text, spec string) bool {
 		}
 	}
 	return false
+}
+
+// TestPromisedReplies: the client decodes the promised-resource replies of
+// a wire-level libvirtd, every typed parameter type among them, into the
+// numbers the capacity reads.
+func TestPromisedReplies(t *testing.T) {
+	fake := NewFakeLibvirtd(t)
+	conn, err := net.Dial("unix", fake.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	lv := newLibvirtClient(conn)
+	defer lv.ConnectClose()
+	if err := lv.ConnectToURI(libvirt.QEMUSystem); err != nil {
+		t.Fatal(err)
+	}
+	n, err := lv.NodeGetInfo()
+	if err != nil || n != (nodeInfo{cpus: FakeHostCPUs, memoryKiB: FakeHostMemoryKiB}) {
+		t.Errorf("NodeGetInfo: %+v, %v", n, err)
+	}
+	doms, err := lv.ConnectGetAllDomainStats()
+	if err != nil || len(doms) != FakeDomains {
+		t.Fatalf("ConnectGetAllDomainStats: %d domains, %v; want %d", len(doms), err, FakeDomains)
+	}
+	for i, d := range doms {
+		if want := (domainStat{fmt.Sprintf("proxy-%d", i), FakeDomainVCPUs, FakeDomainMemoryKiB, true, true}); d != want {
+			t.Errorf("domain %d: %+v, want %+v", i, d, want)
+		}
+	}
+	p, err := lv.StoragePoolLookupByName("default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vols, err := lv.StoragePoolListAllVolumes(p)
+	if err != nil || len(vols) != FakeVolumes || vols[2].Name != "proxy-2.qcow2" || vols[2].Key != "/var/lib/libvirt/images/proxy-2.qcow2" {
+		t.Fatalf("StoragePoolListAllVolumes: %+v, %v", vols, err)
+	}
+	if c, err := lv.StorageVolGetInfo(vols[0]); err != nil || c != FakeVolumeCapacity {
+		t.Errorf("StorageVolGetInfo: %d, %v; want %d", c, err, uint64(FakeVolumeCapacity))
+	}
+}
+
+// TestDecodePromisedBounds: lists longer than libvirt sends, and a typed
+// parameter of a type libvirt does not have, are broken frames.
+func TestDecodePromisedBounds(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		proc uint32
+		body func(w *xdrWriter)
+		want string
+	}{
+		{"volumes", procStoragePoolListAllVolumes, func(w *xdrWriter) { w.u32(storageVolListMax + 1) }, "16385 volumes"},
+		{"domains", procConnectGetAllDomainStats, func(w *xdrWriter) { w.u32(domainListMax + 1) }, "16385 domains"},
+		{"parameters", procConnectGetAllDomainStats, func(w *xdrWriter) {
+			w.u32(1)
+			w.str("d")
+			w.b = append(w.b, make([]byte, 16)...)
+			w.u32(1, domainStatsParamsMax+1)
+		}, "4097 parameters"},
+		{"parameter type", procConnectGetAllDomainStats, func(w *xdrWriter) {
+			w.u32(1)
+			w.str("d")
+			w.b = append(w.b, make([]byte, 16)...)
+			w.u32(1, 1)
+			w.str("vcpu.maximum")
+			w.u32(8, 2)
+		}, "type 8"},
+		{"model cut off", procNodeGetInfo, func(w *xdrWriter) { w.u32(1, 2, 3) }, "reply to NodeGetInfo"},
+		{"trailing bytes", procStorageVolGetInfo, func(w *xdrWriter) { w.u32(0); w.u64(1, 2); w.u32(0) }, "4 bytes after its value"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			w := xdrWriter{}
+			tt.body(&w)
+			_, err := decodeReply(tt.proc, w.b)
+			var fe *frameError
+			if !errors.As(err, &fe) || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("err %v, want a frame error with %q", err, tt.want)
+			}
+		})
+	}
 }
