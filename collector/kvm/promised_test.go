@@ -409,3 +409,7 @@ func TestDecodePromisedBounds(t *testing.T) {
 		})
 	}
 }
+
+// FormatBytesForTest is formatBytes, for the integration tests' checks of
+// the status's words.
+func FormatBytesForTest(n uint64) string { return formatBytes(n) }
