@@ -59,7 +59,14 @@ const (
 	typedParamString     = 7
 	statVCPUMaximum      = "vcpu.maximum"    // VIR_DOMAIN_STATS_VCPU: vCPUs the domain may run, whatever its state
 	statBalloonMaximum   = "balloon.maximum" // VIR_DOMAIN_STATS_BALLOON: the domain's maximum memory in KiB
-	maxListReplyLen      = 1<<20 + frameLenSize
+	// maxListReplyLen bounds the two replies that list a host's domains
+	// or a pool's volumes. A shut-off domain's record is some 120 bytes,
+	// a running one's about 1 KiB with 4 vCPUs (libvirt adds per-vCPU and
+	// balloon statistics the check does not read), a volume some 150
+	// bytes: 1 MiB holds about 1,000 running domains or 7,000 volumes,
+	// far more than a hypervisor has, and is what one such reply of a
+	// hostile peer can make the exporter hold.
+	maxListReplyLen = 1<<20 + frameLenSize
 )
 
 // procedure is what the package knows of one procedure: its name in errors
