@@ -13,9 +13,9 @@ import (
 	"github.com/egress-proxies/provider_health_exporter/collector"
 )
 
-// ReasonHostCPULow: the vCPUs promised to the host's defined domains leave
-// fewer than min_free_vcpus at cpu_allocation_ratio (docs/metrics.md:
-// "Reasons").
+// ReasonHostCPULow is the reason of a host whose defined domains hold so
+// many vCPUs that fewer than min_free_vcpus are left at
+// cpu_allocation_ratio (docs/metrics.md: "Reasons").
 const ReasonHostCPULow collector.Reason = "HostCPULow"
 
 // What is promised on a host is counted as OpenStack Nova's placement

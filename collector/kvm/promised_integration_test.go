@@ -237,7 +237,7 @@ func TestIntegrationPromised(t *testing.T) {
 		}
 		left := int64(f.CapacityBytes) - promised
 		byPromise, byAvailable := left/(20<<30), int64(f.AvailableBytes/(20<<30))
-		binding := "pool " + e.pool + " promised: " + promisedOfForTest(uint64(promised), uint64(f.CapacityBytes))
+		binding := "pool " + e.pool + " promised: " + promisedOfForTest(uint64(promised), f.CapacityBytes)
 		proxies := byPromise
 		if byAvailable < byPromise {
 			proxies, binding = byAvailable, "pool "+e.pool
@@ -275,12 +275,12 @@ func TestIntegrationPromised(t *testing.T) {
 			cfg.MinFreeMemory, cfg.MemoryAllocationRatio, cfg.ReservedMemory = "1MiB", ratio(2), "0"
 			cfg.MinPoolAvailable, cfg.DiskAllocationRatio = "1MiB", ratio(1000)
 		})
-		v, f, calls := checkHost(t, c, "a")
+		v, f, _ := checkHost(t, c, "a")
 		if v.Reason != collector.ReasonReady || v.Capacity.Proxies < 1 || !strings.HasPrefix(v.Capacity.Binding, "vCPUs: ") {
 			t.Errorf("%s %s, want Ready bound by the vCPUs", v.Reason, v.Capacity)
 		}
 		t.Logf("every key: %s, capacity %s, facts %d vCPUs promised of %d CPUs", v.Reason, v.Capacity, f.DomainsVCPUs, f.HostCPUs)
-		_, _, calls = checkHost(t, c, "a")
+		_, _, calls := checkHost(t, c, "a")
 		if !strings.HasPrefix(calls, "StoragePoolGetInfo NodeGetFreeMemory ConnectGetAllDomainStats StoragePoolListAllVolumes") || strings.Contains(calls, "NodeGetInfo") {
 			t.Errorf("steady check's calls %q", calls)
 		}
