@@ -86,10 +86,22 @@ type frameConn struct {
 	// awaited counts the calls sent whose reply has not been read whole:
 	// while it is 0, nothing the peer sends was asked for (awaiting).
 	awaited atomic.Int32
+	// limit is the reply limit of the last call sent (unreadLimit).
+	limit atomic.Uint32
 }
 
 // awaiting tells whether a call sent awaits its reply, or the rest of it.
 func (c *frameConn) awaiting() bool { return c.awaited.Load() > 0 }
+
+// unreadLimit is how many bytes of the reply awaited may arrive before the
+// client reads them: the reply limit of the last call sent (the client
+// makes one call at a time), 0 while no call awaits a reply.
+func (c *frameConn) unreadLimit() int {
+	if !c.awaiting() {
+		return 0
+	}
+	return int(c.limit.Load())
+}
 
 func newFrameConn(conn net.Conn) *frameConn {
 	return &frameConn{conn: conn, calls: map[int32]uint32{}}
@@ -147,6 +159,7 @@ func (c *frameConn) note(p []byte) {
 			c.mu.Lock()
 			c.calls[h.serial] = h.procedure
 			c.mu.Unlock()
+			c.limit.Store(replyLimit(h.procedure))
 			c.awaited.Add(1)
 		}
 	}

@@ -40,9 +40,9 @@ func newLibvirtClient(conn net.Conn) libvirtClient {
 
 var _ libvirtClient = (*rpcClient)(nil)
 
-// awaiting tells whether a call awaits its reply: what drainedChannel asks
-// of data that arrives.
-func (c *rpcClient) awaiting() bool { return c.frames.awaiting() }
+// unreadLimit is how much of a reply may arrive unread, 0 while no call
+// awaits one: what drainedChannel asks of data that arrives.
+func (c *rpcClient) unreadLimit() int { return c.frames.unreadLimit() }
 
 // call sends procedure proc with its XDR-encoded arguments and returns the
 // values of libvirtd's reply, decoded by the shape procedures gives proc.
