@@ -31,7 +31,7 @@ const (
 	// DefaultCPUAllocationRatio and DefaultReservedMemory apply where
 	// min_free_vcpus, respectively memory_allocation_ratio, is set and
 	// the key itself is not (docs/configuration.md: "Promised
-	// resources"): OpenStack Nova's initial_cpu_allocation_ratio and
+	// resources (KVM)"): OpenStack Nova's initial_cpu_allocation_ratio and
 	// reserved_host_memory_mb.
 	DefaultCPUAllocationRatio = 4.0
 	DefaultReservedMemory     = "512MiB"
@@ -78,7 +78,7 @@ type Entry struct {
 	MinPoolAvailable string `yaml:"min_pool_available,omitempty"`
 	MinFreeMemory    string `yaml:"min_free_memory,omitempty"`
 	// The promised-resource keys (docs/configuration.md: "Promised
-	// resources"), overridable per host: one proxy's vCPUs, the
+	// resources (KVM)"), overridable per host: one proxy's vCPUs, the
 	// allocation ratios and the memory never promised to domains. A
 	// ratio is a pointer so that an explicit 0 is refused, not taken for
 	// unset.
@@ -134,12 +134,12 @@ type Host struct {
 	// The promised-resource keys override the entry's; after Load they
 	// hold the effective values and Promised their parsed form, with the
 	// defaults applied where a resource is counted.
-	MinFreeVCPUs          int      `yaml:"min_free_vcpus,omitempty"`
-	CPUAllocationRatio    *float64 `yaml:"cpu_allocation_ratio,omitempty"`
-	MemoryAllocationRatio *float64 `yaml:"memory_allocation_ratio,omitempty"`
-	ReservedMemory        string   `yaml:"reserved_memory,omitempty"`
-	DiskAllocationRatio   *float64 `yaml:"disk_allocation_ratio,omitempty"`
-	Promised              Promised `yaml:"-"`
+	MinFreeVCPUs          int       `yaml:"min_free_vcpus,omitempty"`
+	CPUAllocationRatio    *float64  `yaml:"cpu_allocation_ratio,omitempty"`
+	MemoryAllocationRatio *float64  `yaml:"memory_allocation_ratio,omitempty"`
+	ReservedMemory        string    `yaml:"reserved_memory,omitempty"`
+	DiskAllocationRatio   *float64  `yaml:"disk_allocation_ratio,omitempty"`
+	Promised              *Promised `yaml:"-"`
 	// Volume and Network override the entry's; after Load they hold the
 	// effective values ("": not checked).
 	Volume  string `yaml:"volume,omitempty"`
@@ -312,12 +312,18 @@ func (h *Host) resolveMinimums(v *Entry, where string) error {
 	if p.DiskRatio > 0 && h.MinPoolAvailableBytes == 0 {
 		return fmt.Errorf("%s: disk_allocation_ratio: set without min_pool_available, one proxy's disk, which it is counted against", where)
 	}
-	h.Promised = p
+	// nil where no resource is counted: a Host is held twice during a
+	// reload of a large file, so what most hosts do not use costs them a
+	// pointer, not the struct (docs/scaling.md: "Large configurations").
+	h.Promised = nil
+	if p.counts() {
+		h.Promised = &p
+	}
 	return nil
 }
 
 // Promised is a host's promised-resource policy (docs/configuration.md:
-// "Promised resources"), parsed, the defaults applied: a resource whose
+// "Promised resources (KVM)"), parsed, the defaults applied: a resource whose
 // key is not set is not counted (0).
 type Promised struct {
 	// VCPUs is min_free_vcpus, one proxy's vCPUs; CPURatio the vCPUs

@@ -421,7 +421,7 @@ func benchFleet(b *testing.B, sc fleetScenario) {
 			// volumes of 20 GiB): the host stays Ready.
 			host.MinFreeMemory, host.MinFreeMemoryBytes = "1GiB", 1<<30
 			host.MinPoolAvailable, host.MinPoolAvailableBytes = "20GiB", 20<<30
-			host.Promised = Promised{VCPUs: 2, CPURatio: DefaultCPUAllocationRatio, MemoryRatio: 1, ReservedMemory: 512 << 20, DiskRatio: 1}
+			host.Promised = &Promised{VCPUs: 2, CPURatio: DefaultCPUAllocationRatio, MemoryRatio: 1, ReservedMemory: 512 << 20, DiskRatio: 1}
 		}
 		if sc.placement {
 			// A volume and an active network the fake has: Ready.

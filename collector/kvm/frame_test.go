@@ -44,7 +44,7 @@ func TestMisbehavingLibvirtPeer(t *testing.T) {
 		if len(promised) > 0 {
 			// The fake's host and pool leave room for one proxy of 1
 			// vCPU, 1 GiB and 1 GiB at these ratios.
-			cfg.Hosts[0].Promised = promised[0]
+			cfg.Hosts[0].Promised = &promised[0]
 			cfg.Hosts[0].MinFreeMemoryBytes, cfg.Hosts[0].MinPoolAvailableBytes = 1<<30, 1<<30
 		}
 		c, err := New(&cfg, testLogger(t))

@@ -30,8 +30,18 @@ type Minimums struct {
 	// the NodeGetFreeMemory call.
 	FreeMemory uint64
 	// Promised is the host's promised-resource policy: only a host that
-	// counts a resource makes the calls that read it (readPromised).
-	Promised Promised
+	// counts a resource makes the calls that read it (readPromised); nil
+	// where none is counted.
+	Promised *Promised
+}
+
+// promised is the host's promised-resource policy, the zero one (nothing
+// counted) where it has none.
+func (m Minimums) promised() Promised {
+	if m.Promised == nil {
+		return Promised{}
+	}
+	return *m.Promised
 }
 
 // headroomVerdict turns a check's readings into its verdict when the pool
@@ -90,7 +100,7 @@ func hostCapacity(r *result, mins Minimums) collector.Capacity {
 	// with the comparison its reason makes (promisedFit.short).
 	c = c.Min(diskFit(mins, r.pool, r.info.capacity, &r.promised).cap)
 	c = c.Min(memoryFit(mins, &r.promised).cap)
-	return c.Min(vcpuFit(mins.Promised, &r.promised).cap)
+	return c.Min(vcpuFit(mins.promised(), &r.promised).cap)
 }
 
 // checkFreeMemory makes the NodeGetFreeMemory call on s, h's kept connection,

@@ -397,7 +397,7 @@ func (c *Checker) checkHeadroom(ctx context.Context, logger *slog.Logger, h *hos
 		}
 		r.free, r.freeKnown = free, true
 	}
-	if h.mins.Promised.counts() {
+	if h.mins.promised().counts() {
 		rd, reason, err := c.readPromised(ctx, logger, h, s, r.handle)
 		if err != nil {
 			r.reason, r.err = reason, err
@@ -423,8 +423,8 @@ func (c *Checker) checkHeadroom(ctx context.Context, logger *slog.Logger, h *hos
 		r.reason, r.message = ReasonHostMemoryLow, shortMessage(f, formatBytes(h.mins.FreeMemory))
 		return
 	}
-	if f := vcpuFit(h.mins.Promised, &r.promised); f.short() {
-		r.reason, r.message = ReasonHostCPULow, shortMessage(f, fmt.Sprintf("%d vCPUs", h.mins.Promised.VCPUs))
+	if f := vcpuFit(h.mins.promised(), &r.promised); f.short() {
+		r.reason, r.message = ReasonHostCPULow, shortMessage(f, fmt.Sprintf("%d vCPUs", h.mins.promised().VCPUs))
 	}
 }
 

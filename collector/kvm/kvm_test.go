@@ -213,7 +213,7 @@ func TestReasons(t *testing.T) {
 			name: "HostCPULow keeps the connection",
 			setup: func(e *env) {
 				e.fake.domains = []domainStat{{"a", 2, 1 << 20, true, true}, {"b", 2, 1 << 20, true, true}, {"c", 2, 1 << 20, true, true}, {"d", 2, 1 << 20, true, true}}
-				e.cfg.Hosts[0].Promised = Promised{VCPUs: 1, CPURatio: 1}
+				e.cfg.Hosts[0].Promised = &Promised{VCPUs: 1, CPURatio: 1}
 			},
 			steps:     []step{{want: ReasonHostCPULow}, {want: ReasonHostCPULow}},
 			wantDials: 1, wantConnects: 1,

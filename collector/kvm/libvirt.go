@@ -31,7 +31,7 @@ type libvirtClient interface {
 	NetworkLookupByName(name string) (libvirt.Network, error)
 	NetworkIsActive(network libvirt.Network) (int32, error)
 	// The promised-resource keys' calls (docs/configuration.md: "Promised
-	// resources"), made only for a host with one of them: NodeGetInfo once
+	// resources (KVM)"), made only for a host with one of them: NodeGetInfo once
 	// per connection (a host's cores and memory do not change while
 	// libvirtd runs), ConnectGetAllDomainStats once per check for every
 	// defined domain's vCPUs and maximum memory, and the pool's volumes'

@@ -89,10 +89,10 @@ func (f *Facts) Collect(ch chan<- prometheus.Metric, name, target string) {
 		ch <- collector.ConstMetric(hostCPUsDesc, prometheus.GaugeValue, float64(f.HostCPUs), name, target)
 		ch <- collector.ConstMetric(hostMemoryDesc, prometheus.GaugeValue, float64(f.HostMemoryBytes), name, target)
 	}
-	if f.DomainsKnown && f.Mins.Promised.VCPUs > 0 {
+	if f.DomainsKnown && f.Mins.promised().VCPUs > 0 {
 		ch <- collector.ConstMetric(domainsVCPUsDesc, prometheus.GaugeValue, float64(f.DomainsVCPUs), name, target)
 	}
-	if f.DomainsKnown && f.Mins.Promised.MemoryRatio > 0 {
+	if f.DomainsKnown && f.Mins.promised().MemoryRatio > 0 {
 		ch <- collector.ConstMetric(domainsMemoryDesc, prometheus.GaugeValue, float64(f.DomainsMemory), name, target)
 	}
 	if f.PoolState == "" {
@@ -142,10 +142,10 @@ func (f *Facts) Details() map[string]string {
 		d["hostCpus"] = strconv.FormatUint(f.HostCPUs, 10)
 		d["hostMemoryBytes"] = strconv.FormatUint(f.HostMemoryBytes, 10)
 	}
-	if f.DomainsKnown && f.Mins.Promised.VCPUs > 0 {
+	if f.DomainsKnown && f.Mins.promised().VCPUs > 0 {
 		d["domainsVcpus"] = strconv.FormatUint(f.DomainsVCPUs, 10)
 	}
-	if f.DomainsKnown && f.Mins.Promised.MemoryRatio > 0 {
+	if f.DomainsKnown && f.Mins.promised().MemoryRatio > 0 {
 		d["domainsMemoryBytes"] = strconv.FormatUint(f.DomainsMemory, 10)
 	}
 	if f.VolumesKnown {

@@ -25,7 +25,7 @@ const (
 	procNetworkIsActive         = 152
 	procConnectGetLibVersion    = 157
 	// The promised-resource keys' procedures (docs/configuration.md:
-	// "Promised resources").
+	// "Promised resources (KVM)").
 	procStoragePoolListAllVolumes = 282
 	procConnectGetAllDomainStats  = 344
 )

@@ -19,7 +19,7 @@ import (
 const ReasonHostCPULow collector.Reason = "HostCPULow"
 
 // What is promised on a host is counted as OpenStack Nova's placement
-// counts it (docs/configuration.md: "Promised resources"): per resource,
+// counts it (docs/configuration.md: "Promised resources (KVM)"): per resource,
 // (total − reserved) × allocation ratio is what may be promised, every
 // defined domain holds what it was defined with whether it runs or not,
 // and a proxy fits while what is left covers its need. It is what a host
@@ -58,7 +58,7 @@ type promisedReading struct {
 // libvirt has no call that returns them together). Failures are
 // classified as the pool check's are.
 func (c *Checker) readPromised(ctx context.Context, logger *slog.Logger, h *host, s *session, pool libvirt.StoragePool) (promisedReading, collector.Reason, error) {
-	p := h.mins.Promised
+	p := h.mins.promised()
 	lv := loggedClient{next: s.lv, logger: logger}
 	var rd promisedReading
 	var missing error
@@ -156,7 +156,7 @@ func vcpuFit(p Promised, rd *promisedReading) promisedFit {
 // memoryFit: floor(((memory − reserved_memory) × ratio − maximum memory of
 // the defined domains) / min_free_memory).
 func memoryFit(m Minimums, rd *promisedReading) promisedFit {
-	p := m.Promised
+	p := m.promised()
 	if p.MemoryRatio == 0 || m.FreeMemory == 0 || !rd.nodeKnown || !rd.domainsKnown {
 		return promisedFit{}
 	}
@@ -168,7 +168,7 @@ func memoryFit(m Minimums, rd *promisedReading) promisedFit {
 // diskFit: floor((pool capacity × ratio − the volumes' capacities) /
 // min_pool_available).
 func diskFit(m Minimums, pool string, capacity uint64, rd *promisedReading) promisedFit {
-	p := m.Promised
+	p := m.promised()
 	if p.DiskRatio == 0 || m.PoolAvailable == 0 || !rd.volumesKnown {
 		return promisedFit{}
 	}
