@@ -13,6 +13,7 @@ packages=(
   make git openssl curl ca-certificates systemd                 # scripts; systemd-analyze checks deploy/systemd
   openssh-server openssh-client                                 # kvm: real sshd
   libvirt-daemon libvirt-clients libvirt-daemon-driver-qemu     # kvm: real libvirtd
+  qemu-system-x86                                               # kvm: the emulator libvirtd probes to define domains (none is started)
   etcd-server                                                   # kubernetes: etcd for kube-apiserver
   prometheus prometheus-alertmanager                            # promtool, amtool, end-to-end test
   chromium                                                      # the status page in a real browser

@@ -132,6 +132,12 @@ kvm:
     private_key_file: KEY
     min_free_memory: 4GiB
     hosts: [{address: 127.0.0.1:22}]
+  - name: vcpus
+    insecure_ignore_host_key: true
+    user: proxyops
+    private_key_file: KEY
+    cpu_allocation_ratio: 8
+    hosts: [{address: 127.0.0.1:22}, {address: 127.0.0.2:22, min_free_vcpus: 2}]
   - name: volume
     insecure_ignore_host_key: true
     user: proxyops
@@ -152,10 +158,11 @@ kvm:
 		"gcp/g-quota":        {"QuotaExhausted"},
 		"kvm/pool":           {"PoolFull"},
 		"kvm/memory":         {"HostMemoryLow"},
+		"kvm/vcpus":          {"HostCPULow"},
 		"kvm/volume":         {"VolumeMissing"},
 		"kvm/network":        {"NetworkMissing", "NetworkInactive"},
 	}
-	optIn := []collector.Reason{"QuotaExhausted", "PoolFull", "HostMemoryLow", "VolumeMissing", "NetworkMissing", "NetworkInactive"}
+	optIn := []collector.Reason{"QuotaExhausted", "PoolFull", "HostMemoryLow", "HostCPULow", "VolumeMissing", "NetworkMissing", "NetworkInactive"}
 	for _, e := range entries(cfg, slog.New(slog.DiscardHandler)) {
 		key := e.Kind + "/" + e.Name
 		for _, r := range optIn {

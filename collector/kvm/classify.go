@@ -55,6 +55,7 @@ func Reasons() collector.ReasonSet {
 		collector.ReasonDef{Reason: ReasonPoolInaccessible, Up: true},
 		collector.ReasonDef{Reason: ReasonPoolFull, Up: true},
 		collector.ReasonDef{Reason: ReasonHostMemoryLow, Up: true},
+		collector.ReasonDef{Reason: ReasonHostCPULow, Up: true},
 		collector.ReasonDef{Reason: ReasonVolumeMissing, Up: true},
 		collector.ReasonDef{Reason: ReasonNetworkMissing, Up: true},
 		collector.ReasonDef{Reason: ReasonNetworkInactive, Up: true},

@@ -28,6 +28,13 @@ const (
 	DefaultMaxConcurrentDials = 128
 	DefaultDialTimeout        = config.Duration(3 * time.Second)
 	DefaultSSHPort            = "22"
+	// DefaultCPUAllocationRatio and DefaultReservedMemory apply where
+	// min_free_vcpus, respectively memory_allocation_ratio, is set and
+	// the key itself is not (docs/configuration.md: "Promised
+	// resources (KVM)"): OpenStack Nova's initial_cpu_allocation_ratio and
+	// reserved_host_memory_mb.
+	DefaultCPUAllocationRatio = 4.0
+	DefaultReservedMemory     = "512MiB"
 )
 
 // Section is the kvm section of the configuration file: one entry a group
@@ -68,10 +75,20 @@ type Entry struct {
 	DialTimeout           config.Duration `yaml:"dial_timeout,omitempty"`
 	// MinPoolAvailable and MinFreeMemory are byte quantities ("20GiB"),
 	// optional, overridable per host (docs/configuration.md: "KVM").
-	MinPoolAvailable string  `yaml:"min_pool_available,omitempty"`
-	MinFreeMemory    string  `yaml:"min_free_memory,omitempty"`
-	Hosts            []*Host `yaml:"hosts"`
-	config.Check     `yaml:",inline"`
+	MinPoolAvailable string `yaml:"min_pool_available,omitempty"`
+	MinFreeMemory    string `yaml:"min_free_memory,omitempty"`
+	// The promised-resource keys (docs/configuration.md: "Promised
+	// resources (KVM)"), overridable per host: one proxy's vCPUs, the
+	// allocation ratios and the memory never promised to domains. A
+	// ratio is a pointer so that an explicit 0 is refused, not taken for
+	// unset.
+	MinFreeVCPUs          int      `yaml:"min_free_vcpus,omitempty"`
+	CPUAllocationRatio    *float64 `yaml:"cpu_allocation_ratio,omitempty"`
+	MemoryAllocationRatio *float64 `yaml:"memory_allocation_ratio,omitempty"`
+	ReservedMemory        string   `yaml:"reserved_memory,omitempty"`
+	DiskAllocationRatio   *float64 `yaml:"disk_allocation_ratio,omitempty"`
+	Hosts                 []*Host  `yaml:"hosts"`
+	config.Check          `yaml:",inline"`
 
 	// Volume and Network are the optional placement checks, overridable
 	// per host (docs/configuration.md: "KVM"): the base image's volume in
@@ -114,6 +131,15 @@ type Host struct {
 	MinFreeMemory         string `yaml:"min_free_memory,omitempty"`
 	MinPoolAvailableBytes uint64 `yaml:"-"`
 	MinFreeMemoryBytes    uint64 `yaml:"-"`
+	// The promised-resource keys override the entry's; after Load they
+	// hold the effective values and Promised their parsed form, with the
+	// defaults applied where a resource is counted.
+	MinFreeVCPUs          int       `yaml:"min_free_vcpus,omitempty"`
+	CPUAllocationRatio    *float64  `yaml:"cpu_allocation_ratio,omitempty"`
+	MemoryAllocationRatio *float64  `yaml:"memory_allocation_ratio,omitempty"`
+	ReservedMemory        string    `yaml:"reserved_memory,omitempty"`
+	DiskAllocationRatio   *float64  `yaml:"disk_allocation_ratio,omitempty"`
+	Promised              *Promised `yaml:"-"`
 	// Volume and Network override the entry's; after Load they hold the
 	// effective values ("": not checked).
 	Volume  string `yaml:"volume,omitempty"`
@@ -151,6 +177,9 @@ func (v *Entry) Validate(where string) error {
 		return err
 	}
 	if err := placementNames(where, v.Volume, v.Network); err != nil {
+		return err
+	}
+	if _, err := promisedKeys(where, v.MinFreeVCPUs, v.CPUAllocationRatio, v.MemoryAllocationRatio, v.ReservedMemory, v.DiskAllocationRatio); err != nil {
 		return err
 	}
 	for _, f := range []struct {
@@ -253,7 +282,106 @@ func (h *Host) resolveMinimums(v *Entry, where string) error {
 			return err
 		}
 	}
+	if _, err := promisedKeys(where, h.MinFreeVCPUs, h.CPUAllocationRatio, h.MemoryAllocationRatio, h.ReservedMemory, h.DiskAllocationRatio); err != nil {
+		return err
+	}
+	if h.MinFreeVCPUs == 0 {
+		h.MinFreeVCPUs = v.MinFreeVCPUs
+	}
+	for _, r := range []struct{ own, parent **float64 }{
+		{&h.CPUAllocationRatio, &v.CPUAllocationRatio},
+		{&h.MemoryAllocationRatio, &v.MemoryAllocationRatio},
+		{&h.DiskAllocationRatio, &v.DiskAllocationRatio},
+	} {
+		if *r.own == nil {
+			*r.own = *r.parent
+		}
+	}
+	if h.ReservedMemory == "" {
+		h.ReservedMemory = v.ReservedMemory
+	}
+	p, err := promisedKeys(where, h.MinFreeVCPUs, h.CPUAllocationRatio, h.MemoryAllocationRatio, h.ReservedMemory, h.DiskAllocationRatio)
+	if err != nil {
+		return err
+	}
+	// A ratio counts a resource against one proxy's need of it: memory
+	// against min_free_memory, disk against min_pool_available.
+	if p.MemoryRatio > 0 && h.MinFreeMemoryBytes == 0 {
+		return fmt.Errorf("%s: memory_allocation_ratio: set without min_free_memory, one proxy's memory, which it is counted against", where)
+	}
+	if p.DiskRatio > 0 && h.MinPoolAvailableBytes == 0 {
+		return fmt.Errorf("%s: disk_allocation_ratio: set without min_pool_available, one proxy's disk, which it is counted against", where)
+	}
+	// nil where no resource is counted: a Host is held twice during a
+	// reload of a large file, so what most hosts do not use costs them a
+	// pointer, not the struct (docs/scaling.md: "Large configurations").
+	h.Promised = nil
+	if p.counts() {
+		h.Promised = &p
+	}
 	return nil
+}
+
+// Promised is a host's promised-resource policy (docs/configuration.md:
+// "Promised resources (KVM)"), parsed, the defaults applied: a resource whose
+// key is not set is not counted (0).
+type Promised struct {
+	// VCPUs is min_free_vcpus, one proxy's vCPUs; CPURatio the vCPUs
+	// promised per core, set whenever VCPUs is.
+	VCPUs    uint64
+	CPURatio float64
+	// MemoryRatio is memory_allocation_ratio; ReservedMemory, in bytes,
+	// is set whenever it is.
+	MemoryRatio    float64
+	ReservedMemory uint64
+	// DiskRatio is disk_allocation_ratio.
+	DiskRatio float64
+}
+
+// maxAllocationRatio bounds a ratio: far above any overcommit a host
+// survives (Nova's own defaults are at most 16), far below where a
+// host's cores times it would lose precision.
+const maxAllocationRatio = 1000
+
+// promisedKeys checks the promised-resource keys of an entry or a host and
+// parses them, the defaults applied where their resource is counted.
+func promisedKeys(where string, vcpus int, cpu, memory *float64, reserved string, disk *float64) (Promised, error) {
+	var p Promised
+	if vcpus < 0 {
+		return p, fmt.Errorf("%s: min_free_vcpus: must not be negative, got %d", where, vcpus)
+	}
+	for _, r := range []struct {
+		field string
+		v     *float64
+	}{{"cpu_allocation_ratio", cpu}, {"memory_allocation_ratio", memory}, {"disk_allocation_ratio", disk}} {
+		if r.v == nil {
+			continue
+		}
+		if !(*r.v > 0) || *r.v > maxAllocationRatio {
+			return p, fmt.Errorf("%s: %s: must be above 0 and at most %d, got %g", where, r.field, maxAllocationRatio, *r.v)
+		}
+	}
+	if err := byteMinimum(where, "reserved_memory", reserved, &p.ReservedMemory); err != nil {
+		return p, err
+	}
+	if vcpus > 0 {
+		p.VCPUs, p.CPURatio = uint64(vcpus), DefaultCPUAllocationRatio
+		if cpu != nil {
+			p.CPURatio = *cpu
+		}
+	}
+	if memory != nil {
+		p.MemoryRatio = *memory
+		if reserved == "" {
+			p.ReservedMemory, _ = ParseBytes(DefaultReservedMemory)
+		}
+	} else {
+		p.ReservedMemory = 0
+	}
+	if disk != nil {
+		p.DiskRatio = *disk
+	}
+	return p, nil
 }
 
 // placementNames checks the names of the optional volume and network: a
@@ -285,6 +413,11 @@ const bytePattern = `^(\s*\+?([0-9]+(\.[0-9]*)?|\.[0-9]+)((Ki|Mi|Gi|Ti|Pi|Ei)B?)
 // byteQuantity is the schema of a byte minimum; a YAML number is bytes.
 func byteQuantity(desc string) config.Keywords {
 	return config.Keywords{"type": []string{"string", "integer"}, "pattern": bytePattern, "minimum": 0, "description": desc}
+}
+
+// allocationRatio is the schema of an allocation ratio.
+func allocationRatio(desc string) config.Keywords {
+	return config.Keywords{"type": "number", "exclusiveMinimum": 0, "maximum": maxAllocationRatio, "description": desc}
 }
 
 // addressPattern is a kvm host's address: a host, host:port, [IPv6] or
@@ -329,6 +462,11 @@ func (Entry) SchemaKeywords() map[string]config.Keywords {
 		"dial_timeout":             config.PositiveDuration("Timeout of one SSH dial and handshake (default 3s)."),
 		"min_pool_available":       byteQuantity("Least free space of the pool (20GiB); overridable per host."),
 		"min_free_memory":          byteQuantity("Least free memory of the host (4GiB); overridable per host."),
+		"min_free_vcpus":           {"minimum": 0, "description": "One proxy's vCPUs, against the host's cores times cpu_allocation_ratio less the vCPUs of its defined domains; overridable per host."},
+		"cpu_allocation_ratio":     allocationRatio("vCPUs promised per core (default 4.0, where min_free_vcpus is set); overridable per host."),
+		"memory_allocation_ratio":  allocationRatio("When set, memory promised to defined domains counts against (memory - reserved_memory) times it; needs min_free_memory; overridable per host."),
+		"reserved_memory":          byteQuantity("Host memory never promised to domains (default 512MiB, where memory_allocation_ratio is set); overridable per host."),
+		"disk_allocation_ratio":    allocationRatio("When set, the pool volumes' virtual sizes count against the pool's capacity times it; needs min_pool_available; overridable per host."),
 		"hosts":                    {"minItems": 1, "description": "The hosts, each a target."},
 		"volume":                   libvirtName("Base image volume that must exist in the pool; overridable per host.", config.NoControlCharacters),
 		"network":                  libvirtName("libvirt network the proxies attach to, which must be active; overridable per host.", `^[^\x00-\x1f\x7f/]*$`),
@@ -343,14 +481,19 @@ func (Host) SchemaKeywords() map[string]config.Keywords {
 			"pattern":     addressPattern,
 			"description": "SSH address, host or host:port (port 22 by default).",
 		},
-		"name":               {"pattern": config.NoControlCharacters, "description": "The target label; default: the address's host."},
-		"user":               {"description": "SSH user; default: the entry's."},
-		"pool":               {"description": "Storage pool; default: the entry's."},
-		"private_key_file":   {"description": "SSH private key; default: the entry's."},
-		"min_pool_available": byteQuantity("Least free space of the pool; default: the entry's."),
-		"min_free_memory":    byteQuantity("Least free memory; default: the entry's."),
-		"volume":             libvirtName("Base image volume; default: the entry's.", config.NoControlCharacters),
-		"network":            libvirtName("libvirt network; default: the entry's.", `^[^\x00-\x1f\x7f/]*$`),
+		"name":                    {"pattern": config.NoControlCharacters, "description": "The target label; default: the address's host."},
+		"user":                    {"description": "SSH user; default: the entry's."},
+		"pool":                    {"description": "Storage pool; default: the entry's."},
+		"private_key_file":        {"description": "SSH private key; default: the entry's."},
+		"min_pool_available":      byteQuantity("Least free space of the pool; default: the entry's."),
+		"min_free_memory":         byteQuantity("Least free memory; default: the entry's."),
+		"min_free_vcpus":          {"minimum": 0, "description": "One proxy's vCPUs; default: the entry's."},
+		"cpu_allocation_ratio":    allocationRatio("vCPUs promised per core; default: the entry's."),
+		"memory_allocation_ratio": allocationRatio("Memory allocation ratio; default: the entry's."),
+		"reserved_memory":         byteQuantity("Host memory never promised to domains; default: the entry's."),
+		"disk_allocation_ratio":   allocationRatio("Disk allocation ratio; default: the entry's."),
+		"volume":                  libvirtName("Base image volume; default: the entry's.", config.NoControlCharacters),
+		"network":                 libvirtName("libvirt network; default: the entry's.", `^[^\x00-\x1f\x7f/]*$`),
 	}
 }
 

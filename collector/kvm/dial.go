@@ -81,6 +81,9 @@ type session struct {
 	hmu     sync.Mutex
 	pool    *libvirt.StoragePool
 	network *libvirt.Network
+	// node is NodeGetInfo's answer: a host's cores and memory do not
+	// change while libvirtd runs, so it is read once per connection.
+	node *nodeInfo
 
 	// grace is how long a check's call may go on past the check's
 	// deadline before the session is closed (lateAnswerGrace; tests
@@ -109,6 +112,22 @@ func (s *session) keepPool(p libvirt.StoragePool) {
 func (s *session) forgetPool() {
 	s.hmu.Lock()
 	s.pool = nil
+	s.hmu.Unlock()
+}
+
+// nodeInfo is the kept NodeGetInfo answer, if any.
+func (s *session) nodeInfo() (nodeInfo, bool) {
+	s.hmu.Lock()
+	defer s.hmu.Unlock()
+	if s.node == nil {
+		return nodeInfo{}, false
+	}
+	return *s.node, true
+}
+
+func (s *session) keepNodeInfo(n nodeInfo) {
+	s.hmu.Lock()
+	s.node = &n
 	s.hmu.Unlock()
 }
 
@@ -241,12 +260,15 @@ func (s *session) faultErr() error {
 }
 
 // maxUnread is the most the libvirt channel may hold that the client has
-// not read: the largest reply the frame checker lets through (maxReplyLen).
-// The client reads a reply only while its call is in flight, one call at a
-// time, and the exporter never asks for anything libvirtd would send
-// unasked (frameConn.match), so more unread bytes than one whole reply are
-// a peer that sends what nobody asked for (docs/security.md: "What the
-// exporter bounds").
+// not read while the call in flight is not known (before the client judges
+// arriving data: askedBy): the largest reply the frame checker lets through
+// for any call but the two list calls a host with a promised-resource key
+// makes, whose replies may be up to maxListReplyLen while one of them is
+// in flight (frameConn.unreadLimit). The client reads a reply only while
+// its call is in flight, one call at a time, and the exporter never asks
+// for anything libvirtd would send unasked (frameConn.match), so more
+// unread bytes than one whole reply are a peer that sends what nobody
+// asked for (docs/security.md: "What the exporter bounds").
 const maxUnread = maxReplyLen
 
 // drainMinRead is the least room the drain reads into at a time.
@@ -261,6 +283,7 @@ const drainKeep = 4 << 10
 // data.
 type floodError struct {
 	unread int
+	limit  int // the unread bytes the call in flight allowed
 	idle   bool
 	stderr bool
 }
@@ -272,7 +295,7 @@ func (e *floodError) Error() string {
 	case e.idle:
 		return fmt.Sprintf("the libvirt socket's SSH channel sent %d bytes that no call asked for, while no call awaited a reply; the connection was closed", e.unread)
 	}
-	return fmt.Sprintf("the libvirt socket's SSH channel sent %d bytes that no call asked for, more than the %d of any reply; the connection was closed", e.unread, maxUnread)
+	return fmt.Sprintf("the libvirt socket's SSH channel sent %d bytes that no call asked for, more than the %d of any reply; the connection was closed", e.unread, e.limit)
 }
 
 // drainedChannel is the libvirt channel as the client reads it. x/crypto/ssh
@@ -289,9 +312,10 @@ func (e *floodError) Error() string {
 type drainedChannel struct {
 	channelConn
 	flooded func(error)
-	// asked, once set (askedBy), tells whether a call awaits a reply:
-	// data that arrives while none does ends the channel at once.
-	asked atomic.Pointer[func() bool]
+	// asked, once set (askedBy), tells how many bytes the call that
+	// awaits its reply may have unread, 0 while no call awaits one: data
+	// that arrives then ends the channel at once.
+	asked atomic.Pointer[func() int]
 
 	mu   sync.Mutex
 	cond sync.Cond
@@ -312,8 +336,18 @@ func newDrainedChannel(c channelConn, flooded func(error)) *drainedChannel {
 	return d
 }
 
-// askedBy makes f the judge of whether arriving data was asked for.
-func (d *drainedChannel) askedBy(f func() bool) { d.asked.Store(&f) }
+// askedBy makes f the judge of whether arriving data was asked for, and
+// how much of it may be unread.
+func (d *drainedChannel) askedBy(f func() int) { d.asked.Store(&f) }
+
+// limit is how many bytes may be unread now: what the judge says, or
+// maxUnread before there is one.
+func (d *drainedChannel) limit() int {
+	if asked := d.asked.Load(); asked != nil {
+		return (*asked)()
+	}
+	return maxUnread
+}
 
 // room returns the free room past the unread bytes, compacting or growing
 // the buffer first; called with mu held.
@@ -325,7 +359,7 @@ func (d *drainedChannel) room() []byte {
 	if cap(d.buf)-len(d.buf) >= drainMinRead {
 		return d.buf[len(d.buf):cap(d.buf)]
 	}
-	size := min(max(2*unread, unread+drainMinRead, drainMinRead), maxUnread+drainMinRead)
+	size := min(max(2*unread, unread+drainMinRead, drainMinRead), max(d.limit(), maxUnread)+drainMinRead)
 	if unread == 0 && d.buf != nil && cap(d.buf) >= size {
 		d.buf, d.off = d.buf[:0], 0
 	} else {
@@ -355,13 +389,13 @@ func (d *drainedChannel) drain() {
 			return
 		}
 		d.buf = d.buf[:len(d.buf)+n]
-		asked := d.asked.Load()
 		// Checked before the client can see the bytes: a reply's bytes
 		// arrive only after its call was counted, and are read whole
 		// before it is uncounted.
-		idle := n > 0 && asked != nil && !(*asked)()
-		if unread := len(d.buf) - d.off; unread > maxUnread || idle {
-			err := &floodError{unread: unread, idle: idle}
+		limit := d.limit()
+		idle := n > 0 && limit == 0
+		if unread := len(d.buf) - d.off; unread > limit || idle {
+			err := &floodError{unread: unread, limit: limit, idle: idle}
 			d.err = err
 			d.buf, d.off = nil, 0
 			d.cond.Broadcast()
@@ -775,10 +809,10 @@ func (c *Checker) dialNetwork(ctx context.Context, logger *slog.Logger, set sett
 			return fmt.Errorf("open %s over ssh: %w", set.socket, err)
 		}
 		s.lv = c.newClient(watchedConn{Conn: ch, s: s})
-		if a, ok := s.lv.(interface{ awaiting() bool }); ok {
+		if a, ok := s.lv.(interface{ unreadLimit() int }); ok {
 			// Data that arrives while no call awaits a reply was not
 			// asked for: the connection ends at its first byte.
-			ch.(*drainedChannel).askedBy(a.awaiting)
+			ch.(*drainedChannel).askedBy(a.unreadLimit)
 		}
 		lv := loggedClient{next: s.lv, logger: logger}
 		if err := lv.ConnectToURI(libvirt.ConnectURI(set.uri)); err != nil {

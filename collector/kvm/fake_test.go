@@ -2,7 +2,9 @@ package kvm
 
 import (
 	"io"
+	"maps"
 	"net"
+	"slices"
 	"sync"
 
 	"github.com/digitalocean/go-libvirt"
@@ -23,6 +25,12 @@ type fakeLibvirt struct {
 	allocation uint64
 	available  uint64
 	freeMemory uint64
+	// node, domains and volCaps are what the promised-resource calls
+	// answer: the host's CPUs and memory, the defined domains, the
+	// pool's volumes' capacities by name.
+	node    nodeInfo
+	domains []domainStat
+	volCaps map[string]uint64
 	// poolGen is the generation of the pool: the first byte of its
 	// UUID. Redefining the pool under the same name (poolGen++) makes
 	// the handles of the old one stale, as libvirtd does: the info call
@@ -59,7 +67,53 @@ func newFakeLibvirt() *fakeLibvirt {
 		volumes:    map[string]bool{},
 		networks:   map[string]*fakeNetwork{},
 		calls:      map[string]int{},
+		node:       nodeInfo{cpus: 8, memoryKiB: 32 << 20},
+		volCaps:    map[string]uint64{},
 	}
+}
+
+func (c *fakeClient) NodeGetInfo() (nodeInfo, error) {
+	if err := c.roundTrip("NodeGetInfo"); err != nil {
+		return nodeInfo{}, err
+	}
+	c.f.mu.Lock()
+	defer c.f.mu.Unlock()
+	return c.f.node, nil
+}
+
+func (c *fakeClient) ConnectGetAllDomainStats() ([]domainStat, error) {
+	if err := c.roundTrip("ConnectGetAllDomainStats"); err != nil {
+		return nil, err
+	}
+	c.f.mu.Lock()
+	defer c.f.mu.Unlock()
+	return slices.Clone(c.f.domains), nil
+}
+
+func (c *fakeClient) StoragePoolListAllVolumes(p libvirt.StoragePool) ([]libvirt.StorageVol, error) {
+	if err := c.roundTrip("StoragePoolListAllVolumes"); err != nil {
+		return nil, err
+	}
+	c.f.mu.Lock()
+	defer c.f.mu.Unlock()
+	var out []libvirt.StorageVol
+	for _, name := range slices.Sorted(maps.Keys(c.f.volCaps)) {
+		out = append(out, libvirt.StorageVol{Pool: p.Name, Name: name, Key: "/pool/" + name})
+	}
+	return out, nil
+}
+
+func (c *fakeClient) StorageVolGetInfo(v libvirt.StorageVol) (uint64, error) {
+	if err := c.roundTrip("StorageVolGetInfo"); err != nil {
+		return 0, err
+	}
+	c.f.mu.Lock()
+	defer c.f.mu.Unlock()
+	n, ok := c.f.volCaps[v.Name]
+	if !ok {
+		return 0, libvirt.Error{Code: uint32(libvirt.ErrNoStorageVol), Message: "Storage volume not found"}
+	}
+	return n, nil
 }
 
 type fakeNetwork struct {

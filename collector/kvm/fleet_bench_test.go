@@ -244,6 +244,10 @@ type fleetScenario struct {
 	knownHostsPad       int  // extra known_hosts lines, for hosts not checked
 	freeMemory          bool // min_free_memory set: one more RPC a check
 	placement           bool // volume and network set: one more RPC a check each
+	// promised sets every promised-resource key (with min_free_memory and
+	// min_pool_available, which they count against): the domains' stats,
+	// the free memory, the volume list and one call per volume a check.
+	promised bool
 	// dials is max_concurrent_dials; 0 is the default. 16 keeps the dial
 	// window fixed where it starts, as it was before it adapted.
 	dials int
@@ -279,6 +283,9 @@ func (sc fleetScenario) String() string {
 	}
 	if sc.placement {
 		name += "/volume+network"
+	}
+	if sc.promised {
+		name += "/promised"
 	}
 	if sc.dials > 0 {
 		name += fmt.Sprintf("/max_concurrent_dials=%d", sc.dials)
@@ -318,6 +325,7 @@ func BenchmarkFleet(b *testing.B) {
 		{hosts: 100, placement: true},
 		{hosts: 100, knownHostsPad: 4900},
 		{hosts: 1000, settle: 50},
+		{hosts: 1000, settle: 50, promised: true},
 		{hosts: 1000, knownHostsPad: 4000},
 		{hosts: 1000, hung: 10},
 		{hosts: 1000, hung: 10, dials: 16},
@@ -406,6 +414,14 @@ func benchFleet(b *testing.B, sc fleetScenario) {
 		if sc.freeMemory {
 			// Below what the fake reports: the host stays Ready.
 			host.MinFreeMemory, host.MinFreeMemoryBytes = "1GiB", 1<<30
+		}
+		if sc.promised {
+			// What the fake host has leaves room (8 CPUs, 32 GiB, four
+			// domains of 2 vCPUs and 4 GiB, a 100 GiB pool with three
+			// volumes of 20 GiB): the host stays Ready.
+			host.MinFreeMemory, host.MinFreeMemoryBytes = "1GiB", 1<<30
+			host.MinPoolAvailable, host.MinPoolAvailableBytes = "20GiB", 20<<30
+			host.Promised = &Promised{VCPUs: 2, CPURatio: DefaultCPUAllocationRatio, MemoryRatio: 1, ReservedMemory: 512 << 20, DiskRatio: 1}
 		}
 		if sc.placement {
 			// A volume and an active network the fake has: Ready.
@@ -855,4 +871,24 @@ func (c countingClient) NetworkLookupByName(name string) (libvirt.Network, error
 func (c countingClient) NetworkIsActive(n libvirt.Network) (int32, error) {
 	c.calls.Add(1)
 	return c.libvirtClient.NetworkIsActive(n)
+}
+
+func (c countingClient) NodeGetInfo() (nodeInfo, error) {
+	c.calls.Add(1)
+	return c.libvirtClient.NodeGetInfo()
+}
+
+func (c countingClient) ConnectGetAllDomainStats() ([]domainStat, error) {
+	c.calls.Add(1)
+	return c.libvirtClient.ConnectGetAllDomainStats()
+}
+
+func (c countingClient) StoragePoolListAllVolumes(p libvirt.StoragePool) ([]libvirt.StorageVol, error) {
+	c.calls.Add(1)
+	return c.libvirtClient.StoragePoolListAllVolumes(p)
+}
+
+func (c countingClient) StorageVolGetInfo(v libvirt.StorageVol) (uint64, error) {
+	c.calls.Add(1)
+	return c.libvirtClient.StorageVolGetInfo(v)
 }

@@ -227,15 +227,18 @@ func TestDrainedChannel(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		asked  bool
+		limit  int // the unread bytes the call awaited allows
 		data   int
 		stderr bool
 		want   string // "" = handed out
 	}{
-		{"a reply", true, 4096, false, ""},
-		{"the largest reply", true, maxUnread, false, ""},
-		{"more than any reply", true, maxUnread + 1, false, "sent 65541 bytes that no call asked for, more than the 65540 of any reply"},
-		{"data while no call awaits", false, 1, false, "sent 1 bytes that no call asked for, while no call awaited a reply"},
-		{"stderr", true, 0, true, "extended (stderr) data"},
+		{"a reply", true, maxUnread, 4096, false, ""},
+		{"the largest reply", true, maxUnread, maxUnread, false, ""},
+		{"more than any reply", true, maxUnread, maxUnread + 1, false, "sent 65541 bytes that no call asked for, more than the 65540 of any reply"},
+		{"a list reply", true, maxListReplyLen, maxListReplyLen, false, ""},
+		{"more than a list reply", true, maxListReplyLen, maxListReplyLen + 1, false, "sent 1048581 bytes that no call asked for, more than the 1048580 of any reply"},
+		{"data while no call awaits", false, 0, 1, false, "sent 1 bytes that no call asked for, while no call awaited a reply"},
+		{"stderr", true, maxUnread, 0, true, "extended (stderr) data"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dr, dw := io.Pipe()
@@ -243,7 +246,12 @@ func TestDrainedChannel(t *testing.T) {
 			flooded := make(chan error, 2)
 			d := newDrainedChannel(channelConn{Channel: pipeChannel{dr, er}}, func(err error) { flooded <- err })
 			defer d.Close()
-			d.askedBy(func() bool { return tc.asked })
+			d.askedBy(func() int {
+				if tc.asked {
+					return tc.limit
+				}
+				return 0
+			})
 			go func() {
 				if tc.stderr {
 					_, _ = ew.Write([]byte("x"))

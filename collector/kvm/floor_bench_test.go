@@ -251,3 +251,13 @@ func (c *rawClient) NetworkLookupByName(string) (libvirt.Network, error) {
 }
 
 func (c *rawClient) NetworkIsActive(libvirt.Network) (int32, error) { return 0, errNotRaw }
+
+func (c *rawClient) NodeGetInfo() (nodeInfo, error) { return nodeInfo{}, errNotRaw }
+
+func (c *rawClient) ConnectGetAllDomainStats() ([]domainStat, error) { return nil, errNotRaw }
+
+func (c *rawClient) StoragePoolListAllVolumes(libvirt.StoragePool) ([]libvirt.StorageVol, error) {
+	return nil, errNotRaw
+}
+
+func (c *rawClient) StorageVolGetInfo(libvirt.StorageVol) (uint64, error) { return 0, errNotRaw }

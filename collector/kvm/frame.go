@@ -21,7 +21,9 @@ const (
 	// Every reply to the calls a check makes is far smaller (an error's
 	// message is at most 1024 bytes), so a larger frame is refused before
 	// it is read: a hostile peer cannot make the exporter hold more than
-	// this per frame. What it sends unasked is bounded by the drain of the
+	// this per frame. The two lists the promised-resource keys read (a
+	// host's domains, a pool's volumes) may have up to maxListReplyLen,
+	// and only a host with those keys calls them (procedures). What it sends unasked is bounded by the drain of the
 	// channel (drainedChannel, maxUnread).
 	maxReplyLen = 65536 + frameLenSize
 
@@ -84,10 +86,22 @@ type frameConn struct {
 	// awaited counts the calls sent whose reply has not been read whole:
 	// while it is 0, nothing the peer sends was asked for (awaiting).
 	awaited atomic.Int32
+	// limit is the reply limit of the last call sent (unreadLimit).
+	limit atomic.Uint32
 }
 
 // awaiting tells whether a call sent awaits its reply, or the rest of it.
 func (c *frameConn) awaiting() bool { return c.awaited.Load() > 0 }
+
+// unreadLimit is how many bytes of the reply awaited may arrive before the
+// client reads them: the reply limit of the last call sent (the client
+// makes one call at a time), 0 while no call awaits a reply.
+func (c *frameConn) unreadLimit() int {
+	if !c.awaiting() {
+		return 0
+	}
+	return int(c.limit.Load())
+}
 
 func newFrameConn(conn net.Conn) *frameConn {
 	return &frameConn{conn: conn, calls: map[int32]uint32{}}
@@ -145,6 +159,7 @@ func (c *frameConn) note(p []byte) {
 			c.mu.Lock()
 			c.calls[h.serial] = h.procedure
 			c.mu.Unlock()
+			c.limit.Store(replyLimit(h.procedure))
 			c.awaited.Add(1)
 		}
 	}
@@ -231,6 +246,9 @@ func (c *frameConn) readFrame() (r reply, started bool, err error) {
 	if err != nil {
 		return r, true, err
 	}
+	if limit := replyLimit(proc); length > limit {
+		return r, true, badFrame("length %d is above the %d bytes of any reply to %s", length, limit, procName(proc))
+	}
 	payload := make([]byte, length-minFrameLen)
 	if n, err := io.ReadFull(c.conn, payload); err != nil {
 		return r, true, fmt.Errorf("libvirt frame of %d bytes cut off after %d: %w", length, minFrameLen+n, noEOF(err))
@@ -260,8 +278,8 @@ func checkLength(length uint32) error {
 		return badFrame("length %d is below the %d bytes of libvirt's length and header", length, minFrameLen)
 	case length > protocolMaxLen:
 		return badFrame("length %d is above libvirt's maximum message size of %d bytes", length, protocolMaxLen)
-	case length > maxReplyLen:
-		return badFrame("length %d is above the %d bytes of any reply to the calls this exporter makes", length, maxReplyLen)
+	case length > maxListReplyLen:
+		return badFrame("length %d is above the %d bytes of any reply to the calls this exporter makes", length, maxListReplyLen)
 	}
 	return nil
 }

@@ -37,10 +37,16 @@ func TestMisbehavingLibvirtPeer(t *testing.T) {
 		knownHostsLine(goodSrv.addr, goodSrv.hostKey.PublicKey()))
 	// Each host is its own entry here only because the socket path is
 	// per entry; one checker per entry, as the engine makes them.
-	newChecker := func(addr, socket string) *Checker {
+	newChecker := func(addr, socket string, promised ...Promised) *Checker {
 		cfg := *e.cfg
 		cfg.LibvirtSocket = socket
 		cfg.Hosts = []*Host{{Address: addr, Name: hostName, User: "proxyops", Pool: "default", PrivateKeyFile: e.keyFile}}
+		if len(promised) > 0 {
+			// The fake's host and pool leave room for one proxy of 1
+			// vCPU, 1 GiB and 1 GiB at these ratios.
+			cfg.Hosts[0].Promised = &promised[0]
+			cfg.Hosts[0].MinFreeMemoryBytes, cfg.Hosts[0].MinPoolAvailableBytes = 1<<30, 1<<30
+		}
 		c, err := New(&cfg, testLogger(t))
 		if err != nil {
 			t.Fatal(err)
@@ -71,12 +77,22 @@ func TestMisbehavingLibvirtPeer(t *testing.T) {
 		cases = append(cases,
 			tc{f, procAuthList, dialWant, msg},
 			tc{f, procStoragePoolLookupByName, poolWant, msg},
-			tc{f, procStoragePoolGetInfo, poolWant, msg})
+			tc{f, procStoragePoolGetInfo, poolWant, msg},
+			// The promised-resource calls: NodeGetInfo on a new
+			// connection, the others on a kept one.
+			tc{f, procNodeGetInfo, poolWant, msg},
+			tc{f, procConnectGetAllDomainStats, poolWant, msg},
+			tc{f, procStoragePoolListAllVolumes, poolWant, msg},
+			tc{f, procStorageVolGetInfo, poolWant, msg})
 	}
+	promised := map[uint32]bool{procNodeGetInfo: true, procConnectGetAllDomainStats: true, procStoragePoolListAllVolumes: true, procStorageVolGetInfo: true}
 	for _, tt := range cases {
 		t.Run(fmt.Sprintf("%s/proc%d", FaultNames[tt.fault], tt.proc), func(t *testing.T) {
 			badC := newChecker(badSrv.addr, bad.Path())
-			if tt.proc == procStoragePoolGetInfo {
+			if promised[tt.proc] {
+				badC = newChecker(badSrv.addr, bad.Path(), Promised{VCPUs: 1, CPURatio: 4, MemoryRatio: 1, DiskRatio: 2})
+			}
+			if tt.proc == procStoragePoolGetInfo || promised[tt.proc] && tt.proc != procNodeGetInfo {
 				// The pool's info goes over a kept connection; its
 				// lookup is the first call on a new one.
 				if v := check(t, badC, hostName, 10*time.Second); v.Reason != collector.ReasonReady {
@@ -150,7 +166,8 @@ func TestFrameConn(t *testing.T) {
 		{"zero length", BrokenReply(FaultZeroLength, procStoragePoolGetInfo, 7), "length 0 is below"},
 		{"length 27", frame(func(w *xdrWriter) { w.u32(27) }), "length 27 is below"},
 		{"huge length", BrokenReply(FaultHugeLength, procStoragePoolGetInfo, 7), "above libvirt's maximum"},
-		{"above any reply", frame(func(w *xdrWriter) { w.u32(maxReplyLen + 1) }), "above the 65540 bytes"},
+		{"above any reply", frame(func(w *xdrWriter) { w.u32(maxListReplyLen + 1) }), "above the 1048580 bytes"},
+		{"above a pool info reply", replyFrame2(func(h []uint32) { h[0] = maxReplyLen + 1 }), "above the 65540 bytes of any reply to StoragePoolGetInfo"},
 		{"wrong program", BrokenReply(FaultWrongProgram, procStoragePoolGetInfo, 7), "program 0x20008087"},
 		{"wrong version", replyFrame2(func(h []uint32) { h[2] = 2 }), "protocol version 2"},
 		{"a call", replyFrame2(func(h []uint32) { h[4] = frameCall }), "message type 0"},
@@ -238,7 +255,8 @@ func TestFrameConnWritesSplit(t *testing.T) {
 // hands the client only frames within libvirt's bounds that answer a call in
 // flight.
 func FuzzFrameConn(f *testing.F) {
-	for _, proc := range []uint32{procAuthList, procConnectOpen, procConnectGetLibVersion, procStoragePoolLookupByName, procStoragePoolGetInfo} {
+	for _, proc := range []uint32{procAuthList, procConnectOpen, procConnectGetLibVersion, procStoragePoolLookupByName, procStoragePoolGetInfo,
+		procNodeGetInfo, procConnectGetAllDomainStats, procStoragePoolListAllVolumes, procStorageVolGetInfo} {
 		status, payload := answer(proc)
 		f.Add(proc, replyFrame(remoteProgram, proc, 1, status, payload))
 		for fault := range FaultNames {
@@ -270,7 +288,8 @@ func FuzzFrameConn(f *testing.F) {
 // any reply to the calls a check makes without panicking, and returns.
 func FuzzLibvirtReply(f *testing.F) {
 	for _, proc := range []uint32{procAuthList, procAuthPolkit, procConnectGetLibVersion, procStoragePoolLookupByName, procStoragePoolGetInfo,
-		procNodeGetFreeMemory, procStorageVolLookupByName, procNetworkLookupByName, procNetworkIsActive} {
+		procNodeGetFreeMemory, procStorageVolLookupByName, procNetworkLookupByName, procNetworkIsActive,
+		procNodeGetInfo, procConnectGetAllDomainStats, procStoragePoolListAllVolumes, procStorageVolGetInfo} {
 		_, payload := answerTo(proc, "default", nil)
 		f.Add(proc, uint32(statusOK), payload)
 		f.Add(proc, uint32(statusError), errorPayload(49, "no pool"))
@@ -278,7 +297,7 @@ func FuzzLibvirtReply(f *testing.F) {
 		f.Add(proc, uint32(statusOK), b[minFrameLen:])
 	}
 	f.Fuzz(func(t *testing.T, proc, status uint32, payload []byte) {
-		if len(payload) > maxReplyLen {
+		if len(payload) > maxListReplyLen {
 			return
 		}
 		client, server := net.Pipe()
@@ -323,6 +342,11 @@ func FuzzLibvirtReply(f *testing.F) {
 		_, _ = lv.StorageVolLookupByName(p, "base.qcow2")
 		if n, err := lv.NetworkLookupByName("default"); err == nil {
 			_, _ = lv.NetworkIsActive(n)
+		}
+		_, _ = lv.NodeGetInfo()
+		_, _ = lv.ConnectGetAllDomainStats()
+		if vols, err := lv.StoragePoolListAllVolumes(p); err == nil && len(vols) > 0 {
+			_, _ = lv.StorageVolGetInfo(vols[0])
 		}
 		if ctx.Err() != nil {
 			t.Fatal("the client did not return")

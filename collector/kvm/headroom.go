@@ -29,6 +29,19 @@ type Minimums struct {
 	// FreeMemory is min_free_memory: only when it is set does a check make
 	// the NodeGetFreeMemory call.
 	FreeMemory uint64
+	// Promised is the host's promised-resource policy: only a host that
+	// counts a resource makes the calls that read it (readPromised); nil
+	// where none is counted.
+	Promised *Promised
+}
+
+// promised is the host's promised-resource policy, the zero one (nothing
+// counted) where it has none.
+func (m Minimums) promised() Promised {
+	if m.Promised == nil {
+		return Promised{}
+	}
+	return *m.Promised
 }
 
 // headroomVerdict turns a check's readings into its verdict when the pool
@@ -63,7 +76,8 @@ var blocksPlacement = []collector.Reason{
 
 // hostCapacity is how many more proxies a host takes (docs/metrics.md:
 // "Capacity"): min(pool available / min_pool_available, free memory /
-// min_free_memory) over the keys that are set, unknown when neither is
+// min_free_memory, and what is promised of the pool, the memory and the
+// vCPUs leaves: promisedFit) over the keys that are set, unknown when neither is
 // or when the check measured nothing (libvirtd did not answer about the
 // pool). The same comparisons decide PoolFull and HostMemoryLow
 // (headroomVerdict): a constraint counts 0 exactly when its reading is
@@ -75,14 +89,18 @@ func hostCapacity(r *result, mins Minimums) collector.Capacity {
 	switch {
 	case slices.Contains(blocksPlacement, r.reason):
 		return collector.Capacity{Known: true, Binding: string(r.reason)}
-	case r.reason != collector.ReasonReady && r.reason != ReasonPoolFull && r.reason != ReasonHostMemoryLow:
+	case r.reason != collector.ReasonReady && r.reason != ReasonPoolFull && r.reason != ReasonHostMemoryLow && r.reason != ReasonHostCPULow:
 		return collector.Capacity{}
 	}
 	c := collector.FitUint64(r.info.available, mins.PoolAvailable, "pool "+r.pool)
 	if r.freeKnown {
 		c = c.Min(collector.FitUint64(r.free, mins.FreeMemory, "memory"))
 	}
-	return c
+	// What is promised bounds it too (docs/metrics.md: "Capacity"), each
+	// with the comparison its reason makes (promisedFit.short).
+	c = c.Min(diskFit(mins, r.pool, r.info.capacity, &r.promised).cap)
+	c = c.Min(memoryFit(mins, &r.promised).cap)
+	return c.Min(vcpuFit(mins.promised(), &r.promised).cap)
 }
 
 // checkFreeMemory makes the NodeGetFreeMemory call on s, h's kept connection,

@@ -89,19 +89,19 @@ func TestHeadroomVerdict(t *testing.T) {
 		message    string
 	}{
 		{"nothing set", collector.ReasonReady, 0, Minimums{}, 0, collector.ReasonReady, ""},
-		{"enough of both", collector.ReasonReady, 30 * gib, Minimums{20 * gib, 4 * gib}, 4 * gib, collector.ReasonReady, ""},
+		{"enough of both", collector.ReasonReady, 30 * gib, Minimums{PoolAvailable: 20 * gib, FreeMemory: 4 * gib}, 4 * gib, collector.ReasonReady, ""},
 		{"pool full", collector.ReasonReady, 300 << 20, Minimums{PoolAvailable: 20 * gib}, 0,
 			ReasonPoolFull, "pool default: 300 MiB available, 20 GiB required"},
 		{"one byte short", collector.ReasonReady, 20*gib - 1, Minimums{PoolAvailable: 20 * gib}, 0,
 			ReasonPoolFull, "pool default: 20 GiB (21474836479 bytes) available, 20 GiB (21474836480 bytes) required"},
-		{"memory low", collector.ReasonReady, 30 * gib, Minimums{20 * gib, 4 * gib}, 200 << 20,
+		{"memory low", collector.ReasonReady, 30 * gib, Minimums{PoolAvailable: 20 * gib, FreeMemory: 4 * gib}, 200 << 20,
 			ReasonHostMemoryLow, "host free memory: 200 MiB, 4 GiB required"},
 		{"free memory not asked for", collector.ReasonReady, 30 * gib, Minimums{PoolAvailable: 20 * gib}, 0, collector.ReasonReady, ""},
-		{"pool full wins over memory low", collector.ReasonReady, gib, Minimums{20 * gib, 4 * gib}, 0,
+		{"pool full wins over memory low", collector.ReasonReady, gib, Minimums{PoolAvailable: 20 * gib, FreeMemory: 4 * gib}, 0,
 			ReasonPoolFull, "pool default: 1 GiB available, 20 GiB required"},
-		{"pool state wins over pool full", ReasonPoolInactive, 0, Minimums{20 * gib, 4 * gib}, 0,
+		{"pool state wins over pool full", ReasonPoolInactive, 0, Minimums{PoolAvailable: 20 * gib, FreeMemory: 4 * gib}, 0,
 			ReasonPoolInactive, ""},
-		{"pool missing wins", ReasonPoolMissing, 0, Minimums{20 * gib, 4 * gib}, 0, ReasonPoolMissing, ""},
+		{"pool missing wins", ReasonPoolMissing, 0, Minimums{PoolAvailable: 20 * gib, FreeMemory: 4 * gib}, 0, ReasonPoolMissing, ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			got, msg := headroomVerdict(tt.pool, "default", tt.available, tt.mins, tt.freeMemory)

@@ -10,15 +10,17 @@ func Kind() collector.Kind {
 		Section:     Section(),
 		Reasons:     Reasons(),
 		MultiTarget: true, // one target per host
-		// PoolFull and HostMemoryLow only where their minimum is set, the
+		// PoolFull, HostMemoryLow and HostCPULow only where their minimum
+		// is set (min_pool_available, min_free_memory, min_free_vcpus), the
 		// placement reasons only where volume or network is, on the entry
 		// or one of its hosts (docs/configuration.md).
 		EntryReasons: func(k *Entry) collector.ReasonSet {
-			pool, memory := k.MinPoolAvailable != "", k.MinFreeMemory != ""
+			pool, memory, cpu := k.MinPoolAvailable != "", k.MinFreeMemory != "", k.MinFreeVCPUs > 0
 			volume, network := k.Volume != "", k.Network != ""
 			for _, h := range k.Hosts {
 				pool = pool || h.MinPoolAvailable != ""
 				memory = memory || h.MinFreeMemory != ""
+				cpu = cpu || h.MinFreeVCPUs > 0
 				volume, network = volume || h.Volume != "", network || h.Network != ""
 			}
 			set := Reasons()
@@ -27,6 +29,9 @@ func Kind() collector.Kind {
 			}
 			if !memory {
 				set = set.Without(ReasonHostMemoryLow)
+			}
+			if !cpu {
+				set = set.Without(ReasonHostCPULow)
 			}
 			if !volume {
 				set = set.Without(ReasonVolumeMissing)

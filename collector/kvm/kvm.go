@@ -273,7 +273,7 @@ func (c *Checker) setHosts(hosts []*Host) error {
 	shared := map[hostOwn]*hostOwn{}
 	for i, h := range hosts {
 		own := hostOwn{user: h.User, pool: h.Pool, keyFile: h.PrivateKeyFile, volume: h.Volume, network: h.Network,
-			mins: Minimums{PoolAvailable: h.MinPoolAvailableBytes, FreeMemory: h.MinFreeMemoryBytes}}
+			mins: Minimums{PoolAvailable: h.MinPoolAvailableBytes, FreeMemory: h.MinFreeMemoryBytes, Promised: h.Promised}}
 		p := shared[own]
 		if p == nil {
 			p = &own
@@ -379,9 +379,11 @@ func (c *Checker) Check(ctx context.Context, logger *slog.Logger, target string)
 
 // checkHeadroom compares a running pool's available bytes and, only when
 // min_free_memory is set (one more RPC), the host's free memory with the
-// host's minimums, and checks the volume and network when they are set
-// (one RPC each), in the order of docs/configuration.md ("KVM"): PoolFull,
-// VolumeMissing, NetworkMissing, NetworkInactive, HostMemoryLow. What an
+// host's minimums, and what is promised of the pool, the memory and the
+// vCPUs where the promised-resource keys are set (readPromised), and
+// checks the volume and network when they are set (one RPC each), in the
+// order of docs/configuration.md ("KVM"): PoolFull, VolumeMissing,
+// NetworkMissing, NetworkInactive, HostMemoryLow, HostCPULow. What an
 // earlier one finds is the verdict, and the later ones are not asked.
 func (c *Checker) checkHeadroom(ctx context.Context, logger *slog.Logger, h *host, s *session, r *result) {
 	if r.reason != collector.ReasonReady {
@@ -395,14 +397,35 @@ func (c *Checker) checkHeadroom(ctx context.Context, logger *slog.Logger, h *hos
 		}
 		r.free, r.freeKnown = free, true
 	}
+	if h.mins.promised().counts() {
+		rd, reason, err := c.readPromised(ctx, logger, h, s, r.handle)
+		if err != nil {
+			r.reason, r.err = reason, err
+			return
+		}
+		r.promised = rd
+	}
 	r.reason, r.message = headroomVerdict(r.reason, h.pool, r.info.available, Minimums{PoolAvailable: h.mins.PoolAvailable}, 0)
 	if r.reason != collector.ReasonReady {
+		return
+	}
+	if f := diskFit(h.mins, h.pool, r.info.capacity, &r.promised); f.short() {
+		r.reason, r.message = ReasonPoolFull, shortMessage(f, formatBytes(h.mins.PoolAvailable))
 		return
 	}
 	if c.checkPlacement(ctx, logger, h, s, r); r.reason != collector.ReasonReady {
 		return
 	}
-	r.reason, r.message = headroomVerdict(r.reason, h.pool, r.info.available, h.mins, r.free)
+	if r.reason, r.message = headroomVerdict(r.reason, h.pool, r.info.available, h.mins, r.free); r.reason != collector.ReasonReady {
+		return
+	}
+	if f := memoryFit(h.mins, &r.promised); f.short() {
+		r.reason, r.message = ReasonHostMemoryLow, shortMessage(f, formatBytes(h.mins.FreeMemory))
+		return
+	}
+	if f := vcpuFit(h.mins.promised(), &r.promised); f.short() {
+		r.reason, r.message = ReasonHostCPULow, shortMessage(f, fmt.Sprintf("%d vCPUs", h.mins.promised().VCPUs))
+	}
 }
 
 type poolInfo struct {
@@ -491,15 +514,20 @@ type result struct {
 	// and read); message, when not empty, is a headroom verdict's.
 	free      uint64
 	freeKnown bool
-	message   string
-	err       error
+	// promised is what the promised-resource keys read.
+	promised promisedReading
+	message  string
+	err      error
 }
 
 func (h *host) verdict(logger *slog.Logger, r result) collector.Verdict {
 	// Built on the stack and compared with the last ones: a steady check
 	// finds what the one before found and hands out the same Facts.
 	f := Facts{Pool: r.pool, PoolState: r.state, Mins: h.mins, FreeMemoryKnown: r.freeKnown, FreeMemoryBytes: r.free,
-		Volume: h.volume, Network: h.network}
+		Volume: h.volume, Network: h.network,
+		HostCPUs: r.promised.node.cpus, HostMemoryBytes: r.promised.node.memoryKiB * 1024, HostKnown: r.promised.nodeKnown,
+		DomainsVCPUs: r.promised.domainVCPUs, DomainsMemory: r.promised.domainMemory, DomainsKnown: r.promised.domainsKnown,
+		VolumesCapacity: r.promised.volumes, VolumesKnown: r.promised.volumesKnown}
 	if r.state != "" {
 		f.CapacityBytes = r.info.capacity
 		f.AllocationBytes = r.info.allocation

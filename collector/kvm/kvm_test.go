@@ -209,6 +209,16 @@ func TestReasons(t *testing.T) {
 			wantDials: 1, wantConnects: 1,
 		},
 		{
+			// 8 CPUs at ratio 1, four domains of 2 vCPUs: none left.
+			name: "HostCPULow keeps the connection",
+			setup: func(e *env) {
+				e.fake.domains = []domainStat{{"a", 2, 1 << 20, true, true}, {"b", 2, 1 << 20, true, true}, {"c", 2, 1 << 20, true, true}, {"d", 2, 1 << 20, true, true}}
+				e.cfg.Hosts[0].Promised = &Promised{VCPUs: 1, CPURatio: 1}
+			},
+			steps:     []step{{want: ReasonHostCPULow}, {want: ReasonHostCPULow}},
+			wantDials: 1, wantConnects: 1,
+		},
+		{
 			name: "VolumeMissing keeps the connection",
 			setup: func(e *env) {
 				e.cfg.Hosts[0].Volume = "proxy-base.qcow2"

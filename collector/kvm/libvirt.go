@@ -30,6 +30,16 @@ type libvirtClient interface {
 	StorageVolLookupByName(pool libvirt.StoragePool, name string) (libvirt.StorageVol, error)
 	NetworkLookupByName(name string) (libvirt.Network, error)
 	NetworkIsActive(network libvirt.Network) (int32, error)
+	// The promised-resource keys' calls (docs/configuration.md: "Promised
+	// resources (KVM)"), made only for a host with one of them: NodeGetInfo once
+	// per connection (a host's cores and memory do not change while
+	// libvirtd runs), ConnectGetAllDomainStats once per check for every
+	// defined domain's vCPUs and maximum memory, and the pool's volumes'
+	// capacities, one StorageVolGetInfo per volume listed.
+	NodeGetInfo() (nodeInfo, error)
+	ConnectGetAllDomainStats() ([]domainStat, error)
+	StoragePoolListAllVolumes(pool libvirt.StoragePool) ([]libvirt.StorageVol, error)
+	StorageVolGetInfo(vol libvirt.StorageVol) (capacity uint64, err error)
 	// ConnectClose says goodbye when a kept connection is closed on
 	// purpose, so libvirtd does not log an error for a vanished client.
 	ConnectClose() error
@@ -115,4 +125,32 @@ func poolStateWord(state uint8) string {
 		return "inaccessible"
 	}
 	return ""
+}
+
+func (c loggedClient) NodeGetInfo() (nodeInfo, error) {
+	start := time.Now()
+	n, err := c.next.NodeGetInfo()
+	c.log("NodeGetInfo", start, err, slog.Uint64("cpus", n.cpus), slog.Uint64("memoryKiB", n.memoryKiB))
+	return n, err
+}
+
+func (c loggedClient) ConnectGetAllDomainStats() ([]domainStat, error) {
+	start := time.Now()
+	d, err := c.next.ConnectGetAllDomainStats()
+	c.log("ConnectGetAllDomainStats", start, err, slog.Int("domains", len(d)))
+	return d, err
+}
+
+func (c loggedClient) StoragePoolListAllVolumes(pool libvirt.StoragePool) ([]libvirt.StorageVol, error) {
+	start := time.Now()
+	v, err := c.next.StoragePoolListAllVolumes(pool)
+	c.log("StoragePoolListAllVolumes", start, err, slog.String("pool", pool.Name), slog.Int("volumes", len(v)))
+	return v, err
+}
+
+func (c loggedClient) StorageVolGetInfo(vol libvirt.StorageVol) (uint64, error) {
+	start := time.Now()
+	n, err := c.next.StorageVolGetInfo(vol)
+	c.log("StorageVolGetInfo", start, err, slog.String("volume", vol.Name), slog.Uint64("capacity", n))
+	return n, err
 }

@@ -2,6 +2,7 @@ package kvm
 
 import (
 	"encoding/binary"
+	"fmt"
 	"io"
 	"net"
 	"sync"
@@ -145,6 +146,19 @@ const MissingPool = "missing"
 // FakeFreeMemory is the host free memory the fake reports.
 const FakeFreeMemory = 3 << 30
 
+// What the fake answers the promised-resource calls: a host of 8 CPUs and
+// 32 GiB, with FakeDomains domains of 2 vCPUs and 4 GiB each, and a pool
+// of FakeVolumes volumes of 20 GiB each.
+const (
+	FakeHostCPUs        = 8
+	FakeHostMemoryKiB   = 32 << 20
+	FakeDomains         = 4
+	FakeDomainVCPUs     = 2
+	FakeDomainMemoryKiB = 4 << 20
+	FakeVolumes         = 3
+	FakeVolumeCapacity  = 20 << 30
+)
+
 // MissingVolume and MissingNetwork are the volume and network the fake
 // does not have (libvirt errors 50 and 43), InactiveNetwork the one it has
 // defined but not started; it has every other name.
@@ -237,6 +251,48 @@ func answer(proc uint32) (uint32, []byte) {
 		w.u64(100<<30, 30<<30, 70<<30)
 	case procNodeGetFreeMemory:
 		w.u64(FakeFreeMemory)
+	case procNodeGetInfo:
+		for _, c := range "x86_64" + string(make([]byte, 26)) {
+			w.u32(uint32(c)) // the model: 32 chars, 4 bytes each
+		}
+		w.u64(FakeHostMemoryKiB)
+		w.u32(FakeHostCPUs, 2400, 1, 1, FakeHostCPUs/2, 2) // cpus, mhz, nodes, sockets, cores, threads
+	case procConnectGetAllDomainStats:
+		w.u32(FakeDomains)
+		for i := range FakeDomains {
+			w.str(fmt.Sprintf("proxy-%d", i))
+			w.b = append(w.b, make([]byte, 16)...) // uuid
+			w.u32(uint32(i + 1))                   // id
+			w.u32(6)                               // parameters, of every type the reply may carry
+			w.str("state.state")
+			w.u32(typedParamInt, 1)
+			w.str(statVCPUMaximum)
+			w.u32(typedParamUInt, FakeDomainVCPUs)
+			w.str(statBalloonMaximum)
+			w.u32(typedParamULLong)
+			w.u64(FakeDomainMemoryKiB)
+			w.str("balloon.rss")
+			w.u32(typedParamLLong)
+			w.u64(1 << 20)
+			w.str("cpu.utilisation")
+			w.u32(typedParamDouble)
+			w.u64(0x3fe0000000000000) // 0.5
+			w.str("vm.name")
+			w.u32(typedParamString)
+			w.str("proxy")
+		}
+	case procStoragePoolListAllVolumes:
+		w.u32(FakeVolumes)
+		for i := range FakeVolumes {
+			name := fmt.Sprintf("proxy-%d.qcow2", i)
+			w.str("default")
+			w.str(name)
+			w.str("/var/lib/libvirt/images/" + name)
+		}
+		w.u32(FakeVolumes)
+	case procStorageVolGetInfo:
+		w.u32(0) // file
+		w.u64(FakeVolumeCapacity, 1<<30)
 	default:
 		return statusError, errorPayload(1, "this fake libvirtd does not know that procedure")
 	}

@@ -14,6 +14,26 @@ import (
 // recordingClient answers every call with zero values.
 type recordingClient struct{ calls []string }
 
+func (r *recordingClient) NodeGetInfo() (nodeInfo, error) {
+	r.calls = append(r.calls, "NodeGetInfo")
+	return nodeInfo{}, nil
+}
+
+func (r *recordingClient) ConnectGetAllDomainStats() ([]domainStat, error) {
+	r.calls = append(r.calls, "ConnectGetAllDomainStats")
+	return nil, nil
+}
+
+func (r *recordingClient) StoragePoolListAllVolumes(libvirt.StoragePool) ([]libvirt.StorageVol, error) {
+	r.calls = append(r.calls, "StoragePoolListAllVolumes")
+	return nil, nil
+}
+
+func (r *recordingClient) StorageVolGetInfo(libvirt.StorageVol) (uint64, error) {
+	r.calls = append(r.calls, "StorageVolGetInfo")
+	return 0, nil
+}
+
 func (r *recordingClient) ConnectToURI(libvirt.ConnectURI) error {
 	r.calls = append(r.calls, "ConnectToURI")
 	return nil

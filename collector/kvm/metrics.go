@@ -23,6 +23,16 @@ var (
 	poolAvailableDesc  = prometheus.NewDesc("provider_health_kvm_pool_available_bytes", "Storage pool available space.", poolLabels, nil)
 	freeMemoryDesc     = prometheus.NewDesc("provider_health_kvm_host_free_memory_bytes",
 		"Free memory of the host (NodeGetFreeMemory); only for hosts with min_free_memory.", []string{"name", "target"}, nil)
+	hostCPUsDesc = prometheus.NewDesc("provider_health_kvm_host_cpus",
+		"Active CPUs of the host (NodeGetInfo), against which vCPUs are promised; only for hosts with a promised-resource key.", []string{"name", "target"}, nil)
+	hostMemoryDesc = prometheus.NewDesc("provider_health_kvm_host_memory_bytes",
+		"Total memory of the host (NodeGetInfo), against which domains' memory is promised; only for hosts with a promised-resource key.", []string{"name", "target"}, nil)
+	domainsVCPUsDesc = prometheus.NewDesc("provider_health_kvm_domains_vcpus",
+		"vCPUs promised to the host's defined domains, running or not (their vcpu.maximum, summed); only for hosts with min_free_vcpus.", []string{"name", "target"}, nil)
+	domainsMemoryDesc = prometheus.NewDesc("provider_health_kvm_domains_memory_bytes",
+		"Memory promised to the host's defined domains, running or not (their maximum memory, summed); only for hosts with memory_allocation_ratio.", []string{"name", "target"}, nil)
+	volumesCapacityDesc = prometheus.NewDesc("provider_health_kvm_pool_volumes_capacity_bytes",
+		"Virtual sizes of the storage pool's volumes, summed: what they may grow to, not what they hold; only for hosts with disk_allocation_ratio.", poolLabels, nil)
 	connectsDesc = prometheus.NewDesc("provider_health_kvm_connects_total",
 		"SSH+libvirt sessions established to the host; flat in steady state.", []string{"name", "target"}, nil)
 )
@@ -55,6 +65,15 @@ type Facts struct {
 	FreeMemoryKnown bool
 	// Volume and Network are the host's placement keys, "" when not set.
 	Volume, Network string
+	// What the promised-resource keys read, each part when known: the
+	// host's CPUs and memory, the vCPUs and memory of its defined
+	// domains, the virtual sizes of the pool's volumes.
+	HostCPUs, HostMemoryBytes   uint64
+	HostKnown                   bool
+	DomainsVCPUs, DomainsMemory uint64
+	DomainsKnown                bool
+	VolumesCapacity             uint64
+	VolumesKnown                bool
 }
 
 var _ collector.Facts = (*Facts)(nil)
@@ -66,8 +85,21 @@ func (f *Facts) Collect(ch chan<- prometheus.Metric, name, target string) {
 	if f.FreeMemoryKnown {
 		ch <- collector.ConstMetric(freeMemoryDesc, prometheus.GaugeValue, float64(f.FreeMemoryBytes), name, target)
 	}
+	if f.HostKnown {
+		ch <- collector.ConstMetric(hostCPUsDesc, prometheus.GaugeValue, float64(f.HostCPUs), name, target)
+		ch <- collector.ConstMetric(hostMemoryDesc, prometheus.GaugeValue, float64(f.HostMemoryBytes), name, target)
+	}
+	if f.DomainsKnown && f.Mins.promised().VCPUs > 0 {
+		ch <- collector.ConstMetric(domainsVCPUsDesc, prometheus.GaugeValue, float64(f.DomainsVCPUs), name, target)
+	}
+	if f.DomainsKnown && f.Mins.promised().MemoryRatio > 0 {
+		ch <- collector.ConstMetric(domainsMemoryDesc, prometheus.GaugeValue, float64(f.DomainsMemory), name, target)
+	}
 	if f.PoolState == "" {
 		return
+	}
+	if f.VolumesKnown {
+		ch <- collector.ConstMetric(volumesCapacityDesc, prometheus.GaugeValue, float64(f.VolumesCapacity), name, target, f.Pool)
 	}
 	// The current state only: the other states at 0 would be four series
 	// more per host in every Prometheus that scrapes the exporter.
@@ -105,6 +137,19 @@ func (f *Facts) Details() map[string]string {
 		if f.FreeMemoryKnown {
 			d["freeMemoryBytes"] = strconv.FormatUint(f.FreeMemoryBytes, 10)
 		}
+	}
+	if f.HostKnown {
+		d["hostCpus"] = strconv.FormatUint(f.HostCPUs, 10)
+		d["hostMemoryBytes"] = strconv.FormatUint(f.HostMemoryBytes, 10)
+	}
+	if f.DomainsKnown && f.Mins.promised().VCPUs > 0 {
+		d["domainsVcpus"] = strconv.FormatUint(f.DomainsVCPUs, 10)
+	}
+	if f.DomainsKnown && f.Mins.promised().MemoryRatio > 0 {
+		d["domainsMemoryBytes"] = strconv.FormatUint(f.DomainsMemory, 10)
+	}
+	if f.VolumesKnown {
+		d["poolVolumesCapacityBytes"] = strconv.FormatUint(f.VolumesCapacity, 10)
 	}
 	if f.Volume != "" {
 		d["volume"] = f.Volume

@@ -13,27 +13,60 @@ import (
 const (
 	procConnectOpen             = 1
 	procConnectClose            = 2
+	procNodeGetInfo             = 6
 	procNetworkLookupByName     = 46
 	procAuthList                = 66
 	procAuthPolkit              = 70
 	procStoragePoolLookupByName = 84
 	procStoragePoolGetInfo      = 87
 	procStorageVolLookupByName  = 95
+	procStorageVolGetInfo       = 98
 	procNodeGetFreeMemory       = 102
 	procNetworkIsActive         = 152
 	procConnectGetLibVersion    = 157
+	// The promised-resource keys' procedures (docs/configuration.md:
+	// "Promised resources (KVM)").
+	procStoragePoolListAllVolumes = 282
+	procConnectGetAllDomainStats  = 344
 )
 
 // field is one XDR field of a reply's shape.
 type field uint8
 
 const (
-	fieldInt       field = iota // an int or unsigned int: 4 bytes
-	fieldUChar                  // an unsigned char: 4 bytes in XDR, at most 255
-	fieldHyper                  // an unsigned hyper: 8 bytes, the high word first
-	fieldString                 // a remote_nonnull_string: length, bytes, padding
-	fieldUUID                   // a remote_uuid: 16 bytes, no length
-	fieldAuthTypes              // remote_auth_type<REMOTE_AUTH_TYPE_LIST_MAX>
+	fieldInt         field = iota // an int or unsigned int: 4 bytes
+	fieldUChar                    // an unsigned char: 4 bytes in XDR, at most 255
+	fieldHyper                    // an unsigned hyper: 8 bytes, the high word first
+	fieldString                   // a remote_nonnull_string: length, bytes, padding
+	fieldUUID                     // a remote_uuid: 16 bytes, no length
+	fieldAuthTypes                // remote_auth_type<REMOTE_AUTH_TYPE_LIST_MAX>
+	fieldChars32                  // char model[32]: 32 chars of 4 bytes each, read and dropped
+	fieldVols                     // remote_nonnull_storage_vol vols<REMOTE_STORAGE_VOL_LIST_MAX>
+	fieldDomainStats              // remote_domain_stats_record retStats<REMOTE_DOMAIN_LIST_MAX>
+)
+
+// Bounds of the lists of the promised-resource replies (remote_protocol.x).
+const (
+	storageVolListMax    = 16384 // REMOTE_STORAGE_VOL_LIST_MAX
+	domainListMax        = 16384 // REMOTE_DOMAIN_LIST_MAX
+	domainStatsParamsMax = 4096  // REMOTE_CONNECT_GET_ALL_DOMAIN_STATS_MAX
+	typedParamInt        = 1     // VIR_TYPED_PARAM_INT ... VIR_TYPED_PARAM_STRING
+	typedParamUInt       = 2
+	typedParamLLong      = 3
+	typedParamULLong     = 4
+	typedParamDouble     = 5
+	typedParamBoolean    = 6
+	typedParamString     = 7
+	statVCPUMaximum      = "vcpu.maximum"    // VIR_DOMAIN_STATS_VCPU: vCPUs the domain may run, whatever its state
+	statBalloonMaximum   = "balloon.maximum" // VIR_DOMAIN_STATS_BALLOON: the domain's maximum memory in KiB
+	// maxListReplyLen bounds the two replies that list a host's domains
+	// or a pool's volumes. A shut-off domain's record is some 120 bytes,
+	// a running one's about 1 KiB with 4 vCPUs (libvirt adds per-vCPU and
+	// balloon statistics the check does not read), a volume some 150
+	// bytes: 1 MiB holds about 1,000 running domains or 7,000 volumes,
+	// far more than a hypervisor has, and is what one such reply of a
+	// hostile peer can make the exporter hold.
+	maxListReplyLen = 1<<20 + frameLenSize
 )
 
 // procedure is what the package knows of one procedure: its name in errors
@@ -44,23 +77,44 @@ const (
 type procedure struct {
 	name  string
 	reply []field
+	// maxLen, when set, is the largest frame a reply may have instead of
+	// maxReplyLen: a list of every domain or volume of a host grows with
+	// the host.
+	maxLen uint32
 }
 
 // procedures is the one table of the procedures a check calls.
 var procedures = map[uint32]procedure{
-	procConnectOpen:             {"ConnectOpen", nil},
-	procConnectClose:            {"ConnectClose", nil},
-	procNetworkLookupByName:     {"NetworkLookupByName", []field{fieldString, fieldUUID}},
-	procAuthList:                {"AuthList", []field{fieldAuthTypes}},
-	procAuthPolkit:              {"AuthPolkit", []field{fieldInt}}, // complete
-	procStoragePoolLookupByName: {"StoragePoolLookupByName", []field{fieldString, fieldUUID}},
+	procConnectOpen:             {"ConnectOpen", nil, 0},
+	procConnectClose:            {"ConnectClose", nil, 0},
+	procNetworkLookupByName:     {"NetworkLookupByName", []field{fieldString, fieldUUID}, 0},
+	procAuthList:                {"AuthList", []field{fieldAuthTypes}, 0},
+	procAuthPolkit:              {"AuthPolkit", []field{fieldInt}, 0}, // complete
+	procStoragePoolLookupByName: {"StoragePoolLookupByName", []field{fieldString, fieldUUID}, 0},
 	// state, capacity, allocation, available
-	procStoragePoolGetInfo: {"StoragePoolGetInfo", []field{fieldUChar, fieldHyper, fieldHyper, fieldHyper}},
+	procStoragePoolGetInfo: {"StoragePoolGetInfo", []field{fieldUChar, fieldHyper, fieldHyper, fieldHyper}, 0},
 	// the volume's pool, name and key
-	procStorageVolLookupByName: {"StorageVolLookupByName", []field{fieldString, fieldString, fieldString}},
-	procNodeGetFreeMemory:      {"NodeGetFreeMemory", []field{fieldHyper}},
-	procNetworkIsActive:        {"NetworkIsActive", []field{fieldInt}},
-	procConnectGetLibVersion:   {"ConnectGetLibVersion", []field{fieldHyper}},
+	procStorageVolLookupByName: {"StorageVolLookupByName", []field{fieldString, fieldString, fieldString}, 0},
+	procNodeGetFreeMemory:      {"NodeGetFreeMemory", []field{fieldHyper}, 0},
+	procNetworkIsActive:        {"NetworkIsActive", []field{fieldInt}, 0},
+	procConnectGetLibVersion:   {"ConnectGetLibVersion", []field{fieldHyper}, 0},
+	// remote_node_get_info_ret: model, memory (KiB), cpus, mhz, nodes,
+	// sockets, cores, threads
+	procNodeGetInfo: {"NodeGetInfo", []field{fieldChars32, fieldHyper, fieldInt, fieldInt, fieldInt, fieldInt, fieldInt, fieldInt}, 0},
+	// remote_storage_vol_get_info_ret: type (a char), capacity, allocation
+	procStorageVolGetInfo: {"StorageVolGetInfo", []field{fieldInt, fieldHyper, fieldHyper}, 0},
+	// remote_storage_pool_list_all_volumes_ret: the volumes, then their count
+	procStoragePoolListAllVolumes: {"StoragePoolListAllVolumes", []field{fieldVols, fieldInt}, maxListReplyLen},
+	// remote_connect_get_all_domain_stats_ret: one record per domain
+	procConnectGetAllDomainStats: {"ConnectGetAllDomainStats", []field{fieldDomainStats}, maxListReplyLen},
+}
+
+// replyLimit is the largest frame a reply to proc may have.
+func replyLimit(proc uint32) uint32 {
+	if p, ok := procedures[proc]; ok && p.maxLen > 0 {
+		return p.maxLen
+	}
+	return maxReplyLen
 }
 
 // procName names proc in errors.
@@ -76,10 +130,22 @@ func procName(proc uint32) string {
 // shape, and the auth types of an auth list. No reply of the table has
 // more numbers or strings than these hold.
 type values struct {
-	nums  [4]uint64
+	nums  [8]uint64
 	strs  [3]string
 	uuid  libvirt.UUID
 	auths []uint32
+	// vols are a volume list's volumes, doms a domain stats reply's
+	// domains with the two statistics the capacity reads.
+	vols []libvirt.StorageVol
+	doms []domainStat
+}
+
+// domainStat is what ConnectGetAllDomainStats says of one domain that the
+// capacity reads: its vCPUs and maximum memory (KiB), each when present.
+type domainStat struct {
+	name                string
+	vcpus, memoryKiB    uint64
+	hasVCPUs, hasMemory bool
 }
 
 // decodeReply decodes the payload of an ok reply to proc by the table's
@@ -111,6 +177,26 @@ func decodeReply(proc uint32, payload []byte) (values, error) {
 			strs++
 		case fieldUUID:
 			copy(v.uuid[:], r.opaque(len(v.uuid), "uuid"))
+		case fieldChars32:
+			r.uint32s(32)
+		case fieldVols:
+			n := r.uint32s(1)
+			if r.err == nil && n > storageVolListMax {
+				return v, badFrame("reply to %s has %d volumes, libvirt sends at most %d", p.name, n, storageVolListMax)
+			}
+			for range n {
+				if r.err != nil {
+					break
+				}
+				vol := libvirt.StorageVol{Pool: r.string("volume pool"), Name: r.string("volume name"), Key: r.string("volume key")}
+				v.vols = append(v.vols, vol)
+			}
+		case fieldDomainStats:
+			doms, err := decodeDomainStats(&r, p.name)
+			if err != nil {
+				return v, err
+			}
+			v.doms = doms
 		case fieldAuthTypes:
 			n := r.uint32s(1)
 			if r.err == nil && n > authTypeListMax {
@@ -128,6 +214,60 @@ func decodeReply(proc uint32, payload []byte) (values, error) {
 		return v, badFrame("reply to %s has %d bytes after its value", p.name, len(r.b))
 	}
 	return v, nil
+}
+
+// decodeDomainStats reads the records of a ConnectGetAllDomainStats
+// reply: per domain its name, UUID and id, then its typed parameters, each
+// a name and a value of the type it names. Only vcpu.maximum and
+// balloon.maximum are kept; a parameter of a type libvirt does not have is
+// a broken reply, since what follows it cannot be found.
+func decodeDomainStats(r *xdrReader, proc string) ([]domainStat, error) {
+	n := r.uint32s(1)
+	if r.err == nil && n > domainListMax {
+		return nil, badFrame("reply to %s has %d domains, libvirt sends at most %d", proc, n, domainListMax)
+	}
+	var doms []domainStat
+	for range n {
+		d := domainStat{name: r.string("domain name")}
+		r.opaque(16, "domain uuid")
+		r.uint32s(1) // id
+		params := r.uint32s(1)
+		if r.err != nil {
+			break
+		}
+		if params > domainStatsParamsMax {
+			return nil, badFrame("reply to %s has %d parameters for domain %q, libvirt sends at most %d", proc, params, d.name, domainStatsParamsMax)
+		}
+		for range params {
+			field := r.string("parameter name")
+			typ := r.uint32s(1)
+			if r.err != nil {
+				break
+			}
+			var val uint64
+			switch typ {
+			case typedParamInt, typedParamUInt, typedParamBoolean:
+				val = uint64(r.uint32s(1))
+			case typedParamLLong, typedParamULLong, typedParamDouble:
+				val = r.uint64()
+			case typedParamString:
+				r.string("parameter value")
+			default:
+				return nil, badFrame("reply to %s: parameter %q of domain %q has type %d, which libvirt does not have", proc, field, d.name, typ)
+			}
+			switch {
+			case field == statVCPUMaximum && typ == typedParamUInt:
+				d.vcpus, d.hasVCPUs = val, true
+			case field == statBalloonMaximum && typ == typedParamULLong:
+				d.memoryKiB, d.hasMemory = val, true
+			}
+		}
+		if r.err != nil {
+			break
+		}
+		doms = append(doms, d)
+	}
+	return doms, nil
 }
 
 // decodeError decodes the remote_error of an error reply to proc into the

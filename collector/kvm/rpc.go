@@ -40,9 +40,9 @@ func newLibvirtClient(conn net.Conn) libvirtClient {
 
 var _ libvirtClient = (*rpcClient)(nil)
 
-// awaiting tells whether a call awaits its reply: what drainedChannel asks
-// of data that arrives.
-func (c *rpcClient) awaiting() bool { return c.frames.awaiting() }
+// unreadLimit is how much of a reply may arrive unread, 0 while no call
+// awaits one: what drainedChannel asks of data that arrives.
+func (c *rpcClient) unreadLimit() int { return c.frames.unreadLimit() }
 
 // call sends procedure proc with its XDR-encoded arguments and returns the
 // values of libvirtd's reply, decoded by the shape procedures gives proc.
@@ -172,6 +172,51 @@ func (c *rpcClient) NetworkLookupByName(name string) (libvirt.Network, error) {
 func (c *rpcClient) NetworkIsActive(n libvirt.Network) (int32, error) {
 	v, err := c.call(procNetworkIsActive, xdrArgs(nil).string(n.Name).uuid(n.UUID))
 	return int32(v.nums[0]), err
+}
+
+// nodeInfo is what the capacity reads of NodeGetInfo: the host's active
+// CPUs and its memory in KiB.
+type nodeInfo struct {
+	cpus, memoryKiB uint64
+}
+
+func (c *rpcClient) NodeGetInfo() (nodeInfo, error) {
+	v, err := c.call(procNodeGetInfo, nil)
+	// memory, then cpus: the model was read and dropped.
+	return nodeInfo{memoryKiB: v.nums[0], cpus: v.nums[1]}, err
+}
+
+// The stats groups and flag of the domain stats call: VIR_DOMAIN_STATS_VCPU
+// and VIR_DOMAIN_STATS_BALLOON, whose vcpu.maximum and balloon.maximum
+// libvirt's QEMU driver reports from the domain's definition for running
+// and shut-off domains alike; no filter flag, so every domain, whatever its
+// state; VIR_CONNECT_GET_ALL_DOMAINS_STATS_NOWAIT, so that a domain busy
+// with a job (a migration, a snapshot) is reported without the statistics
+// that need its monitor instead of holding the call up.
+const (
+	domainStatsVCPU    = 8
+	domainStatsBalloon = 4
+	domainStatsNowait  = 1 << 29
+)
+
+func (c *rpcClient) ConnectGetAllDomainStats() ([]domainStat, error) {
+	// remote_connect_get_all_domain_stats_args: no domains (all of
+	// them), the stats groups, the flags.
+	v, err := c.call(procConnectGetAllDomainStats, xdrArgs(nil).uint32(0).uint32(domainStatsVCPU|domainStatsBalloon).uint32(domainStatsNowait))
+	return v.doms, err
+}
+
+func (c *rpcClient) StoragePoolListAllVolumes(pool libvirt.StoragePool) ([]libvirt.StorageVol, error) {
+	// remote_storage_pool_list_all_volumes_args: the pool, need_results
+	// (1: the list, not only its length), flags (none are defined).
+	v, err := c.call(procStoragePoolListAllVolumes, xdrArgs(nil).string(pool.Name).uuid(pool.UUID).uint32(1).uint32(0))
+	return v.vols, err
+}
+
+func (c *rpcClient) StorageVolGetInfo(vol libvirt.StorageVol) (uint64, error) {
+	v, err := c.call(procStorageVolGetInfo, xdrArgs(nil).string(vol.Pool).string(vol.Name).string(vol.Key))
+	// type, capacity (the virtual size), allocation
+	return v.nums[1], err
 }
 
 func (c *rpcClient) ConnectClose() error {

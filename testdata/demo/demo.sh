@@ -5,7 +5,8 @@
 #
 #   - kvm: a real sshd and libvirtd with a running `dir` pool (testdata/kvm/ctl.sh):
 #     kvm-lab Ready (with a capacity), kvm-pool-full PoolFull (min_pool_available above the
-#     pool, capacity 0), kvm-host-key HostKeyMismatch (known_hosts holds another key);
+#     pool, capacity 0), kvm-promised Ready with capacity 2 bound by the memory promised to
+#     a defined, shut-off domain, kvm-host-key HostKeyMismatch (known_hosts holds another key);
 #   - gcp: compute-standin (testdata/demo/compute-standin), a loopback
 #     STAND-IN of the Compute API serving the bodies recorded from the real
 #     API under testdata/gcp/, not Google: gcp-standin Ready (capacity 2),
@@ -135,6 +136,13 @@ in_background "$GO" build -ldflags "$ldflags" -o "$state/bin/" ./cmd/provider_he
 "$root/testdata/kvm/ctl.sh" start "$state/kvm"
 # shellcheck disable=SC1091
 . "$state/kvm/env"
+# kvm-promised's domain: defined, never started (a shut-off domain is
+# promised its memory all the same), of the host's memory less the 512 MiB
+# reserved and 512 MiB left for two proxies of 256 MiB.
+host_mib=$(($(virsh -q -c "$KVM_IT_VIRSH_URI" nodeinfo | awk '/^Memory size:/ {print $3}') / 1024))
+virsh -q -c "$KVM_IT_VIRSH_URI" define /dev/stdin >/dev/null <<XML
+<domain type='qemu'><name>demo-proxy</name><memory unit='MiB'>$((host_mib - 1024))</memory><vcpu>2</vcpu><os><type arch='x86_64'>hvm</type></os></domain>
+XML
 
 "$state/bin/compute-standin" -bodies "$root/testdata/gcp" -credentials "$state/gcp/service-account.json" \
 	-addr-file "$state/gcp/url" -disabled standin-disabled -exhausted europe-west4 >"$state/compute-standin.log" 2>&1 &
@@ -181,6 +189,18 @@ kvm:
     min_pool_available: 1000TiB
     hosts:
       - {address: "$KVM_IT_ADDRESS", name: full-host}
+  - name: kvm-promised         # Ready; capacity 2, bound by the memory promised to a shut-off domain
+    user: $KVM_IT_USER
+    private_key_file: $KVM_IT_KEY
+    known_hosts_file: $KVM_IT_KNOWN_HOSTS
+    libvirt_socket: $KVM_IT_SOCKET
+    libvirt_uri: $KVM_IT_URI
+    pool: $KVM_IT_POOL
+    min_free_memory: 256MiB
+    memory_allocation_ratio: 1.0
+    min_free_vcpus: 1
+    hosts:
+      - {address: "$KVM_IT_ADDRESS", name: promised-host}
   - name: kvm-host-key         # HostKeyMismatch: known_hosts holds another key for the host
     user: $KVM_IT_USER
     private_key_file: $KVM_IT_KEY

@@ -32,6 +32,7 @@ const waitLimit = 5 * time.Minute
 var wantReasons = map[string]string{
 	"kvm-lab":              "Ready",
 	"kvm-pool-full":        "PoolFull",
+	"kvm-promised":         "Ready",
 	"kvm-host-key":         "HostKeyMismatch",
 	"gcp-standin":          "Ready",
 	"gcp-standin-quota":    "QuotaExhausted",
@@ -330,8 +331,11 @@ func (d *demo) checkCapacities() {
 		}
 	}
 	want := map[string]*regexp.Regexp{
-		"kvm-lab":                 regexp.MustCompile(`^[1-9][0-9]* (pool \S+|memory)$`),
-		"kvm-pool-full":           regexp.MustCompile(`^0 pool \S+$`),
+		"kvm-lab":       regexp.MustCompile(`^[1-9][0-9]* (pool \S+|memory)$`),
+		"kvm-pool-full": regexp.MustCompile(`^0 pool \S+$`),
+		// A shut-off domain holds all but 1 GiB of the host's memory, 512
+		// MiB of which is reserved: two proxies of 256 MiB.
+		"kvm-promised":            regexp.MustCompile(`^2 memory promised: .+ of .+iB$`),
 		"gcp-standin":             regexp.MustCompile(`^2 region us-central1 CPUS$`),
 		"gcp-standin-quota":       regexp.MustCompile(`^0 region europe-west4 IN_USE_ADDRESSES$`),
 		"kube-demo":               regexp.MustCompile(`^17 quota proxies pods$`),

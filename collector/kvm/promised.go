@@ -1,0 +1,201 @@
+package kvm
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/digitalocean/go-libvirt"
+
+	"github.com/egress-proxies/provider_health_exporter/collector"
+)
+
+// ReasonHostCPULow is the reason of a host whose defined domains hold so
+// many vCPUs that fewer than min_free_vcpus are left at
+// cpu_allocation_ratio (docs/metrics.md: "Reasons").
+const ReasonHostCPULow collector.Reason = "HostCPULow"
+
+// What is promised on a host is counted as OpenStack Nova's placement
+// counts it (docs/configuration.md: "Promised resources (KVM)"): per resource,
+// (total − reserved) × allocation ratio is what may be promised, every
+// defined domain holds what it was defined with whether it runs or not,
+// and a proxy fits while what is left covers its need. It is what a host
+// has promised, not what its guests use now: a shut-off domain uses no
+// memory and will when it starts.
+
+// counts tells whether p counts any promised resource.
+func (p Promised) counts() bool { return p.VCPUs > 0 || p.MemoryRatio > 0 || p.DiskRatio > 0 }
+
+// domains tells whether p needs the host's cores and memory and its
+// domains' definitions.
+func (p Promised) domains() bool { return p.VCPUs > 0 || p.MemoryRatio > 0 }
+
+// promisedReading is what a check read of a host's promised resources;
+// each part is known only where a key asks for it and its calls answered.
+type promisedReading struct {
+	node      nodeInfo
+	nodeKnown bool
+	// domainVCPUs and domainMemory (bytes) are summed over every defined
+	// domain, domains counts them.
+	domainVCPUs, domainMemory uint64
+	domains                   int
+	domainsKnown              bool
+	// volumes is the sum of the pool's volumes' capacities (virtual
+	// sizes), volumeCount counts them.
+	volumes      uint64
+	volumeCount  int
+	volumesKnown bool
+}
+
+// readPromised reads what the host's promised-resource keys need, on s:
+// the host's cores and memory (NodeGetInfo, once per connection), every
+// defined domain's vCPUs and maximum memory in one ConnectGetAllDomainStats
+// whatever the number of domains, and the pool's volumes' capacities (one
+// StoragePoolListAllVolumes, then one StorageVolGetInfo per volume:
+// libvirt has no call that returns them together). Failures are
+// classified as the pool check's are.
+func (c *Checker) readPromised(ctx context.Context, logger *slog.Logger, h *host, s *session, pool libvirt.StoragePool) (promisedReading, collector.Reason, error) {
+	p := h.mins.promised()
+	lv := loggedClient{next: s.lv, logger: logger}
+	var rd promisedReading
+	var missing error
+	err := s.call(ctx, func() error {
+		if p.domains() {
+			n, ok := s.nodeInfo()
+			if !ok {
+				var err error
+				if n, err = lv.NodeGetInfo(); err != nil {
+					return fmt.Errorf("get node info: %w", err)
+				}
+				s.keepNodeInfo(n)
+			}
+			rd.node, rd.nodeKnown = n, true
+			doms, err := lv.ConnectGetAllDomainStats()
+			if err != nil {
+				return fmt.Errorf("get the domains' vCPUs and memory: %w", err)
+			}
+			for _, d := range doms {
+				if p.VCPUs > 0 && !d.hasVCPUs || p.MemoryRatio > 0 && !d.hasMemory {
+					missing = fmt.Errorf("libvirtd reported no %s and %s of domain %q: its driver does not report what a domain is defined with",
+						statVCPUMaximum, statBalloonMaximum, d.name)
+					return nil
+				}
+				rd.domainVCPUs += d.vcpus
+				rd.domainMemory += d.memoryKiB * 1024
+			}
+			rd.domains, rd.domainsKnown = len(doms), true
+		}
+		if p.DiskRatio > 0 {
+			vols, err := lv.StoragePoolListAllVolumes(pool)
+			if err != nil {
+				return fmt.Errorf("list the volumes of pool %q: %w", h.pool, err)
+			}
+			for _, v := range vols {
+				n, err := lv.StorageVolGetInfo(v)
+				if libvirtCode(err, libvirt.ErrNoStorageVol) {
+					continue // deleted since the list: it promises nothing
+				}
+				if err != nil {
+					return fmt.Errorf("get info of volume %q in pool %q: %w", v.Name, h.pool, err)
+				}
+				rd.volumes += n
+				rd.volumeCount++
+			}
+			rd.volumesKnown = true
+		}
+		return nil
+	})
+	switch {
+	case err == nil && missing != nil:
+		return rd, collector.ReasonUnknown, missing
+	case err == nil:
+		return rd, collector.ReasonReady, nil
+	case !collector.Ended(ctx) && libvirtCode(err, libvirt.ErrNoStoragePool):
+		s.forgetPool()
+		return rd, ReasonPoolMissing, err
+	}
+	reason, err := h.callFailed(ctx, logger, s, err)
+	return rd, reason, err
+}
+
+// allocatable is floor((total − reserved) × ratio), what may be promised of
+// a resource, as Nova's placement computes a provider's capacity; 0 when
+// reserved is all of it.
+func allocatable(total, reserved uint64, ratio float64) int64 {
+	if reserved >= total {
+		return 0
+	}
+	return int64(min(math.Floor(float64(total-reserved)*ratio), float64(math.MaxInt64/2)))
+}
+
+// promisedFit is one promised resource's constraint: how many proxies the
+// room left fits, with the words the status shows for it.
+type promisedFit struct {
+	cap     collector.Capacity
+	binding string
+}
+
+// short tells whether the constraint leaves no room for one proxy: the
+// comparison its reason makes, so that ready ⇔ capacity ≥ 1.
+func (f promisedFit) short() bool { return f.cap.Known && f.cap.Proxies < 1 }
+
+// vcpuFit: floor((cores × ratio − vCPUs of the defined domains) /
+// min_free_vcpus).
+func vcpuFit(p Promised, rd *promisedReading) promisedFit {
+	if p.VCPUs == 0 || !rd.nodeKnown || !rd.domainsKnown {
+		return promisedFit{}
+	}
+	alloc := allocatable(rd.node.cpus, 0, p.CPURatio)
+	b := fmt.Sprintf("vCPUs: %d of %d at ratio %s", rd.domainVCPUs, alloc, formatRatio(p.CPURatio))
+	return promisedFit{collector.Fit(alloc-int64(min(rd.domainVCPUs, math.MaxInt64/2)), int64(p.VCPUs), b), b}
+}
+
+// memoryFit: floor(((memory − reserved_memory) × ratio − maximum memory of
+// the defined domains) / min_free_memory).
+func memoryFit(m Minimums, rd *promisedReading) promisedFit {
+	p := m.promised()
+	if p.MemoryRatio == 0 || m.FreeMemory == 0 || !rd.nodeKnown || !rd.domainsKnown {
+		return promisedFit{}
+	}
+	alloc := allocatable(rd.node.memoryKiB*1024, p.ReservedMemory, p.MemoryRatio)
+	b := "memory promised: " + promisedOf(rd.domainMemory, alloc, p.MemoryRatio)
+	return promisedFit{collector.Fit(alloc-int64(min(rd.domainMemory, math.MaxInt64/2)), int64(min(m.FreeMemory, math.MaxInt64/2)), b), b}
+}
+
+// diskFit: floor((pool capacity × ratio − the volumes' capacities) /
+// min_pool_available).
+func diskFit(m Minimums, pool string, capacity uint64, rd *promisedReading) promisedFit {
+	p := m.promised()
+	if p.DiskRatio == 0 || m.PoolAvailable == 0 || !rd.volumesKnown {
+		return promisedFit{}
+	}
+	alloc := allocatable(capacity, 0, p.DiskRatio)
+	b := "pool " + pool + " promised: " + promisedOf(rd.volumes, alloc, p.DiskRatio)
+	return promisedFit{collector.Fit(alloc-int64(min(rd.volumes, math.MaxInt64/2)), int64(min(m.PoolAvailable, math.MaxInt64/2)), b), b}
+}
+
+// promisedOf says "28 of 31.5 GiB": the unit once when both read in the
+// same one, and the ratio when it is not 1.
+func promisedOf(promised uint64, alloc int64, ratio float64) string {
+	p, a := formatBytes(promised), formatBytes(uint64(max(alloc, 0)))
+	if i, j := strings.LastIndexByte(p, ' '), strings.LastIndexByte(a, ' '); p[i:] == a[j:] {
+		p = p[:i]
+	}
+	s := p + " of " + a
+	if ratio != 1 {
+		s += " at ratio " + formatRatio(ratio)
+	}
+	return s
+}
+
+// formatRatio writes a ratio as the configuration would: "4", "1.5".
+func formatRatio(r float64) string { return strconv.FormatFloat(r, 'g', -1, 64) }
+
+// shortMessage is the message of a promised resource's reason: what is
+// promised of what may be, and one proxy's need.
+func shortMessage(f promisedFit, need string) string {
+	return f.binding + "; one proxy needs " + need
+}
