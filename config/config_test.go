@@ -143,14 +143,21 @@ func TestLoadValidFull(t *testing.T) {
 		t.Errorf("kvm dial_timeout %s, want 2s", v.DialTimeout)
 	}
 	hosts := v.Hosts
-	for i, want := range []kvm.Host{
-		{Address: "192.0.2.10:22", Name: "beelink", User: "other", Pool: "fast", PrivateKeyFile: v.PrivateKeyFile},
-		{Address: "192.0.2.11:22", Name: "192.0.2.11", User: "proxyops", Pool: "default", PrivateKeyFile: v.PrivateKeyFile},
-		{Address: "[2001:db8::1]:2222", Name: "2001:db8::1", User: "proxyops", Pool: "default", PrivateKeyFile: v.PrivateKeyFile},
+	for i, want := range []struct {
+		address, name string
+		own           kvm.HostSettings
+	}{
+		{"192.0.2.10:22", "beelink", kvm.HostSettings{User: "other", Pool: "fast", PrivateKeyFile: v.PrivateKeyFile}},
+		{"192.0.2.11:22", "192.0.2.11", kvm.HostSettings{User: "proxyops", Pool: "default", PrivateKeyFile: v.PrivateKeyFile}},
+		{"[2001:db8::1]:2222", "2001:db8::1", kvm.HostSettings{User: "proxyops", Pool: "default", PrivateKeyFile: v.PrivateKeyFile}},
 	} {
-		if *hosts[i] != want {
-			t.Errorf("hosts[%d] = %+v, want %+v", i, *hosts[i], want)
+		if h := hosts[i]; h.Address != want.address || h.Name != want.name || *h.HostSettings != want.own {
+			t.Errorf("hosts[%d] = %s %s %+v, want %+v", i, h.Address, h.Name, *h.HostSettings, want)
 		}
+	}
+	// The hosts that set nothing of their own share the entry's settings.
+	if hosts[1].HostSettings != hosts[2].HostSettings {
+		t.Error("hosts[1] and hosts[2] set nothing of their own, but each holds a copy of the entry's settings")
 	}
 }
 

@@ -263,7 +263,13 @@ func yamlFields(t reflect.Type) map[string]reflect.Type {
 			continue
 		}
 		if strings.Contains(","+opts+",", ",inline,") {
-			for k, v := range yamlFields(f.Type) {
+			ft := f.Type
+			// An inline pointer (a kvm host's own settings) is yaml's too:
+			// its keys are the struct's, set only when one is given.
+			for ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			for k, v := range yamlFields(ft) {
 				out[k] = v
 			}
 			continue

@@ -817,9 +817,20 @@ func fieldByKey(v reflect.Value, key string) (reflect.Value, bool) {
 			continue
 		}
 		if strings.Contains(","+opts+",", ",inline,") {
-			if f.Type.Kind() == reflect.Struct {
-				if fv, ok := fieldByKey(v.Field(i), key); ok {
-					return fv, true
+			fv := v.Field(i)
+			if fv.Kind() == reflect.Pointer && fv.Type().Elem().Kind() == reflect.Struct {
+				// An inline pointer is allocated only for a key it holds.
+				if _, ok := yamlFields(fv.Type().Elem())[key]; !ok {
+					continue
+				}
+				if fv.IsNil() {
+					fv.Set(reflect.New(fv.Type().Elem()))
+				}
+				fv = fv.Elem()
+			}
+			if fv.Kind() == reflect.Struct {
+				if found, ok := fieldByKey(fv, key); ok {
+					return found, true
 				}
 			}
 			continue

@@ -22,7 +22,7 @@ func TestSoftMemoryLimit(t *testing.T) {
 		wantErr string
 	}{
 		{name: "nothing set", want: 0},
-		{name: "the Deployment's limit", env: map[string]string{memoryLimitEnv: "268435456"}, want: 192 << 20},
+		{name: "the Deployment's limit", env: map[string]string{memoryLimitEnv: "268435456"}, want: 160 << 20},
 		{name: "a small limit: half of it", env: map[string]string{memoryLimitEnv: "134217728"}, want: 64 << 20},
 		{name: "a large limit: 90% of it", env: map[string]string{memoryLimitEnv: "2147483648"}, want: 1932735284},
 		{name: "spaces around it", env: map[string]string{memoryLimitEnv: " 1000\n"}, want: 500},
@@ -50,7 +50,7 @@ func TestSoftMemoryLimit(t *testing.T) {
 
 // TestMemoryLimitFromTheContainer: the real binary, given the container's
 // memory limit the way the downward API gives it, runs with that limit less
-// 64 MiB for its mapped code as the Go runtime's soft limit (go_gc_gomemlimit_bytes of its own metrics);
+// 96 MiB for its mapped code as the Go runtime's soft limit (go_gc_gomemlimit_bytes of its own metrics);
 // an explicit GOMEMLIMIT wins; a value that is not bytes stops the start
 // with an error naming the variable.
 func TestMemoryLimitFromTheContainer(t *testing.T) {
@@ -64,7 +64,7 @@ func TestMemoryLimitFromTheContainer(t *testing.T) {
 		env  []string
 		want string
 	}{
-		{[]string{"GOMEMLIMIT=", memoryLimitEnv + "=268435456"}, "2.01326592e+08"},
+		{[]string{"GOMEMLIMIT=", memoryLimitEnv + "=268435456"}, "1.6777216e+08"},
 		{[]string{"GOMEMLIMIT=64MiB", memoryLimitEnv + "=134217728"}, "6.7108864e+07"},
 	} {
 		var logs syncBuffer

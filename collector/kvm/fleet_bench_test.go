@@ -352,7 +352,7 @@ const defaultMemoryLimit = 256 << 20
 
 // softLimit is the Go memory limit the exporter sets from a container's
 // memory limit (docs/deployment.md: "Memory limit"): the limit less the
-// larger of 10% and 64 MiB, never below half of it.
+// larger of 10% and 96 MiB, never below half of it.
 func softLimit(limit int64) int64 {
 	return max(limit-max(limit/10, 64<<20), limit/2)
 }
@@ -410,7 +410,7 @@ func benchFleet(b *testing.B, sc fleetScenario) {
 		if (role == roleHung) != h.silent {
 			b.Fatalf("host %d: the fleet and the benchmark disagree on whether it hangs", i)
 		}
-		host := &Host{Address: h.addr, Name: name, User: "proxyops", Pool: pool, PrivateKeyFile: keyFile}
+		host := &Host{Address: h.addr, Name: name, HostSettings: &HostSettings{User: "proxyops", Pool: pool, PrivateKeyFile: keyFile}}
 		if sc.freeMemory {
 			// Below what the fake reports: the host stays Ready.
 			host.MinFreeMemory, host.MinFreeMemoryBytes = "1GiB", 1<<30

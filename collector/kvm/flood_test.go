@@ -96,7 +96,7 @@ func TestFloodingPeers(t *testing.T) {
 	cfg := *e.cfg
 	cfg.LibvirtSocket = fake.Path()
 	cfg.MaxConcurrentDials = 64
-	cfg.Hosts = []*Host{{Address: good.addr, Name: "good", User: "proxyops", Pool: "default", PrivateKeyFile: e.keyFile}}
+	cfg.Hosts = []*Host{{Address: good.addr, Name: "good", HostSettings: &HostSettings{User: "proxyops", Pool: "default", PrivateKeyFile: e.keyFile}}}
 	var (
 		mu     sync.Mutex
 		pushed int64
@@ -116,7 +116,7 @@ func TestFloodingPeers(t *testing.T) {
 		name := fmt.Sprintf("flood-%02d", i)
 		modes[name] = mode
 		known += knownHostsLine(srv.addr, srv.hostKey.PublicKey())
-		cfg.Hosts = append(cfg.Hosts, &Host{Address: srv.addr, Name: name, User: "proxyops", Pool: "default", PrivateKeyFile: e.keyFile})
+		cfg.Hosts = append(cfg.Hosts, &Host{Address: srv.addr, Name: name, HostSettings: &HostSettings{User: "proxyops", Pool: "default", PrivateKeyFile: e.keyFile}})
 	}
 	e.writeKnownHosts(known)
 	cfg.KnownHostsFile = filepath.Join(e.dir, "known_hosts")

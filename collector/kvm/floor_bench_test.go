@@ -52,7 +52,9 @@ func benchFloor(b *testing.B, n int, layer string) {
 	}
 	for i, h := range hosts {
 		cfg.Hosts = append(cfg.Hosts, &Host{
-			Address: h.addr, Name: fmt.Sprintf("h%04d", i), User: "proxyops", Pool: DefaultPool, PrivateKeyFile: keyFile,
+			Address:      h.addr,
+			Name:         fmt.Sprintf("h%04d", i),
+			HostSettings: &HostSettings{User: "proxyops", Pool: DefaultPool, PrivateKeyFile: keyFile},
 		})
 	}
 	logger := slog.New(slog.DiscardHandler)

@@ -40,7 +40,7 @@ func TestMisbehavingLibvirtPeer(t *testing.T) {
 	newChecker := func(addr, socket string, promised ...Promised) *Checker {
 		cfg := *e.cfg
 		cfg.LibvirtSocket = socket
-		cfg.Hosts = []*Host{{Address: addr, Name: hostName, User: "proxyops", Pool: "default", PrivateKeyFile: e.keyFile}}
+		cfg.Hosts = []*Host{{Address: addr, Name: hostName, HostSettings: &HostSettings{User: "proxyops", Pool: "default", PrivateKeyFile: e.keyFile}}}
 		if len(promised) > 0 {
 			// The fake's host and pool leave room for one proxy of 1
 			// vCPU, 1 GiB and 1 GiB at these ratios.
@@ -371,7 +371,7 @@ func TestFrameErrorsLeakNoSecret(t *testing.T) {
 	cfg := *e.cfg
 	cfg.LibvirtSocket = fake.Path()
 	cfg.PassphraseFile = passFile
-	cfg.Hosts = []*Host{{Address: srv.addr, Name: hostName, User: "proxyops", Pool: "default", PrivateKeyFile: e.keyFile}}
+	cfg.Hosts = []*Host{{Address: srv.addr, Name: hostName, HostSettings: &HostSettings{User: "proxyops", Pool: "default", PrivateKeyFile: e.keyFile}}}
 	var logs syncBuffer
 	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	c, err := New(&cfg, logger)

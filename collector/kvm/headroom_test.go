@@ -123,7 +123,7 @@ func TestFreeMemoryOverTheWire(t *testing.T) {
 	e.writeKnownHosts(knownHostsLine(srv.addr, srv.hostKey.PublicKey()))
 	cfg := *e.cfg
 	cfg.LibvirtSocket = fake.Path()
-	cfg.Hosts = []*Host{{Address: srv.addr, Name: hostName, User: "proxyops", Pool: "default", PrivateKeyFile: e.keyFile}}
+	cfg.Hosts = []*Host{{Address: srv.addr, Name: hostName, HostSettings: &HostSettings{User: "proxyops", Pool: "default", PrivateKeyFile: e.keyFile}}}
 	logger := testLogger(t)
 	c, err := New(&cfg, logger)
 	if err != nil {

@@ -65,7 +65,9 @@ func (e itEnv) config(mod func(*kvm.Entry)) *kvm.Entry {
 		Pool:               e.pool,
 		MaxConcurrentDials: kvm.DefaultMaxConcurrentDials,
 		Hosts: []*kvm.Host{{
-			Address: e.address, Name: target, User: e.user, Pool: e.pool, PrivateKeyFile: e.key,
+			Address:      e.address,
+			Name:         target,
+			HostSettings: &kvm.HostSettings{User: e.user, Pool: e.pool, PrivateKeyFile: e.key},
 		}},
 	}
 	if mod != nil {

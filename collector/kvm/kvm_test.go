@@ -71,8 +71,9 @@ func newEnv(t testing.TB) *env {
 		Pool:               DefaultPool,
 		MaxConcurrentDials: DefaultMaxConcurrentDials,
 		Hosts: []*Host{{
-			Address: e.srv.addr, Name: hostName, User: "proxyops",
-			Pool: DefaultPool, PrivateKeyFile: e.keyFile,
+			Address:      e.srv.addr,
+			Name:         hostName,
+			HostSettings: &HostSettings{User: "proxyops", Pool: DefaultPool, PrivateKeyFile: e.keyFile},
 		}},
 	}
 	return e
@@ -702,7 +703,9 @@ func TestMaxConcurrentDials(t *testing.T) {
 	// test has counted, however slow the machine (Close ends it).
 	e.cfg.DialTimeout = config.Duration(10 * time.Minute)
 	e.cfg.Hosts = append(e.cfg.Hosts, &Host{
-		Address: other.addr, Name: "other", User: "proxyops", Pool: "default", PrivateKeyFile: e.keyFile,
+		Address:      other.addr,
+		Name:         "other",
+		HostSettings: &HostSettings{User: "proxyops", Pool: "default", PrivateKeyFile: e.keyFile},
 	})
 	c := e.checker()
 	dials := func() int64 { return e.srv.accepted.Load() + other.accepted.Load() }
@@ -902,7 +905,7 @@ func TestCheckFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := func(key, knownHosts string) *Entry {
-		return &Entry{Name: "lab", KnownHostsFile: knownHosts, Hosts: []*Host{{Address: "127.0.0.1:22", Name: "h", User: "u", PrivateKeyFile: key}}}
+		return &Entry{Name: "lab", KnownHostsFile: knownHosts, Hosts: []*Host{{Address: "127.0.0.1:22", Name: "h", HostSettings: &HostSettings{User: "u", PrivateKeyFile: key}}}}
 	}
 	if errs := CheckFiles(cfg(good, kh)); len(errs) != 0 {
 		t.Errorf("good files: %v", errs)
@@ -927,7 +930,9 @@ func TestDialTimeoutFreesTheSlot(t *testing.T) {
 	// Long enough for a healthy dial under -race on a loaded machine.
 	e.cfg.DialTimeout = config.Duration(5 * time.Second)
 	e.cfg.Hosts = append(e.cfg.Hosts, &Host{
-		Address: silent.addr, Name: "silent", User: "proxyops", Pool: "default", PrivateKeyFile: e.keyFile,
+		Address:      silent.addr,
+		Name:         "silent",
+		HostSettings: &HostSettings{User: "proxyops", Pool: "default", PrivateKeyFile: e.keyFile},
 	})
 	c := e.checker()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

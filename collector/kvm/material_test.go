@@ -33,8 +33,9 @@ func TestMaterialSharedByHosts(t *testing.T) {
 	e.cfg.Hosts = nil
 	for i := range n {
 		e.cfg.Hosts = append(e.cfg.Hosts, &Host{
-			Address: e.srv.addr, Name: fmt.Sprintf("h%d", i), User: "proxyops",
-			Pool: DefaultPool, PrivateKeyFile: e.keyFile,
+			Address:      e.srv.addr,
+			Name:         fmt.Sprintf("h%d", i),
+			HostSettings: &HostSettings{User: "proxyops", Pool: DefaultPool, PrivateKeyFile: e.keyFile},
 		})
 	}
 	c := e.checker()

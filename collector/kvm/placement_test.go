@@ -254,8 +254,10 @@ func TestPlacementOverTheWire(t *testing.T) {
 		t.Run(tt.volume+"/"+tt.network, func(t *testing.T) {
 			cfg := *e.cfg
 			cfg.LibvirtSocket = fake.Path()
-			cfg.Hosts = []*Host{{Address: srv.addr, Name: hostName, User: "proxyops", Pool: "default",
-				PrivateKeyFile: e.keyFile, Volume: tt.volume, Network: tt.network}}
+			cfg.Hosts = []*Host{{
+				Address:      srv.addr,
+				Name:         hostName,
+				HostSettings: &HostSettings{User: "proxyops", Pool: "default", PrivateKeyFile: e.keyFile, Volume: tt.volume, Network: tt.network}}}
 			c, err := New(&cfg, testLogger(t))
 			if err != nil {
 				t.Fatal(err)
@@ -391,7 +393,7 @@ func TestDropsAreLogged(t *testing.T) {
 	e.writeKnownHosts(knownHostsLine(srv.addr, srv.hostKey.PublicKey()))
 	cfg := *e.cfg
 	cfg.LibvirtSocket = fake.Path()
-	cfg.Hosts = []*Host{{Address: srv.addr, Name: hostName, User: "proxyops", Pool: DropPool, PrivateKeyFile: e.keyFile}}
+	cfg.Hosts = []*Host{{Address: srv.addr, Name: hostName, HostSettings: &HostSettings{User: "proxyops", Pool: DropPool, PrivateKeyFile: e.keyFile}}}
 	rec := &recordHandler{}
 	logger := slog.New(rec)
 	c, err := New(&cfg, logger)

@@ -252,31 +252,31 @@ func TestResolvePromised(t *testing.T) {
 	for _, tt := range []struct {
 		name  string
 		entry Entry
-		host  Host
+		host  HostSettings
 		want  Promised
 		err   string
 	}{
 		{name: "nothing set"},
 		{name: "min_free_vcpus alone: ratio 4", entry: Entry{MinFreeVCPUs: 2}, want: Promised{VCPUs: 2, CPURatio: 4}},
-		{name: "ratio from the entry, vCPUs from the host", entry: Entry{CPUAllocationRatio: f(8)}, host: Host{MinFreeVCPUs: 1},
+		{name: "ratio from the entry, vCPUs from the host", entry: Entry{CPUAllocationRatio: f(8)}, host: HostSettings{MinFreeVCPUs: 1},
 			want: Promised{VCPUs: 1, CPURatio: 8}},
-		{name: "the host's ratio wins", entry: Entry{MinFreeVCPUs: 2, CPUAllocationRatio: f(8)}, host: Host{CPUAllocationRatio: f(2)},
+		{name: "the host's ratio wins", entry: Entry{MinFreeVCPUs: 2, CPUAllocationRatio: f(8)}, host: HostSettings{CPUAllocationRatio: f(2)},
 			want: Promised{VCPUs: 2, CPURatio: 2}},
 		{name: "memory ratio: 512 MiB reserved", entry: Entry{MinFreeMemory: "4GiB", MemoryAllocationRatio: f(1)},
 			want: Promised{MemoryRatio: 1, ReservedMemory: 512 << 20}},
 		{name: "memory ratio, reserved set", entry: Entry{MinFreeMemory: "4GiB", MemoryAllocationRatio: f(1), ReservedMemory: "0"},
 			want: Promised{MemoryRatio: 1}},
-		{name: "host's reserved", entry: Entry{MinFreeMemory: "4GiB", MemoryAllocationRatio: f(1.5)}, host: Host{ReservedMemory: "2GiB"},
+		{name: "host's reserved", entry: Entry{MinFreeMemory: "4GiB", MemoryAllocationRatio: f(1.5)}, host: HostSettings{ReservedMemory: "2GiB"},
 			want: Promised{MemoryRatio: 1.5, ReservedMemory: 2 << 30}},
 		{name: "disk ratio", entry: Entry{MinPoolAvailable: "20GiB", DiskAllocationRatio: f(1)}, want: Promised{DiskRatio: 1}},
 		{name: "memory ratio without min_free_memory", entry: Entry{MemoryAllocationRatio: f(1)},
 			err: "memory_allocation_ratio: set without min_free_memory"},
-		{name: "disk ratio without min_pool_available", host: Host{DiskAllocationRatio: f(1)},
+		{name: "disk ratio without min_pool_available", host: HostSettings{DiskAllocationRatio: f(1)},
 			err: "disk_allocation_ratio: set without min_pool_available"},
 		{name: "ratio 0", entry: Entry{MinFreeVCPUs: 1, CPUAllocationRatio: f(0)}, err: "cpu_allocation_ratio: must be above 0"},
-		{name: "negative ratio", host: Host{DiskAllocationRatio: f(-1)}, err: "disk_allocation_ratio: must be above 0"},
+		{name: "negative ratio", host: HostSettings{DiskAllocationRatio: f(-1)}, err: "disk_allocation_ratio: must be above 0"},
 		{name: "huge ratio", entry: Entry{MemoryAllocationRatio: f(1e9)}, err: "memory_allocation_ratio: must be above 0 and at most 1000"},
-		{name: "negative vCPUs", host: Host{MinFreeVCPUs: -1}, err: "min_free_vcpus: must not be negative"},
+		{name: "negative vCPUs", host: HostSettings{MinFreeVCPUs: -1}, err: "min_free_vcpus: must not be negative"},
 		{name: "bad reserved", entry: Entry{ReservedMemory: "lots"}, err: "reserved_memory:"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
