@@ -18,6 +18,9 @@ func Kind() collector.Kind {
 			pool, memory, cpu := k.MinPoolAvailable != "", k.MinFreeMemory != "", k.MinFreeVCPUs > 0
 			volume, network := k.Volume != "", k.Network != ""
 			for _, h := range k.Hosts {
+				if h == nil || h.HostSettings == nil { // before Load: nothing of its own
+					continue
+				}
 				pool = pool || h.MinPoolAvailable != ""
 				memory = memory || h.MinFreeMemory != ""
 				cpu = cpu || h.MinFreeVCPUs > 0
