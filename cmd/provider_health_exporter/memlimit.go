@@ -31,7 +31,7 @@ const memoryLimitShare = 0.1
 // and the process reached 283 MiB. 64 MiB held while the binary's
 // resident pages were 45 MiB (a thousand Kubernetes entries checked,
 // TestPagesStreamUnderTheDeploymentLimit); with kube-scheduler's plugins
-// linked in (docs/configuration.md: "Scheduling") they reach 71 MiB, and
+// linked in (docs/configuration.md: "Scheduling: schedule") they reach 71 MiB, and
 // TestLargeReloadsUnderTheDeploymentLimit peaked at 244 MiB of the 256
 // with 64 MiB kept, 211 MiB with 96.
 const fileReserve = 96 << 20
