@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/config"
 )
 
 // floodMode is how a flooding libvirt peer pushes data nobody asked for,
@@ -96,6 +97,9 @@ func TestFloodingPeers(t *testing.T) {
 	cfg := *e.cfg
 	cfg.LibvirtSocket = fake.Path()
 	cfg.MaxConcurrentDials = 64
+	// 41 SSH handshakes at once under -race on a loaded machine can take
+	// longer than the default 3 s: the first check must be Ready.
+	cfg.DialTimeout = config.Duration(2 * time.Minute)
 	cfg.Hosts = []*Host{{Address: good.addr, Name: "good", HostSettings: &HostSettings{User: "proxyops", Pool: "default", PrivateKeyFile: e.keyFile}}}
 	var (
 		mu     sync.Mutex
@@ -118,6 +122,10 @@ func TestFloodingPeers(t *testing.T) {
 		known += knownHostsLine(srv.addr, srv.hostKey.PublicKey())
 		cfg.Hosts = append(cfg.Hosts, &Host{Address: srv.addr, Name: name, HostSettings: &HostSettings{User: "proxyops", Pool: "default", PrivateKeyFile: e.keyFile}})
 	}
+	// The flooders wait for start: a test that stops before it is closed
+	// must still let them go, or the servers' cleanup waits for ever.
+	release := sync.OnceFunc(func() { close(start) })
+	t.Cleanup(release)
 	e.writeKnownHosts(known)
 	cfg.KnownHostsFile = filepath.Join(e.dir, "known_hosts")
 	c, err := New(&cfg, testLogger(t))
@@ -151,7 +159,7 @@ func TestFloodingPeers(t *testing.T) {
 	runtime.ReadMemStats(&before)
 	// Between checks: every flood is cut, and its connection let go,
 	// without a check reading anything.
-	close(start)
+	release()
 	waitFor(t, "every flooding host's connection to be let go", func() bool {
 		for name := range modes {
 			h := c.lookup(name)
