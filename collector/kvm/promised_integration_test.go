@@ -138,7 +138,7 @@ func TestIntegrationPromised(t *testing.T) {
 	t.Run("vCPUs at the default ratio, a per-host override, and a domain defined and undefined", func(t *testing.T) {
 		c := e.entry(func(cfg *kvm.Entry) {
 			cfg.MinFreeVCPUs = 1
-			cfg.Hosts[1].CPUAllocationRatio = ratio(8)
+			cfg.Hosts[1].HostSettings = &kvm.HostSettings{CPUAllocationRatio: ratio(8)}
 		})
 		v, f, _ := checkHost(t, c, "a")
 		promised := base.DomainsVCPUs + definedVCPUs
