@@ -12,8 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	resourcehelper "k8s.io/component-helpers/resource"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
 	"github.com/egress-proxies/provider_health_exporter/internal/quantity"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // The capacity of a cluster entry (docs/metrics.md: "Capacity"): the
@@ -142,13 +142,13 @@ func quotaBinding(u QuotaUsage) string { return "quota " + u.Quota + " " + strin
 // thousandths (internal/quantity), and a fit is 0 exactly when hard − used
 // < need, evaluateHeadroom's comparison: QuotaExhausted ⇔ capacity 0.
 // Unknown when no quota bounds anything.
-func quotaCapacity(h Headroom, mins map[corev1.ResourceName]Quantity, needs PodNeeds) collector.Capacity {
-	var c collector.Capacity
+func quotaCapacity(h Headroom, mins map[corev1.ResourceName]Quantity, needs PodNeeds) provider.Capacity {
+	var c provider.Capacity
 	for _, u := range h.Quotas {
 		if u.NoUsage {
 			continue
 		}
-		c = c.Min(collector.Fit(int64(u.Hard.Milli.Sub(u.Used.Milli)), int64(mins[u.Resource].Milli), quotaBinding(u)))
+		c = c.Min(provider.Fit(int64(u.Hard.Milli.Sub(u.Used.Milli)), int64(mins[u.Resource].Milli), quotaBinding(u)))
 	}
 	if needs == nil {
 		return c
@@ -158,7 +158,7 @@ func quotaCapacity(h Headroom, mins map[corev1.ResourceName]Quantity, needs PodN
 		if !ok || need <= 0 || u.NoUsage {
 			continue
 		}
-		c = c.Min(collector.Fit(int64(u.Hard.Milli.Sub(u.Used.Milli)), int64(need), quotaBinding(u)))
+		c = c.Min(provider.Fit(int64(u.Hard.Milli.Sub(u.Used.Milli)), int64(need), quotaBinding(u)))
 	}
 	return c
 }
@@ -173,7 +173,7 @@ func podQuotaUsages(list []rawQuota, warn func(msg string, args ...any)) []Quota
 	var out []QuotaUsage
 	for _, q := range list {
 		if q.Scoped {
-			warn("resource quota with scopes is left out of the capacity", "quota", collector.BoundString(q.Name))
+			warn("resource quota with scopes is left out of the capacity", "quota", provider.BoundString(q.Name))
 			continue
 		}
 		hard := q.StatusHard
@@ -183,13 +183,13 @@ func podQuotaUsages(list []rawQuota, warn func(msg string, args ...any)) []Quota
 		for _, res := range slices.Sorted(maps.Keys(hard)) {
 			h, err := parseQuantity(hard[res])
 			if err != nil {
-				warn("quota quantity unreadable: left out of the capacity", "quota", collector.BoundString(q.Name), "resource", collector.BoundString(res), "err", err)
+				warn("quota quantity unreadable: left out of the capacity", "quota", provider.BoundString(q.Name), "resource", provider.BoundString(res), "err", err)
 				continue
 			}
-			u := QuotaUsage{Quota: collector.BoundString(q.Name), Resource: corev1.ResourceName(res), Hard: h, NoSeries: true}
+			u := QuotaUsage{Quota: provider.BoundString(q.Name), Resource: corev1.ResourceName(res), Hard: h, NoSeries: true}
 			if usedText, ok := q.Used[res]; ok {
 				if u.Used, err = parseQuantity(usedText); err != nil {
-					warn("quota quantity unreadable: left out of the capacity", "quota", collector.BoundString(q.Name), "resource", collector.BoundString(res), "err", err)
+					warn("quota quantity unreadable: left out of the capacity", "quota", provider.BoundString(q.Name), "resource", provider.BoundString(res), "err", err)
 					continue
 				}
 			} else {

@@ -13,13 +13,13 @@ import (
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // ReasonUnschedulable says no node takes the Pod that the pod_template's
 // dry run returned, judged as kube-scheduler's filters would
 // (docs/metrics.md: "Reasons"). The API server answered, so up = 1.
-const ReasonUnschedulable collector.Reason = "Unschedulable"
+const ReasonUnschedulable provider.Reason = "Unschedulable"
 
 // The causes a node does not take the Pod, in kube-scheduler's words
 // (its plugins nodeunschedulable, tainttoleration, nodeaffinity and
@@ -315,7 +315,7 @@ func milliValue(l corev1.ResourceList, name corev1.ResourceName) int64 {
 // Insufficient cpu, 1 node(s) were unschedulable"), and otherwise how
 // many copies fit where, with the causes of the nodes that take none.
 // The causes are sorted as the scheduler sorts them and bounded
-// (maxCauses, collector.BoundString).
+// (maxCauses, provider.BoundString).
 func (r FitResult) Message() string {
 	causes := make([]string, 0, len(r.Causes))
 	for c, n := range r.Causes {
@@ -340,7 +340,7 @@ func (r FitResult) Message() string {
 			msg += "; the others take none: " + strings.Join(causes, ", ")
 		}
 	}
-	return collector.BoundString(msg)
+	return provider.BoundString(msg)
 }
 
 // stripPod is the watch cache's copy of a Pod: what the fit reads of it

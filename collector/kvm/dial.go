@@ -15,7 +15,7 @@ import (
 	"github.com/digitalocean/go-libvirt"
 	"golang.org/x/crypto/ssh"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // stage names the step of a dial that failed (docs/configuration.md: "KVM"); the reason is
@@ -540,7 +540,7 @@ func (s *session) bound(ctx context.Context, fn func() error) error {
 // connection, instead of costing a redial; one that does not answer within
 // the grace is taken for wedged. It is well within the engine's
 // AbandonGrace, so the check still returns before it is abandoned.
-const lateAnswerGrace = collector.AbandonGrace / 2
+const lateAnswerGrace = provider.AbandonGrace / 2
 
 // call runs fn, a libvirt call for a check bound to ctx, on s (bound's
 // counterpart for checks on a kept connection). When ctx has ended by the
@@ -574,7 +574,7 @@ func (s *session) call(ctx context.Context, fn func() error) error {
 		return fmt.Errorf("%w: no answer within %s after it, connection closed: %w", endedCause(ctx), w.grace, err)
 	}
 	switch {
-	case !collector.Ended(ctx):
+	case !provider.Ended(ctx):
 		return err
 	case err != nil:
 		return fmt.Errorf("%w: %w", endedCause(ctx), err)
@@ -584,7 +584,7 @@ func (s *session) call(ctx context.Context, fn func() error) error {
 
 // endedCause is why ctx ended: its cause, or DeadlineExceeded when its
 // deadline has passed but its timer has not fired yet, as happens on a
-// loaded machine (collector.Ended).
+// loaded machine (provider.Ended).
 func endedCause(ctx context.Context) error {
 	if err := context.Cause(ctx); err != nil {
 		return err
