@@ -1,11 +1,3 @@
-// Package collector is the framework every provider plugs into: the checker
-// contract, the closed reason sets, the scrape budget, concurrent fan-out with
-// shared in-flight checks and min_interval reuse, and the translation of
-// verdicts into metrics and status.
-//
-// Each provider package's New takes the functional options of option.go;
-// WithDialer sets how every connection the checker opens is made, which
-// is how tests keep name lookups and traffic on loopback.
 package provider
 
 import (

@@ -189,7 +189,7 @@ func (x *exporter) serveMetrics(w http.ResponseWriter, r *http.Request) {
 // serveResults writes the results, merged with the families of self when
 // it is not nil, in the format and encoding the request negotiates: what
 // promhttp.HandlerFor a Gatherer of both (ContinueOnError, OpenMetrics
-// enabled) writes, without a Registry in between (engine.Exposition).
+// enabled) writes, without a Registry in between (exposition.Exposition).
 func (x *exporter) serveResults(w http.ResponseWriter, r *http.Request, results []engine.ProviderResult, self prometheus.Gatherer) {
 	exp, err := engine.NewExposition(results)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/egress-proxies/provider_health_exporter/internal/engine"
+	"github.com/egress-proxies/provider_health_exporter/internal/exposition"
 	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
@@ -88,9 +89,9 @@ func (x *exporter) serveProbe(w http.ResponseWriter, r *http.Request) {
 // describeMode says why a debug probe has no log to show.
 func describeMode(mode string) string {
 	switch mode {
-	case engine.ModeCached:
+	case exposition.ModeCached:
 		return "a cached verdict whose check left no log"
-	case engine.ModeBackoff:
+	case exposition.ModeBackoff:
 		return "the last verdict, served while the target's failing dials back off"
 	}
 	return "the check did not answer within the budget"

@@ -739,7 +739,7 @@ func (h *countingHandler) summary() string {
 }
 
 // encodeText writes the results in the text format the way /metrics
-// does (engine.Exposition, no Registry), so the cost of the answer is
+// does (exposition.Exposition, no Registry), so the cost of the answer is
 // counted with the checks'.
 func encodeText(w io.Writer, res []engine.ProviderResult) error {
 	x, err := engine.NewExposition(res)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/egress-proxies/provider_health_exporter/internal/exposition"
 	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
@@ -29,7 +30,7 @@ func (e *Engine) abandonLocked(p *loaded, st *state, c *call) {
 // stuck is the verdict of a target whose abandoned checks, n of them,
 // have not returned: no new check starts until one does.
 func (e *Engine) stuck(p *loaded, st *state, t provider.Target, n int) TargetResult {
-	res := Result{
+	res := exposition.Result{
 		Verdict: provider.Verdict{Reason: provider.ReasonTimeout, Message: fmt.Sprintf(
 			"%d abandoned checks of this target have not returned; no new check starts until one does", n)},
 		Target:    t,
@@ -37,7 +38,7 @@ func (e *Engine) stuck(p *loaded, st *state, t provider.Target, n int) TargetRes
 	}
 	// No check ran: checks_total is not counted.
 	record(st, res, true)
-	return p.withFacts(e.answer(st, res, ModeLive, nil, nil))
+	return p.withFacts(e.answer(st, res, exposition.ModeLive, nil, nil))
 }
 
 // reuse returns the target's last verdict when it is to be served
@@ -62,13 +63,13 @@ func reuseLocked(p *loaded, st *state, t provider.Target) (TargetResult, bool) {
 	mode := ""
 	switch {
 	case st.cached != nil && p.MinInterval > 0 && time.Since(st.cached.CheckedAt) < p.MinInterval:
-		mode = ModeCached
+		mode = exposition.ModeCached
 	case st.cached != nil && st.inflight == nil && backingOff(p.checker, t.Name):
-		mode = ModeBackoff
+		mode = exposition.ModeBackoff
 	default:
 		return TargetResult{}, false
 	}
-	tr := TargetResult{Result: *st.cached, Checked: true, Mode: mode, LastTransition: st.transition, Log: st.cachedLog, memo: st.cachedMemo}
+	tr := TargetResult{Series: exposition.Series{Result: *st.cached, LastTransition: st.transition, Memo: st.cachedMemo}, Checked: true, Mode: mode, Log: st.cachedLog}
 	tr.Target = t
 	return tr, true
 }

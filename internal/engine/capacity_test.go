@@ -9,6 +9,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/common/expfmt"
 
+	"github.com/egress-proxies/provider_health_exporter/internal/exposition"
+
 	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
@@ -62,7 +64,7 @@ func TestCapacitySeries(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := `
-# HELP provider_health_capacity ` + capacityHelp + `
+# HELP provider_health_capacity ` + exposition.CapacityHelp + `
 # TYPE provider_health_capacity gauge
 provider_health_capacity{name="lab",provider="kvm",target="fits"} 5
 provider_health_capacity{name="lab",provider="kvm",target="full"} 0

@@ -10,22 +10,10 @@ import (
 	"time"
 
 	"github.com/egress-proxies/provider_health_exporter/config"
+	"github.com/egress-proxies/provider_health_exporter/internal/exposition"
 	"github.com/egress-proxies/provider_health_exporter/internal/redact"
 	"github.com/egress-proxies/provider_health_exporter/provider"
 )
-
-// Check modes, the mode label of provider_health_exporter_checks_total.
-const (
-	ModeLive   = "live"   // the check ran for this caller
-	ModeShared = "shared" // joined a check another caller had started
-	ModeCached = "cached" // reused a verdict younger than min_interval
-	// ModeBackoff served the last verdict of a target the checker holds
-	// back after repeated failures (Backoffer).
-	ModeBackoff = "backoff"
-)
-
-// Modes lists the check modes in a stable order.
-var Modes = []string{ModeLive, ModeShared, ModeCached, ModeBackoff}
 
 // Entry describes one configured provider entry for Engine.Load.
 type Entry struct {
@@ -131,13 +119,13 @@ type state struct {
 	// last is the newest verdict, nil until the first; provisional marks
 	// one the engine made up for a check that overran its deadline, which
 	// the check's own verdict replaces when it comes.
-	last        *Result
+	last        *exposition.Result
 	provisional bool
 	// cached is the last verdict a check of these settings produced, and
 	// cachedLog that check's log: what min_interval and debug serve.
-	cached     *Result
+	cached     *exposition.Result
 	cachedLog  *CheckLog
-	cachedMemo *factsMemo
+	cachedMemo *exposition.FactsMemo
 	transition time.Time // when ready last changed
 	history    []Transition
 	inflight   *call // the one live check of the target, if any
@@ -156,9 +144,9 @@ type state struct {
 type call struct {
 	done     chan struct{}
 	deadline time.Time
-	res      Result
+	res      exposition.Result
 	log      *CheckLog
-	memo     *factsMemo
+	memo     *exposition.FactsMemo
 	// abandoned is set, under the target's lock, when the engine gave up
 	// waiting for the check; its verdict is then dropped.
 	abandoned bool

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/egress-proxies/provider_health_exporter/internal/exposition"
 	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
@@ -299,7 +300,7 @@ func TestHangingCheckerAnswersWithinBudget(t *testing.T) {
 		// At most one live check per target: the next scrape waits on
 		// the stuck check instead of starting another.
 		res, _ = e.Run(context.Background(), Request{ScrapeTimeout: time.Second})
-		if got := res[0].Targets[0]; got.Mode != ModeShared || got.Reason != provider.ReasonTimeout {
+		if got := res[0].Targets[0]; got.Mode != exposition.ModeShared || got.Reason != provider.ReasonTimeout {
 			t.Errorf("second scrape: %s %s, want shared Timeout", got.Mode, got.Reason)
 		}
 		if n := hang.calls.Load(); n != 3 {
@@ -398,7 +399,7 @@ func TestLongerScrapeOutlivesAShorterCheck(t *testing.T) {
 		go func() { short <- runOne(t, e, Request{ScrapeTimeout: 400 * time.Millisecond}) }()
 		synctest.Wait() // the short scrape's check is in flight
 		got := runOne(t, e, Request{ScrapeTimeout: 5 * time.Second})
-		if got.Mode != ModeLive || got.Reason != provider.ReasonReady {
+		if got.Mode != exposition.ModeLive || got.Reason != provider.ReasonReady {
 			t.Errorf("longer scrape: mode %s reason %s, want its own live check, Ready", got.Mode, got.Reason)
 		}
 		if got := <-short; got.Reason != provider.ReasonTimeout {
@@ -469,7 +470,7 @@ func TestConcurrentCallersShareOneCheck(t *testing.T) {
 		if n := c.calls.Load(); n != 1 {
 			t.Errorf("checker ran %d times, want 1", n)
 		}
-		if modes[ModeLive] != 1 || modes[ModeShared] != 9 {
+		if modes[exposition.ModeLive] != 1 || modes[exposition.ModeShared] != 9 {
 			t.Errorf("modes = %v, want one live and nine shared", modes)
 		}
 	})
@@ -512,11 +513,11 @@ func TestSharedCallerKeepsItsOwnDeadline(t *testing.T) {
 		synctest.Wait()
 		start := time.Now()
 		got := runOne(t, e, Request{ScrapeTimeout: 200 * time.Millisecond})
-		if got.Mode != ModeShared || got.Reason != provider.ReasonTimeout || time.Since(start) != 200*time.Millisecond {
+		if got.Mode != exposition.ModeShared || got.Reason != provider.ReasonTimeout || time.Since(start) != 200*time.Millisecond {
 			t.Errorf("short scrape: mode %s reason %s after %v, want shared Timeout at its own 200ms budget",
 				got.Mode, got.Reason, time.Since(start))
 		}
-		if got := <-first; got.Reason != provider.ReasonReady || got.Mode != ModeLive {
+		if got := <-first; got.Reason != provider.ReasonReady || got.Mode != exposition.ModeLive {
 			t.Errorf("long scrape: mode %s reason %s, want live Ready", got.Mode, got.Reason)
 		}
 	})
@@ -535,18 +536,18 @@ func TestMinIntervalServesCachedVerdictWithItsLog(t *testing.T) {
 		}
 		time.Sleep(30 * time.Second)
 		got := runOne(t, e, Request{})
-		if got.Mode != ModeCached || !got.CheckedAt.Equal(first.CheckedAt) || got.Log != first.Log {
+		if got.Mode != exposition.ModeCached || !got.CheckedAt.Equal(first.CheckedAt) || got.Log != first.Log {
 			t.Errorf("within min_interval: mode %s checked at %v, want cached from %v with its log", got.Mode, got.CheckedAt, first.CheckedAt)
 		}
 		time.Sleep(31 * time.Second)
 		res, _ := e.Run(context.Background(), Request{})
-		if got := res[0].Targets[0]; got.Mode != ModeLive || !got.CheckedAt.After(first.CheckedAt) {
+		if got := res[0].Targets[0]; got.Mode != exposition.ModeLive || !got.CheckedAt.After(first.CheckedAt) {
 			t.Errorf("after min_interval: mode %s checked at %v, want a live check", got.Mode, got.CheckedAt)
 		}
 		if n := c.calls.Load(); n != 2 {
 			t.Errorf("checker ran %d times, want 2", n)
 		}
-		if res[0].Checks[ModeLive] != 2 || res[0].Checks[ModeCached] != 1 {
+		if res[0].Checks[exposition.ModeLive] != 2 || res[0].Checks[exposition.ModeCached] != 1 {
 			t.Errorf("checks = %v, want live 2, cached 1", res[0].Checks)
 		}
 	})
@@ -683,7 +684,7 @@ func TestReloadIsOneTransaction(t *testing.T) {
 	if newKVM.closed.Load() || oldGCP.closed.Load() {
 		t.Error("a checker in force was closed")
 	}
-	if got := runOne(t, e, Request{Name: "g"}); got.Mode != ModeCached || oldGCP.calls.Load() != 1 {
+	if got := runOne(t, e, Request{Name: "g"}); got.Mode != exposition.ModeCached || oldGCP.calls.Load() != 1 {
 		t.Errorf("unchanged gcp entry after reload: mode %s, %d calls; want the cached verdict", got.Mode, oldGCP.calls.Load())
 	}
 	if _, err := e.Run(context.Background(), Request{Name: "k"}); err == nil {
@@ -748,15 +749,20 @@ func TestCollectGolden(t *testing.T) {
 	at := time.Unix(1_700_000_000, 0)
 	res := []ProviderResult{
 		{
-			Kind: ProviderGCP, Name: "crawl-prod", Reasons: testReasons(), Budget: 2500 * time.Millisecond,
-			Checks: map[string]uint64{ModeLive: 3, ModeCached: 1},
+			Provider: exposition.Provider{
+				Kind: ProviderGCP, Name: "crawl-prod", Reasons: testReasons(), Budget: 2500 * time.Millisecond,
+				Checks: map[string]uint64{exposition.ModeLive: 3, exposition.ModeCached: 1},
+			},
 			Targets: []TargetResult{{
-				Result: Result{
-					Verdict:   provider.Verdict{Reason: ReasonAPIDisabled},
-					Target:    provider.Target{Name: "compute", Address: "projects/crawl-prod-123"},
-					CheckedAt: at, Duration: 250 * time.Millisecond,
+				Series: exposition.Series{
+					Result: exposition.Result{
+						Verdict:   provider.Verdict{Reason: ReasonAPIDisabled},
+						Target:    provider.Target{Name: "compute", Address: "projects/crawl-prod-123"},
+						CheckedAt: at, Duration: 250 * time.Millisecond,
+					},
+					LastTransition: at.Add(-time.Hour),
 				},
-				Mode: ModeLive, LastTransition: at.Add(-time.Hour),
+				Mode: exposition.ModeLive,
 			}},
 		},
 	}
@@ -861,13 +867,13 @@ func TestBackoffServesTheLastVerdict(t *testing.T) {
 		}}
 		e := newTestEngine(t, entry(ProviderKVM, "lab", c))
 		first := runOne(t, e, Request{})
-		if first.Mode != ModeLive || first.Reason != provider.ReasonUnreachable {
+		if first.Mode != exposition.ModeLive || first.Reason != provider.ReasonUnreachable {
 			t.Fatalf("first scrape: mode %s reason %s, want a live Unreachable", first.Mode, first.Reason)
 		}
 		time.Sleep(30 * time.Second)
 		reason.Store(provider.ReasonReady) // the host is back, but not asked yet
 		got := runOne(t, e, Request{})
-		if got.Mode != ModeBackoff || got.Reason != provider.ReasonUnreachable || !got.CheckedAt.Equal(first.CheckedAt) || got.Log != first.Log {
+		if got.Mode != exposition.ModeBackoff || got.Reason != provider.ReasonUnreachable || !got.CheckedAt.Equal(first.CheckedAt) || got.Log != first.Log {
 			t.Errorf("backing off: mode %s reason %s checked at %v, want backoff serving the verdict of %v with its log", got.Mode, got.Reason, got.CheckedAt, first.CheckedAt)
 		}
 		if until := status(t, e).BackoffUntil; !until.Equal(first.CheckedAt.Add(time.Minute)) {
@@ -878,7 +884,7 @@ func TestBackoffServesTheLastVerdict(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := res[0].Targets[0]; got.Mode != ModeLive || got.Reason != provider.ReasonReady {
+		if got := res[0].Targets[0]; got.Mode != exposition.ModeLive || got.Reason != provider.ReasonReady {
 			t.Errorf("after the backoff: mode %s reason %s, want a live Ready", got.Mode, got.Reason)
 		}
 		if until := status(t, e).BackoffUntil; !until.IsZero() {
@@ -887,7 +893,7 @@ func TestBackoffServesTheLastVerdict(t *testing.T) {
 		if n := c.calls.Load(); n != 2 {
 			t.Errorf("checker ran %d times, want 2", n)
 		}
-		if res[0].Checks[ModeLive] != 2 || res[0].Checks[ModeBackoff] != 1 {
+		if res[0].Checks[exposition.ModeLive] != 2 || res[0].Checks[exposition.ModeBackoff] != 1 {
 			t.Errorf("checks = %v, want live 2, backoff 1", res[0].Checks)
 		}
 	})
@@ -901,7 +907,7 @@ func TestBackoffNeedsAVerdict(t *testing.T) {
 		c := &backoffChecker{notBefore: time.Now().Add(time.Hour)}
 		c.testChecker = testChecker{targets: one("beelink"), behave: verdictOf(provider.ReasonReady)}
 		e := newTestEngine(t, entry(ProviderKVM, "lab", c))
-		if got := runOne(t, e, Request{}); got.Mode != ModeLive || got.Reason != provider.ReasonReady {
+		if got := runOne(t, e, Request{}); got.Mode != exposition.ModeLive || got.Reason != provider.ReasonReady {
 			t.Errorf("mode %s reason %s, want a live Ready", got.Mode, got.Reason)
 		}
 	})
@@ -971,13 +977,13 @@ func TestStuckCheckIsAbandoned(t *testing.T) {
 			t.Fatalf("first scrape: %s %q, abandoned %d; want Timeout saying the check did not return, 0", tr.Reason, tr.Message, n)
 		}
 		// Within the grace, a scrape still joins the stuck check.
-		if tr, n = scrape(); tr.Mode != ModeShared || n != 0 {
+		if tr, n = scrape(); tr.Mode != exposition.ModeShared || n != 0 {
 			t.Fatalf("scrape within the grace: mode %s, abandoned %d; want shared, 0", tr.Mode, n)
 		}
 		for i := 1; i < provider.MaxAbandoned; i++ {
 			time.Sleep(provider.AbandonGrace + time.Second)
 			tr, n = scrape()
-			if tr.Mode != ModeLive || tr.Reason != provider.ReasonTimeout || n != uint64(i) {
+			if tr.Mode != exposition.ModeLive || tr.Reason != provider.ReasonTimeout || n != uint64(i) {
 				t.Fatalf("scrape after the grace #%d: %s %s, abandoned %d; want a live Timeout, %d", i, tr.Mode, tr.Reason, n, i)
 			}
 		}
@@ -1001,7 +1007,7 @@ func TestStuckCheckIsAbandoned(t *testing.T) {
 		free()
 		synctest.Wait()
 		time.Sleep(provider.AbandonGrace + time.Second)
-		if tr, _ = scrape(); tr.Reason != provider.ReasonReady || tr.Mode != ModeLive {
+		if tr, _ = scrape(); tr.Reason != provider.ReasonReady || tr.Mode != exposition.ModeLive {
 			t.Fatalf("after the callee returned: %s %s, want a live Ready", tr.Mode, tr.Reason)
 		}
 	})

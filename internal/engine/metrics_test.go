@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"math"
-	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -15,8 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
-	"google.golang.org/protobuf/proto"
 
+	"github.com/egress-proxies/provider_health_exporter/internal/exposition"
 	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
@@ -56,9 +55,12 @@ func richResults() []ProviderResult {
 	at := time.Unix(1_700_000_000, 123_456_789)
 	tr := func(name, addr string, r provider.Reason, d time.Duration, transition time.Time, facts provider.Facts) TargetResult {
 		return TargetResult{
-			Result: Result{Verdict: provider.Verdict{Reason: r, Facts: facts}, Target: provider.Target{Name: name, Address: addr},
-				CheckedAt: at, Duration: d},
-			Checked: true, Mode: ModeLive, LastTransition: transition,
+			Series: exposition.Series{
+				Result: exposition.Result{Verdict: provider.Verdict{Reason: r, Facts: facts}, Target: provider.Target{Name: name, Address: addr},
+					CheckedAt: at, Duration: d},
+				LastTransition: transition,
+			},
+			Checked: true, Mode: exposition.ModeLive,
 		}
 	}
 	withCapacity := func(tr TargetResult, n int64) TargetResult {
@@ -67,8 +69,10 @@ func richResults() []ProviderResult {
 	}
 	return []ProviderResult{
 		{
-			Kind: ProviderKVM, Name: "zeta", Reasons: testReasons(), Budget: 4500 * time.Millisecond,
-			Checks: map[string]uint64{ModeLive: 7, ModeCached: 1 << 40},
+			Provider: exposition.Provider{
+				Kind: ProviderKVM, Name: "zeta", Reasons: testReasons(), Budget: 4500 * time.Millisecond,
+				Checks: map[string]uint64{exposition.ModeLive: 7, exposition.ModeCached: 1 << 40},
+			},
 			Targets: []TargetResult{
 				withCapacity(tr("nuc", "127.0.0.1:22", ReasonPoolInactive, 20*time.Millisecond, at, richFacts{1}), 0),
 				withCapacity(tr("a\"quoted\\name\nwith newline", "127.0.0.1:22", provider.ReasonReady, 0, time.Time{}, richFacts{2.5e-7}), provider.MaxCapacity),
@@ -77,11 +81,13 @@ func richResults() []ProviderResult {
 			},
 		},
 		{
-			Kind: ProviderGCP, Name: "alpha", Reasons: testReasons(), Budget: time.Nanosecond,
-			Checks:  map[string]uint64{},
+			Provider: exposition.Provider{
+				Kind: ProviderGCP, Name: "alpha", Reasons: testReasons(), Budget: time.Nanosecond,
+				Checks: map[string]uint64{},
+			},
 			Targets: []TargetResult{tr("compute", "projects/p", ReasonAPIDisabled, 250*time.Millisecond, at, nil)},
 		},
-		{Kind: ProviderKubernetes, Name: "empty", Reasons: testReasons(), Budget: time.Second, Checks: map[string]uint64{ModeShared: 2}},
+		{Provider: exposition.Provider{Kind: ProviderKubernetes, Name: "empty", Reasons: testReasons(), Budget: time.Second, Checks: map[string]uint64{exposition.ModeShared: 2}}},
 	}
 }
 
@@ -277,39 +283,4 @@ func TestSameFactsAcrossChecksCollectedOnce(t *testing.T) {
 			t.Errorf("new Facts of 3 checks collected %d times, want 3", n)
 		}
 	})
-}
-
-// TestSortKeyOrdersAsTheValues: comparing two metrics' sort keys gives what
-// comparing their label values one by one gives (Gather's order), and equal
-// keys only for equal values, NULs, empty values and prefixes included.
-func TestSortKeyOrdersAsTheValues(t *testing.T) {
-	alphabet := []string{"", "\x00", "\x00\x00", "\x01", "a", "a\x00", "a\x00b", "a\x01", "ab", "b", "\xff", "é"}
-	var lists [][]string
-	for _, a := range alphabet {
-		lists = append(lists, []string{a})
-		for _, b := range alphabet {
-			lists = append(lists, []string{a, b})
-			for _, c := range alphabet[:6] {
-				lists = append(lists, []string{a, b, c})
-			}
-		}
-	}
-	key := func(vs []string) string {
-		lps := make([]*dto.LabelPair, len(vs))
-		for i, v := range vs {
-			lps[i] = &dto.LabelPair{Name: proto.String("l" + strconv.Itoa(i)), Value: proto.String(v)}
-		}
-		return sortKey(lps)
-	}
-	keys := make([]string, len(lists))
-	for i, l := range lists {
-		keys[i] = key(l)
-	}
-	for i, a := range lists {
-		for j, b := range lists {
-			if got, want := strings.Compare(keys[i], keys[j]), slices.Compare(a, b); got != want {
-				t.Fatalf("%q against %q: keys compare %d, values %d", a, b, got, want)
-			}
-		}
-	}
 }

@@ -1,21 +1,45 @@
 package engine
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/egress-proxies/provider_health_exporter/internal/exposition"
+)
+
+// namespace, boolFloat and unixSeconds are the exposition's, written
+// again: the oracle shares no code with what it checks.
+const namespace = "provider_health"
+
+func boolFloat(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func unixSeconds(t time.Time) float64 {
+	if t.IsZero() {
+		return 0
+	}
+	return float64(t.UnixNano()) / 1e9
+}
 
 var (
 	targetLabels = []string{"provider", "name", "target"}
 
-	upDesc             = prometheus.NewDesc(namespace+"_up", upHelp, targetLabels, nil)
-	readyDesc          = prometheus.NewDesc(namespace+"_ready", readyHelp, targetLabels, nil)
-	capacityDesc       = prometheus.NewDesc(namespace+"_capacity", capacityHelp, targetLabels, nil)
-	reasonDesc         = prometheus.NewDesc(namespace+"_reason", reasonHelp, append(targetLabels, "reason"), nil)
-	durationDesc       = prometheus.NewDesc(namespace+"_check_duration_seconds", durationHelp, targetLabels, nil)
-	timeoutDesc        = prometheus.NewDesc(namespace+"_check_timeout_seconds", timeoutHelp, []string{"provider", "name"}, nil)
-	lastCheckDesc      = prometheus.NewDesc(namespace+"_last_check_timestamp_seconds", lastCheckHelp, targetLabels, nil)
-	lastTransitionDesc = prometheus.NewDesc(namespace+"_last_transition_timestamp_seconds", lastTransitionHelp, targetLabels, nil)
-	targetInfoDesc     = prometheus.NewDesc(namespace+"_target_info", targetInfoHelp, append(targetLabels, "address"), nil)
-	checksDesc         = prometheus.NewDesc(namespace+"_exporter_checks_total", checksHelp, []string{"provider", "name", "mode"}, nil)
-	abandonedDesc      = prometheus.NewDesc(namespace+"_exporter_checks_abandoned_total", abandonedHelp, []string{"provider", "name"}, nil)
+	upDesc             = prometheus.NewDesc(namespace+"_up", exposition.UpHelp, targetLabels, nil)
+	readyDesc          = prometheus.NewDesc(namespace+"_ready", exposition.ReadyHelp, targetLabels, nil)
+	capacityDesc       = prometheus.NewDesc(namespace+"_capacity", exposition.CapacityHelp, targetLabels, nil)
+	reasonDesc         = prometheus.NewDesc(namespace+"_reason", exposition.ReasonHelp, append(targetLabels, "reason"), nil)
+	durationDesc       = prometheus.NewDesc(namespace+"_check_duration_seconds", exposition.DurationHelp, targetLabels, nil)
+	timeoutDesc        = prometheus.NewDesc(namespace+"_check_timeout_seconds", exposition.TimeoutHelp, []string{"provider", "name"}, nil)
+	lastCheckDesc      = prometheus.NewDesc(namespace+"_last_check_timestamp_seconds", exposition.LastCheckHelp, targetLabels, nil)
+	lastTransitionDesc = prometheus.NewDesc(namespace+"_last_transition_timestamp_seconds", exposition.LastTransitionHelp, targetLabels, nil)
+	targetInfoDesc     = prometheus.NewDesc(namespace+"_target_info", exposition.TargetInfoHelp, append(targetLabels, "address"), nil)
+	checksDesc         = prometheus.NewDesc(namespace+"_exporter_checks_total", exposition.ChecksHelp, []string{"provider", "name", "mode"}, nil)
+	abandonedDesc      = prometheus.NewDesc(namespace+"_exporter_checks_abandoned_total", exposition.AbandonedHelp, []string{"provider", "name"}, nil)
 )
 
 // ResultCollector is the test oracle of the Exposition: the results of one
@@ -34,7 +58,7 @@ func (c ResultCollector) Describe(chan<- *prometheus.Desc) {}
 func (c ResultCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, p := range c.Results {
 		ch <- prometheus.MustNewConstMetric(timeoutDesc, prometheus.GaugeValue, p.Budget.Seconds(), p.Kind, p.Name)
-		for _, m := range Modes {
+		for _, m := range exposition.Modes {
 			ch <- prometheus.MustNewConstMetric(checksDesc, prometheus.CounterValue, float64(p.Checks[m]), p.Kind, p.Name, m)
 		}
 		ch <- prometheus.MustNewConstMetric(abandonedDesc, prometheus.CounterValue, float64(p.Abandoned), p.Kind, p.Name)

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/egress-proxies/provider_health_exporter/internal/exposition"
 	"github.com/egress-proxies/provider_health_exporter/internal/redact"
 	"github.com/egress-proxies/provider_health_exporter/provider"
 )
@@ -34,32 +35,42 @@ type Request struct {
 
 // ProviderResult is what Run or Status says of one provider entry.
 type ProviderResult struct {
-	Kind, Name string
-	Reasons    provider.ReasonSet
-	Budget     time.Duration
-	Targets    []TargetResult
-	// Checks are the cumulative check counts by mode.
-	Checks map[string]uint64
-	// Abandoned is the cumulative count of abandoned checks.
-	Abandoned uint64
+	// Provider is what the exposition says of the entry: its kind,
+	// name, reason set, budget and check counts.
+	exposition.Provider
+	Targets []TargetResult
 }
 
 // TargetResult is a target's verdict as seen by one caller.
 type TargetResult struct {
-	Result
-	Checked        bool // false until the target's first verdict
-	Mode           string
-	LastTransition time.Time
+	// Series is what the exposition reads of the target: the verdict,
+	// when ready last changed, the collected metrics of its Facts.
+	exposition.Series
+	Checked bool // false until the target's first verdict
+	Mode    string
 	// Log is the debug log of the check that produced the verdict; nil
 	// for a verdict the engine made up.
 	Log         *CheckLog
 	Transitions []Transition // oldest first; Status only
-	// memo is the collected metrics of the verdict's Facts, nil for a
-	// verdict without a check of its own.
-	memo *factsMemo
 	// BackoffUntil is when a target held back by its checker (Backoffer)
 	// will be checked again; zero when it is not held back. Status only.
 	BackoffUntil time.Time
+}
+
+// NewExposition is the metric families of results (exposition.New). A
+// target whose Facts panic while collected is turned into Unknown, in
+// results too.
+func NewExposition(results []ProviderResult) (*exposition.Exposition, error) {
+	in := make([]exposition.Results, len(results))
+	for i := range results {
+		p := &results[i]
+		ts := make([]*exposition.Series, len(p.Targets))
+		for j := range p.Targets {
+			ts[j] = &p.Targets[j].Series
+		}
+		in[i] = exposition.Results{Provider: &p.Provider, Targets: ts}
+	}
+	return exposition.New(in)
 }
 
 // LookupError says that a Request names no configured provider or target.
@@ -116,8 +127,8 @@ func targetsOf(p *loaded, only string) []provider.Target {
 }
 
 func (p *loaded) result(budget time.Duration) ProviderResult {
-	pr := ProviderResult{Kind: p.Kind, Name: p.Name, Reasons: p.Reasons, Budget: budget, Checks: map[string]uint64{}}
-	for i, m := range Modes {
+	pr := ProviderResult{Provider: exposition.Provider{Kind: p.Kind, Name: p.Name, Reasons: p.Reasons, Budget: budget, Checks: map[string]uint64{}}}
+	for i, m := range exposition.Modes {
 		pr.Checks[m] = p.checks.modes[i].Load()
 	}
 	pr.Abandoned = p.checks.abandoned.Load()
@@ -154,7 +165,7 @@ func (e *Engine) Run(ctx context.Context, req Request) ([]ProviderResult, error)
 	for i, p := range ps {
 		budget := Budget(p.Timeout, req.ScrapeTimeout, req.Offset)
 		budget -= reserve(req.Reserve, budget)
-		out[i] = ProviderResult{Kind: p.Kind, Name: p.Name, Reasons: p.Reasons, Budget: budget}
+		out[i] = ProviderResult{Provider: exposition.Provider{Kind: p.Kind, Name: p.Name, Reasons: p.Reasons, Budget: budget}}
 		targets := targetsOf(p, req.Target)
 		out[i].Targets = make([]TargetResult, len(targets))
 		// One deadline for all the provider's targets: a context per
@@ -207,7 +218,7 @@ func reserve(want, budget time.Duration) time.Duration {
 }
 
 func (e *Engine) count(p *loaded, mode string) {
-	p.checks.modes[slices.Index(Modes, mode)].Add(1)
+	p.checks.modes[slices.Index(exposition.Modes, mode)].Add(1)
 }
 
 // checkTarget gets a verdict for one caller: the cached one within
@@ -237,7 +248,7 @@ func (e *Engine) join(ctx context.Context, p *loaded, st *state, t provider.Targ
 		st.mu.Unlock()
 		return e.served(p, tr), nil, "", true
 	}
-	c, mode := st.inflight, ModeShared
+	c, mode := st.inflight, exposition.ModeShared
 	if c != nil && overdue(c, time.Now()) {
 		e.abandonLocked(p, st, c)
 		c = nil
@@ -248,7 +259,7 @@ func (e *Engine) join(ctx context.Context, p *loaded, st *state, t provider.Targ
 			st.mu.Unlock()
 			return e.stuck(p, st, t, n), nil, "", true
 		}
-		c, mode = e.start(ctx, p, st, t), ModeLive
+		c, mode = e.start(ctx, p, st, t), exposition.ModeLive
 		st.inflight = c
 	}
 	st.mu.Unlock()
@@ -262,7 +273,7 @@ func (e *Engine) join(ctx context.Context, p *loaded, st *state, t provider.Targ
 func (e *Engine) await(ctx context.Context, p *loaded, st *state, t provider.Target, c *call, mode string) (tr TargetResult, again bool) {
 	select {
 	case <-c.done:
-		if mode == ModeShared && c.res.Reason == provider.ReasonTimeout && ctx.Err() == nil && c.deadline.Before(checkDeadline(ctx, 0)) {
+		if mode == exposition.ModeShared && c.res.Reason == provider.ReasonTimeout && ctx.Err() == nil && c.deadline.Before(checkDeadline(ctx, 0)) {
 			return TargetResult{}, true // its budget was shorter than ours
 		}
 		e.count(p, mode)
@@ -283,7 +294,7 @@ func (e *Engine) await(ctx context.Context, p *loaded, st *state, t provider.Tar
 	if !now.Before(c.deadline) {
 		msg = fmt.Sprintf("the check did not return by its deadline (%v); it is abandoned %v after it", context.Cause(ctx), provider.AbandonGrace)
 	}
-	res := Result{
+	res := exposition.Result{
 		Verdict:   provider.Verdict{Reason: provider.ReasonTimeout, Message: msg},
 		Target:    t,
 		CheckedAt: now,
@@ -298,10 +309,10 @@ func (e *Engine) await(ctx context.Context, p *loaded, st *state, t provider.Tar
 	return p.withFacts(e.answer(st, res, mode, nil, nil)), false
 }
 
-func (e *Engine) answer(st *state, res Result, mode string, log *CheckLog, memo *factsMemo) TargetResult {
+func (e *Engine) answer(st *state, res exposition.Result, mode string, log *CheckLog, memo *exposition.FactsMemo) TargetResult {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	return TargetResult{Result: res, Checked: true, Mode: mode, LastTransition: st.transition, Log: log, memo: memo}
+	return TargetResult{Series: exposition.Series{Result: res, LastTransition: st.transition, Memo: memo}, Checked: true, Mode: mode, Log: log}
 }
 
 // checkDeadline is the deadline a check started for a caller gets: a little
@@ -322,7 +333,7 @@ func checkDeadline(ctx context.Context, fallback time.Duration) time.Time {
 // callers that joined it must not see it cancelled because the first
 // caller went away. Its debug log is kept for /probe?debug=true.
 func (e *Engine) start(ctx context.Context, p *loaded, st *state, t provider.Target) *call {
-	c := &call{done: make(chan struct{}), deadline: checkDeadline(ctx, p.Timeout), log: &CheckLog{}, memo: &factsMemo{}}
+	c := &call{done: make(chan struct{}), deadline: checkDeadline(ctx, p.Timeout), log: &CheckLog{}, memo: &exposition.FactsMemo{}}
 	if st.logHandler == nil {
 		st.logHandler = e.logger.Handler().WithAttrs([]slog.Attr{
 			slog.String("provider", p.Kind), slog.String("name", p.Name), slog.String("target", t.Name)})
@@ -365,7 +376,7 @@ func (e *Engine) start(ctx context.Context, p *loaded, st *state, t provider.Tar
 			st.address = v.Address
 			st.mu.Unlock()
 		}
-		res := Result{Verdict: v, Target: t, CheckedAt: end, Duration: end.Sub(begin)}
+		res := exposition.Result{Verdict: v, Target: t, CheckedAt: end, Duration: end.Sub(begin)}
 		// A verdict is logged at info when the reason changes, so a target
 		// that stays broken does not fill the log at every scrape.
 		level := slog.LevelDebug
@@ -416,12 +427,4 @@ func safeCheck(ctx context.Context, c provider.Checker, t provider.Target, logge
 		}
 	}()
 	return c.Check(ctx, logger, t.Name)
-}
-
-// Result is a verdict with the facts of the check that produced it.
-type Result struct {
-	provider.Verdict
-	Target    provider.Target
-	CheckedAt time.Time     // when the verdict was produced
-	Duration  time.Duration // wall time of the check
 }

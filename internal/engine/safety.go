@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"unicode/utf8"
 
+	"github.com/egress-proxies/provider_health_exporter/internal/exposition"
 	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
@@ -63,31 +64,20 @@ func keptFacts(k provider.FactKeeper, target string) (f provider.Facts) {
 }
 
 // settleFacts collects the metrics of a fresh verdict's Facts into memo,
-// where the exposition finds them, in the check's own goroutine: a Collect
-// that panics turns the verdict into Unknown with the panic's text, for
-// the status page and every scrape alike, instead of a verdict whose
-// metrics cannot be built.
-func settleFacts(v provider.Verdict, memo *factsMemo, name, target string, logger *slog.Logger) provider.Verdict {
+// where the exposition finds them, in the check's own goroutine
+// (exposition.CollectFacts): a Collect that panics turns the verdict into
+// Unknown with the panic's text, for the status page and every scrape
+// alike, instead of a verdict whose metrics cannot be built.
+func settleFacts(v provider.Verdict, memo *exposition.FactsMemo, name, target string, logger *slog.Logger) provider.Verdict {
 	if v.Facts == nil {
 		return v
 	}
-	job := &factJob{name: name, t: &TargetResult{Result: Result{Verdict: v, Target: provider.Target{Name: target}}, memo: memo}}
-	collectJobs([]*factJob{job})
-	if job.panic == "" {
+	panicked := exposition.CollectFacts(memo, name, target, v)
+	if panicked == "" {
 		return v
 	}
-	logger.Error("building the verdict's metrics panicked", "panic", job.panic, "verdict", v.Reason)
-	return panicVerdict(v, "building the metrics of the verdict", job.panic)
-}
-
-// panicVerdict is the Unknown verdict of a target for which what stage
-// panicked with text, naming the verdict it replaces.
-func panicVerdict(v provider.Verdict, stage, text string) provider.Verdict {
-	return provider.Verdict{
-		Reason:  provider.ReasonUnknown,
-		Message: provider.BoundString(fmt.Sprintf("%s panicked: %s (the check said %s: %s)", stage, text, v.Reason, v.Message)),
-		Address: v.Address,
-	}
+	logger.Error("building the verdict's metrics panicked", "panic", panicked, "verdict", v.Reason)
+	return exposition.PanicVerdict(v, "building the metrics of the verdict", panicked)
 }
 
 // boundAttr cuts the provider text a log attribute may carry: strings,

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/egress-proxies/provider_health_exporter/config"
+	"github.com/egress-proxies/provider_health_exporter/internal/exposition"
 	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
@@ -166,8 +167,8 @@ func TestConstMetricNeverPanics(t *testing.T) {
 	if err == nil || !bounded(err.Error()) {
 		t.Fatalf("Write: %v (%d bytes), want a bounded error", err, len(fmt.Sprint(err)))
 	}
-	res := []ProviderResult{{Kind: ProviderKubernetes, Name: "k", Reasons: testReasons(), Targets: []TargetResult{
-		{Result: Result{Verdict: provider.Verdict{Reason: provider.ReasonReady, Facts: badLabelFacts{bad}}, Target: provider.Target{Name: "t"}}, Checked: true},
+	res := []ProviderResult{{Provider: exposition.Provider{Kind: ProviderKubernetes, Name: "k", Reasons: testReasons()}, Targets: []TargetResult{
+		{Series: exposition.Series{Result: exposition.Result{Verdict: provider.Verdict{Reason: provider.ReasonReady, Facts: badLabelFacts{bad}}, Target: provider.Target{Name: "t"}}}, Checked: true},
 	}}}
 	_, err = NewExposition(res)
 	if err == nil || len(err.Error()) > 2*provider.MaxProviderString {

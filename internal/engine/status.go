@@ -4,6 +4,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/egress-proxies/provider_health_exporter/internal/exposition"
 	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
@@ -28,7 +29,7 @@ func (e *Engine) Status(name string) ([]ProviderResult, error) {
 		out[i] = p.result(0)
 		// Every target, in order: the j-th is p's j-th.
 		for j, t := range targetsOf(p, "") {
-			tr := TargetResult{Result: Result{Target: t}}
+			tr := TargetResult{Series: exposition.Series{Result: exposition.Result{Target: t}}}
 			if st := p.states.peek(j); st != nil {
 				st.mu.Lock()
 				tr.LastTransition, tr.Transitions = st.transition, slices.Clone(st.history)
@@ -55,7 +56,7 @@ func (p *loaded) withFacts(tr TargetResult) TargetResult {
 	if tr.Facts == nil {
 		if k, ok := p.checker.(provider.FactKeeper); ok {
 			// Kept facts change from scrape to scrape: not the verdict's.
-			tr.Facts, tr.memo = keptFacts(k, tr.Target.Name), nil
+			tr.Facts, tr.Memo = keptFacts(k, tr.Target.Name), nil
 		}
 	}
 	return tr
@@ -64,7 +65,7 @@ func (p *loaded) withFacts(tr TargetResult) TargetResult {
 // record keeps the newest verdict of a target, when ready last changed and
 // the recent changes of its reason. A provisional verdict gives way to the
 // check's own whenever that arrives.
-func record(st *state, res Result, provisional bool) {
+func record(st *state, res exposition.Result, provisional bool) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.last != nil && res.CheckedAt.Before(st.last.CheckedAt) && (provisional || !st.provisional) {

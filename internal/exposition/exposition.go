@@ -1,4 +1,4 @@
-package engine
+package exposition
 
 import (
 	"cmp"
@@ -7,12 +7,53 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/egress-proxies/provider_health_exporter/provider"
 )
+
+// Result is a verdict with the facts of the check that produced it.
+type Result struct {
+	provider.Verdict
+	Target    provider.Target
+	CheckedAt time.Time     // when the verdict was produced
+	Duration  time.Duration // wall time of the check
+}
+
+// Provider is what the exposition says of one provider entry beside its
+// targets: the engine's ProviderResult has it.
+type Provider struct {
+	Kind, Name string
+	Reasons    provider.ReasonSet
+	Budget     time.Duration
+	// Checks are the cumulative check counts by mode (Modes).
+	Checks map[string]uint64
+	// Abandoned is the cumulative count of abandoned checks.
+	Abandoned uint64
+}
+
+// Series is what the exposition reads of one target: its verdict, when
+// ready last changed, and the metrics of the verdict's Facts once
+// collected. The engine's TargetResult has it.
+type Series struct {
+	Result
+	LastTransition time.Time
+	// Memo is the collected metrics of the verdict's Facts, nil for a
+	// verdict without a check of its own (kept facts are collected at
+	// every scrape).
+	Memo *FactsMemo
+}
+
+// Results are one provider entry's results, as New reads them. New sorts
+// Targets, and turns the verdict of a target whose Facts panic while
+// collected into Unknown where Targets point.
+type Results struct {
+	*Provider
+	Targets []*Series
+}
 
 // Exposition is the metric families of one Run's results, built to be
 // encoded without going through a prometheus.Registry. It holds exactly
@@ -58,12 +99,12 @@ func newFamily(name, help string, typ dto.MetricType, labels ...string) *family 
 	return &family{name: name, help: help, typ: typ, labels: labels}
 }
 
-// NewExposition builds the families of results. Errors are a provider's
+// New builds the families of results. Errors are a provider's
 // metrics that a Registry would refuse too (invalid, inconsistent or
 // duplicate); they are left out and everything else is kept, as
 // promhttp.ContinueOnError does. A target whose Facts panic while collected
 // is turned into Unknown, in results too.
-func NewExposition(results []ProviderResult) (*Exposition, error) {
+func New(results []Results) (*Exposition, error) {
 	ps, order, n := sortedResults(results)
 	// The providers' own metrics first: a target whose Facts panic while
 	// collected reads Unknown in the framework's families below.
@@ -74,17 +115,17 @@ func NewExposition(results []ProviderResult) (*Exposition, error) {
 		return f
 	}
 	var (
-		timeout    = newFamily(namespace+"_check_timeout_seconds", timeoutHelp, dto.MetricType_GAUGE, "name", "provider")
-		checks     = newFamily(namespace+"_exporter_checks_total", checksHelp, dto.MetricType_COUNTER, "mode", "name", "provider")
-		abandoned  = newFamily(namespace+"_exporter_checks_abandoned_total", abandonedHelp, dto.MetricType_COUNTER, "name", "provider")
-		upF        = perTarget(namespace+"_up", upHelp)
-		readyF     = perTarget(namespace+"_ready", readyHelp)
-		capF       = newFamily(namespace+"_capacity", capacityHelp, dto.MetricType_GAUGE, "name", "provider", "target")
-		durationF  = perTarget(namespace+"_check_duration_seconds", durationHelp)
-		lastCheckF = perTarget(namespace+"_last_check_timestamp_seconds", lastCheckHelp)
-		lastTransF = perTarget(namespace+"_last_transition_timestamp_seconds", lastTransitionHelp)
-		reasonF    = newFamily(namespace+"_reason", reasonHelp, dto.MetricType_GAUGE, "name", "provider", "reason", "target")
-		infoF      = newFamily(namespace+"_target_info", targetInfoHelp, dto.MetricType_GAUGE, "address", "name", "provider", "target")
+		timeout    = newFamily(namespace+"_check_timeout_seconds", TimeoutHelp, dto.MetricType_GAUGE, "name", "provider")
+		checks     = newFamily(namespace+"_exporter_checks_total", ChecksHelp, dto.MetricType_COUNTER, "mode", "name", "provider")
+		abandoned  = newFamily(namespace+"_exporter_checks_abandoned_total", AbandonedHelp, dto.MetricType_COUNTER, "name", "provider")
+		upF        = perTarget(namespace+"_up", UpHelp)
+		readyF     = perTarget(namespace+"_ready", ReadyHelp)
+		capF       = newFamily(namespace+"_capacity", CapacityHelp, dto.MetricType_GAUGE, "name", "provider", "target")
+		durationF  = perTarget(namespace+"_check_duration_seconds", DurationHelp)
+		lastCheckF = perTarget(namespace+"_last_check_timestamp_seconds", LastCheckHelp)
+		lastTransF = perTarget(namespace+"_last_transition_timestamp_seconds", LastTransitionHelp)
+		reasonF    = newFamily(namespace+"_reason", ReasonHelp, dto.MetricType_GAUGE, "name", "provider", "reason", "target")
+		infoF      = newFamily(namespace+"_target_info", TargetInfoHelp, dto.MetricType_GAUGE, "address", "name", "provider", "target")
 	)
 	reasonF.values, reasonF.nums = make([]string, 0, 4*n), make([]float64, 0, n)
 	infoF.values, infoF.nums = make([]string, 0, 4*n), make([]float64, 0, n)
@@ -130,22 +171,19 @@ func NewExposition(results []ProviderResult) (*Exposition, error) {
 // sortedResults orders the providers by name and kind and each provider's
 // targets by name, as a Registry orders series, and counts the targets,
 // so every family is allocated once.
-func sortedResults(results []ProviderResult) ([]*ProviderResult, [][]*TargetResult, int) {
-	ps := make([]*ProviderResult, len(results))
+func sortedResults(results []Results) ([]*Results, [][]*Series, int) {
+	ps := make([]*Results, len(results))
 	for i := range results {
 		ps[i] = &results[i]
 	}
-	slices.SortFunc(ps, func(a, b *ProviderResult) int {
+	slices.SortFunc(ps, func(a, b *Results) int {
 		return cmp.Or(strings.Compare(a.Name, b.Name), strings.Compare(a.Kind, b.Kind))
 	})
-	order := make([][]*TargetResult, len(ps))
+	order := make([][]*Series, len(ps))
 	n := 0
 	for i, p := range ps {
-		ts := make([]*TargetResult, len(p.Targets))
-		for j := range p.Targets {
-			ts[j] = &p.Targets[j]
-		}
-		slices.SortFunc(ts, func(a, b *TargetResult) int { return strings.Compare(a.Target.Name, b.Target.Name) })
+		ts := p.Targets
+		slices.SortFunc(ts, func(a, b *Series) int { return strings.Compare(a.Target.Name, b.Target.Name) })
 		order[i] = ts
 		n += len(ts)
 	}
@@ -157,8 +195,8 @@ func sortedResults(results []ProviderResult) ([]*ProviderResult, [][]*TargetResu
 // Prometheus that scrapes the exporter a series each (docs/metrics.md:
 // "Reasons"). The series sort by reason, then target: ts is sorted by
 // target, and a stable sort by reason keeps that order within a reason.
-func addReasons(reasonF *family, p *ProviderResult, ts []*TargetResult) {
-	byReason := make([]*TargetResult, 0, len(ts))
+func addReasons(reasonF *family, p *Results, ts []*Series) {
+	byReason := make([]*Series, 0, len(ts))
 	for _, t := range ts {
 		// The engine turns a reason outside the set into Unknown; a target
 		// not checked yet has none.
@@ -166,7 +204,7 @@ func addReasons(reasonF *family, p *ProviderResult, ts []*TargetResult) {
 			byReason = append(byReason, t)
 		}
 	}
-	slices.SortStableFunc(byReason, func(a, b *TargetResult) int { return strings.Compare(string(a.Reason), string(b.Reason)) })
+	slices.SortStableFunc(byReason, func(a, b *Series) int { return strings.Compare(string(a.Reason), string(b.Reason)) })
 	for _, t := range byReason {
 		reasonF.add(1, p.Name, p.Kind, string(t.Reason), t.Target.Name)
 	}
@@ -175,8 +213,8 @@ func addReasons(reasonF *family, p *ProviderResult, ts []*TargetResult) {
 // targetInfo is one target_info series to be: its family is sorted by
 // address first, the first label.
 type targetInfo struct {
-	p *ProviderResult
-	t *TargetResult
+	p *Results
+	t *Series
 }
 
 func addTargetInfo(infoF *family, infos []targetInfo) {
@@ -191,10 +229,10 @@ func addTargetInfo(infoF *family, infos []targetInfo) {
 }
 
 // gatherFacts collects the providers' own metrics of every target. A
-// verdict's Facts are collected once (factsMemo) and reused for as long as
+// verdict's Facts are collected once (FactsMemo) and reused for as long as
 // the verdict is served. A target whose Facts panicked while collected
 // becomes Unknown with the panic's text, without facts.
-func gatherFacts(ps []*ProviderResult, order [][]*TargetResult) (rows [][]*factMetric, errs []error) {
+func gatherFacts(ps []*Results, order [][]*Series) (rows [][]*factMetric, errs []error) {
 	var jobs []*factJob
 	rows = make([][]*factMetric, 0, len(ps))
 	for i, p := range ps {
@@ -202,9 +240,9 @@ func gatherFacts(ps []*ProviderResult, order [][]*TargetResult) (rows [][]*factM
 			if t.Facts == nil {
 				continue
 			}
-			if ms, ok, panicked, err := t.memo.load(p.Name, t.Target.Name); ok {
+			if ms, ok, panicked, err := t.Memo.load(p.Name, t.Target.Name); ok {
 				if panicked != "" {
-					t.Verdict = panicVerdict(t.Verdict, "building the metrics of the verdict", panicked)
+					t.Verdict = PanicVerdict(t.Verdict, "building the metrics of the verdict", panicked)
 					continue
 				}
 				rows = append(rows, ms)
@@ -222,7 +260,7 @@ func gatherFacts(ps []*ProviderResult, order [][]*TargetResult) (rows [][]*factM
 		errs = append(errs, jerrs...)
 		for _, j := range jobs {
 			if j.panic != "" {
-				j.t.Verdict = panicVerdict(j.t.Verdict, "building the metrics of the verdict", j.panic)
+				j.t.Verdict = PanicVerdict(j.t.Verdict, "building the metrics of the verdict", j.panic)
 				errs = append(errs, fmt.Errorf("collecting the metrics of target %q of %q panicked: %s", j.t.Target.Name, j.name, j.panic))
 			}
 		}
@@ -304,11 +342,21 @@ func boundedJoin(errs []error) error {
 // factJob is a target whose Facts' metrics are not known yet.
 type factJob struct {
 	name string
-	t    *TargetResult
+	t    *Series
 	ms   []*factMetric
 	// panic is the text of a panic in the Facts' Collect; its metrics are
 	// then dropped.
 	panic string
+}
+
+// CollectFacts collects the metrics of a fresh verdict's Facts into memo,
+// where New finds them: the engine calls it in the check's own goroutine,
+// so that a Collect that panics turns the verdict into Unknown for the
+// status page and every scrape alike. It returns the panic's text, or "".
+func CollectFacts(memo *FactsMemo, name, target string, v provider.Verdict) (panicked string) {
+	job := &factJob{name: name, t: &Series{Result: Result{Verdict: v, Target: provider.Target{Name: target}}, Memo: memo}}
+	collectJobs([]*factJob{job})
+	return job.panic
 }
 
 // collectOne sends j's metrics, then the nil that ends them; a panic in
@@ -350,7 +398,7 @@ func collectJobs(jobs []*factJob) (rows [][]*factMetric, errs []error) {
 				// What was sent before the panic is not the whole.
 				j.ms, err = nil, nil
 			}
-			j.t.memo.store(j.name, j.t.Target.Name, j.ms, err, j.panic)
+			j.t.Memo.store(j.name, j.t.Target.Name, j.ms, err, j.panic)
 			if err != nil {
 				errs = append(errs, err)
 			}
@@ -363,7 +411,7 @@ func collectJobs(jobs []*factJob) (rows [][]*factMetric, errs []error) {
 			// A few hundred at a time across targets, but no more than
 			// the jobs left can use: the metrics keep their batch alive
 			// for as long as their verdict is served, and a check collects
-			// its one target alone (settleFacts).
+			// its one target alone (CollectFacts).
 			n := min(256, 16*(len(jobs)-k))
 			batch, dms = make([]factMetric, n), make([]dto.Metric, n)
 		}
@@ -435,12 +483,12 @@ func sortKey(labels []*dto.LabelPair) string {
 	return string(b)
 }
 
-// factsMemo keeps the metrics of one verdict's Facts, collected the first
+// FactsMemo keeps the metrics of one verdict's Facts, collected the first
 // time the verdict is exported: a verdict reused within min_interval or
 // during a backoff has the same Facts at every scrape (checker.go: Facts),
 // and collecting them again would cost the provider's Collect and its
 // allocations at every scrape.
-type factsMemo struct {
+type FactsMemo struct {
 	mu           sync.Mutex
 	done         bool
 	name, target string
@@ -449,7 +497,7 @@ type factsMemo struct {
 	panicked     string // the text of a panic in Collect
 }
 
-func (m *factsMemo) load(name, target string) (ms []*factMetric, ok bool, panicked string, err error) {
+func (m *FactsMemo) load(name, target string) (ms []*factMetric, ok bool, panicked string, err error) {
 	if m == nil {
 		return nil, false, "", nil
 	}
@@ -461,7 +509,7 @@ func (m *factsMemo) load(name, target string) (ms []*factMetric, ok bool, panick
 	return m.ms, true, m.panicked, m.err
 }
 
-func (m *factsMemo) store(name, target string, ms []*factMetric, err error, panicked string) {
+func (m *FactsMemo) store(name, target string, ms []*factMetric, err error, panicked string) {
 	if m == nil {
 		return
 	}
@@ -492,4 +540,14 @@ func describe(m prometheus.Metric) (*dto.MetricFamily, error) {
 		return nil, fmt.Errorf("collected metric %s: gathered %d families", m.Desc(), len(mfs))
 	}
 	return mfs[0], nil
+}
+
+// PanicVerdict is the Unknown verdict of a target for which what stage
+// panicked with text, naming the verdict it replaces.
+func PanicVerdict(v provider.Verdict, stage, text string) provider.Verdict {
+	return provider.Verdict{
+		Reason:  provider.ReasonUnknown,
+		Message: provider.BoundString(fmt.Sprintf("%s panicked: %s (the check said %s: %s)", stage, text, v.Reason, v.Message)),
+		Address: v.Address,
+	}
 }
