@@ -9,7 +9,7 @@ import (
 )
 
 // Classifier is a classification of errors that several kinds share
-// (Transport), with every reason it can return and their up flags. A kind
+// (TransportErrors), with every reason it can return and their up flags. A kind
 // whose checker calls it lists it in KindOf.Classifiers: the kind's set
 // then has its reasons (ReasonSet.With), and Kind.Validate, which main
 // runs at startup, says so if a set built another way lacks one. So no

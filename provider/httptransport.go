@@ -181,7 +181,7 @@ func (e *RedirectError) Error() string {
 // (*RedirectError) instead of a response, so that no client, whatever its
 // redirect policy, asks another server, let alone with the credentials its
 // authentication layer adds to every request. All three classify as
-// BadResponse (Transport).
+// BadResponse (TransportErrors).
 //
 // The header bound is its own, so that no kind can forget it: it sets
 // MaxHeaderBytes on the *http.Transport below next (as BoundHeaders does;
@@ -296,7 +296,7 @@ func AuthenticatedHTTPReasons(extra ...ReasonDef) ReasonSet {
 	return slices.Insert(out, at, ReasonDef{ReasonCredentialsUnavailable, false})
 }
 
-// Transport classifies what went wrong below the HTTP status of an
+// TransportErrors classifies what went wrong below the HTTP status of an
 // API call: the shared part of every HTTP provider's classification
 // (docs/security.md: "What the exporter bounds"), with one answer per case. ok is false for an
 // error it does not recognise, which the provider classifies further. A
@@ -311,7 +311,7 @@ func AuthenticatedHTTPReasons(extra ...ReasonDef) ReasonSet {
 //     HTTPS (a TLS record header error): TLSError
 //   - refused, reset, unreachable, or closed before an answer (EOF), and
 //     any other network operation that failed: Unreachable
-var Transport = NewClassifier("provider.Transport", ReasonSet{
+var TransportErrors = NewClassifier("provider.TransportErrors", ReasonSet{
 	{ReasonTimeout, false}, {ReasonBadResponse, true}, {ReasonDNSFailed, false},
 	{ReasonTLSError, false}, {ReasonUnreachable, false},
 }, classifyTransport)

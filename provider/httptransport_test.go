@@ -146,12 +146,12 @@ func TestClassifyTransport(t *testing.T) {
 			if err == nil {
 				t.Fatal("no error")
 			}
-			got, ok := Transport.Classify(ctx, err)
+			got, ok := TransportErrors.Classify(ctx, err)
 			if got != tc.want || ok != (tc.want != "") {
-				t.Errorf("Transport.Classify(%v) = %q, %v; want %q", err, got, ok, tc.want)
+				t.Errorf("TransportErrors.Classify(%v) = %q, %v; want %q", err, got, ok, tc.want)
 			}
-			if ok && !Transport.Reasons().Contains(got) {
-				t.Errorf("Transport returned %s, which is not in its Reasons %v", got, Transport.Reasons().Reasons())
+			if ok && !TransportErrors.Reasons().Contains(got) {
+				t.Errorf("TransportErrors returned %s, which is not in its Reasons %v", got, TransportErrors.Reasons().Reasons())
 			}
 		})
 	}
@@ -173,7 +173,7 @@ func TestBoundedTransportRefusesRedirects(t *testing.T) {
 	if !errors.As(err, &redirect) || redirect.Location != other.URL+"/stolen" || !strings.Contains(err.Error(), "302") {
 		t.Fatalf("err = %v, want a RedirectError with status 302 and the Location", err)
 	}
-	if r, _ := Transport.Classify(context.Background(), err); r != ReasonBadResponse {
+	if r, _ := TransportErrors.Classify(context.Background(), err); r != ReasonBadResponse {
 		t.Errorf("reason %s, want BadResponse", r)
 	}
 	if n := elsewhere.Load(); n != 0 {
@@ -288,7 +288,7 @@ func TestHeaderBound(t *testing.T) {
 		if !errors.As(err, &tooLarge) || !strings.Contains(err.Error(), "limit of 64 KiB") {
 			t.Fatalf("err = %v, want HeaderTooLargeError naming the limit", err)
 		}
-		if r, ok := Transport.Classify(context.Background(), err); !ok || r != ReasonBadResponse {
+		if r, ok := TransportErrors.Classify(context.Background(), err); !ok || r != ReasonBadResponse {
 			t.Errorf("classified %s (%v), want BadResponse", r, ok)
 		}
 	}
@@ -412,7 +412,7 @@ func TestBoundedTransportBoundsHeadersItself(t *testing.T) {
 	if !errors.As(err, &tooLarge) || !strings.Contains(err.Error(), "limit of 64 KiB") {
 		t.Fatalf("1 MiB of headers through a transport that accepts 10 MB: err = %v, want HeaderTooLargeError naming the limit", err)
 	}
-	if r, ok := Transport.Classify(context.Background(), err); !ok || r != ReasonBadResponse {
+	if r, ok := TransportErrors.Classify(context.Background(), err); !ok || r != ReasonBadResponse {
 		t.Errorf("classified %s (%v), want BadResponse", r, ok)
 	}
 }

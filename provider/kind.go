@@ -42,7 +42,7 @@ type KindOf[E config.Entry, C Checker] struct {
 	// in the order docs/metrics.md lists them.
 	Reasons ReasonSet
 	// Classifiers are the shared classifiers the kind's checker calls
-	// (Transport). Their reasons are added to Reasons where it lacks them,
+	// (TransportErrors). Their reasons are added to Reasons where it lacks them,
 	// so that no verdict they give is outside the set (docs/development.md:
 	// "Adding a provider").
 	Classifiers []Classifier

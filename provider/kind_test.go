@@ -173,20 +173,20 @@ func TestKindReasonContracts(t *testing.T) {
 }
 
 // TestClassifierComposes: the docs' recipe, BaseReasons and a kind's own
-// reasons with the Transport classifier listed, gives a set that holds
+// reasons with the TransportErrors classifier listed, gives a set that holds
 // every reason the classifier returns, in front of Unknown, and an
 // entry's set (EntryReasons) holds them too; a set that lacks them is an
 // error naming the classifier and the reasons.
 func TestClassifierComposes(t *testing.T) {
 	t.Parallel()
 	def := toyDef()
-	def.Classifiers = []Classifier{Transport}
+	def.Classifiers = []Classifier{TransportErrors}
 	k := NewKind(def)
 	if err := k.Validate(); err != nil {
 		t.Fatal(err)
 	}
 	for _, set := range []ReasonSet{k.Reasons(), k.EntryReasons(&toyEntry{}), k.EntryReasons(&toyEntry{Opt: true})} {
-		for _, d := range Transport.Reasons() {
+		for _, d := range TransportErrors.Reasons() {
 			if !set.Contains(d.Reason) || set.Up(d.Reason) != d.Up {
 				t.Errorf("set %v lacks %s (up=%v)", set.Reasons(), d.Reason, d.Up)
 			}
@@ -196,7 +196,7 @@ func TestClassifierComposes(t *testing.T) {
 		}
 	}
 	for _, set := range []ReasonSet{HTTPReasons(), AuthenticatedHTTPReasons()} {
-		if got := set.With(Transport); !slices.Equal(got, set) {
+		if got := set.With(TransportErrors); !slices.Equal(got, set) {
 			t.Errorf("With changed a set that had every reason: %v", got.Reasons())
 		}
 	}
@@ -211,13 +211,13 @@ func TestClassifierComposes(t *testing.T) {
 	if i := slices.Index(AuthenticatedHTTPReasons().Reasons(), ReasonCredentialsUnavailable); i < 0 || AuthenticatedHTTPReasons()[i-1].Reason != ReasonTLSError {
 		t.Errorf("CredentialsUnavailable is not after TLSError: %v", AuthenticatedHTTPReasons().Reasons())
 	}
-	err := Transport.Within(append(BaseReasons(), UnknownReason()))
-	if err == nil || !strings.Contains(err.Error(), "classifier provider.Transport returns BadResponse, TLSError, which the reason set lacks") {
+	err := TransportErrors.Within(append(BaseReasons(), UnknownReason()))
+	if err == nil || !strings.Contains(err.Error(), "classifier provider.TransportErrors returns BadResponse, TLSError, which the reason set lacks") {
 		t.Errorf("Within = %v", err)
 	}
 	flags := AuthenticatedHTTPReasons().Without(ReasonBadResponse)
 	flags = append(flags, ReasonDef{ReasonBadResponse, false})
-	if err := Transport.Within(flags); err == nil || !strings.Contains(err.Error(), "BadResponse must have up=true") {
+	if err := TransportErrors.Within(flags); err == nil || !strings.Contains(err.Error(), "BadResponse must have up=true") {
 		t.Errorf("Within with a wrong up flag = %v", err)
 	}
 }

@@ -91,7 +91,7 @@ func classify(ctx context.Context, err error) (provider.Reason, string) {
 		}
 		return provider.ReasonBadResponse, fmt.Sprintf("Compute answered 200 with a body that is not %s: %v", what, err)
 	}
-	if r, ok := provider.Transport.Classify(ctx, err); ok {
+	if r, ok := provider.TransportErrors.Classify(ctx, err); ok {
 		return r, transportMessage(r, err)
 	}
 	return provider.ReasonUnknown, err.Error()

@@ -10,7 +10,7 @@ func Kind() provider.Kind {
 		Section: Section(),
 		Reasons: Reasons(),
 		// Transport classifies what fails below the HTTP status.
-		Classifiers: []provider.Classifier{provider.Transport},
+		Classifiers: []provider.Classifier{provider.TransportErrors},
 		// The opt-in checks' reasons only where they are set (docs/configuration.md).
 		EntryReasons: EntryReasons,
 		NewChecker:   New,

@@ -41,7 +41,7 @@ func classify(ctx context.Context, err error, tr *trace) provider.Reason {
 		// failed (exec plugin, token file).
 		return provider.ReasonCredentialsUnavailable
 	}
-	if r, ok := provider.Transport.Classify(ctx, err); ok {
+	if r, ok := provider.TransportErrors.Classify(ctx, err); ok {
 		if r == provider.ReasonUnreachable && tr.answered.Load() {
 			// Headers arrived but the body could not be read.
 			return provider.ReasonBadResponse

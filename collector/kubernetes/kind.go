@@ -15,7 +15,7 @@ func Kind() provider.Kind {
 		Section: Section(),
 		Reasons: Reasons(),
 		// Transport classifies what fails below the HTTP status.
-		Classifiers: []provider.Classifier{provider.Transport},
+		Classifiers: []provider.Classifier{provider.TransportErrors},
 		// QuotaExhausted and AdmissionDenied only where their keys are set (docs/configuration.md).
 		EntryReasons: EntryReasons,
 		NewChecker: func(e *Entry, logger *slog.Logger, opts ...provider.Option) (*Checker, error) {

@@ -103,7 +103,7 @@ func (c *Checker) Check(ctx context.Context, logger *slog.Logger, _ string) prov
 	resp, err := c.client.Do(req)
 	if err != nil {
 		logger.Debug("request failed", "err", err)
-		if r, ok := provider.Transport.Classify(ctx, err); ok {
+		if r, ok := provider.TransportErrors.Classify(ctx, err); ok {
 			return provider.Verdict{Reason: r, Message: err.Error()}
 		}
 		return provider.Verdict{Reason: provider.ReasonUnknown, Message: err.Error()}
@@ -120,7 +120,7 @@ func Kind() provider.Kind {
 	return provider.NewKind(provider.KindOf[*Entry, *Checker]{
 		Section:     config.Section{Kind: Name, New: func() config.Entry { return &Entry{} }},
 		Reasons:     Reasons(),
-		Classifiers: []provider.Classifier{provider.Transport},
+		Classifiers: []provider.Classifier{provider.TransportErrors},
 		NewChecker:  New,
 	})
 }
