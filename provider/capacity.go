@@ -15,12 +15,12 @@ import (
 // (a min_quota_headroom entry, min_pool_available, min_free_memory), so a
 // constraint allows floor(headroom / need) more proxies, and a target's
 // capacity is the least over its constraints. A provider computes each
-// constraint with Fit (or FitFloat, FitUint64, FitRat, whichever holds its
-// numbers exactly), combines them with Min and sets the result on its
-// Verdict:
+// constraint with Constraint (or ConstraintFloat, ConstraintUint64,
+// ConstraintRat, whichever holds its numbers exactly), combines them with
+// Min and sets the result on its Verdict:
 //
-//	c := provider.FitUint64(poolAvailable, minPoolAvailable, "pool "+pool)
-//	c = c.Min(provider.FitUint64(freeMemory, minFreeMemory, "memory"))
+//	c := provider.ConstraintUint64(poolAvailable, minPoolAvailable, "pool "+pool)
+//	c = c.Min(provider.ConstraintUint64(freeMemory, minFreeMemory, "memory"))
 //	v := provider.Verdict{Reason: provider.ReasonReady, Capacity: c}
 //
 // A capacity made of other bounds combines the same way: a node fit
@@ -32,10 +32,10 @@ import (
 // that ended before it could measure one, has no capacity series.
 //
 // The verdict must agree with it: ready ⇔ capacity ≥ 1 wherever a capacity
-// is known. The Fit functions give 0 exactly when headroom < need, the
-// comparison the headroom reasons make, so a provider that decides its
+// is known. The Constraint functions give 0 exactly when headroom < need,
+// the comparison the headroom reasons make, so a provider that decides its
 // reason from the same numbers agrees at every boundary. The engine holds
-// the rest (settle): a verdict that is not Ready reports at most 0 (binding
+// the rest: a verdict that is not Ready reports at most 0 (binding
 // its reason when the constraints alone would allow more: nothing fits
 // while, say, the base image is missing), a Timeout or Unknown no capacity
 // at all, and a Ready verdict with a capacity below 1 — a provider bug —
@@ -58,11 +58,11 @@ type Capacity struct {
 // overflowing.
 const MaxCapacity = 1 << 53
 
-// Fit is the capacity of one constraint from whole numbers: floor(headroom
-// / need), 0 when headroom < need (a negative headroom included), bounded
+// Constraint is the capacity of one constraint from whole numbers:
+// floor(headroom / need), 0 when headroom < need (a negative headroom included), bounded
 // to MaxCapacity. A need of 0 or less asks only that headroom ≥ need: it
 // gives 0 when headroom is short of it and no bound (unknown) otherwise.
-func Fit(headroom, need int64, binding string) Capacity {
+func Constraint(headroom, need int64, binding string) Capacity {
 	if headroom < need {
 		return Capacity{Known: true, Binding: binding}
 	}
@@ -72,19 +72,21 @@ func Fit(headroom, need int64, binding string) Capacity {
 	return Capacity{Known: true, Proxies: min(headroom/need, MaxCapacity), Binding: binding}
 }
 
-// FitUint64 is Fit for unsigned quantities (bytes of a pool or of memory).
-func FitUint64(headroom, need uint64, binding string) Capacity {
+// ConstraintUint64 is Constraint for unsigned quantities (bytes of a pool
+// or of memory).
+func ConstraintUint64(headroom, need uint64, binding string) Capacity {
 	if need == 0 {
 		return Capacity{}
 	}
 	return Capacity{Known: true, Proxies: int64(min(headroom/need, MaxCapacity)), Binding: binding}
 }
 
-// FitFloat is Fit for measured floats (a cloud quota's limit − usage). It
+// ConstraintFloat is Constraint for measured floats (a cloud quota's
+// limit − usage). It
 // gives 0 exactly when headroom < need, whatever the rounding of the
 // quotient, and 0 for a NaN headroom; an infinite headroom is MaxCapacity.
 // A NaN or infinite need is unknown.
-func FitFloat(headroom, need float64, binding string) Capacity {
+func ConstraintFloat(headroom, need float64, binding string) Capacity {
 	if math.IsNaN(need) || math.IsInf(need, 0) {
 		return Capacity{}
 	}
@@ -102,8 +104,9 @@ func FitFloat(headroom, need float64, binding string) Capacity {
 	return Capacity{Known: true, Proxies: max(int64(q), 1), Binding: binding}
 }
 
-// FitRat is Fit for exact rationals of any size (Kubernetes quantities).
-func FitRat(headroom, need *big.Rat, binding string) Capacity {
+// ConstraintRat is Constraint for exact rationals of any size (Kubernetes
+// quantities).
+func ConstraintRat(headroom, need *big.Rat, binding string) Capacity {
 	if need == nil || headroom == nil {
 		return Capacity{}
 	}

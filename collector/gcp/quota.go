@@ -293,7 +293,7 @@ func evaluateQuotas(regions []RegionQuota, mins map[string]float64) (provider.Re
 // region counting 0. A region or metric without usable quota data is not
 // judged by evaluateQuotas, and counts for nothing here either: when no
 // region has data and none is DOWN the capacity is unknown, not a guess.
-// The fit is 0 exactly when limit − usage < need, the comparison
+// A constraint is 0 exactly when limit − usage < need, the comparison
 // evaluateQuotas makes, so QuotaExhausted ⇔ capacity 0.
 func regionsCapacity(regions []RegionQuota, mins map[string]float64, metrics []string) provider.Capacity {
 	var c provider.Capacity
@@ -304,7 +304,7 @@ func regionsCapacity(regions []RegionQuota, mins map[string]float64, metrics []s
 		}
 		for _, m := range metrics {
 			if q, ok := rq.Quotas[m]; ok {
-				c = c.Min(provider.FitFloat(q.Limit-q.Usage, mins[m], "region "+rq.Region+" "+m))
+				c = c.Min(provider.ConstraintFloat(q.Limit-q.Usage, mins[m], "region "+rq.Region+" "+m))
 			}
 		}
 	}

@@ -139,7 +139,7 @@ func quotaBinding(u QuotaUsage) string { return "quota " + u.Quota + " " + strin
 // counted yet is not judged, as evaluateHeadroom does not judge it; a
 // resource the Pod does not add to (services, a PVC's requests.storage,
 // a request of 0) does not bound it. The arithmetic is in clamped
-// thousandths (internal/quantity), and a fit is 0 exactly when hard − used
+// thousandths (internal/quantity), and a constraint is 0 exactly when hard − used
 // < need, evaluateHeadroom's comparison: QuotaExhausted ⇔ capacity 0.
 // Unknown when no quota bounds anything.
 func quotaCapacity(h Headroom, mins map[corev1.ResourceName]Quantity, needs PodNeeds) provider.Capacity {
@@ -148,7 +148,7 @@ func quotaCapacity(h Headroom, mins map[corev1.ResourceName]Quantity, needs PodN
 		if u.NoUsage {
 			continue
 		}
-		c = c.Min(provider.Fit(int64(u.Hard.Milli.Sub(u.Used.Milli)), int64(mins[u.Resource].Milli), quotaBinding(u)))
+		c = c.Min(provider.Constraint(int64(u.Hard.Milli.Sub(u.Used.Milli)), int64(mins[u.Resource].Milli), quotaBinding(u)))
 	}
 	if needs == nil {
 		return c
@@ -158,7 +158,7 @@ func quotaCapacity(h Headroom, mins map[corev1.ResourceName]Quantity, needs PodN
 		if !ok || need <= 0 || u.NoUsage {
 			continue
 		}
-		c = c.Min(provider.Fit(int64(u.Hard.Milli.Sub(u.Used.Milli)), int64(need), quotaBinding(u)))
+		c = c.Min(provider.Constraint(int64(u.Hard.Milli.Sub(u.Used.Milli)), int64(need), quotaBinding(u)))
 	}
 	return c
 }

@@ -77,7 +77,7 @@ var blocksPlacement = []provider.Reason{
 // hostCapacity is how many more proxies a host takes (docs/metrics.md:
 // "Capacity"): min(pool available / min_pool_available, free memory /
 // min_free_memory, and what is promised of the pool, the memory and the
-// vCPUs leaves: promisedFit) over the keys that are set, unknown when neither is
+// vCPUs leaves: promisedConstraint) over the keys that are set, unknown when neither is
 // or when the check measured nothing (libvirtd did not answer about the
 // pool). The same comparisons decide PoolFull and HostMemoryLow
 // (headroomVerdict): a constraint counts 0 exactly when its reading is
@@ -92,15 +92,15 @@ func hostCapacity(r *result, mins Minimums) provider.Capacity {
 	case r.reason != provider.ReasonReady && r.reason != ReasonPoolFull && r.reason != ReasonHostMemoryLow && r.reason != ReasonHostCPULow:
 		return provider.Capacity{}
 	}
-	c := provider.FitUint64(r.info.available, mins.PoolAvailable, "pool "+r.pool)
+	c := provider.ConstraintUint64(r.info.available, mins.PoolAvailable, "pool "+r.pool)
 	if r.freeKnown {
-		c = c.Min(provider.FitUint64(r.free, mins.FreeMemory, "memory"))
+		c = c.Min(provider.ConstraintUint64(r.free, mins.FreeMemory, "memory"))
 	}
 	// What is promised bounds it too (docs/metrics.md: "Capacity"), each
-	// with the comparison its reason makes (promisedFit.short).
-	c = c.Min(diskFit(mins, r.pool, r.info.capacity, &r.promised).cap)
-	c = c.Min(memoryFit(mins, &r.promised).cap)
-	return c.Min(vcpuFit(mins.promised(), &r.promised).cap)
+	// with the comparison its reason makes (promisedConstraint.short).
+	c = c.Min(diskConstraint(mins, r.pool, r.info.capacity, &r.promised).cap)
+	c = c.Min(memoryConstraint(mins, &r.promised).cap)
+	return c.Min(vcpuConstraint(mins.promised(), &r.promised).cap)
 }
 
 // checkFreeMemory makes the NodeGetFreeMemory call on s, h's kept connection,

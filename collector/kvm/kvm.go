@@ -409,7 +409,7 @@ func (c *Checker) checkHeadroom(ctx context.Context, logger *slog.Logger, h *hos
 	if r.reason != provider.ReasonReady {
 		return
 	}
-	if f := diskFit(h.mins, h.pool, r.info.capacity, &r.promised); f.short() {
+	if f := diskConstraint(h.mins, h.pool, r.info.capacity, &r.promised); f.short() {
 		r.reason, r.message = ReasonPoolFull, shortMessage(f, formatBytes(h.mins.PoolAvailable))
 		return
 	}
@@ -419,11 +419,11 @@ func (c *Checker) checkHeadroom(ctx context.Context, logger *slog.Logger, h *hos
 	if r.reason, r.message = headroomVerdict(r.reason, h.pool, r.info.available, h.mins, r.free); r.reason != provider.ReasonReady {
 		return
 	}
-	if f := memoryFit(h.mins, &r.promised); f.short() {
+	if f := memoryConstraint(h.mins, &r.promised); f.short() {
 		r.reason, r.message = ReasonHostMemoryLow, shortMessage(f, formatBytes(h.mins.FreeMemory))
 		return
 	}
-	if f := vcpuFit(h.mins.promised(), &r.promised); f.short() {
+	if f := vcpuConstraint(h.mins.promised(), &r.promised); f.short() {
 		r.reason, r.message = ReasonHostCPULow, shortMessage(f, fmt.Sprintf("%d vCPUs", h.mins.promised().VCPUs))
 	}
 }
