@@ -399,7 +399,7 @@ func (e *Engine) start(ctx context.Context, p *loaded, st *state, t provider.Tar
 			st.inflight = nil
 		}
 		// A check that found what the last one found returns the same
-		// Facts (checker.go: Facts): their metrics are not collected again.
+		// Facts (provider.Facts): their metrics are not collected again.
 		if st.cached != nil && sameFacts(st.cached.Facts, v.Facts) {
 			c.memo = st.cachedMemo
 		}

@@ -485,7 +485,7 @@ func sortKey(labels []*dto.LabelPair) string {
 
 // FactsMemo keeps the metrics of one verdict's Facts, collected the first
 // time the verdict is exported: a verdict reused within min_interval or
-// during a backoff has the same Facts at every scrape (checker.go: Facts),
+// during a backoff has the same Facts at every scrape (provider.Facts),
 // and collecting them again would cost the provider's Collect and its
 // allocations at every scrape.
 type FactsMemo struct {
