@@ -2,6 +2,7 @@ package config
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 )
 
@@ -34,7 +35,7 @@ func walkYAML(t reflect.Type, at []int, keys *[]yamlKey, inline *[]reflect.Type)
 		if name == "-" || (!f.IsExported() && !f.Anonymous) {
 			continue
 		}
-		index := append(at[:len(at):len(at)], i)
+		index := slices.Concat(at, []int{i})
 		if strings.Contains(","+opts+",", ",inline,") {
 			ft := f.Type
 			for ft.Kind() == reflect.Pointer {

@@ -1,6 +1,7 @@
 package layout
 
 import (
+	"errors"
 	"go/build"
 	"io/fs"
 	"path/filepath"
@@ -48,7 +49,7 @@ func imports(t *testing.T, ctx *build.Context, root, pkg string) []string {
 	t.Helper()
 	p, err := ctx.ImportDir(filepath.Join(root, pkg), 0)
 	if err != nil {
-		if _, ok := err.(*build.NoGoError); ok {
+		if noGo := (*build.NoGoError)(nil); errors.As(err, &noGo) {
 			return nil
 		}
 		t.Fatalf("%s: %v", pkg, err)
