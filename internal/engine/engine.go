@@ -51,6 +51,8 @@ type counters struct {
 	abandoned atomic.Uint64
 }
 
+// loaded is one configured entry in force: its checker, its targets as
+// loaded (addresses redacted), their states and the entry's counters.
 type loaded struct {
 	Entry
 	checker provider.Checker
