@@ -169,7 +169,7 @@ func TestQuotaCapacitySurvivors(t *testing.T) {
 		}
 		return u
 	}
-	needs, err := decodePodNeeds([]byte(`{"spec":{"containers":[{"name":"p","resources":{"requests":{"cpu":"1","memory":"0"}}}]}}`), false)
+	needs, err := decodeQuotaNeeds([]byte(`{"spec":{"containers":[{"name":"p","resources":{"requests":{"cpu":"1","memory":"0"}}}]}}`), false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,10 +26,12 @@ import (
 // (k8s.io/component-helpers/resource: init containers, sidecars, overhead,
 // pod-level resources), and 1 for pods and count/pods.
 
-// PodNeeds is what one copy of the dry run's Pod adds to a quota, in
+// quotaNeeds is what one copy of the dry run's Pod adds to a quota, in
 // thousandths of each resource's unit, by quota resource name
-// ("requests.cpu", "cpu", "limits.memory", "pods").
-type PodNeeds map[string]quantity.Milli
+// ("requests.cpu", "cpu", "limits.memory", "pods"). What the same Pod asks
+// of a node, as kube-scheduler counts it, is nodeNeed (fit.go): the two
+// read the same PodRequests sum, by other names and units.
+type quotaNeeds map[string]quantity.Milli
 
 // errProtobufPod: an API server that answered the dry run in protobuf,
 // which the exporter does not ask for; the Pod's requests are then not
@@ -49,11 +51,11 @@ type jsonContainer struct {
 	Resources     jsonResources                  `json:"resources"`
 }
 
-// decodePodNeeds reads the requests and limits of the Pod the dry run
+// decodeQuotaNeeds reads the requests and limits of the Pod the dry run
 // returned. Every quantity is read by internal/quantity first, so one no
 // cluster could mean is an error before resource.ParseQuantity, which is
 // exact and so unbounded, sees it (decode.go).
-func decodePodNeeds(body []byte, protobuf bool) (PodNeeds, error) {
+func decodeQuotaNeeds(body []byte, protobuf bool) (quotaNeeds, error) {
 	if protobuf {
 		return nil, errProtobufPod
 	}
@@ -89,7 +91,7 @@ func decodePodNeeds(body []byte, protobuf bool) (PodNeeds, error) {
 	if err != nil {
 		return nil, err
 	}
-	needs := PodNeeds{"pods": 1000, "count/pods": 1000}
+	needs := quotaNeeds{"pods": 1000, "count/pods": 1000}
 	for prefix, list := range map[string]corev1.ResourceList{
 		"requests.": resourcehelper.PodRequests(&p, resourcehelper.PodResourcesOptions{}),
 		"limits.":   resourcehelper.PodLimits(&p, resourcehelper.PodResourcesOptions{}),
@@ -142,7 +144,7 @@ func quotaBinding(u QuotaUsage) string { return "quota " + u.Quota + " " + strin
 // thousandths (internal/quantity), and a constraint is 0 exactly when hard − used
 // < need, evaluateHeadroom's comparison: QuotaExhausted ⇔ capacity 0.
 // Unknown when no quota bounds anything.
-func quotaCapacity(h Headroom, mins map[corev1.ResourceName]Quantity, needs PodNeeds) provider.Capacity {
+func quotaCapacity(h Headroom, mins map[corev1.ResourceName]Quantity, needs quotaNeeds) provider.Capacity {
 	var c provider.Capacity
 	for _, u := range h.Quotas {
 		if u.NoUsage {

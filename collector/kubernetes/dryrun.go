@@ -155,14 +155,14 @@ func (c *Checker) dryRun(ctx context.Context, logger *slog.Logger, cl *client, v
 // for the quota capacity and, with schedule, the Pod itself; err says
 // what of it could not be read.
 type admission struct {
-	needs PodNeeds
+	needs quotaNeeds
 	pod   *corev1.Pod
 	err   error
 }
 
 // create sends the dry run and judges the answer. One request, no
 // retries, under ctx. An admitted Pod's needs are read from the answer
-// for the capacity (decodePodNeeds): what cannot be read there is an
+// for the capacity (decodeQuotaNeeds): what cannot be read there is an
 // error beside a Ready verdict, never the verdict.
 //
 // With schedule the admitted Pod is also decoded whole (decodeWholePod), as
@@ -211,7 +211,7 @@ func (p *placement) create(ctx context.Context, logger *slog.Logger, cl *client)
 	body, protobuf, err := answer(res)
 	var got admission
 	if err == nil {
-		got.needs, err = decodePodNeeds(body, protobuf)
+		got.needs, err = decodeQuotaNeeds(body, protobuf)
 	}
 	if err == nil && p.wholePod {
 		got.pod, err = decodeWholePod(body, protobuf)

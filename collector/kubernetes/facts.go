@@ -109,7 +109,7 @@ type Facts struct {
 	// needs are what one more copy of the Pod the dry run admitted adds to
 	// the quotas (nil: not admitted by this check, or not read, then
 	// needsErr says why).
-	needs    PodNeeds
+	needs    quotaNeeds
 	needsErr string
 }
 

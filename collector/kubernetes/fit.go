@@ -35,9 +35,12 @@ const (
 // taint is a cause of its own); the rest are counted.
 const maxCauses = 8
 
-// podNeed is what one copy of the Pod asks of a node, as the scheduler's
+// nodeNeed is what one copy of the Pod asks of a node, as the scheduler's
 // NodeResourcesFit counts it: cpu in millicores, the others in units.
-type podNeed struct {
+// What it adds to a quota, limits included, is quotaNeeds (capacity.go).
+// It is made for every cached Pod at every scrape, so it stays these few
+// integers.
+type nodeNeed struct {
 	milliCPU, memory, ephemeral int64
 	scalar                      map[corev1.ResourceName]int64
 	// uncounted is a resource whose request is beyond what int64 holds
@@ -50,12 +53,12 @@ type podNeed struct {
 // the larger of the containers' sum and each init container's
 // (restartable ones, sidecars, added), plus pod overhead and pod-level
 // resources.
-func needOf(pod *corev1.Pod) podNeed {
+func needOf(pod *corev1.Pod) nodeNeed {
 	return needOfList(podresource.PodRequests(pod, podresource.PodResourcesOptions{}))
 }
 
-func needOfList(reqs corev1.ResourceList) podNeed {
-	var n podNeed
+func needOfList(reqs corev1.ResourceList) nodeNeed {
+	var n nodeNeed
 	for name, q := range reqs {
 		// Saturated, never wrapped; a negative request, which no API
 		// server admits, frees nothing.
@@ -104,7 +107,7 @@ func scalarResource(name corev1.ResourceName) bool {
 // nodeUse is what the Pods bound to a node request of it.
 type nodeUse struct {
 	pods int64
-	podNeed
+	nodeNeed
 	// unreadable names a bound Pod with a quantity that could not be read,
 	// uncounted a request that could not be counted (bounds_fit.go).
 	unreadable, uncounted string
@@ -112,7 +115,7 @@ type nodeUse struct {
 
 // add adds n to the sums, saturating: the resource whose sum reached
 // math.MaxInt64 is returned.
-func (u *nodeUse) add(n podNeed) corev1.ResourceName {
+func (u *nodeUse) add(n nodeNeed) corev1.ResourceName {
 	u.pods++
 	over := n.uncounted
 	sum := func(name corev1.ResourceName, to *int64, v int64) {
@@ -164,7 +167,7 @@ func nodeUsage(pods []*corev1.Pod) map[string]*nodeUse {
 // container holds its requests as the scheduler sums them (stripPod):
 // read directly, without PodRequests' maps, since a scrape reads every
 // cached Pod (docs/scaling.md).
-func strippedNeed(p *corev1.Pod) podNeed {
+func strippedNeed(p *corev1.Pod) nodeNeed {
 	if len(p.Spec.Containers) != 1 || len(p.Spec.InitContainers) > 0 || p.Spec.Overhead != nil || p.Spec.Resources != nil {
 		return needOf(p)
 	}
@@ -262,7 +265,7 @@ func filter(pod *corev1.Pod, node *corev1.Node, affinity nodeaffinity.RequiredNo
 
 // copiesOn is how many copies of need fit on node besides what the Pods
 // bound to it use (nil: none), and when none, the scheduler's causes.
-func copiesOn(need podNeed, node *corev1.Node, u *nodeUse) (int64, []string) {
+func copiesOn(need nodeNeed, node *corev1.Node, u *nodeUse) (int64, []string) {
 	if u == nil {
 		u = &nodeUse{}
 	}
