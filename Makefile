@@ -215,7 +215,7 @@ bench-coldstart:
 FUZZTIME ?= 10s
 FUZZ_TIMEOUT ?= 30m
 FUZZ_TARGETS := \
-	./collector:FuzzScrapeTimeout \
+	./internal/engine:FuzzScrapeTimeout \
 	./collector/kvm:FuzzFrameConn \
 	./collector/kvm:FuzzLibvirtReply \
 	./collector/kvm:FuzzSSHMaterial \
@@ -224,7 +224,7 @@ FUZZ_TARGETS := \
 	./collector/gcp:FuzzRegionAnswer \
 	./collector/kubernetes:FuzzKubeconfig \
 	./collector/kubernetes:FuzzExecCredential \
-	./collector:FuzzLimitedBody \
+	./provider:FuzzLimitedBody \
 	./config:FuzzParse \
 	./config:FuzzLoad \
 	./config:FuzzDecodeLarge \

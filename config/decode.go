@@ -249,35 +249,3 @@ func (kc keyChecker) check(n *yaml.Node, t reflect.Type, where func() string) []
 	}
 	return errs
 }
-
-// yamlFields maps the keys of struct type t to their field types, as
-// yaml names them: the tag's name, or the lowercased field name, with
-// inline structs' fields as t's own.
-func yamlFields(t reflect.Type) map[string]reflect.Type {
-	out := map[string]reflect.Type{}
-	for i := range t.NumField() {
-		f := t.Field(i)
-		tag := f.Tag.Get("yaml")
-		name, opts, _ := strings.Cut(tag, ",")
-		if name == "-" || (!f.IsExported() && !f.Anonymous) {
-			continue
-		}
-		if strings.Contains(","+opts+",", ",inline,") {
-			ft := f.Type
-			// An inline pointer (a kvm host's own settings) is yaml's too:
-			// its keys are the struct's, set only when one is given.
-			for ft.Kind() == reflect.Pointer {
-				ft = ft.Elem()
-			}
-			for k, v := range yamlFields(ft) {
-				out[k] = v
-			}
-			continue
-		}
-		if name == "" {
-			name = strings.ToLower(f.Name)
-		}
-		out[name] = f.Type
-	}
-	return out
-}

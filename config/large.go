@@ -806,45 +806,6 @@ func decodeList(l *lines, w within, out any, where string, ch chunking, errs *[]
 	})
 }
 
-// fieldByKey is the field of struct v that the key names, as yamlFields
-// reads the struct's tags.
-func fieldByKey(v reflect.Value, key string) (reflect.Value, bool) {
-	t := v.Type()
-	for i := range t.NumField() {
-		f := t.Field(i)
-		name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
-		if name == "-" || (!f.IsExported() && !f.Anonymous) {
-			continue
-		}
-		if strings.Contains(","+opts+",", ",inline,") {
-			fv := v.Field(i)
-			if fv.Kind() == reflect.Pointer && fv.Type().Elem().Kind() == reflect.Struct {
-				// An inline pointer is allocated only for a key it holds.
-				if _, ok := yamlFields(fv.Type().Elem())[key]; !ok {
-					continue
-				}
-				if fv.IsNil() {
-					fv.Set(reflect.New(fv.Type().Elem()))
-				}
-				fv = fv.Elem()
-			}
-			if fv.Kind() == reflect.Struct {
-				if found, ok := fieldByKey(fv, key); ok {
-					return found, true
-				}
-			}
-			continue
-		}
-		if name == "" {
-			name = strings.ToLower(f.Name)
-		}
-		if name == key {
-			return v.Field(i), true
-		}
-	}
-	return reflect.Value{}, false
-}
-
 // rootMapping parses a whole document into its root mapping (an empty
 // one for an empty document) and refuses a second document.
 func rootMapping(data []byte) (*yaml.Node, error) {

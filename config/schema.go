@@ -7,7 +7,6 @@ import (
 	"maps"
 	"reflect"
 	"slices"
-	"strings"
 )
 
 // SchemaDraft is the JSON Schema draft of Schema: draft-07, the one Helm 3
@@ -240,34 +239,28 @@ func structSchema(t reflect.Type) (Keywords, error) {
 	return obj, nil
 }
 
-// addFields adds the keys of struct t to props, and its keywords to props'
-// keys and to obj.
+// addFields adds the keys of struct t to props (yamlKeys), and the
+// keywords of t and of each inline struct to props' keys and to obj.
 func addFields(obj Keywords, props map[string]any, t reflect.Type) error {
-	for i := range t.NumField() {
-		f := t.Field(i)
-		name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
-		if name == "-" || (!f.IsExported() && !f.Anonymous) {
-			continue
-		}
-		if strings.Contains(","+opts+",", ",inline,") {
-			ft := f.Type
-			for ft.Kind() == reflect.Pointer {
-				ft = ft.Elem()
-			}
-			if err := addFields(obj, props, ft); err != nil {
-				return err
-			}
-			continue
-		}
-		if name == "" {
-			name = strings.ToLower(f.Name)
-		}
-		s, err := typeSchema(f.Type)
+	keys, inline := yamlKeys(t)
+	for _, k := range keys {
+		s, err := typeSchema(k.typ)
 		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
+			return fmt.Errorf("%s: %w", k.name, err)
 		}
-		props[name] = s
+		props[k.name] = s
 	}
+	for _, it := range append(inline, t) {
+		if err := addKeywords(obj, props, it); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// addKeywords adds the keywords of struct t's SchemaKeywords, if it has
+// one, to props' keys and to obj.
+func addKeywords(obj Keywords, props map[string]any, t reflect.Type) error {
 	k, ok := reflect.New(t).Interface().(SchemaKeywordser)
 	if !ok {
 		return nil

@@ -7,12 +7,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/internal/engine"
 )
 
 // answer serves the results and remembers how long that took for the
 // next request of its shape.
-func (x *exporter) answer(w http.ResponseWriter, r *http.Request, results []collector.ProviderResult, self prometheus.Gatherer, shape string) {
+func (x *exporter) answer(w http.ResponseWriter, r *http.Request, results []engine.ProviderResult, self prometheus.Gatherer, shape string) {
 	begin := time.Now()
 	x.serveResults(w, r, results, self)
 	x.answers.observe(shape, time.Since(begin))

@@ -12,8 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
 	"github.com/egress-proxies/provider_health_exporter/collector/kvm"
+	"github.com/egress-proxies/provider_health_exporter/internal/engine"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // BenchmarkScrape measures one /metrics scrape through the real handler with
@@ -86,9 +87,9 @@ func benchServeMetrics(b *testing.B, hosts int, cached bool, accept, encoding st
 	for i := range hosts {
 		fmt.Fprintf(&cfg, "      - address: 127.0.0.1:%d\n        name: h%04d\n", 10000+i, i)
 	}
-	x, _, _ := newTestExporterWith(b, b.TempDir(), cfg.String(), map[string]func(context.Context, *slog.Logger, string) collector.Verdict{
-		"fleet": func(context.Context, *slog.Logger, string) collector.Verdict {
-			return collector.Verdict{Reason: collector.ReasonReady, Facts: &kvm.Facts{
+	x, _, _ := newTestExporterWith(b, b.TempDir(), cfg.String(), map[string]func(context.Context, *slog.Logger, string) provider.Verdict{
+		"fleet": func(context.Context, *slog.Logger, string) provider.Verdict {
+			return provider.Verdict{Reason: provider.ReasonReady, Facts: &kvm.Facts{
 				User: "proxyops", LibvirtVersion: "9.0.0", Pool: "default", PoolState: "running",
 				CapacityBytes: 107374182400, AllocationBytes: 21474836480, AvailableBytes: 85899345920, Connects: 1}}
 		},
@@ -96,7 +97,7 @@ func benchServeMetrics(b *testing.B, hosts int, cached bool, accept, encoding st
 	h := x.handler()
 	scrape := func() int64 {
 		r := httptest.NewRequest(http.MethodGet, "/metrics", nil)
-		r.Header.Set(collector.ScrapeTimeoutHeader, "5")
+		r.Header.Set(engine.ScrapeTimeoutHeader, "5")
 		r.Header.Set("Accept", accept)
 		if encoding != "" {
 			r.Header.Set("Accept-Encoding", encoding)

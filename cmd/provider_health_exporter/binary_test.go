@@ -20,9 +20,9 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
 	"github.com/egress-proxies/provider_health_exporter/config"
 	"github.com/egress-proxies/provider_health_exporter/internal/testcert"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 var (
@@ -74,7 +74,7 @@ func TestConfigCheckEveryInvalidFile(t *testing.T) {
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			t.Parallel()
-			_, loadErr := config.Load(f, collector.Sections(builtinKinds()))
+			_, loadErr := config.Load(f, provider.Sections(builtinKinds()))
 			if loadErr == nil {
 				t.Fatal("config.Load accepts it")
 			}

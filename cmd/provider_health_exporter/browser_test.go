@@ -30,7 +30,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"golang.org/x/crypto/ssh"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/internal/exposition"
 	"github.com/egress-proxies/provider_health_exporter/internal/testnet"
 )
 
@@ -323,12 +323,12 @@ func checkRefreshCounts(t *testing.T, what string, entries []string, before, aft
 	t.Helper()
 	for _, entry := range entries {
 		delta := map[string]float64{}
-		for _, mode := range collector.Modes {
+		for _, mode := range exposition.Modes {
 			delta[mode] = after[entry+"/"+mode] - before[entry+"/"+mode]
 		}
-		want := map[string]float64{collector.ModeLive: 2, collector.ModeShared: 0, collector.ModeCached: 0, collector.ModeBackoff: 0}
+		want := map[string]float64{exposition.ModeLive: 2, exposition.ModeShared: 0, exposition.ModeCached: 0, exposition.ModeBackoff: 0}
 		if entry == heldBack {
-			want[collector.ModeLive], want[collector.ModeBackoff] = delta[collector.ModeLive], 2-delta[collector.ModeLive]
+			want[exposition.ModeLive], want[exposition.ModeBackoff] = delta[exposition.ModeLive], 2-delta[exposition.ModeLive]
 		}
 		if !maps.Equal(delta, want) {
 			t.Errorf("%s: checks_total of %s rose by %v, want %v (the refresh's check and the reading scrape's)", what, entry, delta, want)

@@ -16,20 +16,21 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
 	"github.com/egress-proxies/provider_health_exporter/config"
+	"github.com/egress-proxies/provider_health_exporter/internal/engine"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // entriesFunc lists the configured entries with how to build their
 // checkers. It is a parameter so that tests can wire test checkers through
 // the real HTTP surface.
-type entriesFunc func(cfg *config.Config, logger *slog.Logger) []collector.Entry
+type entriesFunc func(cfg *config.Config, logger *slog.Logger) []engine.Entry
 
 type exporterOptions struct {
 	logger     *slog.Logger
 	configFile string
 	// kinds is the table of kinds; nil is builtinKinds.
-	kinds       []collector.Kind
+	kinds       []provider.Kind
 	entries     entriesFunc
 	offset      time.Duration
 	maxRequests int
@@ -48,7 +49,7 @@ type exporterOptions struct {
 // exporter is the HTTP surface and the reload logic around one Engine.
 type exporter struct {
 	exporterOptions
-	engine     *collector.Engine
+	engine     *engine.Engine
 	self       *prometheus.Registry
 	reloadOK   prometheus.Gauge
 	reloadTime prometheus.Gauge
@@ -70,7 +71,7 @@ type exporter struct {
 func newExporter(o exporterOptions) *exporter {
 	x := &exporter{
 		exporterOptions: o,
-		engine:          collector.NewEngine(o.logger),
+		engine:          engine.NewEngine(o.logger),
 		reloadOK: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "provider_health_exporter_config_last_reload_successful",
 			Help: "Whether the last configuration reload attempt was successful.",
@@ -84,8 +85,8 @@ func newExporter(o exporterOptions) *exporter {
 		x.kinds = builtinKinds()
 	}
 	if x.entries == nil {
-		x.entries = func(cfg *config.Config, logger *slog.Logger) []collector.Entry {
-			return collector.Entries(x.kinds, cfg, logger)
+		x.entries = func(cfg *config.Config, logger *slog.Logger) []engine.Entry {
+			return engine.Entries(x.kinds, cfg, logger)
 		}
 	}
 	if o.maxRequests > 0 {
@@ -147,12 +148,12 @@ func (x *exporter) limit(next http.Handler) http.Handler {
 }
 
 // request builds the engine request from the scrape's timeout header.
-func (x *exporter) request(r *http.Request) (collector.Request, error) {
-	st, err := collector.ParseScrapeTimeout(r.Header.Get(collector.ScrapeTimeoutHeader))
+func (x *exporter) request(r *http.Request) (engine.Request, error) {
+	st, err := engine.ParseScrapeTimeout(r.Header.Get(engine.ScrapeTimeoutHeader))
 	if err != nil {
-		return collector.Request{}, err
+		return engine.Request{}, err
 	}
-	return collector.Request{ScrapeTimeout: st, Offset: x.offset}, nil
+	return engine.Request{ScrapeTimeout: st, Offset: x.offset}, nil
 }
 
 // serveMetrics checks every provider, or with collect[] only some kinds, as
@@ -169,7 +170,7 @@ func (x *exporter) serveMetrics(w http.ResponseWriter, r *http.Request) {
 		req.Kinds = map[string]bool{}
 		for _, k := range collect {
 			if !validCollect(x.kinds, k) {
-				http.Error(w, fmt.Sprintf("collect[]=%s: want one of %s", collector.Echo(k), strings.Join(collectValues(x.kinds), ", ")), http.StatusBadRequest)
+				http.Error(w, fmt.Sprintf("collect[]=%s: want one of %s", provider.Echo(k), strings.Join(collectValues(x.kinds), ", ")), http.StatusBadRequest)
 				return
 			}
 			req.Kinds[k] = true
@@ -188,9 +189,9 @@ func (x *exporter) serveMetrics(w http.ResponseWriter, r *http.Request) {
 // serveResults writes the results, merged with the families of self when
 // it is not nil, in the format and encoding the request negotiates: what
 // promhttp.HandlerFor a Gatherer of both (ContinueOnError, OpenMetrics
-// enabled) writes, without a Registry in between (collector.Exposition).
-func (x *exporter) serveResults(w http.ResponseWriter, r *http.Request, results []collector.ProviderResult, self prometheus.Gatherer) {
-	exp, err := collector.NewExposition(results)
+// enabled) writes, without a Registry in between (exposition.Exposition).
+func (x *exporter) serveResults(w http.ResponseWriter, r *http.Request, results []engine.ProviderResult, self prometheus.Gatherer) {
+	exp, err := engine.NewExposition(results)
 	if err != nil {
 		x.logger.Error("error gathering metrics", "err", err)
 	}

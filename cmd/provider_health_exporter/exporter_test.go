@@ -29,11 +29,12 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
 	"github.com/egress-proxies/provider_health_exporter/collector/gcp"
 	"github.com/egress-proxies/provider_health_exporter/collector/kubernetes"
 	"github.com/egress-proxies/provider_health_exporter/collector/kvm"
 	"github.com/egress-proxies/provider_health_exporter/config"
+	"github.com/egress-proxies/provider_health_exporter/internal/engine"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files under testdata/")
@@ -41,54 +42,54 @@ var update = flag.Bool("update", false, "rewrite golden files under testdata/")
 // fakeChecker answers what its behave function says, for the HTTP layer's
 // tests; the providers have their own tests against real servers.
 type fakeChecker struct {
-	targets []collector.Target
-	behave  func(ctx context.Context, logger *slog.Logger, target string) collector.Verdict
+	targets []provider.Target
+	behave  func(ctx context.Context, logger *slog.Logger, target string) provider.Verdict
 }
 
-func (c *fakeChecker) Targets() []collector.Target { return c.targets }
+func (c *fakeChecker) Targets() []provider.Target { return c.targets }
 
-func (c *fakeChecker) Check(ctx context.Context, logger *slog.Logger, target string) collector.Verdict {
+func (c *fakeChecker) Check(ctx context.Context, logger *slog.Logger, target string) provider.Verdict {
 	return c.behave(ctx, logger, target)
 }
 
-func fixed(r collector.Reason, msg string) func(context.Context, *slog.Logger, string) collector.Verdict {
-	return func(_ context.Context, logger *slog.Logger, _ string) collector.Verdict {
+func fixed(r provider.Reason, msg string) func(context.Context, *slog.Logger, string) provider.Verdict {
+	return func(_ context.Context, logger *slog.Logger, _ string) provider.Verdict {
 		logger.Debug("fake check ran", "reason", r)
-		return collector.Verdict{Reason: r, Message: msg}
+		return provider.Verdict{Reason: r, Message: msg}
 	}
 }
 
 // fakeEntries gives each configured entry a fakeChecker; behaviours picks
 // one by entry name (default Ready). It goes through the kinds table, so
 // names, reason sets and fingerprints are the real ones.
-func fakeEntries(behaviours map[string]func(context.Context, *slog.Logger, string) collector.Verdict) entriesFunc {
-	return func(cfg *config.Config, logger *slog.Logger) []collector.Entry {
+func fakeEntries(behaviours map[string]func(context.Context, *slog.Logger, string) provider.Verdict) entriesFunc {
+	return func(cfg *config.Config, logger *slog.Logger) []engine.Entry {
 		es := entries(cfg, logger)
 		for i := range es {
 			b := behaviours[es[i].Name]
 			if b == nil {
-				b = fixed(collector.ReasonReady, "")
+				b = fixed(provider.ReasonReady, "")
 			}
-			var targets []collector.Target
+			var targets []provider.Target
 			switch es[i].Kind {
 			case kubernetes.Name:
-				targets = []collector.Target{{Name: "apiserver", Address: "https://127.0.0.1:6443"}}
+				targets = []provider.Target{{Name: "apiserver", Address: "https://127.0.0.1:6443"}}
 			case gcp.Name:
 				for _, g := range config.EntriesOf[*gcp.Entry](cfg, gcp.Name) {
 					if g.Name == es[i].Name {
-						targets = []collector.Target{{Name: "compute", Address: "projects/" + g.Project}}
+						targets = []provider.Target{{Name: "compute", Address: "projects/" + g.Project}}
 					}
 				}
 			case kvm.Name:
 				for _, v := range config.EntriesOf[*kvm.Entry](cfg, kvm.Name) {
 					if v.Name == es[i].Name {
 						for _, h := range v.Hosts {
-							targets = append(targets, collector.Target{Name: h.Name, Address: h.Address})
+							targets = append(targets, provider.Target{Name: h.Name, Address: h.Address})
 						}
 					}
 				}
 			}
-			es[i].Build = func() (collector.Checker, error) { return &fakeChecker{targets: targets, behave: b}, nil }
+			es[i].Build = func() (provider.Checker, error) { return &fakeChecker{targets: targets, behave: b}, nil }
 		}
 		return es
 	}
@@ -125,12 +126,12 @@ func writeConfig(t testing.TB, dir, body string) string {
 	return path
 }
 
-func newTestExporter(t *testing.T, body string, behaviours map[string]func(context.Context, *slog.Logger, string) collector.Verdict, maxRequests int) (*exporter, *httptest.Server, string) {
+func newTestExporter(t *testing.T, body string, behaviours map[string]func(context.Context, *slog.Logger, string) provider.Verdict, maxRequests int) (*exporter, *httptest.Server, string) {
 	t.Helper()
 	return newTestExporterWith(t, t.TempDir(), body, behaviours, maxRequests)
 }
 
-func newTestExporterWith(t testing.TB, dir, body string, behaviours map[string]func(context.Context, *slog.Logger, string) collector.Verdict, maxRequests int) (*exporter, *httptest.Server, string) {
+func newTestExporterWith(t testing.TB, dir, body string, behaviours map[string]func(context.Context, *slog.Logger, string) provider.Verdict, maxRequests int) (*exporter, *httptest.Server, string) {
 	t.Helper()
 	path := writeConfig(t, dir, body)
 	x := newExporter(exporterOptions{
@@ -156,7 +157,7 @@ func newTestExporterWith(t testing.TB, dir, body string, behaviours map[string]f
 // fake checkers of behaviours: it has no HTTP server (a goroutine waiting
 // on the network is not durably blocked, so fake time would not advance);
 // the test serves x.handler() itself and closes x.engine.
-func newBubbleExporter(t *testing.T, behaviours map[string]func(context.Context, *slog.Logger, string) collector.Verdict) *exporter {
+func newBubbleExporter(t *testing.T, behaviours map[string]func(context.Context, *slog.Logger, string) provider.Verdict) *exporter {
 	t.Helper()
 	x := newExporter(exporterOptions{
 		logger:      slog.New(slog.DiscardHandler),
@@ -201,10 +202,10 @@ func TestScrapeAnswersBeforeScrapeTimeoutWhenACheckerHangs(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		release := make(chan struct{})
-		x := newBubbleExporter(t, map[string]func(context.Context, *slog.Logger, string) collector.Verdict{
-			"crawl-prod": func(context.Context, *slog.Logger, string) collector.Verdict {
+		x := newBubbleExporter(t, map[string]func(context.Context, *slog.Logger, string) provider.Verdict{
+			"crawl-prod": func(context.Context, *slog.Logger, string) provider.Verdict {
 				<-release // never returns during the scrape, ignoring its context
-				return collector.Verdict{Reason: collector.ReasonReady}
+				return provider.Verdict{Reason: provider.ReasonReady}
 			},
 		})
 		defer x.engine.Close()
@@ -212,7 +213,7 @@ func TestScrapeAnswersBeforeScrapeTimeoutWhenACheckerHangs(t *testing.T) {
 		// Prometheus gives up after its scrape timeout, the header's 1 s.
 		const scrapeTimeout = time.Second
 		r := httptest.NewRequest(http.MethodGet, "/metrics", nil)
-		r.Header.Set(collector.ScrapeTimeoutHeader, "1")
+		r.Header.Set(engine.ScrapeTimeoutHeader, "1")
 		w := httptest.NewRecorder()
 		begin := time.Now()
 		x.handler().ServeHTTP(w, r)
@@ -241,7 +242,7 @@ func TestScrapeAnswersBeforeScrapeTimeoutWhenACheckerHangs(t *testing.T) {
 func TestBadScrapeTimeoutHeader(t *testing.T) {
 	t.Parallel()
 	_, srv, _ := newTestExporter(t, baseConfig, nil, 0)
-	code, body := get(t, http.DefaultClient, srv.URL+"/metrics", map[string]string{collector.ScrapeTimeoutHeader: "soon"})
+	code, body := get(t, http.DefaultClient, srv.URL+"/metrics", map[string]string{engine.ScrapeTimeoutHeader: "soon"})
 	if code != http.StatusBadRequest || !strings.Contains(body, "soon") {
 		t.Errorf("status %d body %q, want 400 naming the value", code, body)
 	}
@@ -249,13 +250,13 @@ func TestBadScrapeTimeoutHeader(t *testing.T) {
 
 func TestProbe(t *testing.T) {
 	t.Parallel()
-	_, srv, _ := newTestExporter(t, baseConfig, map[string]func(context.Context, *slog.Logger, string) collector.Verdict{
-		"lab": func(_ context.Context, logger *slog.Logger, target string) collector.Verdict {
+	_, srv, _ := newTestExporter(t, baseConfig, map[string]func(context.Context, *slog.Logger, string) provider.Verdict{
+		"lab": func(_ context.Context, logger *slog.Logger, target string) provider.Verdict {
 			logger.Debug("fake check ran")
 			if target == "nuc" {
-				return collector.Verdict{Reason: kvm.ReasonHostKeyMismatch, Message: "known_hosts has another key"}
+				return provider.Verdict{Reason: kvm.ReasonHostKeyMismatch, Message: "known_hosts has another key"}
 			}
-			return collector.Verdict{Reason: collector.ReasonReady}
+			return provider.Verdict{Reason: provider.ReasonReady}
 		},
 	}, 0)
 	for _, tc := range []struct {
@@ -315,7 +316,7 @@ func checksTotal(t *testing.T, x *exporter) uint64 {
 
 func TestStatusJSONAndLandingPage(t *testing.T) {
 	t.Parallel()
-	x, srv, _ := newTestExporter(t, baseConfig, map[string]func(context.Context, *slog.Logger, string) collector.Verdict{
+	x, srv, _ := newTestExporter(t, baseConfig, map[string]func(context.Context, *slog.Logger, string) provider.Verdict{
 		"crawl-prod": fixed(gcp.ReasonAPIDisabled, "Compute Engine API has not been used in project crawl-prod-123"),
 	}, 0)
 	decode := func(body string) []statusProvider {
@@ -374,7 +375,7 @@ func TestStatusJSONAndLandingPage(t *testing.T) {
 	// /metrics exports only the current reason: what a script needs to
 	// know the values the reason label can take; no entry repeats it.
 	var sets struct {
-		Reasons map[string][]collector.Reason `json:"reasons"`
+		Reasons map[string][]provider.Reason `json:"reasons"`
 	}
 	if err := json.Unmarshal([]byte(body), &sets); err != nil {
 		t.Fatal(err)
@@ -384,7 +385,7 @@ func TestStatusJSONAndLandingPage(t *testing.T) {
 	}
 	for _, p := range decode(body) {
 		set := sets.Reasons[p.Provider]
-		for _, r := range []collector.Reason{collector.ReasonReady, collector.ReasonTimeout, collector.ReasonUnknown, p.Targets[0].Reason} {
+		for _, r := range []provider.Reason{provider.ReasonReady, provider.ReasonTimeout, provider.ReasonUnknown, p.Targets[0].Reason} {
 			if !slices.Contains(set, r) {
 				t.Errorf("%s reasons %v lack %s", p.Provider, set, r)
 			}
@@ -495,14 +496,14 @@ func TestMaxRequests(t *testing.T) {
 	t.Parallel()
 	entered := make(chan struct{}, 4)
 	release := make(chan struct{})
-	_, srv, _ := newTestExporter(t, baseConfig, map[string]func(context.Context, *slog.Logger, string) collector.Verdict{
-		"crawl-prod": func(ctx context.Context, _ *slog.Logger, _ string) collector.Verdict {
+	_, srv, _ := newTestExporter(t, baseConfig, map[string]func(context.Context, *slog.Logger, string) provider.Verdict{
+		"crawl-prod": func(ctx context.Context, _ *slog.Logger, _ string) provider.Verdict {
 			entered <- struct{}{}
 			select {
 			case <-release:
 			case <-ctx.Done():
 			}
-			return collector.Verdict{Reason: collector.ReasonReady}
+			return provider.Verdict{Reason: provider.ReasonReady}
 		},
 	}, 1)
 	var wg sync.WaitGroup
@@ -540,19 +541,19 @@ func TestHealthReadyConfig(t *testing.T) {
 // the families whose values change from run to run.
 func TestGoldenMetrics(t *testing.T) {
 	t.Parallel()
-	_, srv, _ := newTestExporter(t, baseConfig, map[string]func(context.Context, *slog.Logger, string) collector.Verdict{
-		"crawl-prod": fixed(collector.ReasonRateLimited, "quota"),
-		"lab": func(_ context.Context, _ *slog.Logger, target string) collector.Verdict {
+	_, srv, _ := newTestExporter(t, baseConfig, map[string]func(context.Context, *slog.Logger, string) provider.Verdict{
+		"crawl-prod": fixed(provider.ReasonRateLimited, "quota"),
+		"lab": func(_ context.Context, _ *slog.Logger, target string) provider.Verdict {
 			if target == "nuc" {
-				return collector.Verdict{Reason: kvm.ReasonPoolInactive, Facts: &kvm.Facts{
+				return provider.Verdict{Reason: kvm.ReasonPoolInactive, Facts: &kvm.Facts{
 					User: "proxyops", LibvirtVersion: "9.0.0", Pool: "default", PoolState: "inactive", Connects: 1}}
 			}
-			return collector.Verdict{Reason: collector.ReasonReady, Facts: &kvm.Facts{
+			return provider.Verdict{Reason: provider.ReasonReady, Facts: &kvm.Facts{
 				User: "proxyops", LibvirtVersion: "9.0.0", Pool: "default", PoolState: "running",
 				CapacityBytes: 107374182400, AllocationBytes: 21474836480, AvailableBytes: 85899345920, Connects: 1}}
 		},
 	}, 0)
-	_, body := get(t, http.DefaultClient, srv.URL+"/metrics", map[string]string{collector.ScrapeTimeoutHeader: "10"})
+	_, body := get(t, http.DefaultClient, srv.URL+"/metrics", map[string]string{engine.ScrapeTimeoutHeader: "10"})
 	got := stableMetrics(body)
 	golden := filepath.Join("..", "..", "testdata", "golden", "metrics.txt")
 	if *update {
@@ -627,10 +628,10 @@ func diffLines(want, got string) string {
 func TestNoGoroutineLeakAcrossScrapes(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		x := newBubbleExporter(t, map[string]func(context.Context, *slog.Logger, string) collector.Verdict{
-			"crawl-prod": func(ctx context.Context, _ *slog.Logger, _ string) collector.Verdict {
+		x := newBubbleExporter(t, map[string]func(context.Context, *slog.Logger, string) provider.Verdict{
+			"crawl-prod": func(ctx context.Context, _ *slog.Logger, _ string) provider.Verdict {
 				<-ctx.Done() // slow, but honours its deadline
-				return collector.Verdict{Reason: collector.ReasonUnreachable}
+				return provider.Verdict{Reason: provider.ReasonUnreachable}
 			},
 		})
 		h := x.handler()
@@ -642,7 +643,7 @@ func TestNoGoroutineLeakAcrossScrapes(t *testing.T) {
 					path = "/probe?name=lab"
 				}
 				r := httptest.NewRequest(http.MethodGet, path, nil)
-				r.Header.Set(collector.ScrapeTimeoutHeader, "0.2")
+				r.Header.Set(engine.ScrapeTimeoutHeader, "0.2")
 				w := httptest.NewRecorder()
 				h.ServeHTTP(w, r)
 				if w.Code != http.StatusOK {
@@ -696,14 +697,14 @@ func TestMetricsCollectFilter(t *testing.T) {
 // Accept-Encoding headers scrapers send: same headers, same body.
 func TestServeResultsIsWhatPromhttpServes(t *testing.T) {
 	t.Parallel()
-	x, _, _ := newTestExporter(t, baseConfig, map[string]func(context.Context, *slog.Logger, string) collector.Verdict{
-		"crawl-prod": fixed(collector.ReasonRateLimited, "quota"),
-		"lab": func(context.Context, *slog.Logger, string) collector.Verdict {
-			return collector.Verdict{Reason: collector.ReasonReady, Facts: &kvm.Facts{
+	x, _, _ := newTestExporter(t, baseConfig, map[string]func(context.Context, *slog.Logger, string) provider.Verdict{
+		"crawl-prod": fixed(provider.ReasonRateLimited, "quota"),
+		"lab": func(context.Context, *slog.Logger, string) provider.Verdict {
+			return provider.Verdict{Reason: provider.ReasonReady, Facts: &kvm.Facts{
 				User: "proxyops", LibvirtVersion: "9.0.0", Pool: "default", PoolState: "running", Connects: 1}}
 		},
 	}, 0)
-	results, err := x.engine.Run(context.Background(), collector.Request{})
+	results, err := x.engine.Run(context.Background(), engine.Request{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -751,8 +752,8 @@ func TestServeResultsIsWhatPromhttpServes(t *testing.T) {
 
 // expositionFamilies decodes the Exposition of results written as
 // delimited protobuf.
-func expositionFamilies(results []collector.ProviderResult) ([]*dto.MetricFamily, error) {
-	x, err := collector.NewExposition(results)
+func expositionFamilies(results []engine.ProviderResult) ([]*dto.MetricFamily, error) {
+	x, err := engine.NewExposition(results)
 	if err != nil {
 		return nil, err
 	}
@@ -815,10 +816,10 @@ func TestAnswerLeavesWithinTheBudget(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		release := make(chan struct{})
-		x := newBubbleExporter(t, map[string]func(context.Context, *slog.Logger, string) collector.Verdict{
-			"crawl-prod": func(context.Context, *slog.Logger, string) collector.Verdict {
+		x := newBubbleExporter(t, map[string]func(context.Context, *slog.Logger, string) provider.Verdict{
+			"crawl-prod": func(context.Context, *slog.Logger, string) provider.Verdict {
 				<-release // hangs, ignoring its context
-				return collector.Verdict{Reason: collector.ReasonReady}
+				return provider.Verdict{Reason: provider.ReasonReady}
 			},
 		})
 		defer x.engine.Close()
@@ -827,7 +828,7 @@ func TestAnswerLeavesWithinTheBudget(t *testing.T) {
 		const budget = 4500 * time.Millisecond // header 5 s, offset 0.5 s
 		scrape := func() (time.Duration, string) {
 			r := httptest.NewRequest(http.MethodGet, "/metrics", nil)
-			r.Header.Set(collector.ScrapeTimeoutHeader, "5")
+			r.Header.Set(engine.ScrapeTimeoutHeader, "5")
 			w := &slowWriter{ResponseRecorder: httptest.NewRecorder(), delay: 300 * time.Millisecond}
 			begin := time.Now()
 			h.ServeHTTP(w, r)

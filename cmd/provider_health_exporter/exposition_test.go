@@ -23,8 +23,9 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
 	"github.com/egress-proxies/provider_health_exporter/collector/kvm"
+	"github.com/egress-proxies/provider_health_exporter/internal/engine"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // Scrape protocols and the Accept values Prometheus 3 builds from them
@@ -65,10 +66,10 @@ func prometheus3Accept(protocols ...string) string {
 func TestExpositionFormats(t *testing.T) {
 	t.Parallel()
 	promtools := promtoolBinaries(t)
-	_, srv, _ := newTestExporter(t, baseConfig, map[string]func(context.Context, *slog.Logger, string) collector.Verdict{
-		"crawl-prod": fixed(collector.ReasonRateLimited, "quota"),
-		"lab": func(context.Context, *slog.Logger, string) collector.Verdict {
-			return collector.Verdict{Reason: collector.ReasonReady, Facts: &kvm.Facts{
+	_, srv, _ := newTestExporter(t, baseConfig, map[string]func(context.Context, *slog.Logger, string) provider.Verdict{
+		"crawl-prod": fixed(provider.ReasonRateLimited, "quota"),
+		"lab": func(context.Context, *slog.Logger, string) provider.Verdict {
+			return provider.Verdict{Reason: provider.ReasonReady, Facts: &kvm.Facts{
 				User: "proxyops", LibvirtVersion: "9.0.0", Pool: "default", PoolState: "running",
 				CapacityBytes: 100, AllocationBytes: 20, AvailableBytes: 80, Connects: 1}}
 		},
@@ -102,7 +103,7 @@ func TestExpositionFormats(t *testing.T) {
 				if tc.accept != "" {
 					req.Header.Set("Accept", tc.accept)
 				}
-				req.Header.Set(collector.ScrapeTimeoutHeader, "10")
+				req.Header.Set(engine.ScrapeTimeoutHeader, "10")
 				resp, err := http.DefaultClient.Do(req)
 				if err != nil {
 					t.Fatal(err)

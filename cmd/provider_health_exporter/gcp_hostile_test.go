@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
 	"github.com/egress-proxies/provider_health_exporter/config"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // TestGCPHostileAnswers runs the real binary against a Compute that answers
@@ -214,7 +214,7 @@ func TestGCPHostileAnswers(t *testing.T) {
 	if len(st.Providers) != 7 {
 		t.Errorf("/api/v1/status lists %d entries, want 7", len(st.Providers))
 	}
-	const bound = collector.MaxProviderString + 64 // the cut marker
+	const bound = provider.MaxProviderString + 64 // the cut marker
 	for _, p := range st.Providers {
 		if len(p.Targets) != 1 {
 			t.Fatalf("%s: %d targets", p.Name, len(p.Targets))
@@ -277,7 +277,7 @@ func TestGCPTooManyRegionsRefused(t *testing.T) {
 	cfgPath := filepath.Join(dir, "provider_health.yml")
 	writeFile(t, cfgPath, "gcp:\n  - name: crawl-prod\n    project: crawl-prod-123\n    regions: ["+strings.Join(regions, ", ")+
 		"]\n    min_quota_headroom: {CPUS: 8}\n")
-	if _, err := config.Load(cfgPath, collector.Sections(builtinKinds())); err == nil || !strings.Contains(err.Error(), `gcp[0] "crawl-prod": regions: 500 regions, more than the 64`) {
+	if _, err := config.Load(cfgPath, provider.Sections(builtinKinds())); err == nil || !strings.Contains(err.Error(), `gcp[0] "crawl-prod": regions: 500 regions, more than the 64`) {
 		t.Fatalf("config.Load: %v, want the entry and regions named", err)
 	}
 	// The log quotes the entry's name; --config.check prints it as is.

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // The files that list kinds or reasons by hand, relative to the
@@ -50,7 +50,7 @@ func repoFile(t *testing.T, rel string) string {
 // and the generated schemas. Each problem names the file to update, so
 // that a kind added to the table fails here until every list has it
 // (TestDocsListEveryKind; with the toy kind, TestDocsToyKindNamesTheFiles).
-func kindListProblems(t *testing.T, kinds []collector.Kind) []listProblem {
+func kindListProblems(t *testing.T, kinds []provider.Kind) []listProblem {
 	t.Helper()
 	var out []listProblem
 	add := func(file, format string, args ...any) {
@@ -120,12 +120,12 @@ func backquoted(s string) []string {
 // of the alert it raises: ProviderActionRequired for those in the mixin's
 // actionRequiredReasons, ProviderNotReady for the others. A row or a list
 // entry that names no reason of the kind is a problem too.
-func reasonsTableProblems(t *testing.T, kinds []collector.Kind, add addFunc) {
+func reasonsTableProblems(t *testing.T, kinds []provider.Kind, add addFunc) {
 	t.Helper()
 	table := reasonsTable(t)
 	runbook := runbookAlerts(t)
 	actionRequired := actionRequiredReasons(t)
-	all := map[collector.Reason]bool{}
+	all := map[provider.Reason]bool{}
 	for _, k := range kinds {
 		col := slices.Index(table.header, k.Name())
 		if col < 0 {
@@ -134,7 +134,7 @@ func reasonsTableProblems(t *testing.T, kinds []collector.Kind, add addFunc) {
 		for _, d := range k.Reasons() {
 			all[d.Reason] = true
 			reasonRow(table, k, col, d, add)
-			if d.Reason == collector.ReasonReady {
+			if d.Reason == provider.ReasonReady {
 				continue
 			}
 			alert, why := "ProviderNotReady", "its Diagnosis must say what it points at"
@@ -165,7 +165,7 @@ func reasonsTableProblems(t *testing.T, kinds []collector.Kind, add addFunc) {
 
 // reasonRow checks the row of reason d of kind k in the Reasons table,
 // whose column of k is col (-1: none).
-func reasonRow(table mdTable, k collector.Kind, col int, d collector.ReasonDef, add addFunc) {
+func reasonRow(table mdTable, k provider.Kind, col int, d provider.ReasonDef, add addFunc) {
 	row, ok := table.rows[d.Reason]
 	if !ok {
 		add(metricsDoc, "section Reasons: no row for reason %s of kind %s; add one saying when it happens and what to do", d.Reason, k.Name())
@@ -193,7 +193,7 @@ var (
 // collect[] values are the kinds, and each kind has a section of its own
 // (its name as the heading, in any case) with a Reasons table of exactly
 // the kind's reasons.
-func configDocProblems(doc string, kinds []collector.Kind, add addFunc) {
+func configDocProblems(doc string, kinds []provider.Kind, add addFunc) {
 	names := make([]string, len(kinds))
 	for i, k := range kinds {
 		names[i] = k.Name()
@@ -341,7 +341,7 @@ func tableFirstColumn(text string) []string {
 
 type mdTable struct {
 	header []string
-	rows   map[collector.Reason][]string
+	rows   map[provider.Reason][]string
 }
 
 func (m mdTable) col(name string) int { return slices.Index(m.header, name) }
@@ -361,7 +361,7 @@ func reasonsTable(t *testing.T) mdTable {
 		}
 		return out
 	}
-	m := mdTable{rows: map[collector.Reason][]string{}}
+	m := mdTable{rows: map[provider.Reason][]string{}}
 	for _, line := range strings.Split(section, "\n") {
 		switch {
 		case !strings.HasPrefix(line, "|"), strings.HasPrefix(line, "|---"):
@@ -372,7 +372,7 @@ func reasonsTable(t *testing.T) mdTable {
 			if len(row) != len(m.header) {
 				t.Fatalf("docs/metrics.md, section Reasons: row %q has %d cells, the header %d", line, len(row), len(m.header))
 			}
-			m.rows[collector.Reason(strings.Trim(row[0], "`"))] = row
+			m.rows[provider.Reason(strings.Trim(row[0], "`"))] = row
 		}
 	}
 	for _, c := range []string{"reason", "up", "what to do"} {
@@ -397,15 +397,15 @@ func runbookAlerts(t *testing.T) map[string]string {
 var actionRequiredRE = regexp.MustCompile(`(?s)actionRequiredReasons: \[(.*?)\]`)
 
 // actionRequiredReasons reads the list of that name in mixin/config.libsonnet.
-func actionRequiredReasons(t *testing.T) map[collector.Reason]bool {
+func actionRequiredReasons(t *testing.T) map[provider.Reason]bool {
 	t.Helper()
 	m := actionRequiredRE.FindStringSubmatch(repoFile(t, mixinConfig))
 	if m == nil {
 		t.Fatal("mixin/config.libsonnet has no actionRequiredReasons list")
 	}
-	out := map[collector.Reason]bool{}
+	out := map[provider.Reason]bool{}
 	for _, item := range regexp.MustCompile(`'([^']*)'`).FindAllStringSubmatch(m[1], -1) {
-		out[collector.Reason(item[1])] = true
+		out[provider.Reason(item[1])] = true
 	}
 	if len(out) == 0 {
 		t.Fatalf("mixin/config.libsonnet: actionRequiredReasons is empty: %s", m[1])

@@ -7,7 +7,9 @@ import (
 
 	"github.com/prometheus/common/expfmt"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/internal/engine"
+	"github.com/egress-proxies/provider_health_exporter/internal/exposition"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // serveProbe checks one provider entry, or one target of it: the
@@ -53,7 +55,7 @@ func (x *exporter) serveProbe(w http.ResponseWriter, r *http.Request) {
 		for _, t := range p.Targets {
 			log := t.Log.String()
 			if log == "" {
-				fmt.Fprintf(out, "(no log for %s/%s/%s: %s)\n", collector.EscapeText(p.Kind), collector.EscapeText(p.Name), collector.EscapeText(t.Target.Name), describeMode(t.Mode))
+				fmt.Fprintf(out, "(no log for %s/%s/%s: %s)\n", provider.EscapeText(p.Kind), provider.EscapeText(p.Name), provider.EscapeText(t.Target.Name), describeMode(t.Mode))
 				continue
 			}
 			// slog's text format has quoted and escaped every value already.
@@ -67,15 +69,15 @@ func (x *exporter) serveProbe(w http.ResponseWriter, r *http.Request) {
 			// page shows them: "capacity=17 (quota demo pods)".
 			capacity := ""
 			if t.Capacity.Known {
-				capacity = " capacity=" + collector.EscapeText(t.Capacity.String())
+				capacity = " capacity=" + provider.EscapeText(t.Capacity.String())
 			}
 			fmt.Fprintf(out, "Verdict for %s/%s/%s: %s (up=%v ready=%v%s) in %ss: %s\n",
-				collector.EscapeText(p.Kind), collector.EscapeText(p.Name), collector.EscapeText(t.Target.Name), collector.EscapeText(string(t.Reason)),
-				p.Reasons.Up(t.Reason), t.Reason.Ready(), capacity, trimFloat(t.Duration.Seconds()), collector.EscapeText(t.Message))
+				provider.EscapeText(p.Kind), provider.EscapeText(p.Name), provider.EscapeText(t.Target.Name), provider.EscapeText(string(t.Reason)),
+				p.Reasons.Up(t.Reason), t.Reason.Ready(), capacity, trimFloat(t.Duration.Seconds()), provider.EscapeText(t.Message))
 		}
 	}
 	fmt.Fprintln(out, "\nMetrics that would have been returned:")
-	exp, err := collector.NewExposition(results)
+	exp, err := engine.NewExposition(results)
 	if err != nil {
 		fmt.Fprintf(out, "error gathering metrics: %v\n", err)
 	}
@@ -87,9 +89,9 @@ func (x *exporter) serveProbe(w http.ResponseWriter, r *http.Request) {
 // describeMode says why a debug probe has no log to show.
 func describeMode(mode string) string {
 	switch mode {
-	case collector.ModeCached:
+	case exposition.ModeCached:
 		return "a cached verdict whose check left no log"
-	case collector.ModeBackoff:
+	case exposition.ModeBackoff:
 		return "the last verdict, served while the target's failing dials back off"
 	}
 	return "the check did not answer within the budget"

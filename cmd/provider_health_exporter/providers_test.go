@@ -8,8 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
 	"github.com/egress-proxies/provider_health_exporter/config"
+	"github.com/egress-proxies/provider_health_exporter/internal/engine"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // TestReloadBuildsOnlyChangedEntries loads the real checkers through the
@@ -25,7 +26,7 @@ func TestReloadBuildsOnlyChangedEntries(t *testing.T) {
 	}
 	logger := slog.New(slog.DiscardHandler)
 	builds := map[string]int{}
-	load := func(project string) []collector.Entry {
+	load := func(project string) []engine.Entry {
 		path := filepath.Join(dir, "provider_health.yml")
 		body := `
 kubernetes:
@@ -45,18 +46,18 @@ kvm:
 		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		cfg, err := config.Load(path, collector.Sections(builtinKinds()))
+		cfg, err := config.Load(path, provider.Sections(builtinKinds()))
 		if err != nil {
 			t.Fatal(err)
 		}
 		es := entries(cfg, logger)
 		for i := range es {
 			build, name := es[i].Build, es[i].Name
-			es[i].Build = func() (collector.Checker, error) { builds[name]++; return build() }
+			es[i].Build = func() (provider.Checker, error) { builds[name]++; return build() }
 		}
 		return es
 	}
-	engine := collector.NewEngine(logger)
+	engine := engine.NewEngine(logger)
 	defer engine.Close()
 	for _, step := range []struct {
 		project string
@@ -78,7 +79,7 @@ kvm:
 }
 
 // TestKindsTable: the table main builds passes the checks main runs
-// first (collector.NewTable), and collect[] accepts each kind.
+// first (provider.NewTable), and collect[] accepts each kind.
 func TestKindsTable(t *testing.T) {
 	t.Parallel()
 	kinds, err := kindTable()
@@ -149,11 +150,11 @@ kvm:
     private_key_file: KEY
     network: proxies
     hosts: [{address: 127.0.0.1:22}]
-`, "KEY", key)), collector.Sections(builtinKinds()))
+`, "KEY", key)), provider.Sections(builtinKinds()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string][]collector.Reason{
+	want := map[string][]provider.Reason{
 		"kubernetes/k-quota": {"QuotaExhausted"},
 		"gcp/g-quota":        {"QuotaExhausted"},
 		"kvm/pool":           {"PoolFull"},
@@ -162,7 +163,7 @@ kvm:
 		"kvm/volume":         {"VolumeMissing"},
 		"kvm/network":        {"NetworkMissing", "NetworkInactive"},
 	}
-	optIn := []collector.Reason{"QuotaExhausted", "PoolFull", "HostMemoryLow", "HostCPULow", "VolumeMissing", "NetworkMissing", "NetworkInactive"}
+	optIn := []provider.Reason{"QuotaExhausted", "PoolFull", "HostMemoryLow", "HostCPULow", "VolumeMissing", "NetworkMissing", "NetworkInactive"}
 	for _, e := range entries(cfg, slog.New(slog.DiscardHandler)) {
 		key := e.Kind + "/" + e.Name
 		for _, r := range optIn {

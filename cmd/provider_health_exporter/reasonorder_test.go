@@ -8,7 +8,7 @@ import (
 
 	"golang.org/x/net/html"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // TestReasonCountsMostFrequentFirst: the status page lists the reasons of
@@ -45,7 +45,7 @@ func TestReasonCountsMostFrequentFirst(t *testing.T) {
 		}
 	}
 	walk(findClass(kvmRow, "down-by"))
-	if want := []string{string(collector.ReasonUnreachable) + "=2", "HostKeyMismatch=1"}; !slices.Equal(order, want) {
+	if want := []string{string(provider.ReasonUnreachable) + "=2", "HostKeyMismatch=1"}; !slices.Equal(order, want) {
 		t.Errorf("kvm's down reasons in the order %v, want %v", order, want)
 	}
 	doc, err := html.Parse(strings.NewReader(page))
@@ -68,7 +68,7 @@ func TestReasonCountsMostFrequentFirst(t *testing.T) {
 	walkSelect(doc, false)
 	// Ready 3 (nuc, r3, prod-cluster), Unreachable 2, then the ones of
 	// one target by name.
-	if len(options) < 3 || options[0] != string(collector.ReasonReady) || options[1] != string(collector.ReasonUnreachable) || !slices.IsSorted(options[2:]) {
+	if len(options) < 3 || options[0] != string(provider.ReasonReady) || options[1] != string(provider.ReasonUnreachable) || !slices.IsSorted(options[2:]) {
 		t.Errorf("reason filter's choices %v, want Ready, Unreachable, then by name", options)
 	}
 }

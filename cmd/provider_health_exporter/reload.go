@@ -3,8 +3,8 @@ package main
 import (
 	"runtime/debug"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
 	"github.com/egress-proxies/provider_health_exporter/config"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // reload loads the config file and, if it is valid and every provider could
@@ -12,7 +12,7 @@ import (
 func (x *exporter) reload() error {
 	x.reloadMu.Lock()
 	defer x.reloadMu.Unlock()
-	cfg, err := config.Load(x.configFile, collector.Sections(x.kinds))
+	cfg, err := config.Load(x.configFile, provider.Sections(x.kinds))
 	if err == nil {
 		err = x.engine.Load(x.entries(cfg, x.logger))
 	}

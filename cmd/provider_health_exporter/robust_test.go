@@ -20,7 +20,8 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/internal/engine"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // The real binary against what a broken or hostile API server or client
@@ -88,7 +89,7 @@ func (s scraper) get(path string) (int, string) {
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	req.Header.Set(collector.ScrapeTimeoutHeader, strconv.Itoa(int(s.header.Seconds())))
+	req.Header.Set(engine.ScrapeTimeoutHeader, strconv.Itoa(int(s.header.Seconds())))
 	resp, err := (&http.Client{Timeout: s.header}).Do(req)
 	if err != nil {
 		s.t.Fatalf("GET %s: no answer within the %v scrape timeout: %v\nlog:\n%.4000s", path, s.header, err, s.logs.String())
@@ -320,8 +321,8 @@ func TestHostileKubernetesAnswers(t *testing.T) {
 		"reviews4m": "larger than the exporter's limit of 64 KiB",
 	} {
 		m := st[name].Message
-		if !strings.Contains(m, want) || len(m) > collector.MaxProviderString+64 {
-			t.Errorf("%s: message of %d bytes %.300q, want one with %q of at most %d", name, len(m), m, want, collector.MaxProviderString+64)
+		if !strings.Contains(m, want) || len(m) > provider.MaxProviderString+64 {
+			t.Errorf("%s: message of %d bytes %.300q, want one with %q of at most %d", name, len(m), m, want, provider.MaxProviderString+64)
 		}
 	}
 	if code, page := s.get("/"); code != http.StatusOK || len(page) > 256<<10 {

@@ -18,7 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // scheduleAPIServer is an API server for entries with schedule, one per
@@ -185,7 +185,7 @@ func TestHostileScheduleWatches(t *testing.T) {
 		st = statusTargets(t, body)
 		done := true
 		for name, w := range want {
-			if st[name].Reason != collector.Reason(w.reason) || !strings.Contains(st[name].Message, w.message) {
+			if st[name].Reason != provider.Reason(w.reason) || !strings.Contains(st[name].Message, w.message) {
 				done = false
 			}
 		}
@@ -195,7 +195,7 @@ func TestHostileScheduleWatches(t *testing.T) {
 		time.Sleep(time.Second)
 	}
 	for name, w := range want {
-		if st[name].Reason != collector.Reason(w.reason) || !strings.Contains(st[name].Message, w.message) {
+		if st[name].Reason != provider.Reason(w.reason) || !strings.Contains(st[name].Message, w.message) {
 			t.Errorf("%s: %s %q, want %s with %q", name, st[name].Reason, st[name].Message, w.reason, w.message)
 		}
 	}

@@ -11,8 +11,8 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
 	"github.com/egress-proxies/provider_health_exporter/config"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // configSchema is the schema of the configuration file of this binary's
@@ -22,7 +22,7 @@ func configSchema() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return config.Schema(collector.Sections(kinds))
+	return config.Schema(provider.Sections(kinds))
 }
 
 // TestConfigSchemaSections checks the generated schema against the table
@@ -119,8 +119,8 @@ type generatedFile struct {
 // schemaFiles are the schema files of the configuration of kinds, as
 // `make generate` writes them: the schema, and the chart's values schema
 // with the schema under its config value.
-func schemaFiles(kinds []collector.Kind) ([]generatedFile, error) {
-	want, err := config.Schema(collector.Sections(kinds))
+func schemaFiles(kinds []provider.Kind) ([]generatedFile, error) {
+	want, err := config.Schema(provider.Sections(kinds))
 	if err != nil {
 		return nil, err
 	}

@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/internal/engine"
 )
 
 // sdGroup is one target group of Prometheus's HTTP service discovery
@@ -19,7 +19,7 @@ type sdGroup struct {
 }
 
 // multiTarget tells whether /probe of an entry of kind checks several
-// targets unless given target= (collector.Kind's MultiTarget): only those
+// targets unless given target= (provider.Kind's MultiTarget): only those
 // get __param_target, so that each of their targets is its own scrape (and
 // its own shard, docs/scaling.md: "Scaling out").
 func (x *exporter) multiTarget(kind string) bool {
@@ -72,7 +72,7 @@ func (x *exporter) serveSD(w http.ResponseWriter, r *http.Request) {
 // list: Prometheus needs every group, so the list is streamed, never cut,
 // and a 5,000-host fleet's list is never held whole per request
 // (docs/security.md: "Strings, labels and pages").
-func (x *exporter) writeSD(w io.Writer, results []collector.ProviderResult, scheme, host, prefix string) error {
+func (x *exporter) writeSD(w io.Writer, results []engine.ProviderResult, scheme, host, prefix string) error {
 	out := &stickyWriter{w: w}
 	out.WriteString("[")
 	n := 0

@@ -11,19 +11,20 @@ import (
 	"strings"
 	"time"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/internal/engine"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // statusTarget is one target in /api/v1/status, in the shape
 // docs/configuration.md: "HTTP endpoints" documents.
 type statusTarget struct {
-	Target  string           `json:"target"`
-	Address string           `json:"address"`
-	Checked bool             `json:"checked"`
-	Up      bool             `json:"up"`
-	Ready   bool             `json:"ready"`
-	Reason  collector.Reason `json:"reason"`
-	Message string           `json:"message"`
+	Target  string          `json:"target"`
+	Address string          `json:"address"`
+	Checked bool            `json:"checked"`
+	Up      bool            `json:"up"`
+	Ready   bool            `json:"ready"`
+	Reason  provider.Reason `json:"reason"`
+	Message string          `json:"message"`
 	// Capacity is how many more proxies fit, and CapacityBinding the
 	// constraint that binds it; both absent when no capacity is known.
 	Capacity           *int64             `json:"capacity,omitempty"`
@@ -41,9 +42,9 @@ type statusTarget struct {
 
 // statusTransition is one change of a target's reason.
 type statusTransition struct {
-	Time time.Time        `json:"time"`
-	From collector.Reason `json:"from"` // "" for the first verdict
-	To   collector.Reason `json:"to"`
+	Time time.Time       `json:"time"`
+	From provider.Reason `json:"from"` // "" for the first verdict
+	To   provider.Reason `json:"to"`
 }
 
 // statusEntry is one provider entry in /api/v1/status, less its targets:
@@ -60,8 +61,8 @@ type statusEntry struct {
 // statusReasons are the reason sets of the kinds of results, by kind, each
 // in its documented order: every value the reason of a target of that
 // kind can take, while /metrics exports only each target's current one.
-func statusReasons(results []collector.ProviderResult, kinds []collector.Kind) map[string][]collector.Reason {
-	out := map[string][]collector.Reason{}
+func statusReasons(results []engine.ProviderResult, kinds []provider.Kind) map[string][]provider.Reason {
+	out := map[string][]provider.Reason{}
 	for _, p := range results {
 		if _, ok := out[p.Kind]; ok {
 			continue
@@ -88,9 +89,9 @@ type statusProvider struct {
 // engine's snapshot: each page shapes one target at a time from it
 // (newStatusTarget), so that no page holds a second copy of every
 // message and detail.
-func (x *exporter) status(ctx context.Context, name string, refresh bool) ([]collector.ProviderResult, error) {
+func (x *exporter) status(ctx context.Context, name string, refresh bool) ([]engine.ProviderResult, error) {
 	if refresh {
-		if _, err := x.engine.Run(ctx, collector.Request{Name: name, Offset: x.offset}); err != nil {
+		if _, err := x.engine.Run(ctx, engine.Request{Name: name, Offset: x.offset}); err != nil {
 			return nil, err
 		}
 	}
@@ -98,7 +99,7 @@ func (x *exporter) status(ctx context.Context, name string, refresh bool) ([]col
 }
 
 // newStatusEntry is p's entry, without its targets.
-func newStatusEntry(p collector.ProviderResult) statusEntry {
+func newStatusEntry(p engine.ProviderResult) statusEntry {
 	e := statusEntry{Provider: p.Kind, Name: p.Name, Ready: len(p.Targets) > 0}
 	for _, t := range p.Targets {
 		e.Ready = e.Ready && t.Reason.Ready()
@@ -109,12 +110,12 @@ func newStatusEntry(p collector.ProviderResult) statusEntry {
 // verdictOf is what the status page sorts and filters t of p by: its
 // state and reason, without the message, details and times that
 // newStatusTarget copies.
-func verdictOf(p collector.ProviderResult, t collector.TargetResult) statusTarget {
+func verdictOf(p engine.ProviderResult, t engine.TargetResult) statusTarget {
 	return statusTarget{Checked: t.Checked, Up: p.Reasons.Up(t.Reason), Ready: t.Reason.Ready(), Reason: t.Reason}
 }
 
 // newStatusTarget is t of p as /api/v1/status and the status page show it.
-func newStatusTarget(p collector.ProviderResult, t collector.TargetResult) statusTarget {
+func newStatusTarget(p engine.ProviderResult, t engine.TargetResult) statusTarget {
 	st := verdictOf(p, t)
 	st.Target, st.Address, st.Message = t.Target.Name, t.Target.Address, t.Message
 	st.Transitions = make([]statusTransition, 0, len(t.Transitions))
@@ -128,7 +129,7 @@ func newStatusTarget(p collector.ProviderResult, t collector.TargetResult) statu
 		st.BackoffUntil = utc(t.BackoffUntil)
 	}
 	// Cut and bounded by the framework, whatever the kind sends.
-	st.Details = collector.Details(t.Facts)
+	st.Details = engine.Details(t.Facts)
 	for _, tr := range t.Transitions {
 		st.Transitions = append(st.Transitions, statusTransition{Time: tr.Time.UTC(), From: tr.From, To: tr.To})
 	}
@@ -153,7 +154,7 @@ func (x *exporter) serveStatusJSON(w http.ResponseWriter, r *http.Request) {
 	begin := time.Now()
 	q := r.URL.Query()
 	st, err := x.status(r.Context(), q.Get("name"), q.Get("refresh") == "true")
-	var lerr *collector.LookupError
+	var lerr *engine.LookupError
 	if errors.As(err, &lerr) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
@@ -174,7 +175,7 @@ func (x *exporter) serveStatusJSON(w http.ResponseWriter, r *http.Request) {
 // writes of the whole answer, one entry head and one target at a time. It
 // stops at the first failed write: a client gone, or past its write
 // deadline.
-func writeStatusJSON(w io.Writer, results []collector.ProviderResult, kinds []collector.Kind) error {
+func writeStatusJSON(w io.Writer, results []engine.ProviderResult, kinds []provider.Kind) error {
 	const entryIndent, targetIndent = "    ", "        "
 	out := &stickyWriter{w: w}
 	reasons, err := json.MarshalIndent(statusReasons(results, kinds), "  ", "  ")

@@ -13,7 +13,8 @@ import (
 	"strings"
 	"unicode"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/internal/engine"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // The status page's view of the last verdicts (docs/configuration.md: "HTTP
@@ -110,13 +111,13 @@ func (f pageFilter) Query() url.Values {
 // exporter could ever show (a kind, reason or state that does not exist)
 // is an error naming the parameter, as an unknown name is; a known reason
 // no target has now merely shows no rows. names are the configured entries.
-func parseFilter(q url.Values, kinds []collector.Kind, names []string) (pageFilter, error) {
+func parseFilter(q url.Values, kinds []provider.Kind, names []string) (pageFilter, error) {
 	f := pageFilter{Provider: q.Get("provider"), Name: q.Get("name"), Reason: q.Get("reason"), State: q.Get("state")}
 	var kindNames []string
 	reasonKnown := false
 	for _, k := range kinds {
 		kindNames = append(kindNames, k.Name())
-		reasonKnown = reasonKnown || k.Reasons().Contains(collector.Reason(f.Reason))
+		reasonKnown = reasonKnown || k.Reasons().Contains(provider.Reason(f.Reason))
 	}
 	var states []string
 	for _, s := range pageStates {
@@ -124,25 +125,25 @@ func parseFilter(q url.Values, kinds []collector.Kind, names []string) (pageFilt
 	}
 	switch {
 	case f.Provider != "" && !slices.Contains(kindNames, f.Provider):
-		return f, fmt.Errorf("provider=%s: not a kind of provider; want one of %s", collector.Echo(f.Provider), strings.Join(kindNames, ", "))
+		return f, fmt.Errorf("provider=%s: not a kind of provider; want one of %s", provider.Echo(f.Provider), strings.Join(kindNames, ", "))
 	case f.Name != "" && !slices.Contains(names, f.Name):
-		return f, fmt.Errorf("name=%s: no entry of that name is configured", collector.Echo(f.Name))
+		return f, fmt.Errorf("name=%s: no entry of that name is configured", provider.Echo(f.Name))
 	case f.Reason != "" && !reasonKnown:
-		return f, fmt.Errorf("reason=%s: no kind of provider has that reason (docs/metrics.md lists them)", collector.Echo(f.Reason))
+		return f, fmt.Errorf("reason=%s: no kind of provider has that reason (docs/metrics.md lists them)", provider.Echo(f.Reason))
 	case f.State != "" && !slices.Contains(states, f.State):
-		return f, fmt.Errorf("state=%s: want one of %s", collector.Echo(f.State), strings.Join(states, ", "))
+		return f, fmt.Errorf("state=%s: want one of %s", provider.Echo(f.State), strings.Join(states, ", "))
 	}
 	return f, nil
 }
 
 // reasonCount is how many targets have a reason.
 type reasonCount struct {
-	Reason collector.Reason
+	Reason provider.Reason
 	Count  int
 }
 
 // reasonCounts tallies reasons, the most frequent first, then by name.
-type reasonCounts map[collector.Reason]int
+type reasonCounts map[provider.Reason]int
 
 func (c reasonCounts) sorted() []reasonCount {
 	out := make([]reasonCount, 0, len(c))
@@ -172,7 +173,7 @@ type summaryRow struct {
 	CapacityTargets int
 }
 
-func (s *summaryRow) add(t statusTarget, c collector.Capacity) {
+func (s *summaryRow) add(t statusTarget, c provider.Capacity) {
 	s.Targets++
 	switch targetState(t) {
 	case stateReady:
@@ -190,9 +191,9 @@ func (s *summaryRow) add(t statusTarget, c collector.Capacity) {
 	if !t.Checked || !c.Known {
 		return
 	}
-	// Each capacity is at most collector.MaxCapacity (2^53): the sum
+	// Each capacity is at most provider.MaxCapacity (2^53): the sum
 	// stops there too rather than overflow.
-	s.Capacity = min(s.Capacity+c.Proxies, collector.MaxCapacity)
+	s.Capacity = min(s.Capacity+c.Proxies, provider.MaxCapacity)
 	if s.CapacityTargets == 0 || c.Proxies < s.Least {
 		s.Least = c.Proxies
 	}
@@ -223,7 +224,7 @@ type pageGroup struct {
 	Count          int // rows of the entry in this section
 	By             []reasonCount
 	// result holds the rows' targets, at the indices of targets.
-	result  *collector.ProviderResult
+	result  *engine.ProviderResult
 	targets []int
 }
 
@@ -286,7 +287,7 @@ type pageBuilder struct {
 // all of them, and the targets f selects. It reads only each target's
 // state and reason; the rows are shaped as they are written
 // (pageGroup.Rows).
-func buildPage(providers []collector.ProviderResult, kinds []collector.Kind, f pageFilter) pageView {
+func buildPage(providers []engine.ProviderResult, kinds []provider.Kind, f pageFilter) pageView {
 	b := &pageBuilder{f: f, multi: map[string]bool{}, byKind: map[string]*summaryRow{},
 		total: newSummaryRow(""), reasons: reasonCounts{}, groups: map[string][]pageGroup{}}
 	for _, k := range kinds {
@@ -318,7 +319,7 @@ func buildPage(providers []collector.ProviderResult, kinds []collector.Kind, f p
 
 // add counts the targets of p in the summary and puts those the filter
 // selects in the groups of their states.
-func (b *pageBuilder) add(p *collector.ProviderResult) {
+func (b *pageBuilder) add(p *engine.ProviderResult) {
 	s := b.byKind[p.Kind]
 	if s == nil {
 		s = newSummaryRow(p.Kind)
@@ -364,15 +365,15 @@ func (b *pageBuilder) add(p *collector.ProviderResult) {
 // options are the choices of the provider, reason and state filters: the
 // kinds configured, the reasons the targets have now, the states; each
 // with the one selected even when nothing has it any more.
-func (b *pageBuilder) options(kinds []collector.Kind) (providers, reasons, states []option) {
+func (b *pageBuilder) options(kinds []provider.Kind) (providers, reasons, states []option) {
 	f := b.f
 	for _, k := range kinds {
 		if b.byKind[k.Name()] != nil || k.Name() == f.Provider {
 			providers = append(providers, option{Value: k.Name(), Label: k.Name(), Selected: k.Name() == f.Provider})
 		}
 	}
-	if _, ok := b.reasons[collector.Reason(f.Reason)]; !ok && f.Reason != "" {
-		b.reasons[collector.Reason(f.Reason)] = 0
+	if _, ok := b.reasons[provider.Reason(f.Reason)]; !ok && f.Reason != "" {
+		b.reasons[provider.Reason(f.Reason)] = 0
 	}
 	for _, rc := range b.reasons.sorted() {
 		reasons = append(reasons, option{Value: string(rc.Reason), Label: string(rc.Reason) + " (" + thousands(rc.Count) + ")", Selected: string(rc.Reason) == f.Reason})

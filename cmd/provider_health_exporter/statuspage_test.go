@@ -18,10 +18,10 @@ import (
 
 	"golang.org/x/net/html"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
 	"github.com/egress-proxies/provider_health_exporter/collector/gcp"
 	"github.com/egress-proxies/provider_health_exporter/collector/kubernetes"
 	"github.com/egress-proxies/provider_health_exporter/collector/kvm"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // fleetPageConfig has an entry per kind and a kvm entry of four hosts, so
@@ -42,18 +42,18 @@ const fleetPageConfig = baseConfig + `
 // fleetPageBehaviours: crawl-prod is not ready (APIDisabled), lab's beelink
 // is down and nuc ready, rack has two hosts down, one not ready (PoolFull)
 // and one ready; prod-cluster is ready.
-func fleetPageBehaviours() map[string]func(context.Context, *slog.Logger, string) collector.Verdict {
-	byTarget := func(m map[string]collector.Reason) func(context.Context, *slog.Logger, string) collector.Verdict {
-		return func(_ context.Context, _ *slog.Logger, target string) collector.Verdict {
+func fleetPageBehaviours() map[string]func(context.Context, *slog.Logger, string) provider.Verdict {
+	byTarget := func(m map[string]provider.Reason) func(context.Context, *slog.Logger, string) provider.Verdict {
+		return func(_ context.Context, _ *slog.Logger, target string) provider.Verdict {
 			r := m[target]
-			return collector.Verdict{Reason: r, Message: fmt.Sprintf("%s says %s", target, r)}
+			return provider.Verdict{Reason: r, Message: fmt.Sprintf("%s says %s", target, r)}
 		}
 	}
-	return map[string]func(context.Context, *slog.Logger, string) collector.Verdict{
+	return map[string]func(context.Context, *slog.Logger, string) provider.Verdict{
 		"crawl-prod": fixed(gcp.ReasonAPIDisabled, "Compute Engine API has not been used in project crawl-prod-123"),
-		"lab":        byTarget(map[string]collector.Reason{"beelink": collector.ReasonUnreachable, "nuc": collector.ReasonReady}),
-		"rack": byTarget(map[string]collector.Reason{"r1": collector.ReasonUnreachable, "r2": kvm.ReasonPoolFull,
-			"r3": collector.ReasonReady, "r4": kvm.ReasonHostKeyMismatch}),
+		"lab":        byTarget(map[string]provider.Reason{"beelink": provider.ReasonUnreachable, "nuc": provider.ReasonReady}),
+		"rack": byTarget(map[string]provider.Reason{"r1": provider.ReasonUnreachable, "r2": kvm.ReasonPoolFull,
+			"r3": provider.ReasonReady, "r4": kvm.ReasonHostKeyMismatch}),
 	}
 }
 
@@ -363,8 +363,8 @@ func TestStatusPageFilters(t *testing.T) {
 		{"reason=Sleepy", `reason="Sleepy": no kind of provider has that reason`},
 		{"state=sideways", `state="sideways": want one of notready, down, unchecked, ready`},
 		{"name=nope&refresh=true", `name="nope"`},
-		{"provider=" + long, `provider="` + long[:collector.MaxEcho] + `"… (10000 bytes)`},
-		{"name=%1b%5b2J%00" + long, `name="\x1b[2J\x00` + long[:collector.MaxEcho-5] + `"… (10005 bytes)`},
+		{"provider=" + long, `provider="` + long[:provider.MaxEcho] + `"… (10000 bytes)`},
+		{"name=%1b%5b2J%00" + long, `name="\x1b[2J\x00` + long[:provider.MaxEcho-5] + `"… (10005 bytes)`},
 	} {
 		code, body := get(t, http.DefaultClient, srv.URL+"/?"+tc.query, nil)
 		if code != http.StatusBadRequest || !strings.Contains(body, tc.want) {
@@ -410,12 +410,12 @@ func BenchmarkStatusPage(b *testing.B) {
 	for i := range 1000 {
 		fmt.Fprintf(&cfg, "      - {address: \"127.0.0.1:%d\", name: host-%04d}\n", 10000+i, i+1)
 	}
-	x, srv, _ := newTestExporterWith(b, b.TempDir(), cfg.String(), map[string]func(context.Context, *slog.Logger, string) collector.Verdict{
-		"fleet": func(_ context.Context, _ *slog.Logger, target string) collector.Verdict {
+	x, srv, _ := newTestExporterWith(b, b.TempDir(), cfg.String(), map[string]func(context.Context, *slog.Logger, string) provider.Verdict{
+		"fleet": func(_ context.Context, _ *slog.Logger, target string) provider.Verdict {
 			if strings.HasSuffix(target, "0") && target < "host-0100" {
-				return collector.Verdict{Reason: collector.ReasonUnreachable, Message: "tcp: dial tcp 127.0.0.1:10000: connect: connection refused"}
+				return provider.Verdict{Reason: provider.ReasonUnreachable, Message: "tcp: dial tcp 127.0.0.1:10000: connect: connection refused"}
 			}
-			return collector.Verdict{Reason: collector.ReasonReady}
+			return provider.Verdict{Reason: provider.ReasonReady}
 		},
 	}, 0)
 	srv.Close()
@@ -441,15 +441,15 @@ func BenchmarkStatusPage(b *testing.B) {
 func TestStatusPageShowsDetails(t *testing.T) {
 	t.Parallel()
 	facts := &kubernetes.Facts{Namespace: "proxies", PodTemplate: "/etc/provider_health/proxy-pod.yaml",
-		DryRun: &kubernetes.DryRunOutcome{Time: time.Date(2026, 12, 5, 8, 0, 0, 0, time.UTC), Reason: collector.ReasonReady,
+		DryRun: &kubernetes.DryRunOutcome{Time: time.Date(2026, 12, 5, 8, 0, 0, 0, time.UTC), Reason: provider.ReasonReady,
 			Message: `dry-run create of pod_template in namespace proxies admitted <script>alert(1)</script>`}}
-	behaviours := map[string]func(context.Context, *slog.Logger, string) collector.Verdict{
-		"prod-cluster": func(context.Context, *slog.Logger, string) collector.Verdict {
-			return collector.Verdict{Reason: collector.ReasonReady, Message: "listed 3 pods", Facts: facts}
+	behaviours := map[string]func(context.Context, *slog.Logger, string) provider.Verdict{
+		"prod-cluster": func(context.Context, *slog.Logger, string) provider.Verdict {
+			return provider.Verdict{Reason: provider.ReasonReady, Message: "listed 3 pods", Facts: facts}
 		},
 		// A host never reached: no pool state, no libvirt version.
-		"lab": func(context.Context, *slog.Logger, string) collector.Verdict {
-			return collector.Verdict{Reason: collector.ReasonUnreachable, Message: "connection refused", Facts: &kvm.Facts{User: "proxyops", Pool: "default"}}
+		"lab": func(context.Context, *slog.Logger, string) provider.Verdict {
+			return provider.Verdict{Reason: provider.ReasonUnreachable, Message: "connection refused", Facts: &kvm.Facts{User: "proxyops", Pool: "default"}}
 		},
 	}
 	_, srv, _ := newTestExporter(t, baseConfig, behaviours, 0)
@@ -546,12 +546,12 @@ func getStatus(t *testing.T, base string) []statusProvider {
 // provider_health_capacity; one without has neither key nor series.
 func TestStatusShowsCapacity(t *testing.T) {
 	t.Parallel()
-	behaviours := map[string]func(context.Context, *slog.Logger, string) collector.Verdict{
-		"lab": func(_ context.Context, _ *slog.Logger, target string) collector.Verdict {
+	behaviours := map[string]func(context.Context, *slog.Logger, string) provider.Verdict{
+		"lab": func(_ context.Context, _ *slog.Logger, target string) provider.Verdict {
 			if target == "nuc" {
-				return collector.Verdict{Reason: collector.ReasonReady, Capacity: collector.Capacity{Known: true, Proxies: 1234, Binding: "pool default"}}
+				return provider.Verdict{Reason: provider.ReasonReady, Capacity: provider.Capacity{Known: true, Proxies: 1234, Binding: "pool default"}}
 			}
-			return collector.Verdict{Reason: collector.ReasonReady, Capacity: collector.Capacity{Known: true, Proxies: 5, Binding: "memory"}}
+			return provider.Verdict{Reason: provider.ReasonReady, Capacity: provider.Capacity{Known: true, Proxies: 5, Binding: "memory"}}
 		},
 	}
 	_, srv, _ := newTestExporter(t, baseConfig, behaviours, 0)

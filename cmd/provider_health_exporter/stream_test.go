@@ -16,7 +16,8 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/internal/engine"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // TestStreamedAnswersMatchWholeEncoding: /api/v1/status and /sd, written
@@ -125,14 +126,14 @@ func TestStreamingStopsAtFirstFailedWrite(t *testing.T) {
 func TestEchoAndEscapeText(t *testing.T) {
 	t.Parallel()
 	long := strings.Repeat("n", 60_000)
-	if got := collector.Echo(long); got != `"`+long[:collector.MaxEcho]+`"… (60000 bytes)` {
+	if got := provider.Echo(long); got != `"`+long[:provider.MaxEcho]+`"… (60000 bytes)` {
 		t.Errorf("Echo of 60 KB: %.100q", got)
 	}
-	if got := collector.Echo("a\x1bb\x00"); got != `"a\x1bb\x00"` {
+	if got := provider.Echo("a\x1bb\x00"); got != `"a\x1bb\x00"` {
 		t.Errorf("Echo: %q", got)
 	}
 	// Cut on a rune's start: no half rune.
-	if got := collector.Echo(strings.Repeat("n", collector.MaxEcho-1) + "ä" + long); !strings.HasPrefix(got, `"`+strings.Repeat("n", collector.MaxEcho-1)+`"…`) {
+	if got := provider.Echo(strings.Repeat("n", provider.MaxEcho-1) + "ä" + long); !strings.HasPrefix(got, `"`+strings.Repeat("n", provider.MaxEcho-1)+`"…`) {
 		t.Errorf("Echo across a rune: %.100q", got)
 	}
 	for in, want := range map[string]string{
@@ -142,7 +143,7 @@ func TestEchoAndEscapeText(t *testing.T) {
 		"bad \xff byte":         `bad \xff byte`,
 		"ünïcode":               "ünïcode",
 	} {
-		if got := collector.EscapeText(in); got != want {
+		if got := provider.EscapeText(in); got != want {
 			t.Errorf("EscapeText(%q) = %q, want %q", in, got, want)
 		}
 	}
@@ -154,10 +155,10 @@ func TestEchoAndEscapeText(t *testing.T) {
 // escaped prefix.
 func TestTextAnswersEscaped(t *testing.T) {
 	t.Parallel()
-	behaviours := map[string]func(context.Context, *slog.Logger, string) collector.Verdict{
-		"crawl-prod": func(_ context.Context, logger *slog.Logger, _ string) collector.Verdict {
+	behaviours := map[string]func(context.Context, *slog.Logger, string) provider.Verdict{
+		"crawl-prod": func(_ context.Context, logger *slog.Logger, _ string) provider.Verdict {
 			logger.Debug("answer", "body", "\x1b]0;owned\x07\x00")
-			return collector.Verdict{Reason: collector.ReasonUnknown, Message: "clear\x1b[2J\x00screen \xff"}
+			return provider.Verdict{Reason: provider.ReasonUnknown, Message: "clear\x1b[2J\x00screen \xff"}
 		},
 	}
 	_, srv, _ := newTestExporter(t, baseConfig, behaviours, 0)
@@ -180,7 +181,7 @@ func TestTextAnswersEscaped(t *testing.T) {
 			t.Errorf("%s<60 KB>: %d, %d bytes %.300q; want a 400 with a short escaped prefix", path, code, len(body), body)
 		}
 	}
-	code, body = get(t, http.DefaultClient, srv.URL+"/metrics", map[string]string{collector.ScrapeTimeoutHeader: strings.Repeat("9", 10_000) + "x"})
+	code, body = get(t, http.DefaultClient, srv.URL+"/metrics", map[string]string{engine.ScrapeTimeoutHeader: strings.Repeat("9", 10_000) + "x"})
 	if code != http.StatusBadRequest || len(body) > 300 {
 		t.Errorf("a 10 KB scrape timeout header: %d, %d bytes %.300q; want a short 400", code, len(body), body)
 	}

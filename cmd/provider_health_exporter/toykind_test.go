@@ -18,10 +18,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
 	"github.com/egress-proxies/provider_health_exporter/internal/fakedns"
 	"github.com/egress-proxies/provider_health_exporter/internal/testnet"
 	"github.com/egress-proxies/provider_health_exporter/internal/toykind"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // The binary these tests run has the toy kind (kind_toykind.go).
@@ -30,7 +30,7 @@ func init() { buildTags = "toykind" }
 // toyEntry is one entry of the toy section and the verdict it must get.
 type toyEntry struct {
 	name, url, extra string
-	reason           collector.Reason
+	reason           provider.Reason
 	up               bool
 }
 
@@ -52,7 +52,7 @@ func TestToyKindThroughTheBinary(t *testing.T) {
 		case "/redirect":
 			http.Redirect(w, r, "/ok", http.StatusFound)
 		case "/headers":
-			// 1 MiB of headers, over collector.MaxHeaderBytes: the toy
+			// 1 MiB of headers, over provider.MaxHeaderBytes: the toy
 			// kind's BoundedTransport refuses them, though the kind
 			// never calls BoundHeaders.
 			for i := range 128 {
@@ -84,21 +84,21 @@ func TestToyKindThroughTheBinary(t *testing.T) {
 	// the machine's load.
 	const long = "    timeout: 60s\n"
 	entries := []toyEntry{
-		{"ok", backend.URL + "/ok", long, collector.ReasonReady, true},
+		{"ok", backend.URL + "/ok", long, provider.ReasonReady, true},
 		{"down", backend.URL + "/down", long, toykind.ReasonHTTPError, true},
-		{"refused", "http://" + testnet.RefusedAddr(t) + "/", long, collector.ReasonUnreachable, false},
-		{"nxdomain", "http://toy.nxdomain.test:8080/", long + "    resolver: " + fakedns.Server(t) + "\n", collector.ReasonDNSFailed, false},
-		{"plain", "https://" + host + "/ok", long, collector.ReasonTLSError, false},
-		{"redirect", backend.URL + "/redirect", long, collector.ReasonBadResponse, true},
-		{"headers", backend.URL + "/headers", long, collector.ReasonBadResponse, true},
-		{"silent", "http://" + silent.Addr().String() + "/", "    timeout: 1s\n", collector.ReasonTimeout, false},
+		{"refused", "http://" + testnet.RefusedAddr(t) + "/", long, provider.ReasonUnreachable, false},
+		{"nxdomain", "http://toy.nxdomain.test:8080/", long + "    resolver: " + fakedns.Server(t) + "\n", provider.ReasonDNSFailed, false},
+		{"plain", "https://" + host + "/ok", long, provider.ReasonTLSError, false},
+		{"redirect", backend.URL + "/redirect", long, provider.ReasonBadResponse, true},
+		{"headers", backend.URL + "/headers", long, provider.ReasonBadResponse, true},
+		{"silent", "http://" + silent.Addr().String() + "/", "    timeout: 1s\n", provider.ReasonTimeout, false},
 		// Userinfo and a query value that no page or label may show.
-		{"secret", "http://toyuser:toypass@" + host + "/ok?token=toytoken", long, collector.ReasonReady, true},
+		{"secret", "http://toyuser:toypass@" + host + "/ok?token=toytoken", long, provider.ReasonReady, true},
 	}
 	// The set holds only reasons the kind can give: every one but
 	// Unknown (what the engine says of a panic) is some entry's verdict
 	// here, none brought in by a shared classifier the kind does not use.
-	given := map[collector.Reason]bool{collector.ReasonUnknown: true}
+	given := map[provider.Reason]bool{provider.ReasonUnknown: true}
 	for _, e := range entries {
 		given[e.reason] = true
 	}
@@ -162,7 +162,7 @@ func TestToyKindThroughTheBinary(t *testing.T) {
 		for _, want := range []string{
 			fmt.Sprintf(`provider_health_reason{%s,reason=%q,target="url"} 1`, labels, e.reason),
 			fmt.Sprintf(`provider_health_up{%s,target="url"} %d`, labels, boolInt(e.up)),
-			fmt.Sprintf(`provider_health_ready{%s,target="url"} %d`, labels, boolInt(e.reason == collector.ReasonReady)),
+			fmt.Sprintf(`provider_health_ready{%s,target="url"} %d`, labels, boolInt(e.reason == provider.ReasonReady)),
 		} {
 			if !strings.Contains(metrics, want) {
 				t.Errorf("%s: /metrics lacks %s", e.name, want)

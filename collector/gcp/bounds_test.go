@@ -14,7 +14,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // endless writes a never-ending JSON-looking body until the client goes.
@@ -38,7 +38,7 @@ func TestBodyOverTheLimit(t *testing.T) {
 	t.Cleanup(api.Close)
 	c := newTestChecker(t, api.URL, tokens)
 	v := check(t, c, 30*time.Second)
-	if v.Reason != collector.ReasonBadResponse || !strings.Contains(v.Message, "limit of 4 MiB") {
+	if v.Reason != provider.ReasonBadResponse || !strings.Contains(v.Message, "limit of 4 MiB") {
 		t.Errorf("verdict %s (%s), want BadResponse naming the limit", v.Reason, v.Message)
 	}
 }
@@ -55,7 +55,7 @@ func hugeHeaders(h http.Handler) http.Handler {
 }
 
 // TestHeadersOverTheLimit: a Compute answer or a token endpoint answer with
-// 9 MB of headers is refused at collector.MaxHeaderBytes: BadResponse, or
+// 9 MB of headers is refused at provider.MaxHeaderBytes: BadResponse, or
 // CredentialsUnavailable for the token, as for a body over its limit, each
 // naming the limit.
 func TestHeadersOverTheLimit(t *testing.T) {
@@ -67,7 +67,7 @@ func TestHeadersOverTheLimit(t *testing.T) {
 		api.Config.Handler = hugeHeaders(api.Config.Handler)
 		api.start()
 		v := check(t, newTestChecker(t, api.URL, tokens), 30*time.Second)
-		if v.Reason != collector.ReasonBadResponse || !strings.Contains(v.Message, "headers are larger than the exporter's limit of 64 KiB") {
+		if v.Reason != provider.ReasonBadResponse || !strings.Contains(v.Message, "headers are larger than the exporter's limit of 64 KiB") {
 			t.Errorf("verdict %s (%s), want BadResponse naming the header limit", v.Reason, v.Message)
 		}
 	})
@@ -77,7 +77,7 @@ func TestHeadersOverTheLimit(t *testing.T) {
 		tokens.Config.Handler = hugeHeaders(tokens.Config.Handler)
 		api := newComputeServer(t, 200, "aggregated-instances.json").start()
 		v := check(t, newTestChecker(t, api.URL, tokens), 30*time.Second)
-		if v.Reason != collector.ReasonCredentialsUnavailable || !strings.Contains(v.Message, "headers are larger than the exporter's limit of 64 KiB") {
+		if v.Reason != provider.ReasonCredentialsUnavailable || !strings.Contains(v.Message, "headers are larger than the exporter's limit of 64 KiB") {
 			t.Errorf("verdict %s (%s), want CredentialsUnavailable naming the header limit", v.Reason, v.Message)
 		}
 		if n := api.requests.Load(); n != 0 {
@@ -103,7 +103,7 @@ func TestRedirectsAreNotFollowed(t *testing.T) {
 		api := httptest.NewServer(redirect)
 		t.Cleanup(api.Close)
 		v := check(t, newTestChecker(t, api.URL, tokens), 10*time.Second)
-		if v.Reason != collector.ReasonBadResponse || !strings.Contains(v.Message, "302") || !strings.Contains(v.Message, other.URL) {
+		if v.Reason != provider.ReasonBadResponse || !strings.Contains(v.Message, "302") || !strings.Contains(v.Message, other.URL) {
 			t.Errorf("verdict %s (%s), want BadResponse with the status and Location", v.Reason, v.Message)
 		}
 	})
@@ -112,7 +112,7 @@ func TestRedirectsAreNotFollowed(t *testing.T) {
 		tokens.Config.Handler = redirect
 		api := newComputeServer(t, 200, "aggregated-instances.json").start()
 		v := check(t, newTestChecker(t, api.URL, tokens), 10*time.Second)
-		if v.Reason != collector.ReasonCredentialsUnavailable || !strings.Contains(v.Message, "302") {
+		if v.Reason != provider.ReasonCredentialsUnavailable || !strings.Contains(v.Message, "302") {
 			t.Errorf("verdict %s (%s), want CredentialsUnavailable with the status", v.Reason, v.Message)
 		}
 		if n := api.requests.Load(); n != 0 {
@@ -171,7 +171,7 @@ func TestRegionsConcurrency(t *testing.T) {
 	}))
 	t.Cleanup(api.Close)
 	c, _ := newPlacementChecker(t, api.URL, nil, func(g *Entry) { g.Regions, g.MinQuotaHeadroom = regions, testMins })
-	if v := check(t, c, hang); v.Reason != collector.ReasonReady {
+	if v := check(t, c, hang); v.Reason != provider.ReasonReady {
 		t.Fatalf("got %s %q", v.Reason, v.Message)
 	}
 	mu.Lock()
@@ -189,7 +189,7 @@ func huge(n int) string { return strings.Repeat("x", n) }
 // the list call's answer (inside its 4 MiB limit), and a 200 KB quota
 // warning or error message in a regions.get or images.get answer (inside
 // their 256 KiB limit), reach the verdict, the details and the log cut to
-// collector.MaxProviderString, with the marker saying so; a region or image
+// provider.MaxProviderString, with the marker saying so; a region or image
 // answer over its limit is BadResponse naming the limit.
 func TestProviderStringsBounded(t *testing.T) {
 	t.Parallel()
@@ -211,17 +211,17 @@ func TestProviderStringsBounded(t *testing.T) {
 		status              int // of the answer carrying the huge string
 		regions             bool
 		sourceImage         bool
-		want                collector.Reason
+		want                provider.Reason
 		message             string // in the message; "" = the cut marker
 	}{
-		{"instance name", instance, nil, nil, http.StatusOK, false, false, collector.ReasonReady, ""},
-		{"list error", errorBody(403, big, "forbidden"), nil, nil, http.StatusForbidden, false, false, collector.ReasonForbidden, ""},
-		{"quota status warning", nil, warning(small), nil, http.StatusOK, true, false, collector.ReasonReady, ""},
-		{"regions.get error", nil, errorBody(500, small, "backendError"), nil, http.StatusInternalServerError, true, false, collector.ReasonServerError, ""},
+		{"instance name", instance, nil, nil, http.StatusOK, false, false, provider.ReasonReady, ""},
+		{"list error", errorBody(403, big, "forbidden"), nil, nil, http.StatusForbidden, false, false, provider.ReasonForbidden, ""},
+		{"quota status warning", nil, warning(small), nil, http.StatusOK, true, false, provider.ReasonReady, ""},
+		{"regions.get error", nil, errorBody(500, small, "backendError"), nil, http.StatusInternalServerError, true, false, provider.ReasonServerError, ""},
 		{"image not found", nil, nil, errorBody(404, small, "notFound"), http.StatusNotFound, false, true, ReasonImageUnavailable, ""},
-		{"region answer over its limit", nil, warning(big), nil, http.StatusOK, true, false, collector.ReasonBadResponse,
+		{"region answer over its limit", nil, warning(big), nil, http.StatusOK, true, false, provider.ReasonBadResponse,
 			"larger than the exporter's limit of 256 KiB for a region or an image"},
-		{"image answer over its limit", nil, nil, errorBody(404, big, "notFound"), http.StatusNotFound, false, true, collector.ReasonBadResponse,
+		{"image answer over its limit", nil, nil, errorBody(404, big, "notFound"), http.StatusNotFound, false, true, provider.ReasonBadResponse,
 			"larger than the exporter's limit of 256 KiB for a region or an image"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -260,7 +260,7 @@ func TestProviderStringsBounded(t *testing.T) {
 				t.Errorf("got %s, want %s", v.Reason, tc.want)
 			}
 			// The marker adds a few bytes to the bound.
-			const bound = collector.MaxProviderString + 64
+			const bound = provider.MaxProviderString + 64
 			want := tc.message
 			if want == "" {
 				want = "[cut: "

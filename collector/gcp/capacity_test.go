@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // TestQuotaCapacity: the capacity of an entry with regions is the least
@@ -21,45 +21,45 @@ func TestQuotaCapacity(t *testing.T) {
 		"us-east4": {http.StatusOK, "regions-down.json"}, "asia-east1": {http.StatusOK, "regions-quota-warning.json"},
 		"us-west1": {http.StatusOK, "regions-unusable-numbers.json"}, "us-west2": {http.StatusOK, "regions-duplicate-metric.json"},
 	}
-	known := func(n int64, binding string) collector.Capacity {
-		return collector.Capacity{Known: true, Proxies: n, Binding: binding}
+	known := func(n int64, binding string) provider.Capacity {
+		return provider.Capacity{Known: true, Proxies: n, Binding: binding}
 	}
 	for _, tc := range []struct {
 		name    string
 		regions []string
 		mins    map[string]float64
 		image   bool // an obsolete source_image
-		want    collector.Reason
-		cap     collector.Capacity
+		want    provider.Reason
+		cap     provider.Capacity
 		message string // in the verdict's message
 	}{
-		{"one region", []string{"us-central1"}, testMins, false, collector.ReasonReady,
+		{"one region", []string{"us-central1"}, testMins, false, provider.ReasonReady,
 			known(2, "region us-central1 CPUS"), "Compute answered"}, // 18/8 CPUS, 21 INSTANCES, 5 IN_USE_ADDRESSES
-		{"need at the boundary", []string{"us-central1"}, map[string]float64{"CPUS": 6}, false, collector.ReasonReady,
+		{"need at the boundary", []string{"us-central1"}, map[string]float64{"CPUS": 6}, false, provider.ReasonReady,
 			known(3, "region us-central1 CPUS"), "Compute answered"},
-		{"need equal to the headroom", []string{"us-central1"}, map[string]float64{"CPUS": 18}, false, collector.ReasonReady,
+		{"need equal to the headroom", []string{"us-central1"}, map[string]float64{"CPUS": 18}, false, provider.ReasonReady,
 			known(1, "region us-central1 CPUS"), "Compute answered"},
 		{"need one more than the headroom", []string{"us-central1"}, map[string]float64{"CPUS": 19}, false, ReasonQuotaExhausted,
 			known(0, "region us-central1 CPUS"), "quota CPUS usage 6 of limit 24 leaves 18, 19 required"},
-		{"fractional need", []string{"us-central1"}, map[string]float64{"IN_USE_ADDRESSES": 0.3}, false, collector.ReasonReady,
+		{"fractional need", []string{"us-central1"}, map[string]float64{"IN_USE_ADDRESSES": 0.3}, false, provider.ReasonReady,
 			known(16, "region us-central1 IN_USE_ADDRESSES"), "Compute answered"}, // 5 / 0.3
-		{"need of zero", []string{"us-central1"}, map[string]float64{"CPUS": 0}, false, collector.ReasonReady,
-			collector.Capacity{}, "Compute answered"},
+		{"need of zero", []string{"us-central1"}, map[string]float64{"CPUS": 0}, false, provider.ReasonReady,
+			provider.Capacity{}, "Compute answered"},
 		{"the tighter region binds", []string{"us-central1", "europe-west4"}, testMins, false, ReasonQuotaExhausted,
 			known(0, "region europe-west4 CPUS"), "region europe-west4: quota CPUS usage 20 of limit 24 leaves 4, 8 required"},
 		{"a down region counts 0", []string{"us-central1", "us-east4"}, testMins, false, ReasonRegionDown,
 			known(0, "region us-east4 DOWN"), "Compute reports region us-east4 DOWN"},
-		{"a region without quota data counts for nothing", []string{"us-central1", "asia-east1"}, testMins, false, collector.ReasonReady,
+		{"a region without quota data counts for nothing", []string{"us-central1", "asia-east1"}, testMins, false, provider.ReasonReady,
 			known(2, "region us-central1 CPUS"), "no quota data for region asia-east1"},
-		{"no region with quota data: unknown", []string{"asia-east1"}, testMins, false, collector.ReasonReady,
-			collector.Capacity{}, "no quota data for region asia-east1"},
-		{"unusable numbers count for nothing", []string{"us-west1"}, testMins, false, collector.ReasonReady,
-			collector.Capacity{}, "not a number a quota can have"},
+		{"no region with quota data: unknown", []string{"asia-east1"}, testMins, false, provider.ReasonReady,
+			provider.Capacity{}, "no quota data for region asia-east1"},
+		{"unusable numbers count for nothing", []string{"us-west1"}, testMins, false, provider.ReasonReady,
+			provider.Capacity{}, "not a number a quota can have"},
 		{"a metric listed twice: the tighter listing", []string{"us-west2"}, testMins, false, ReasonQuotaExhausted,
 			known(0, "region us-west2 CPUS"), "usage 24 of limit 24"},
 		{"an unavailable image fits none", []string{"us-central1"}, testMins, true, ReasonImageUnavailable,
 			known(0, string(ReasonImageUnavailable)), "is OBSOLETE"},
-		{"no regions: no capacity", nil, nil, false, collector.ReasonReady, collector.Capacity{}, "Compute answered"},
+		{"no regions: no capacity", nil, nil, false, provider.ReasonReady, provider.Capacity{}, "Compute answered"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -11,25 +11,25 @@ import (
 	"google.golang.org/api/googleapi"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // Reasons is the closed reason set of a GCP project (docs/metrics.md: "Reasons"):
 // the HTTP API's, plus APIDisabled and the reasons of the opt-in checks,
 // which EntryReasons leaves out of an entry that does not opt in.
-func Reasons() collector.ReasonSet {
-	return collector.AuthenticatedHTTPReasons(collector.ReasonDef{Reason: ReasonAPIDisabled, Up: true},
-		collector.ReasonDef{Reason: ReasonQuotaExhausted, Up: true},
-		collector.ReasonDef{Reason: ReasonRegionDown, Up: true},
-		collector.ReasonDef{Reason: ReasonImageUnavailable, Up: true})
+func Reasons() provider.ReasonSet {
+	return provider.AuthenticatedHTTPReasons(provider.ReasonDef{Reason: ReasonAPIDisabled, Up: true},
+		provider.ReasonDef{Reason: ReasonQuotaExhausted, Up: true},
+		provider.ReasonDef{Reason: ReasonRegionDown, Up: true},
+		provider.ReasonDef{Reason: ReasonImageUnavailable, Up: true})
 }
 
 // EntryReasons is the reason set of one entry: RegionDown and
 // QuotaExhausted only with regions, ImageUnavailable only with
 // source_image, so that an entry without them exports the series it did
 // before they existed.
-func EntryReasons(g *Entry) collector.ReasonSet {
-	var without []collector.Reason
+func EntryReasons(g *Entry) provider.ReasonSet {
+	var without []provider.Reason
 	if len(g.Regions) == 0 {
 		without = append(without, ReasonRegionDown, ReasonQuotaExhausted)
 	}
@@ -45,33 +45,33 @@ const Name = "gcp"
 // ReasonAPIDisabled is the verdict when the Compute API answered that it
 // is not enabled in the project (docs/metrics.md: "Reasons"); the API answered, so
 // it is up.
-const ReasonAPIDisabled collector.Reason = "APIDisabled"
+const ReasonAPIDisabled provider.Reason = "APIDisabled"
 
 // verdict turns the error of a check into its verdict and logs the error,
 // which carries more than the message does. Both are bounded: an error
 // may quote whatever Compute or a proxy answered.
-func verdict(ctx context.Context, logger *slog.Logger, err error) collector.Verdict {
+func verdict(ctx context.Context, logger *slog.Logger, err error) provider.Verdict {
 	reason, msg := classify(ctx, err)
 	level := slog.LevelDebug
-	if reason == collector.ReasonUnknown {
+	if reason == provider.ReasonUnknown {
 		// An error no reason describes is worth a look without debug.
 		level = slog.LevelWarn
 	}
-	logger.Log(ctx, level, "check failed", "reason", reason, "err", collector.BoundString(err.Error()))
-	return collector.Verdict{Reason: reason, Message: collector.BoundString(msg)}
+	logger.Log(ctx, level, "check failed", "reason", reason, "err", provider.BoundString(err.Error()))
+	return provider.Verdict{Reason: reason, Message: provider.BoundString(msg)}
 }
 
 // classify maps an error to a reason of the gcp set and a message for
 // people. The order matters: an ended context wins whatever the error says
 // (docs/configuration.md: "Timeouts"), and a token fetch that failed on the network is a credentials
 // problem, not an unreachable Compute.
-func classify(ctx context.Context, err error) (collector.Reason, string) {
-	if collector.Ended(ctx) || errors.Is(err, context.DeadlineExceeded) {
-		return collector.ReasonTimeout, fmt.Sprintf("no answer from Compute before the deadline: %v", err)
+func classify(ctx context.Context, err error) (provider.Reason, string) {
+	if provider.Ended(ctx) || errors.Is(err, context.DeadlineExceeded) {
+		return provider.ReasonTimeout, fmt.Sprintf("no answer from Compute before the deadline: %v", err)
 	}
 	var cerr *credentialsError
 	if errors.As(err, &cerr) {
-		return collector.ReasonCredentialsUnavailable, fmt.Sprintf("no usable credentials: %v", cerr)
+		return provider.ReasonCredentialsUnavailable, fmt.Sprintf("no usable credentials: %v", cerr)
 	}
 	var gerr *googleapi.Error
 	if errors.As(err, &gerr) {
@@ -79,7 +79,7 @@ func classify(ctx context.Context, err error) (collector.Reason, string) {
 	}
 	var tooLarge *answerTooLargeError
 	if errors.As(err, &tooLarge) {
-		return collector.ReasonBadResponse, fmt.Sprintf("Compute's answer was refused: %v", err)
+		return provider.ReasonBadResponse, fmt.Sprintf("Compute's answer was refused: %v", err)
 	}
 	// The body of a 200 did not decode into the answer asked for: an
 	// aggregated list, unless the call said otherwise (answerOf).
@@ -89,12 +89,12 @@ func classify(ctx context.Context, err error) (collector.Reason, string) {
 		if errors.As(err, &a) {
 			what = a.what
 		}
-		return collector.ReasonBadResponse, fmt.Sprintf("Compute answered 200 with a body that is not %s: %v", what, err)
+		return provider.ReasonBadResponse, fmt.Sprintf("Compute answered 200 with a body that is not %s: %v", what, err)
 	}
-	if r, ok := collector.Transport.Classify(ctx, err); ok {
+	if r, ok := provider.TransportErrors.Classify(ctx, err); ok {
 		return r, transportMessage(r, err)
 	}
-	return collector.ReasonUnknown, err.Error()
+	return provider.ReasonUnknown, err.Error()
 }
 
 // answerOfError names the answer a call other than the instance list
@@ -111,15 +111,15 @@ func (e *answerOfError) Unwrap() error { return e.err }
 func answerOf(what string, err error) error { return &answerOfError{what: what, err: err} }
 
 // transportMessage says what a transport reason means for Compute.
-func transportMessage(r collector.Reason, err error) string {
+func transportMessage(r provider.Reason, err error) string {
 	switch r {
-	case collector.ReasonTimeout:
+	case provider.ReasonTimeout:
 		return fmt.Sprintf("no answer from Compute before the deadline: %v", err)
-	case collector.ReasonBadResponse:
+	case provider.ReasonBadResponse:
 		return fmt.Sprintf("Compute's answer was refused: %v", err)
-	case collector.ReasonTLSError:
+	case provider.ReasonTLSError:
 		return fmt.Sprintf("TLS with the Compute endpoint failed: %v", err)
-	case collector.ReasonDNSFailed:
+	case provider.ReasonDNSFailed:
 		return fmt.Sprintf("the Compute endpoint's name did not resolve: %v", err)
 	default:
 		return fmt.Sprintf("Compute endpoint unreachable: %v", err)
@@ -147,7 +147,7 @@ var (
 
 // classifyAPIError classifies an HTTP answer from Compute (or from
 // whatever answered at its address).
-func classifyAPIError(e *googleapi.Error) (collector.Reason, string) {
+func classifyAPIError(e *googleapi.Error) (provider.Reason, string) {
 	markers := apiErrorMarkers(e)
 	msg := apiErrorMessage(e)
 	has := func(set map[string]bool) bool {
@@ -160,24 +160,24 @@ func classifyAPIError(e *googleapi.Error) (collector.Reason, string) {
 	}
 	switch {
 	case e.Code == http.StatusTooManyRequests:
-		return collector.ReasonRateLimited, msg
+		return provider.ReasonRateLimited, msg
 	case e.Code == http.StatusForbidden && has(disabledReasons):
 		return ReasonAPIDisabled, msg
 	// Compute has long answered some rate limits with 403.
 	case e.Code == http.StatusForbidden && has(rateLimitReasons):
-		return collector.ReasonRateLimited, msg
+		return provider.ReasonRateLimited, msg
 	case e.Code == http.StatusForbidden:
-		return collector.ReasonForbidden, msg
+		return provider.ReasonForbidden, msg
 	case e.Code == http.StatusUnauthorized:
-		return collector.ReasonUnauthorized, msg
+		return provider.ReasonUnauthorized, msg
 	case e.Code == http.StatusNotFound:
-		return collector.ReasonNotFound, msg
+		return provider.ReasonNotFound, msg
 	case e.Code == http.StatusBadRequest:
-		return collector.ReasonInvalidRequest, msg
+		return provider.ReasonInvalidRequest, msg
 	case e.Code >= 500 && e.Code <= 599:
-		return collector.ReasonServerError, msg
+		return provider.ReasonServerError, msg
 	}
-	return collector.ReasonUnknown, msg
+	return provider.ReasonUnknown, msg
 }
 
 // apiErrorMarkers collects errors[].reason, the ErrorInfo reasons of
@@ -211,15 +211,15 @@ func apiErrorMarkers(e *googleapi.Error) []string {
 // apiErrorMessage is short: the code, the first reason and Compute's own
 // message, but never a whole HTML page from a proxy in between.
 func apiErrorMessage(e *googleapi.Error) string {
-	text := collector.BoundString(e.Message)
+	text := provider.BoundString(e.Message)
 	if text == "" {
 		text = "no JSON error in the body"
 		if ct := e.Header.Get("Content-Type"); ct != "" {
-			text += " (" + collector.BoundString(ct) + ")"
+			text += " (" + provider.BoundString(ct) + ")"
 		}
 	}
 	if len(e.Errors) > 0 && e.Errors[0].Reason != "" {
-		return fmt.Sprintf("Compute answered HTTP %d %s: %s", e.Code, collector.BoundString(e.Errors[0].Reason), text)
+		return fmt.Sprintf("Compute answered HTTP %d %s: %s", e.Code, provider.BoundString(e.Errors[0].Reason), text)
 	}
 	return fmt.Sprintf("Compute answered HTTP %d: %s", e.Code, text)
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/googleapis/gax-go/v2/apierror"
 	"google.golang.org/api/googleapi"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // apiError is what the generated code returns for an HTTP answer: the
@@ -34,7 +34,7 @@ func TestClassifyEnvelopes(t *testing.T) {
 		name   string
 		status int
 		body   string
-		want   collector.Reason
+		want   provider.Reason
 	}{
 		{"ErrorInfo SERVICE_DISABLED without errors array", 403,
 			`{"error":{"code":403,"message":"Compute Engine API has not been used in project 1 before or it is disabled.","status":"PERMISSION_DENIED","details":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"SERVICE_DISABLED","domain":"googleapis.com"}]}}`,
@@ -44,18 +44,18 @@ func TestClassifyEnvelopes(t *testing.T) {
 			ReasonAPIDisabled},
 		{"403 RESOURCE_EXHAUSTED status only", 403,
 			`{"error":{"code":403,"message":"Quota exceeded.","status":"RESOURCE_EXHAUSTED"}}`,
-			collector.ReasonRateLimited},
+			provider.ReasonRateLimited},
 		{"403 with an unrelated ErrorInfo", 403,
 			`{"error":{"code":403,"message":"Permission denied.","status":"PERMISSION_DENIED","details":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"IAM_PERMISSION_DENIED","domain":"iam.googleapis.com"}]}}`,
-			collector.ReasonForbidden},
+			provider.ReasonForbidden},
 		{"SERVICE_DISABLED in a detail of another type is not a marker", 403,
 			`{"error":{"code":403,"message":"Forbidden.","details":[{"@type":"type.googleapis.com/google.rpc.LocalizedMessage","reason":"SERVICE_DISABLED"}]}}`,
-			collector.ReasonForbidden},
-		{"429 without a body", 429, ``, collector.ReasonRateLimited},
-		{"504 plain text", 504, `upstream request timeout`, collector.ReasonServerError},
+			provider.ReasonForbidden},
+		{"429 without a body", 429, ``, provider.ReasonRateLimited},
+		{"504 plain text", 504, `upstream request timeout`, provider.ReasonServerError},
 		{"409 is no reason of the set", 409,
 			`{"error":{"code":409,"message":"Conflict.","errors":[{"reason":"conflict"}]}}`,
-			collector.ReasonUnknown},
+			provider.ReasonUnknown},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -89,13 +89,13 @@ func TestClassifyOrder(t *testing.T) {
 	cancel()
 	creds := &credentialsError{err: fmt.Errorf("fetch access token: %w", &googleapi.Error{Code: 503})}
 
-	if got, _ := classify(ended, apiError(t, 503, ``)); got != collector.ReasonTimeout {
+	if got, _ := classify(ended, apiError(t, 503, ``)); got != provider.ReasonTimeout {
 		t.Errorf("ended context: %s, want Timeout whatever the error says", got)
 	}
-	if got, _ := classify(context.Background(), creds); got != collector.ReasonCredentialsUnavailable {
+	if got, _ := classify(context.Background(), creds); got != provider.ReasonCredentialsUnavailable {
 		t.Errorf("token fetch answered 503: %s, want CredentialsUnavailable", got)
 	}
-	if got, _ := classify(context.Background(), errors.New("something new")); got != collector.ReasonUnknown {
+	if got, _ := classify(context.Background(), errors.New("something new")); got != provider.ReasonUnknown {
 		t.Errorf("unknown error: %s, want Unknown", got)
 	}
 }

@@ -8,7 +8,7 @@ import (
 	compute "cloud.google.com/go/compute/apiv1"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // The gcp families of the metrics table of docs/metrics.md: "Metrics":
@@ -27,7 +27,7 @@ var (
 // else the quotas are judged against min_quota_headroom. A region (or a
 // metric) without usable quota data is not judged: the message says why,
 // and it is logged once per change.
-func (c *Checker) checkQuotas(ctx context.Context, logger *slog.Logger, client *compute.RegionsClient, v collector.Verdict) collector.Verdict {
+func (c *Checker) checkQuotas(ctx context.Context, logger *slog.Logger, client *compute.RegionsClient, v provider.Verdict) provider.Verdict {
 	if client == nil {
 		return verdict(ctx, logger, errNoRegionsClient)
 	}
@@ -40,11 +40,11 @@ func (c *Checker) checkQuotas(ctx context.Context, logger *slog.Logger, client *
 	reason, msg := evaluateQuotas(regions, c.mins)
 	v.Capacity = regionsCapacity(regions, c.mins, c.metrics)
 	v.Facts = &Facts{Regions: labelSafe(logger, regions), metrics: c.metrics}
-	if downReason != collector.ReasonReady {
+	if downReason != provider.ReasonReady {
 		v.Reason, v.Message = downReason, downMsg
 		return v
 	}
-	if reason != collector.ReasonReady {
+	if reason != provider.ReasonReady {
 		v.Reason, v.Message = reason, msg
 		return v
 	}
@@ -67,24 +67,24 @@ func (c *Checker) logNoData(msg string) {
 	case msg == "":
 		c.logger.Info("quota data of every configured region is back")
 	default:
-		c.logger.Warn("regions without quota data are not judged", "why", collector.BoundString(msg))
+		c.logger.Warn("regions without quota data are not judged", "why", provider.BoundString(msg))
 	}
 }
 
 // labelSafe keeps of the regions' quotas only what may become label
-// values (collector.ValidLabelValue), logging what it drops: the region
+// values (provider.ValidLabelValue), logging what it drops: the region
 // and metric come from the configuration, which the loader checked, but a
 // label the client library rejects would cost the whole scrape.
 func labelSafe(logger *slog.Logger, regions []RegionQuota) []RegionQuota {
 	for i, rq := range regions {
-		if !collector.ValidLabelValue(rq.Region) {
-			logger.Warn("quota series dropped: the region is not a valid label value", "region", collector.BoundString(rq.Region))
+		if !provider.ValidLabelValue(rq.Region) {
+			logger.Warn("quota series dropped: the region is not a valid label value", "region", provider.BoundString(rq.Region))
 			regions[i].Quotas = nil
 			continue
 		}
 		for m := range rq.Quotas {
-			if !collector.ValidLabelValue(m) {
-				logger.Warn("quota series dropped: the metric is not a valid label value", "region", rq.Region, "metric", collector.BoundString(m))
+			if !provider.ValidLabelValue(m) {
+				logger.Warn("quota series dropped: the metric is not a valid label value", "region", rq.Region, "metric", provider.BoundString(m))
 				delete(rq.Quotas, m)
 			}
 		}
@@ -101,7 +101,7 @@ type Facts struct {
 	Image *ImageState
 }
 
-var _ collector.Facts = (*Facts)(nil)
+var _ provider.Facts = (*Facts)(nil)
 
 // Collect sends the configured metrics of the regions with usable quota
 // data. A series the client library refuses is left out rather than

@@ -14,7 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/internal/engine"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // quotaAPI is one loopback Compute answering the list call (computeServer)
@@ -77,18 +78,18 @@ func TestCheckQuotasCalls(t *testing.T) {
 	ok := recorded{http.StatusOK, "regions-ok.json"}
 	srv, list, regions := quotaAPI(t, map[string]recorded{"us-central1": ok, "europe-west4": ok})
 	c := newQuotaChecker(t, srv.URL, []string{"us-central1", "europe-west4"}, &syncBuffer{})
-	e := collector.NewEngine(slog.New(slog.DiscardHandler))
+	e := engine.NewEngine(slog.New(slog.DiscardHandler))
 	defer e.Close()
-	if err := e.Load([]collector.Entry{{Kind: Name, Name: "cached", Reasons: Reasons(), Timeout: hang, MinInterval: time.Hour,
-		Build: func() (collector.Checker, error) { return c, nil }}}); err != nil {
+	if err := e.Load([]engine.Entry{{Kind: Name, Name: "cached", Reasons: Reasons(), Timeout: hang, MinInterval: time.Hour,
+		Build: func() (provider.Checker, error) { return c, nil }}}); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 3 {
-		res, err := e.Run(context.Background(), collector.Request{Name: "cached"})
+		res, err := e.Run(context.Background(), engine.Request{Name: "cached"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r := res[0].Targets[0]; r.Reason != collector.ReasonReady {
+		if r := res[0].Targets[0]; r.Reason != provider.ReasonReady {
 			t.Fatalf("scrape %d: %s (%s)", i, r.Reason, r.Message)
 		}
 	}
@@ -97,7 +98,7 @@ func TestCheckQuotasCalls(t *testing.T) {
 		t.Errorf("3 scrapes within min_interval: %d list calls, regions %v; want 1 + 1 per region", l, r)
 	}
 	v := check(t, c, hang)
-	if l, r := calls(); v.Reason != collector.ReasonReady || l != 2 || r["us-central1"] != 2 || r["europe-west4"] != 2 {
+	if l, r := calls(); v.Reason != provider.ReasonReady || l != 2 || r["us-central1"] != 2 || r["europe-west4"] != 2 {
 		t.Errorf("one more live check: %s, %d list calls, regions %v; want 2 + 2 per region", v.Reason, l, r)
 	}
 	want := `
@@ -127,7 +128,7 @@ provider_health_gcp_quota_usage{metric="IN_USE_ADDRESSES",name="crawl-prod",regi
 
 	plain := newTestChecker(t, srv.URL, newTokenServer(t, nil))
 	before := regions.counts()
-	if v := check(t, plain, hang); v.Reason != collector.ReasonReady || v.Facts != nil || len(regions.counts()) != len(before) ||
+	if v := check(t, plain, hang); v.Reason != provider.ReasonReady || v.Facts != nil || len(regions.counts()) != len(before) ||
 		regions.counts()["us-central1"] != before["us-central1"] {
 		t.Errorf("no regions: %s, facts %v, regions %v after %v; want Ready, no facts, no regions.get", v.Reason, v.Facts, regions.counts(), before)
 	}
@@ -149,7 +150,7 @@ func TestCheckQuotasVerdicts(t *testing.T) {
 	for range 3 {
 		v = check(t, c, hang)
 	}
-	if v.Reason != collector.ReasonReady || !strings.Contains(v.Message, "no quota data for region asia-east1") {
+	if v.Reason != provider.ReasonReady || !strings.Contains(v.Message, "no quota data for region asia-east1") {
 		t.Errorf("quota warning: %s %q, want Ready naming the region", v.Reason, v.Message)
 	}
 	if n := strings.Count(log.String(), "regions without quota data"); n != 1 {
@@ -161,7 +162,7 @@ func TestCheckQuotasVerdicts(t *testing.T) {
 }
 
 // factsCollector emits one entry's facts, as the framework does.
-type factsCollector struct{ f collector.Facts }
+type factsCollector struct{ f provider.Facts }
 
 func (c factsCollector) Describe(chan<- *prometheus.Desc) {}
 func (c factsCollector) Collect(ch chan<- prometheus.Metric) {

@@ -13,7 +13,7 @@ import (
 	"google.golang.org/api/googleapi"
 	"google.golang.org/protobuf/encoding/protojson"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // FuzzErrorBody: whatever body and status Compute answers with, the error
@@ -87,7 +87,7 @@ func FuzzRegionAnswer(f *testing.F) {
 		f.Add(b)
 	}
 	metrics := []string{"CPUS", "INSTANCES", "IN_USE_ADDRESSES"}
-	const bound = collector.MaxProviderString + 64
+	const bound = provider.MaxProviderString + 64
 	f.Fuzz(func(t *testing.T, body []byte) {
 		r := &computepb.Region{}
 		// As the generated client decodes an answer.

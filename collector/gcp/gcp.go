@@ -30,8 +30,8 @@ import (
 	"google.golang.org/api/option"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
 	"github.com/egress-proxies/provider_health_exporter/internal/boundedfile"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // TargetName is the only target of a gcp entry (docs/configuration.md: "What a check does").
@@ -42,8 +42,8 @@ const TargetName = "compute"
 const aggregatedListKind = "compute#instanceAggregatedList"
 
 var (
-	_ collector.Checker = (*Checker)(nil)
-	_ collector.Closer  = (*Checker)(nil)
+	_ provider.Checker = (*Checker)(nil)
+	_ provider.Closer  = (*Checker)(nil)
 )
 
 // Checker checks the Compute API of one configured project.
@@ -54,7 +54,7 @@ type Checker struct {
 	credentialsFile string // empty: Application Default Credentials
 	logger          *slog.Logger
 
-	// dialer opens every connection base makes (collector.WithDialer).
+	// dialer opens every connection base makes (provider.WithDialer).
 	dialer *net.Dialer
 	// base carries every request this checker makes, to Compute and to the
 	// token endpoint; keep-alives are off so that no socket outlives the
@@ -115,7 +115,7 @@ var discardLogger = slog.New(slog.DiscardHandler)
 // not read the credentials: what they contain is each check's business, so a
 // missing or broken credentials file gives a CredentialsUnavailable verdict
 // instead of keeping the exporter from starting.
-func New(cfg *Entry, logger *slog.Logger, opts ...collector.Option) (*Checker, error) {
+func New(cfg *Entry, logger *slog.Logger, opts ...provider.Option) (*Checker, error) {
 	if cfg == nil || cfg.Project == "" {
 		return nil, errors.New("project is required")
 	}
@@ -125,7 +125,7 @@ func New(cfg *Entry, logger *slog.Logger, opts ...collector.Option) (*Checker, e
 		endpoint:        strings.TrimRight(cfg.Endpoint, "/"),
 		credentialsFile: cfg.CredentialsFile,
 		logger:          logger,
-		dialer:          collector.Apply(opts).Dialer(&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}),
+		dialer:          provider.Apply(opts).Dialer(&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}),
 		regions:         cfg.Regions,
 		mins:            cfg.MinQuotaHeadroom,
 		metrics:         slices.Sorted(maps.Keys(cfg.MinQuotaHeadroom)),
@@ -142,36 +142,36 @@ func New(cfg *Entry, logger *slog.Logger, opts ...collector.Option) (*Checker, e
 	c.base.DisableKeepAlives = true
 	c.base.DialContext = c.dialer.DialContext
 	// Compute's and the token endpoint's headers alike.
-	if err := collector.BoundHeaders(c.base); err != nil {
+	if err := provider.BoundHeaders(c.base); err != nil {
 		return nil, err
 	}
 	c.deadlines = newDeadlineTransport()
 	return c, nil
 }
 
-// Targets implements collector.Checker.
-func (c *Checker) Targets() []collector.Target {
-	return []collector.Target{{Name: TargetName, Address: "projects/" + c.project}}
+// Targets implements provider.Checker.
+func (c *Checker) Targets() []provider.Target {
+	return []provider.Target{{Name: TargetName, Address: "projects/" + c.project}}
 }
 
-// Check implements collector.Checker: exactly one HTTP request to Compute
+// Check implements provider.Checker: exactly one HTTP request to Compute
 // (plus a token fetch when the cached token has expired), no retries;
 // with regions, one regions.get per region after it, and with
 // source_image one images.get while the verdict is still Ready. Its
-// message is bounded (collector.BoundString) whatever Compute said.
-func (c *Checker) Check(ctx context.Context, logger *slog.Logger, target string) collector.Verdict {
+// message is bounded (provider.BoundString) whatever Compute said.
+func (c *Checker) Check(ctx context.Context, logger *slog.Logger, target string) provider.Verdict {
 	if target != TargetName {
-		return collector.Verdict{Reason: collector.ReasonUnknown, Message: fmt.Sprintf("gcp has no target %q", collector.BoundString(target))}
+		return provider.Verdict{Reason: provider.ReasonUnknown, Message: fmt.Sprintf("gcp has no target %q", provider.BoundString(target))}
 	}
 	v := c.check(ctx, logger)
-	v.Message = collector.BoundString(v.Message)
+	v.Message = provider.BoundString(v.Message)
 	return v
 }
 
 // check is Check's work: the list call, then the checks the entry opted
 // into, in the order of their reasons' precedence (docs/configuration.md:
 // "GCP"): list > RegionDown > QuotaExhausted > ImageUnavailable.
-func (c *Checker) check(ctx context.Context, logger *slog.Logger) collector.Verdict {
+func (c *Checker) check(ctx context.Context, logger *slog.Logger) provider.Verdict {
 	cl, release, err := c.acquire(ctx, logger)
 	if err != nil {
 		return verdict(ctx, logger, err)
@@ -207,18 +207,18 @@ func (c *Checker) check(ctx context.Context, logger *slog.Logger) collector.Verd
 		if resp != nil {
 			kind = resp.GetKind()
 		}
-		kind = collector.BoundString(kind)
+		kind = provider.BoundString(kind)
 		msg := fmt.Sprintf("Compute answered 200 with kind %q instead of %s", kind, aggregatedListKind)
 		logger.Debug("bad response", "kind", kind)
-		return collector.Verdict{Reason: collector.ReasonBadResponse, Message: msg}
+		return provider.Verdict{Reason: provider.ReasonBadResponse, Message: msg}
 	}
-	v := collector.Verdict{Reason: collector.ReasonReady, Message: readyMessage(pairs)}
+	v := provider.Verdict{Reason: provider.ReasonReady, Message: readyMessage(pairs)}
 	if len(c.regions) > 0 {
 		v = c.checkQuotas(ctx, logger, cl.regions, v)
 	}
 	// A reason of higher precedence stands whatever the image is, so the
 	// image is not asked for.
-	if c.sourceImage != "" && v.Reason == collector.ReasonReady {
+	if c.sourceImage != "" && v.Reason == provider.ReasonReady {
 		v = c.checkImage(ctx, logger, cl.images, v)
 	}
 	// An image that is unavailable leaves no room however much quota is.
@@ -231,13 +231,13 @@ func (c *Checker) check(ctx context.Context, logger *slog.Logger) collector.Verd
 func readyMessage(pairs []compute.InstancesScopedListPair) string {
 	for _, p := range pairs {
 		if in := p.Value.GetInstances(); len(in) > 0 {
-			return fmt.Sprintf("Compute answered: managed instance %s in %s", collector.BoundString(in[0].GetName()), collector.BoundString(p.Key))
+			return fmt.Sprintf("Compute answered: managed instance %s in %s", provider.BoundString(in[0].GetName()), provider.BoundString(p.Key))
 		}
 	}
 	return "Compute answered: no managed instance on the first page"
 }
 
-// Close implements collector.Closer. A check still running keeps its client
+// Close implements provider.Closer. A check still running keeps its client
 // until it returns; the last one out closes it.
 func (c *Checker) Close() error {
 	c.mu.Lock()
@@ -347,7 +347,7 @@ func (c *Checker) clientOptions(ctx context.Context, credsJSON []byte) ([]option
 		&auth.CachedTokenProviderOptions{DisableAsyncRefresh: true})
 	authed, err := httptransport.NewClient(&httptransport.Options{
 		Credentials:      creds,
-		BaseRoundTripper: collector.BoundedTransport(c.base),
+		BaseRoundTripper: provider.BoundedTransport(c.base),
 		DisableTelemetry: true,
 		// The auth library logs whole token exchanges (signed assertions,
 		// access tokens) at debug level: it never gets our logger. Its
@@ -408,7 +408,7 @@ func (c *Checker) credentials(ctx context.Context, credsJSON []byte) (*auth.Cred
 	opts := &credentials.DetectOptions{
 		Scopes:              compute.DefaultAuthScopes(),
 		DisableAsyncRefresh: true,
-		Client:              &http.Client{Transport: collector.BoundedTransport(c.base)},
+		Client:              &http.Client{Transport: provider.BoundedTransport(c.base)},
 		Logger:              discardLogger, // see newClient: it logs secrets
 
 	}

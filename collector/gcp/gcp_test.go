@@ -31,8 +31,9 @@ import (
 
 	"github.com/egress-proxies/provider_health_exporter/internal/fakedns"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/internal/engine"
 	"github.com/egress-proxies/provider_health_exporter/internal/testnet"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 const (
@@ -286,7 +287,7 @@ func (cs *computeServer) serve(w http.ResponseWriter, r *http.Request) {
 
 // newTestChecker builds a checker for endpoint with a service-account file
 // whose token comes from tokens.
-func newTestChecker(t *testing.T, endpoint string, tokens *tokenServer, opts ...collector.Option) *Checker {
+func newTestChecker(t *testing.T, endpoint string, tokens *tokenServer, opts ...provider.Option) *Checker {
 	t.Helper()
 	cfg := &Entry{
 		Name:            "crawl-prod",
@@ -304,11 +305,11 @@ func newTestChecker(t *testing.T, endpoint string, tokens *tokenServer, opts ...
 }
 
 // check runs one check under budget and fails the test if it hangs.
-func check(t *testing.T, c *Checker, budget time.Duration) collector.Verdict {
+func check(t *testing.T, c *Checker, budget time.Duration) provider.Verdict {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), budget)
 	defer cancel()
-	done := make(chan collector.Verdict, 1)
+	done := make(chan provider.Verdict, 1)
 	go func() { done <- c.Check(ctx, slog.New(slog.DiscardHandler), TargetName) }()
 	select {
 	case v := <-done:
@@ -318,7 +319,7 @@ func check(t *testing.T, c *Checker, budget time.Duration) collector.Verdict {
 		return v
 	case <-time.After(hang):
 		t.Fatalf("Check did not return within %s of a %s budget", hang, budget)
-		return collector.Verdict{}
+		return provider.Verdict{}
 	}
 }
 
@@ -329,24 +330,24 @@ func TestRecordedAnswers(t *testing.T) {
 	for _, tc := range []struct {
 		file    string
 		status  int
-		want    collector.Reason
+		want    provider.Reason
 		message string // a part of the verdict's message
 	}{
-		{"aggregated-instances.json", 200, collector.ReasonReady, "egress-proxy-7f9c2 in zones/us-central1-a"},
-		{"aggregated-warnings-only.json", 200, collector.ReasonReady, "no managed instance"},
-		{"aggregated-no-items.json", 200, collector.ReasonReady, "no managed instance"},
+		{"aggregated-instances.json", 200, provider.ReasonReady, "egress-proxy-7f9c2 in zones/us-central1-a"},
+		{"aggregated-warnings-only.json", 200, provider.ReasonReady, "no managed instance"},
+		{"aggregated-no-items.json", 200, provider.ReasonReady, "no managed instance"},
 		{"error-403-service-disabled.json", 403, ReasonAPIDisabled, "accessNotConfigured"},
-		{"error-403-forbidden.json", 403, collector.ReasonForbidden, "compute.instances.list"},
-		{"error-403-rate-limit.json", 403, collector.ReasonRateLimited, "rateLimitExceeded"},
-		{"error-401-unauthenticated.json", 401, collector.ReasonUnauthorized, "HTTP 401"},
-		{"error-404-not-found.json", 404, collector.ReasonNotFound, "was not found"},
-		{"error-400-invalid-filter.json", 400, collector.ReasonInvalidRequest, "Invalid list filter expression"},
-		{"error-429-rate-limited.json", 429, collector.ReasonRateLimited, "Quota exceeded"},
-		{"error-500-backend.json", 500, collector.ReasonServerError, "backendError"},
-		{"error-503-unavailable.json", 503, collector.ReasonServerError, "HTTP 503"},
-		{"error-502.html", 502, collector.ReasonServerError, "no JSON error in the body (text/html"},
-		{"bad-200-truncated.json", 200, collector.ReasonBadResponse, "not an instance list"},
-		{"bad-200-other-kind.json", 200, collector.ReasonBadResponse, `kind "compute#project"`},
+		{"error-403-forbidden.json", 403, provider.ReasonForbidden, "compute.instances.list"},
+		{"error-403-rate-limit.json", 403, provider.ReasonRateLimited, "rateLimitExceeded"},
+		{"error-401-unauthenticated.json", 401, provider.ReasonUnauthorized, "HTTP 401"},
+		{"error-404-not-found.json", 404, provider.ReasonNotFound, "was not found"},
+		{"error-400-invalid-filter.json", 400, provider.ReasonInvalidRequest, "Invalid list filter expression"},
+		{"error-429-rate-limited.json", 429, provider.ReasonRateLimited, "Quota exceeded"},
+		{"error-500-backend.json", 500, provider.ReasonServerError, "backendError"},
+		{"error-503-unavailable.json", 503, provider.ReasonServerError, "HTTP 503"},
+		{"error-502.html", 502, provider.ReasonServerError, "no JSON error in the body (text/html"},
+		{"bad-200-truncated.json", 200, provider.ReasonBadResponse, "not an instance list"},
+		{"bad-200-other-kind.json", 200, provider.ReasonBadResponse, `kind "compute#project"`},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			t.Parallel()
@@ -392,7 +393,7 @@ func TestFilter(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer c.Close()
-			if v := check(t, c, 10*time.Second); v.Reason != collector.ReasonReady {
+			if v := check(t, c, 10*time.Second); v.Reason != provider.ReasonReady {
 				t.Errorf("reason %s (%s)", v.Reason, v.Message)
 			}
 			if n := api.requests.Load(); n != 1 {
@@ -410,7 +411,7 @@ func TestEveryCheckIsOneRequest(t *testing.T) {
 	api := newComputeServer(t, 200, "aggregated-warnings-only.json").start()
 	c := newTestChecker(t, api.URL, tokens)
 	for i := 0; i < 3; i++ {
-		if v := check(t, c, 10*time.Second); v.Reason != collector.ReasonReady {
+		if v := check(t, c, 10*time.Second); v.Reason != provider.ReasonReady {
 			t.Fatalf("check %d: %s (%s)", i, v.Reason, v.Message)
 		}
 	}
@@ -421,7 +422,7 @@ func TestEveryCheckIsOneRequest(t *testing.T) {
 			defer wg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			if v := c.Check(ctx, slog.New(slog.DiscardHandler), TargetName); v.Reason != collector.ReasonReady {
+			if v := c.Check(ctx, slog.New(slog.DiscardHandler), TargetName); v.Reason != provider.ReasonReady {
 				t.Errorf("concurrent check: %s (%s)", v.Reason, v.Message)
 			}
 		}()
@@ -449,7 +450,7 @@ func TestNoSocketOutlivesCheck(t *testing.T) {
 	}
 	api.start()
 	c := newTestChecker(t, api.URL, tokens)
-	if v := check(t, c, 10*time.Second); v.Reason != collector.ReasonReady {
+	if v := check(t, c, 10*time.Second); v.Reason != provider.ReasonReady {
 		t.Fatalf("reason %s (%s)", v.Reason, v.Message)
 	}
 	select {
@@ -469,7 +470,7 @@ func TestDeadline(t *testing.T) {
 	api.start()
 	c := newTestChecker(t, api.URL, tokens)
 	v := check(t, c, 300*time.Millisecond)
-	if v.Reason != collector.ReasonTimeout {
+	if v.Reason != provider.ReasonTimeout {
 		t.Errorf("reason %s (%s), want Timeout", v.Reason, v.Message)
 	}
 	select {
@@ -488,7 +489,7 @@ func TestTokenDeadline(t *testing.T) {
 	tokens := newTokenServer(t, func(ts *tokenServer) { ts.block = true })
 	api := newComputeServer(t, 200, "aggregated-instances.json").start()
 	c := newTestChecker(t, api.URL, tokens)
-	if v := check(t, c, 300*time.Millisecond); v.Reason != collector.ReasonTimeout {
+	if v := check(t, c, 300*time.Millisecond); v.Reason != provider.ReasonTimeout {
 		t.Errorf("reason %s (%s), want Timeout", v.Reason, v.Message)
 	}
 	if n := api.requests.Load(); n != 0 {
@@ -522,32 +523,32 @@ func TestTransportFailures(t *testing.T) {
 
 	for _, tc := range []struct {
 		name     string
-		endpoint func(t *testing.T, tokens *tokenServer) (string, []collector.Option)
-		want     collector.Reason
+		endpoint func(t *testing.T, tokens *tokenServer) (string, []provider.Option)
+		want     provider.Reason
 	}{
-		{"refused", func(t *testing.T, _ *tokenServer) (string, []collector.Option) {
+		{"refused", func(t *testing.T, _ *tokenServer) (string, []provider.Option) {
 			return "http://" + testnet.RefusedAddr(t), nil
-		}, collector.ReasonUnreachable},
-		{"dropped before an answer", func(t *testing.T, _ *tokenServer) (string, []collector.Option) {
+		}, provider.ReasonUnreachable},
+		{"dropped before an answer", func(t *testing.T, _ *tokenServer) (string, []provider.Option) {
 			return "http://" + dropper(t), nil
-		}, collector.ReasonUnreachable},
-		{"unknown CA", func(t *testing.T, _ *tokenServer) (string, []collector.Option) {
+		}, provider.ReasonUnreachable},
+		{"unknown CA", func(t *testing.T, _ *tokenServer) (string, []provider.Option) {
 			s := httptest.NewTLSServer(http.NotFoundHandler())
 			t.Cleanup(s.Close)
 			return s.URL, nil
-		}, collector.ReasonTLSError},
-		{"HTTP answer to HTTPS", func(t *testing.T, _ *tokenServer) (string, []collector.Option) {
+		}, provider.ReasonTLSError},
+		{"HTTP answer to HTTPS", func(t *testing.T, _ *tokenServer) (string, []provider.Option) {
 			s := httptest.NewServer(http.NotFoundHandler())
 			t.Cleanup(s.Close)
 			return "https://" + strings.TrimPrefix(s.URL, "http://"), nil
-		}, collector.ReasonTLSError},
-		{"name does not resolve", func(t *testing.T, _ *tokenServer) (string, []collector.Option) {
-			return "http://compute.nxdomain.test:8443", []collector.Option{collector.WithDialer(fakedns.Dialer(t))}
-		}, collector.ReasonDNSFailed},
-		{"token endpoint refuses the assertion", func(t *testing.T, tokens *tokenServer) (string, []collector.Option) {
+		}, provider.ReasonTLSError},
+		{"name does not resolve", func(t *testing.T, _ *tokenServer) (string, []provider.Option) {
+			return "http://compute.nxdomain.test:8443", []provider.Option{provider.WithDialer(fakedns.Dialer(t))}
+		}, provider.ReasonDNSFailed},
+		{"token endpoint refuses the assertion", func(t *testing.T, tokens *tokenServer) (string, []provider.Option) {
 			tokens.refuse = true
 			return newComputeServer(t, 200, "aggregated-instances.json").start().URL, nil
-		}, collector.ReasonCredentialsUnavailable},
+		}, provider.ReasonCredentialsUnavailable},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -577,7 +578,7 @@ func TestTokenEndpointUnreachable(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if v := check(t, c, 10*time.Second); v.Reason != collector.ReasonCredentialsUnavailable {
+	if v := check(t, c, 10*time.Second); v.Reason != provider.ReasonCredentialsUnavailable {
 		t.Errorf("reason %s (%s), want CredentialsUnavailable", v.Reason, v.Message)
 	}
 	if n := api.requests.Load(); n != 0 {
@@ -645,7 +646,7 @@ func TestCredentialsFileContents(t *testing.T) {
 			}
 			before := api.requests.Load()
 			v := check(t, c, 10*time.Second)
-			if v.Reason != collector.ReasonCredentialsUnavailable {
+			if v.Reason != provider.ReasonCredentialsUnavailable {
 				t.Errorf("reason %s (%s), want CredentialsUnavailable", v.Reason, v.Message)
 			}
 			if strings.Contains(v.Message, "AAAA") || strings.Contains(v.Message, "not a credentials file") {
@@ -664,7 +665,7 @@ func TestCredentialsFileContents(t *testing.T) {
 		t.Fatal(err)
 	}
 	tokensBefore := tokens.requests.Load()
-	if v := check(t, c, 10*time.Second); v.Reason != collector.ReasonReady {
+	if v := check(t, c, 10*time.Second); v.Reason != provider.ReasonReady {
 		t.Errorf("after the fix: reason %s (%s), want Ready", v.Reason, v.Message)
 	}
 	if n := tokens.requests.Load() - tokensBefore; n != 1 {
@@ -682,20 +683,20 @@ func TestApplicationDefaultCredentials(t *testing.T) {
 		name string
 		// setup returns GCE_METADATA_HOST and GOOGLE_APPLICATION_CREDENTIALS.
 		setup func(t *testing.T, tokens *tokenServer) (metadataHost, appCreds string)
-		want  collector.Reason
+		want  provider.Reason
 	}{
 		{"no credentials, metadata server refuses", func(t *testing.T, _ *tokenServer) (string, string) {
 			return testnet.RefusedAddr(t), ""
-		}, collector.ReasonCredentialsUnavailable},
+		}, provider.ReasonCredentialsUnavailable},
 		{"no credentials, VM without service account", func(_ *testing.T, _ *tokenServer) (string, string) {
 			return strings.TrimPrefix(metadataNoAccount.URL, "http://"), ""
-		}, collector.ReasonCredentialsUnavailable},
+		}, provider.ReasonCredentialsUnavailable},
 		{"GOOGLE_APPLICATION_CREDENTIALS names a missing file", func(t *testing.T, _ *tokenServer) (string, string) {
 			return testnet.RefusedAddr(t), filepath.Join(t.TempDir(), "missing.json")
-		}, collector.ReasonCredentialsUnavailable},
+		}, provider.ReasonCredentialsUnavailable},
 		{"GOOGLE_APPLICATION_CREDENTIALS names a service account", func(t *testing.T, tokens *tokenServer) (string, string) {
 			return testnet.RefusedAddr(t), writeServiceAccount(t, t.TempDir(), tokens.URL+"/token", "adc@crawl-prod-123.iam.gserviceaccount.com")
-		}, collector.ReasonReady},
+		}, provider.ReasonReady},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tokens := newTokenServer(t, nil)
@@ -717,7 +718,7 @@ func TestApplicationDefaultCredentials(t *testing.T) {
 				t.Errorf("reason %s (%s), want %s", v.Reason, v.Message, tc.want)
 			}
 			wantRequests := int64(0)
-			if tc.want == collector.ReasonReady {
+			if tc.want == provider.ReasonReady {
 				wantRequests = 1
 			}
 			if n := api.requests.Load(); n != wantRequests {
@@ -732,11 +733,11 @@ func TestTargetsAndClose(t *testing.T) {
 	tokens := newTokenServer(t, nil)
 	api := newComputeServer(t, 200, "aggregated-instances.json").start()
 	c := newTestChecker(t, api.URL, tokens)
-	want := []collector.Target{{Name: "compute", Address: "projects/" + testProject}}
+	want := []provider.Target{{Name: "compute", Address: "projects/" + testProject}}
 	if got := c.Targets(); len(got) != 1 || got[0] != want[0] {
 		t.Errorf("Targets() = %v, want %v", got, want)
 	}
-	if v := check(t, c, 10*time.Second); v.Reason != collector.ReasonReady {
+	if v := check(t, c, 10*time.Second); v.Reason != provider.ReasonReady {
 		t.Fatalf("reason %s (%s)", v.Reason, v.Message)
 	}
 	if v := check(t, c, 10*time.Second); !Reasons().Contains(v.Reason) {
@@ -745,10 +746,10 @@ func TestTargetsAndClose(t *testing.T) {
 	if err := c.Close(); err != nil {
 		t.Errorf("Close: %v", err)
 	}
-	if v := check(t, c, 10*time.Second); v.Reason != collector.ReasonUnknown {
+	if v := check(t, c, 10*time.Second); v.Reason != provider.ReasonUnknown {
 		t.Errorf("check after Close: %s, want Unknown", v.Reason)
 	}
-	if v := c.Check(context.Background(), slog.New(slog.DiscardHandler), "apiserver"); v.Reason != collector.ReasonUnknown {
+	if v := c.Check(context.Background(), slog.New(slog.DiscardHandler), "apiserver"); v.Reason != provider.ReasonUnknown {
 		t.Errorf("unknown target: %s, want Unknown", v.Reason)
 	}
 	if n := api.requests.Load(); n != 2 {
@@ -793,7 +794,7 @@ func BenchmarkCheck(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		if v := c.Check(ctx, logger, TargetName); v.Reason != collector.ReasonReady {
+		if v := c.Check(ctx, logger, TargetName); v.Reason != provider.ReasonReady {
 			b.Fatalf("reason %s (%s)", v.Reason, v.Message)
 		}
 		cancel()
@@ -811,24 +812,24 @@ func TestThroughEngine(t *testing.T) {
 	slow.hold = 5 * time.Second
 	slow.start()
 
-	e := collector.NewEngine(slog.New(slog.DiscardHandler))
+	e := engine.NewEngine(slog.New(slog.DiscardHandler))
 	defer e.Close()
 	cached, slowChecker := newTestChecker(t, api.URL, tokens), newTestChecker(t, slow.URL, tokens)
-	if err := e.Load([]collector.Entry{
+	if err := e.Load([]engine.Entry{
 		{Kind: Name, Name: "cached", Reasons: Reasons(), Timeout: 10 * time.Second, MinInterval: time.Hour,
-			Build: func() (collector.Checker, error) { return cached, nil }},
+			Build: func() (provider.Checker, error) { return cached, nil }},
 		{Kind: Name, Name: "slow", Reasons: Reasons(), Timeout: 10 * time.Second,
-			Build: func() (collector.Checker, error) { return slowChecker, nil }},
+			Build: func() (provider.Checker, error) { return slowChecker, nil }},
 	}); err != nil {
 		t.Fatal(err)
 	}
 
 	for i := 0; i < 4; i++ {
-		res, err := e.Run(context.Background(), collector.Request{Name: "cached"})
+		res, err := e.Run(context.Background(), engine.Request{Name: "cached"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r := res[0].Targets[0]; r.Reason != collector.ReasonReady {
+		if r := res[0].Targets[0]; r.Reason != provider.ReasonReady {
 			t.Fatalf("scrape %d: %s (%s)", i, r.Reason, r.Message)
 		}
 	}
@@ -836,11 +837,11 @@ func TestThroughEngine(t *testing.T) {
 		t.Errorf("%d Compute requests for 4 scrapes within min_interval, want 1", n)
 	}
 
-	res, err := e.Run(context.Background(), collector.Request{Name: "slow", ScrapeTimeout: time.Second, Offset: 500 * time.Millisecond})
+	res, err := e.Run(context.Background(), engine.Request{Name: "slow", ScrapeTimeout: time.Second, Offset: 500 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := res[0].Targets[0]; r.Reason != collector.ReasonTimeout {
+	if r := res[0].Targets[0]; r.Reason != provider.ReasonTimeout {
 		t.Errorf("slow Compute: %s (%s), want Timeout", r.Reason, r.Message)
 	}
 	select {
@@ -873,7 +874,7 @@ func TestNoSecretInDebugLog(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		v := c.Check(ctx, logger, TargetName)
 		cancel()
-		if v.Reason != collector.ReasonReady {
+		if v.Reason != provider.ReasonReady {
 			t.Fatalf("reason %s (%s), want Ready", v.Reason, v.Message)
 		}
 	}

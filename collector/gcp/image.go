@@ -13,13 +13,13 @@ import (
 	"github.com/googleapis/gax-go/v2/callctx"
 	"google.golang.org/api/googleapi"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // ReasonImageUnavailable says source_image cannot be used to create an
 // instance (docs/metrics.md: "Reasons"): Compute does not know it, or it
 // is deprecated to OBSOLETE or DELETED. Compute answered, so up = 1.
-const ReasonImageUnavailable collector.Reason = "ImageUnavailable"
+const ReasonImageUnavailable provider.Reason = "ImageUnavailable"
 
 // imageFieldMask keeps only what the verdict and the details read of an
 // image (see quotaFieldMask for why a header).
@@ -71,13 +71,13 @@ func (s *ImageState) details(d map[string]string) {
 // retries. Not found, OBSOLETE or DELETED gives ImageUnavailable;
 // DEPRECATED stays Ready with the replacement in the message; any other
 // error is classified as the list call's are.
-func (c *Checker) checkImage(ctx context.Context, logger *slog.Logger, client *compute.ImagesClient, v collector.Verdict) collector.Verdict {
+func (c *Checker) checkImage(ctx context.Context, logger *slog.Logger, client *compute.ImagesClient, v provider.Verdict) provider.Verdict {
 	if client == nil {
 		return verdict(ctx, logger, errNoImagesClient)
 	}
 	img, err := c.fetchImage(ctx, logger, client)
 	var gerr *googleapi.Error
-	if err != nil && (!errors.As(err, &gerr) || gerr.Code != http.StatusNotFound || collector.Ended(ctx)) {
+	if err != nil && (!errors.As(err, &gerr) || gerr.Code != http.StatusNotFound || provider.Ended(ctx)) {
 		return verdict(ctx, logger, err)
 	}
 	st := &ImageState{Configured: c.sourceImage}
@@ -89,14 +89,14 @@ func (c *Checker) checkImage(ctx context.Context, logger *slog.Logger, client *c
 	v.Facts = facts
 	if err != nil {
 		st.Missing = true
-		logger.Debug("source image not found", "source_image", c.sourceImage, "err", collector.BoundString(err.Error()))
+		logger.Debug("source image not found", "source_image", c.sourceImage, "err", provider.BoundString(err.Error()))
 		v.Reason = ReasonImageUnavailable
 		v.Message = fmt.Sprintf("source image %s not found: %s", c.sourceImage, apiErrorMessage(gerr))
 		return v
 	}
-	st.Name = collector.BoundString(img.GetName())
-	st.State = collector.BoundString(img.GetDeprecated().GetState())
-	st.Replacement = collector.BoundString(img.GetDeprecated().GetReplacement())
+	st.Name = provider.BoundString(img.GetName())
+	st.State = provider.BoundString(img.GetDeprecated().GetState())
+	st.Replacement = provider.BoundString(img.GetDeprecated().GetReplacement())
 	switch st.State {
 	case stateObsolete, stateDeleted:
 		v.Reason = ReasonImageUnavailable

@@ -12,7 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // imagesServer is a loopback Compute answering images.get and
@@ -91,7 +91,7 @@ func newPlacementAPI(t *testing.T, listStatus int, listFile string, regions, ima
 // newPlacementChecker is a checker of endpoint with the entry's keys set by
 // configure (Regions, MinQuotaHeadroom, SourceImage), validated as the
 // loader does.
-func newPlacementChecker(t *testing.T, endpoint string, log *syncBuffer, configure func(*Entry)) (*Checker, collector.ReasonSet) {
+func newPlacementChecker(t *testing.T, endpoint string, log *syncBuffer, configure func(*Entry)) (*Checker, provider.ReasonSet) {
 	t.Helper()
 	tokens := newTokenServer(t, nil)
 	cfg := &Entry{
@@ -168,14 +168,14 @@ func TestSourceImage(t *testing.T) {
 	for _, tc := range []struct {
 		name, image string
 		answer      recorded
-		want        collector.Reason
+		want        provider.Reason
 		message     string // the whole message
 		details     map[string]string
 	}{
-		{"usable image", debianImage, recorded{http.StatusOK, "images-ok.json"}, collector.ReasonReady,
+		{"usable image", debianImage, recorded{http.StatusOK, "images-ok.json"}, provider.ReasonReady,
 			"Compute answered: managed instance egress-proxy-7f9c2 in zones/us-central1-a",
 			map[string]string{"source_image": debianImage, "source image": "debian-12-bookworm-v20240213", "source image state": "not deprecated"}},
-		{"deprecated stays Ready, naming the replacement", debianImage, recorded{http.StatusOK, "images-deprecated.json"}, collector.ReasonReady,
+		{"deprecated stays Ready, naming the replacement", debianImage, recorded{http.StatusOK, "images-deprecated.json"}, provider.ReasonReady,
 			"Compute answered: managed instance egress-proxy-7f9c2 in zones/us-central1-a; source image " + debianImage + " is DEPRECATED (replacement: " + replacedBy + ")",
 			map[string]string{"source image state": "DEPRECATED", "source image replacement": replacedBy}},
 		{"obsolete", debianImage, recorded{http.StatusOK, "images-obsolete.json"}, ReasonImageUnavailable,
@@ -188,19 +188,19 @@ func TestSourceImage(t *testing.T) {
 			"source image projects/debian-cloud/global/images/debian-9-stretch-v20200309 not found: Compute answered HTTP 404 notFound: " +
 				"The resource 'projects/debian-cloud/global/images/debian-9-stretch-v20200309' was not found",
 			map[string]string{"source image state": "not found"}},
-		{"family", debianFamily, recorded{http.StatusOK, "images-ok.json"}, collector.ReasonReady,
+		{"family", debianFamily, recorded{http.StatusOK, "images-ok.json"}, provider.ReasonReady,
 			"Compute answered: managed instance egress-proxy-7f9c2 in zones/us-central1-a",
 			map[string]string{"source_image": debianFamily, "source image": "debian-12-bookworm-v20240213"}},
-		{"family pointing at a deprecated image", debianFamily, recorded{http.StatusOK, "images-deprecated.json"}, collector.ReasonReady,
+		{"family pointing at a deprecated image", debianFamily, recorded{http.StatusOK, "images-deprecated.json"}, provider.ReasonReady,
 			"Compute answered: managed instance egress-proxy-7f9c2 in zones/us-central1-a; source image " + debianFamily +
 				" (now debian-12-bookworm-v20240110) is DEPRECATED (replacement: " + replacedBy + ")", nil},
 		{"family not found", "projects/debian-cloud/global/images/family/debian-9", recorded{http.StatusNotFound, "images-family-404-not-found.json"},
 			ReasonImageUnavailable, "source image projects/debian-cloud/global/images/family/debian-9 not found: Compute answered HTTP 404 notFound: " +
 				"The resource 'projects/debian-cloud/global/images/family/debian-9' was not found", nil},
-		{"an answer that does not decode", debianImage, recorded{http.StatusOK, "bad-200-truncated.json"}, collector.ReasonBadResponse,
+		{"an answer that does not decode", debianImage, recorded{http.StatusOK, "bad-200-truncated.json"}, provider.ReasonBadResponse,
 			"Compute answered 200 with a body that is not an image: get source image " + debianImage + ": …", nil},
 		{"no permission on the image's project", "projects/proxy-images/global/images/proxy-base", recorded{http.StatusForbidden, "images-403-forbidden.json"},
-			collector.ReasonForbidden, "Compute answered HTTP 403 forbidden: Required 'compute.images.get' permission for 'projects/proxy-images/global/images/proxy-base'", nil},
+			provider.ReasonForbidden, "Compute answered HTTP 403 forbidden: Required 'compute.images.get' permission for 'projects/proxy-images/global/images/proxy-base'", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -245,12 +245,12 @@ func TestPlacementPrecedence(t *testing.T) {
 		listStatus     int
 		listFile       string
 		regions        map[string]recorded
-		want           collector.Reason
+		want           provider.Reason
 		regionRequests int
 		imageRequests  int
 	}{
 		{"list refused", http.StatusForbidden, "error-403-forbidden.json",
-			map[string]recorded{"us-east4": {http.StatusOK, "regions-down.json"}}, collector.ReasonForbidden, 0, 0},
+			map[string]recorded{"us-east4": {http.StatusOK, "regions-down.json"}}, provider.ReasonForbidden, 0, 0},
 		{"region down", http.StatusOK, "aggregated-instances.json",
 			map[string]recorded{"us-east4": {http.StatusOK, "regions-down.json"}, "europe-west4": {http.StatusOK, "regions-exhausted.json"}},
 			ReasonRegionDown, 2, 0},
@@ -259,7 +259,7 @@ func TestPlacementPrecedence(t *testing.T) {
 		{"regions fine, image obsolete", http.StatusOK, "aggregated-instances.json",
 			map[string]recorded{"us-central1": {http.StatusOK, "regions-ok.json"}}, ReasonImageUnavailable, 1, 1},
 		{"region unknown", http.StatusOK, "aggregated-instances.json",
-			map[string]recorded{"us-nowhere1": {http.StatusNotFound, "regions-404-not-found.json"}}, collector.ReasonNotFound, 1, 0},
+			map[string]recorded{"us-nowhere1": {http.StatusNotFound, "regions-404-not-found.json"}}, provider.ReasonNotFound, 1, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -292,19 +292,19 @@ func TestPlacementPrecedence(t *testing.T) {
 // the series it did before they existed.
 func TestEntryReasons(t *testing.T) {
 	t.Parallel()
-	placement := []collector.Reason{ReasonQuotaExhausted, ReasonRegionDown, ReasonImageUnavailable}
+	placement := []provider.Reason{ReasonQuotaExhausted, ReasonRegionDown, ReasonImageUnavailable}
 	for _, tc := range []struct {
 		name string
 		cfg  Entry
-		want []collector.Reason
+		want []provider.Reason
 	}{
 		{"no key", Entry{}, nil},
-		{"regions", Entry{Regions: []string{"us-central1"}, MinQuotaHeadroom: testMins}, []collector.Reason{ReasonQuotaExhausted, ReasonRegionDown}},
-		{"source_image", Entry{SourceImage: debianFamily}, []collector.Reason{ReasonImageUnavailable}},
+		{"regions", Entry{Regions: []string{"us-central1"}, MinQuotaHeadroom: testMins}, []provider.Reason{ReasonQuotaExhausted, ReasonRegionDown}},
+		{"source_image", Entry{SourceImage: debianFamily}, []provider.Reason{ReasonImageUnavailable}},
 		{"both", Entry{Regions: []string{"us-central1"}, MinQuotaHeadroom: testMins, SourceImage: debianFamily}, placement},
 	} {
 		set := EntryReasons(&tc.cfg)
-		var got []collector.Reason
+		var got []provider.Reason
 		for _, r := range placement {
 			if set.Contains(r) {
 				got = append(got, r)

@@ -16,17 +16,17 @@ import (
 	gax "github.com/googleapis/gax-go/v2"
 	"github.com/googleapis/gax-go/v2/callctx"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // ReasonQuotaExhausted says a configured min_quota_headroom is not met in a
 // configured region (docs/metrics.md: "Reasons"). Compute answered, so up = 1.
-const ReasonQuotaExhausted collector.Reason = "QuotaExhausted"
+const ReasonQuotaExhausted provider.Reason = "QuotaExhausted"
 
 // ReasonRegionDown says Compute reports a configured region's status as
 // DOWN (docs/metrics.md: "Reasons"): no instance can be placed there.
 // Compute answered, so up = 1.
-const ReasonRegionDown collector.Reason = "RegionDown"
+const ReasonRegionDown provider.Reason = "RegionDown"
 
 // regionDown is the region status that gives RegionDown; the other one
 // Compute knows is UP.
@@ -110,9 +110,9 @@ func (c *Checker) fetchRegionQuotas(ctx context.Context, logger *slog.Logger, cl
 	// next, so at most regionsConcurrency answers are held at once.
 	// Each worker is a goroutine the engine's recover does not reach: a
 	// panic in a region's request or answer is that region's error, which
-	// classify makes Unknown (collector.CatchPanic).
+	// classify makes Unknown (provider.CatchPanic).
 	boundedEach(len(regions), regionsConcurrency, func(i int) {
-		errs[i] = collector.CatchPanic(func() error {
+		errs[i] = provider.CatchPanic(func() error {
 			region := regions[i]
 			logger.Debug("getting region", "project", c.project, "region", region, "fields", quotaFieldMask)
 			r, err := client.Get(cctx, &computepb.GetRegionRequest{Project: c.project, Region: region},
@@ -151,10 +151,10 @@ func boundedEach(n, limit int, f func(i int)) {
 // answer, keeping none of Compute's strings whole: a warning may be
 // megabytes long.
 func regionQuota(region string, r *computepb.Region, metrics []string) RegionQuota {
-	rq := RegionQuota{Region: region, Status: collector.BoundString(r.GetStatus())}
+	rq := RegionQuota{Region: region, Status: provider.BoundString(r.GetStatus())}
 	if w := r.GetQuotaStatusWarning(); w != nil {
-		rq.NoData = collector.BoundString(fmt.Sprintf("Compute has no quota data for region %s: %s: %s", region,
-			collector.BoundString(w.GetCode()), collector.BoundString(w.GetMessage())))
+		rq.NoData = provider.BoundString(fmt.Sprintf("Compute has no quota data for region %s: %s: %s", region,
+			provider.BoundString(w.GetCode()), provider.BoundString(w.GetMessage())))
 		return rq
 	}
 	// Every listing of a configured metric: Compute may list one twice.
@@ -229,7 +229,7 @@ func unusable(q Quota) string {
 
 // downRegions judges the regions' status: every configured region Compute
 // reports DOWN, named, gives RegionDown.
-func downRegions(regions []RegionQuota) (collector.Reason, string) {
+func downRegions(regions []RegionQuota) (provider.Reason, string) {
 	var down []string
 	for _, rq := range regions {
 		if rq.Status == regionDown {
@@ -238,7 +238,7 @@ func downRegions(regions []RegionQuota) (collector.Reason, string) {
 	}
 	switch len(down) {
 	case 0:
-		return collector.ReasonReady, ""
+		return provider.ReasonReady, ""
 	case 1:
 		return ReasonRegionDown, "Compute reports region " + down[0] + " DOWN: no instance can be placed there"
 	default:
@@ -251,7 +251,7 @@ func downRegions(regions []RegionQuota) (collector.Reason, string) {
 // QuotaExhausted, naming region, metric, usage and limit of every quota
 // short of its minimum, or Ready, with a message naming the regions that
 // could not be judged (empty when every region was).
-func evaluateQuotas(regions []RegionQuota, mins map[string]float64) (collector.Reason, string) {
+func evaluateQuotas(regions []RegionQuota, mins map[string]float64) (provider.Reason, string) {
 	metrics := make([]string, 0, len(mins))
 	for m := range mins {
 		metrics = append(metrics, m)
@@ -284,7 +284,7 @@ func evaluateQuotas(regions []RegionQuota, mins map[string]float64) (collector.R
 	if len(short) > 0 {
 		return ReasonQuotaExhausted, strings.Join(short, "; ")
 	}
-	return collector.ReasonReady, strings.Join(noData, "; ")
+	return provider.ReasonReady, strings.Join(noData, "; ")
 }
 
 // regionsCapacity is how many more instances the configured regions take
@@ -293,18 +293,18 @@ func evaluateQuotas(regions []RegionQuota, mins map[string]float64) (collector.R
 // region counting 0. A region or metric without usable quota data is not
 // judged by evaluateQuotas, and counts for nothing here either: when no
 // region has data and none is DOWN the capacity is unknown, not a guess.
-// The fit is 0 exactly when limit − usage < need, the comparison
+// A constraint is 0 exactly when limit − usage < need, the comparison
 // evaluateQuotas makes, so QuotaExhausted ⇔ capacity 0.
-func regionsCapacity(regions []RegionQuota, mins map[string]float64, metrics []string) collector.Capacity {
-	var c collector.Capacity
+func regionsCapacity(regions []RegionQuota, mins map[string]float64, metrics []string) provider.Capacity {
+	var c provider.Capacity
 	for _, rq := range regions {
 		if rq.Status == regionDown {
-			c = c.Min(collector.Capacity{Known: true, Binding: "region " + rq.Region + " DOWN"})
+			c = c.Min(provider.Capacity{Known: true, Binding: "region " + rq.Region + " DOWN"})
 			continue
 		}
 		for _, m := range metrics {
 			if q, ok := rq.Quotas[m]; ok {
-				c = c.Min(collector.FitFloat(q.Limit-q.Usage, mins[m], "region "+rq.Region+" "+m))
+				c = c.Min(provider.ConstraintFloat(q.Limit-q.Usage, mins[m], "region "+rq.Region+" "+m))
 			}
 		}
 	}

@@ -17,8 +17,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/protobuf/encoding/protojson"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
 	"github.com/egress-proxies/provider_health_exporter/internal/boundedfile"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // regionsServer is a loopback Compute API that answers regions.get with a
@@ -153,18 +153,18 @@ func TestRegionQuotas(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		answers map[string]recorded
-		want    collector.Reason
+		want    provider.Reason
 		message string // substring; "" = empty message
 	}{
-		{"quota OK in every region", map[string]recorded{"us-central1": ok, "us-east1": ok}, collector.ReasonReady, ""},
+		{"quota OK in every region", map[string]recorded{"us-central1": ok, "us-east1": ok}, provider.ReasonReady, ""},
 		{"one metric exhausted", map[string]recorded{"us-central1": ok, "europe-west4": {http.StatusOK, "regions-exhausted.json"}},
 			ReasonQuotaExhausted, "region europe-west4: quota IN_USE_ADDRESSES usage 8 of limit 8 leaves 0, 1 required"},
 		{"quota status warning is not exhaustion", map[string]recorded{"us-central1": ok, "asia-east1": {http.StatusOK, "regions-quota-warning.json"}},
-			collector.ReasonReady, "Compute has no quota data for region asia-east1: QUOTA_INFO_UNAVAILABLE: Quota information is temporarily unavailable"},
+			provider.ReasonReady, "Compute has no quota data for region asia-east1: QUOTA_INFO_UNAVAILABLE: Quota information is temporarily unavailable"},
 		{"region that does not exist", map[string]recorded{"us-central1": ok, "us-nowhere1": {http.StatusNotFound, "regions-404-not-found.json"}},
-			collector.ReasonNotFound, "regions/us-nowhere1' was not found"},
+			provider.ReasonNotFound, "regions/us-nowhere1' was not found"},
 		{"permission denied", map[string]recorded{"us-central1": {http.StatusForbidden, "regions-403-forbidden.json"}},
-			collector.ReasonForbidden, "compute.regions.get"},
+			provider.ReasonForbidden, "compute.regions.get"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -180,7 +180,7 @@ func TestRegionQuotas(t *testing.T) {
 			defer cancel()
 			logger := slog.New(slog.DiscardHandler)
 			got, err := c.fetchRegionQuotas(ctx, logger, client, regions, testMetrics())
-			reason, msg := collector.Reason(""), ""
+			reason, msg := provider.Reason(""), ""
 			if err != nil {
 				v := verdict(ctx, logger, err)
 				reason, msg = v.Reason, v.Message
@@ -230,11 +230,11 @@ func TestEvaluateQuotas(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		regions []RegionQuota
-		want    collector.Reason
+		want    provider.Reason
 		message string
 	}{
-		{"nothing configured", nil, collector.ReasonReady, ""},
-		{"exactly the minimum left", []RegionQuota{full("us-central1", Quota{16, 24})}, collector.ReasonReady, ""},
+		{"nothing configured", nil, provider.ReasonReady, ""},
+		{"exactly the minimum left", []RegionQuota{full("us-central1", Quota{16, 24})}, provider.ReasonReady, ""},
 		{"one below the minimum", []RegionQuota{full("us-central1", Quota{17, 24})}, ReasonQuotaExhausted,
 			"region us-central1: quota CPUS usage 17 of limit 24 leaves 7, 8 required"},
 		{"over the limit", []RegionQuota{full("us-central1", Quota{30, 24})}, ReasonQuotaExhausted,
@@ -243,7 +243,7 @@ func TestEvaluateQuotas(t *testing.T) {
 			ReasonQuotaExhausted, "region us-east1: quota CPUS usage 24 of limit 24 leaves 0, 8 required; " +
 				"region us-central1: quota CPUS usage 0.5 of limit 8 leaves 7.5, 8 required"},
 		{"no data is not exhaustion", []RegionQuota{full("us-central1", Quota{0, 24}), {Region: "asia-east1", NoData: "no data for asia-east1"}},
-			collector.ReasonReady, "no data for asia-east1"},
+			provider.ReasonReady, "no data for asia-east1"},
 		{"exhaustion elsewhere wins over no data", []RegionQuota{{Region: "asia-east1", NoData: "no data"}, full("us-central1", Quota{24, 24})},
 			ReasonQuotaExhausted, "region us-central1: quota CPUS usage 24 of limit 24 leaves 0, 8 required"},
 	} {
@@ -261,7 +261,7 @@ func TestMissingMetricIsNoData(t *testing.T) {
 	if rq.Quotas != nil || rq.NoData != "Compute lists no quota GPUS_ALL_REGIONS, SSD_TOTAL_GB for region europe-west4" {
 		t.Errorf("got %+v", rq)
 	}
-	if reason, _ := evaluateQuotas([]RegionQuota{rq}, map[string]float64{"CPUS": 100}); reason != collector.ReasonReady {
+	if reason, _ := evaluateQuotas([]RegionQuota{rq}, map[string]float64{"CPUS": 100}); reason != provider.ReasonReady {
 		t.Errorf("a region without data gave %s", reason)
 	}
 }
@@ -296,7 +296,7 @@ func TestRegionQuotasDeadline(t *testing.T) {
 	if err == nil {
 		t.Fatal("fetch returned without an answer")
 	}
-	if v := verdict(ctx, logger, err); v.Reason != collector.ReasonTimeout {
+	if v := verdict(ctx, logger, err); v.Reason != provider.ReasonTimeout {
 		t.Errorf("got %s %q, want Timeout", v.Reason, v.Message)
 	}
 }
@@ -320,7 +320,7 @@ func TestUnusableNumbers(t *testing.T) {
 	// Minimums every one of them would fail if read as numbers.
 	mins := map[string]float64{"CPUS": 1e9, "INSTANCES": 1, "IN_USE_ADDRESSES": 1e9}
 	reason, msg := evaluateQuotas([]RegionQuota{rq}, mins)
-	if reason != collector.ReasonReady || !strings.Contains(msg, "CPUS for region us-west1 has usage NaN") ||
+	if reason != provider.ReasonReady || !strings.Contains(msg, "CPUS for region us-west1 has usage NaN") ||
 		!strings.Contains(msg, "INSTANCES for region us-west1 has limit -1") || !strings.Contains(msg, "IN_USE_ADDRESSES for region us-west1 has limit +Inf") {
 		t.Errorf("got %s %q, want Ready naming each unusable metric", reason, msg)
 	}

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // checkIDHeader carries the id of a check on the Compute request from the
@@ -24,7 +24,7 @@ const checkIDHeader = "X-Provider-Health-Check-Id"
 //
 // It also cuts the answers of calls whose answers are small by nature
 // (regions.get and images.get with their field masks) at a limit of their
-// own, tighter than collector.MaxBodyBytes: a check asks for several of
+// own, tighter than provider.MaxBodyBytes: a check asks for several of
 // them at once, and several entries check at once.
 type deadlineTransport struct {
 	seq  atomic.Uint64
@@ -34,7 +34,7 @@ type deadlineTransport struct {
 
 type registered struct {
 	ctx   context.Context
-	limit int64 // 0: collector.MaxBodyBytes alone
+	limit int64 // 0: provider.MaxBodyBytes alone
 }
 
 func newDeadlineTransport() *deadlineTransport {
@@ -68,9 +68,9 @@ func (d *deadlineTransport) wrap(next http.RoundTripper) http.RoundTripper {
 		}
 		ctx := reg.ctx
 		if reg.limit > 0 {
-			// collector.BoundedTransport, below, counts the answer's
+			// provider.BoundedTransport, below, counts the answer's
 			// bytes against this lower limit.
-			ctx = collector.WithBodyLimit(ctx, reg.limit)
+			ctx = provider.WithBodyLimit(ctx, reg.limit)
 		}
 		r := req.Clone(ctx)
 		r.Header.Del(checkIDHeader)
@@ -96,13 +96,13 @@ func (e *answerTooLargeError) Error() string {
 	return fmt.Sprintf("the answer is larger than the exporter's limit of %d KiB for a region or an image; the read was stopped", e.limit>>10)
 }
 
-// smallBody says of an answer that collector.BoundedTransport stopped at
+// smallBody says of an answer that provider.BoundedTransport stopped at
 // its smallAnswerLimit what kind of answer it was.
 type smallBody struct{ io.ReadCloser }
 
 func (b smallBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
-	if tooLarge, ok := errors.AsType[*collector.BodyTooLargeError](err); ok {
+	if tooLarge, ok := errors.AsType[*provider.BodyTooLargeError](err); ok {
 		return n, &answerTooLargeError{limit: tooLarge.Limit}
 	}
 	return n, err

@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // BenchmarkCheck measures one live check against a loopback API server
@@ -42,7 +42,7 @@ func BenchmarkCheck(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for b.Loop() {
-				if v := c.Check(context.Background(), logger, TargetName); v.Reason != collector.ReasonReady {
+				if v := c.Check(context.Background(), logger, TargetName); v.Reason != provider.ReasonReady {
 					b.Fatalf("%s: %s", v.Reason, v.Message)
 				}
 			}

@@ -8,8 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
 	"github.com/egress-proxies/provider_health_exporter/internal/quantity"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // TestFitSaturates: requests whose sum is beyond int64 on a node that is
@@ -169,21 +169,21 @@ func TestQuotaCapacitySurvivors(t *testing.T) {
 		}
 		return u
 	}
-	needs, err := decodePodNeeds([]byte(`{"spec":{"containers":[{"name":"p","resources":{"requests":{"cpu":"1","memory":"0"}}}]}}`), false)
+	needs, err := decodeQuotaNeeds([]byte(`{"spec":{"containers":[{"name":"p","resources":{"requests":{"cpu":"1","memory":"0"}}}]}}`), false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
 		name string
 		q    QuotaUsage
-		want collector.Capacity
+		want provider.Capacity
 	}{
-		{"count/pods", q("objects", "count/pods", "5", "3"), collector.Capacity{Known: true, Proxies: 2, Binding: "quota objects count/pods"}},
-		{"count/pods full", q("objects", "count/pods", "5", "5"), collector.Capacity{Known: true, Binding: "quota objects count/pods"}},
-		{"no usage yet", q("new", "requests.cpu", "0", ""), collector.Capacity{}},
-		{"memory over-used, asked 0 of", q("mem", "requests.memory", "1Gi", "2Gi"), collector.Capacity{}},
-		{"storage over-used, not asked", q("st", "requests.storage", "1Gi", "2Gi"), collector.Capacity{}},
-		{"cpu", q("cpu", "requests.cpu", "4", "1"), collector.Capacity{Known: true, Proxies: 3, Binding: "quota cpu requests.cpu"}},
+		{"count/pods", q("objects", "count/pods", "5", "3"), provider.Capacity{Known: true, Proxies: 2, Binding: "quota objects count/pods"}},
+		{"count/pods full", q("objects", "count/pods", "5", "5"), provider.Capacity{Known: true, Binding: "quota objects count/pods"}},
+		{"no usage yet", q("new", "requests.cpu", "0", ""), provider.Capacity{}},
+		{"memory over-used, asked 0 of", q("mem", "requests.memory", "1Gi", "2Gi"), provider.Capacity{}},
+		{"storage over-used, not asked", q("st", "requests.storage", "1Gi", "2Gi"), provider.Capacity{}},
+		{"cpu", q("cpu", "requests.cpu", "4", "1"), provider.Capacity{Known: true, Proxies: 3, Binding: "quota cpu requests.cpu"}},
 	} {
 		got := quotaCapacity(Headroom{PodQuotas: []QuotaUsage{tc.q}}, nil, needs)
 		if got != tc.want {

@@ -12,7 +12,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // waitWithin polls cond until it holds, failing after d: a bound far
@@ -53,17 +53,17 @@ func TestScheduleKeepsRefusals(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	// The caches hold a node with room: a fit would say Ready.
-	if v := c.schedule(ctx, logger, h.client(), fitPod(nil, "cpu", "1"), collector.Verdict{Reason: collector.ReasonReady}); v.Reason != collector.ReasonReady {
+	if v := c.schedule(ctx, logger, h.client(), fitPod(nil, "cpu", "1"), provider.Verdict{Reason: provider.ReasonReady}); v.Reason != provider.ReasonReady {
 		t.Fatalf("the fit itself: %s %s", v.Reason, v.Message)
 	}
-	for _, reason := range []collector.Reason{collector.ReasonForbidden, ReasonQuotaExhausted, ReasonAdmissionDenied} {
-		v := c.schedule(ctx, logger, h.client(), fitPod(nil, "cpu", "1"), collector.Verdict{Reason: reason, Message: "refused"})
+	for _, reason := range []provider.Reason{provider.ReasonForbidden, ReasonQuotaExhausted, ReasonAdmissionDenied} {
+		v := c.schedule(ctx, logger, h.client(), fitPod(nil, "cpu", "1"), provider.Verdict{Reason: reason, Message: "refused"})
 		if v.Reason != reason || v.Message != "refused" {
 			t.Errorf("%s became %s %q", reason, v.Reason, v.Message)
 		}
 	}
-	v := c.schedule(ctx, logger, h.client(), nil, collector.Verdict{Reason: collector.ReasonReady, Facts: &Facts{needsErr: "protobuf"}})
-	if v.Reason != collector.ReasonBadResponse || !strings.Contains(v.Message, "could not be read: protobuf") {
+	v := c.schedule(ctx, logger, h.client(), nil, provider.Verdict{Reason: provider.ReasonReady, Facts: &Facts{needsErr: "protobuf"}})
+	if v.Reason != provider.ReasonBadResponse || !strings.Contains(v.Message, "could not be read: protobuf") {
 		t.Errorf("an admitted Pod that cannot be read: %s %q, want BadResponse", v.Reason, v.Message)
 	}
 }
@@ -84,10 +84,10 @@ func TestWatchServerErrorIsNoFit(t *testing.T) {
 	close(failing)
 	var msg string
 	waitWithin(t, time.Minute, "an Unknown verdict", func() bool {
-		var reason collector.Reason
+		var reason provider.Reason
 		var ok bool
 		reason, msg, ok = ws.verdict(time.Now())
-		return !ok && reason == collector.ReasonUnknown
+		return !ok && reason == provider.ReasonUnknown
 	})
 	if !strings.Contains(msg, "the watch of nodes has been failing") || !strings.Contains(msg, "etcdserver: request timed out") {
 		t.Errorf("message %q does not say the watch of nodes fails and why", msg)

@@ -11,7 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // TestRedirectIsNotFollowed: an API server that redirects is BadResponse
@@ -29,7 +29,7 @@ func TestRedirectIsNotFollowed(t *testing.T) {
 		http.Redirect(w, r, other.URL+r.URL.RequestURI(), http.StatusFound)
 	})
 	v := check(newTestChecker(t, kubeconfig(t, srv.URL, srv.caPEM(), nil)))
-	if v.Reason != collector.ReasonBadResponse || !strings.Contains(v.Message, "302") || !strings.Contains(v.Message, other.URL) {
+	if v.Reason != provider.ReasonBadResponse || !strings.Contains(v.Message, "302") || !strings.Contains(v.Message, other.URL) {
 		t.Errorf("verdict %s (%s), want BadResponse with the status and Location", v.Reason, v.Message)
 	}
 	if n := elsewhere.Load(); n != 0 {
@@ -53,14 +53,14 @@ func TestHugeListIsCut(t *testing.T) {
 		}
 	})
 	v := check(newTestChecker(t, kubeconfig(t, srv.URL, srv.caPEM(), nil)))
-	if v.Reason != collector.ReasonBadResponse || !strings.Contains(v.Message, "limit of 4 MiB") {
+	if v.Reason != provider.ReasonBadResponse || !strings.Contains(v.Message, "limit of 4 MiB") {
 		t.Errorf("verdict %s (%s), want BadResponse naming the limit", v.Reason, v.Message)
 	}
 }
 
 // TestHugeHeadersAreRefused: an API server that answers with 9 MB of
 // headers, over HTTP/1.1 or HTTP/2 (client-go's own HTTP/2 transport), is
-// BadResponse naming the header limit (collector.MaxHeaderBytes); 32 KiB of
+// BadResponse naming the header limit (provider.MaxHeaderBytes); 32 KiB of
 // headers pass.
 func TestHugeHeadersAreRefused(t *testing.T) {
 	t.Parallel()
@@ -69,10 +69,10 @@ func TestHugeHeadersAreRefused(t *testing.T) {
 		for _, tc := range []struct {
 			name    string
 			headers int
-			want    collector.Reason
+			want    provider.Reason
 		}{
-			{"9 MB", 1100, collector.ReasonBadResponse},
-			{"32 KiB", 4, collector.ReasonReady},
+			{"9 MB", 1100, provider.ReasonBadResponse},
+			{"32 KiB", 4, provider.ReasonReady},
 		} {
 			name := tc.name + " over HTTP/1.1"
 			if h2 {
@@ -96,7 +96,7 @@ func TestHugeHeadersAreRefused(t *testing.T) {
 				t.Cleanup(srv.Close)
 				ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
 				v := check(newTestChecker(t, kubeconfig(t, srv.URL, ca, nil)))
-				if v.Reason != tc.want || (tc.want == collector.ReasonBadResponse && !strings.Contains(v.Message, "limit of 64 KiB")) {
+				if v.Reason != tc.want || (tc.want == provider.ReasonBadResponse && !strings.Contains(v.Message, "limit of 64 KiB")) {
 					t.Errorf("verdict %s (%s), want %s (naming the limit when refused)", v.Reason, v.Message, tc.want)
 				}
 			})

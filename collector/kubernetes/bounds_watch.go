@@ -23,8 +23,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	sigsjson "sigs.k8s.io/json"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
 	"github.com/egress-proxies/provider_health_exporter/internal/quantity"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // What the schedule watches read is bounded before client-go decodes it
@@ -305,7 +305,7 @@ func stub(obj metav1.Object, raw []byte, protobuf bool, cause error) (runtime.Ob
 		}
 		meta, nodeName, phase = s.Metadata, s.Spec.NodeName, s.Status.Phase
 	}
-	meta.Annotations = map[string]string{unreadableAnnotation: collector.BoundString(cause.Error())}
+	meta.Annotations = map[string]string{unreadableAnnotation: provider.BoundString(cause.Error())}
 	meta.ManagedFields = nil
 	switch o := obj.(type) {
 	case *corev1.Node:

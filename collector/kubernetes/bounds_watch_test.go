@@ -25,7 +25,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // wire writes objects as a hostile API server would, in JSON or
@@ -351,11 +351,11 @@ func TestWatchWrongKindIsBadResponse(t *testing.T) {
 			cm := &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{Kind: "ConfigMap", APIVersion: "v1"}, ObjectMeta: metav1.ObjectMeta{Name: "x", ResourceVersion: "3"}}
 			h.items["nodes"] = [][]byte{w.item(t, cm)}
 			ws := watchUntil(t, h)
-			var reason collector.Reason
+			var reason provider.Reason
 			var msg string
 			waitWithin(t, time.Minute, "a BadResponse verdict", func() bool {
 				reason, msg, _ = ws.verdict(time.Now())
-				return reason == collector.ReasonBadResponse
+				return reason == provider.ReasonBadResponse
 			})
 			if !strings.Contains(msg, `nodes is a "ConfigMap`) || !strings.Contains(msg, "want a Node") {
 				t.Errorf("message %q does not name what came back", msg)
@@ -398,9 +398,9 @@ func TestWatchEventTooLarge(t *testing.T) {
 			syncedWithin(t, ws)
 			var msg string
 			waitWithin(t, time.Minute, "a BadResponse verdict", func() bool {
-				var reason collector.Reason
+				var reason provider.Reason
 				reason, msg, _ = ws.verdict(time.Now())
-				return reason == collector.ReasonBadResponse
+				return reason == provider.ReasonBadResponse
 			})
 			if !strings.Contains(msg, "the watch of nodes") || !strings.Contains(msg, "over the limit of 16 MiB") {
 				t.Errorf("message %q does not name the watch and the limit", msg)

@@ -12,8 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	resourcehelper "k8s.io/component-helpers/resource"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
 	"github.com/egress-proxies/provider_health_exporter/internal/quantity"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // The capacity of a cluster entry (docs/metrics.md: "Capacity"): the
@@ -26,10 +26,12 @@ import (
 // (k8s.io/component-helpers/resource: init containers, sidecars, overhead,
 // pod-level resources), and 1 for pods and count/pods.
 
-// PodNeeds is what one copy of the dry run's Pod adds to a quota, in
+// quotaNeeds is what one copy of the dry run's Pod adds to a quota, in
 // thousandths of each resource's unit, by quota resource name
-// ("requests.cpu", "cpu", "limits.memory", "pods").
-type PodNeeds map[string]quantity.Milli
+// ("requests.cpu", "cpu", "limits.memory", "pods"). What the same Pod asks
+// of a node, as kube-scheduler counts it, is nodeNeed (fit.go): the two
+// read the same PodRequests sum, by other names and units.
+type quotaNeeds map[string]quantity.Milli
 
 // errProtobufPod: an API server that answered the dry run in protobuf,
 // which the exporter does not ask for; the Pod's requests are then not
@@ -49,11 +51,11 @@ type jsonContainer struct {
 	Resources     jsonResources                  `json:"resources"`
 }
 
-// decodePodNeeds reads the requests and limits of the Pod the dry run
+// decodeQuotaNeeds reads the requests and limits of the Pod the dry run
 // returned. Every quantity is read by internal/quantity first, so one no
 // cluster could mean is an error before resource.ParseQuantity, which is
 // exact and so unbounded, sees it (decode.go).
-func decodePodNeeds(body []byte, protobuf bool) (PodNeeds, error) {
+func decodeQuotaNeeds(body []byte, protobuf bool) (quotaNeeds, error) {
 	if protobuf {
 		return nil, errProtobufPod
 	}
@@ -89,7 +91,7 @@ func decodePodNeeds(body []byte, protobuf bool) (PodNeeds, error) {
 	if err != nil {
 		return nil, err
 	}
-	needs := PodNeeds{"pods": 1000, "count/pods": 1000}
+	needs := quotaNeeds{"pods": 1000, "count/pods": 1000}
 	for prefix, list := range map[string]corev1.ResourceList{
 		"requests.": resourcehelper.PodRequests(&p, resourcehelper.PodResourcesOptions{}),
 		"limits.":   resourcehelper.PodLimits(&p, resourcehelper.PodResourcesOptions{}),
@@ -139,16 +141,16 @@ func quotaBinding(u QuotaUsage) string { return "quota " + u.Quota + " " + strin
 // counted yet is not judged, as evaluateHeadroom does not judge it; a
 // resource the Pod does not add to (services, a PVC's requests.storage,
 // a request of 0) does not bound it. The arithmetic is in clamped
-// thousandths (internal/quantity), and a fit is 0 exactly when hard − used
+// thousandths (internal/quantity), and a constraint is 0 exactly when hard − used
 // < need, evaluateHeadroom's comparison: QuotaExhausted ⇔ capacity 0.
 // Unknown when no quota bounds anything.
-func quotaCapacity(h Headroom, mins map[corev1.ResourceName]Quantity, needs PodNeeds) collector.Capacity {
-	var c collector.Capacity
+func quotaCapacity(h Headroom, mins map[corev1.ResourceName]Quantity, needs quotaNeeds) provider.Capacity {
+	var c provider.Capacity
 	for _, u := range h.Quotas {
 		if u.NoUsage {
 			continue
 		}
-		c = c.Min(collector.Fit(int64(u.Hard.Milli.Sub(u.Used.Milli)), int64(mins[u.Resource].Milli), quotaBinding(u)))
+		c = c.Min(provider.Constraint(int64(u.Hard.Milli.Sub(u.Used.Milli)), int64(mins[u.Resource].Milli), quotaBinding(u)))
 	}
 	if needs == nil {
 		return c
@@ -158,7 +160,7 @@ func quotaCapacity(h Headroom, mins map[corev1.ResourceName]Quantity, needs PodN
 		if !ok || need <= 0 || u.NoUsage {
 			continue
 		}
-		c = c.Min(collector.Fit(int64(u.Hard.Milli.Sub(u.Used.Milli)), int64(need), quotaBinding(u)))
+		c = c.Min(provider.Constraint(int64(u.Hard.Milli.Sub(u.Used.Milli)), int64(need), quotaBinding(u)))
 	}
 	return c
 }
@@ -173,7 +175,7 @@ func podQuotaUsages(list []rawQuota, warn func(msg string, args ...any)) []Quota
 	var out []QuotaUsage
 	for _, q := range list {
 		if q.Scoped {
-			warn("resource quota with scopes is left out of the capacity", "quota", collector.BoundString(q.Name))
+			warn("resource quota with scopes is left out of the capacity", "quota", provider.BoundString(q.Name))
 			continue
 		}
 		hard := q.StatusHard
@@ -183,13 +185,13 @@ func podQuotaUsages(list []rawQuota, warn func(msg string, args ...any)) []Quota
 		for _, res := range slices.Sorted(maps.Keys(hard)) {
 			h, err := parseQuantity(hard[res])
 			if err != nil {
-				warn("quota quantity unreadable: left out of the capacity", "quota", collector.BoundString(q.Name), "resource", collector.BoundString(res), "err", err)
+				warn("quota quantity unreadable: left out of the capacity", "quota", provider.BoundString(q.Name), "resource", provider.BoundString(res), "err", err)
 				continue
 			}
-			u := QuotaUsage{Quota: collector.BoundString(q.Name), Resource: corev1.ResourceName(res), Hard: h, NoSeries: true}
+			u := QuotaUsage{Quota: provider.BoundString(q.Name), Resource: corev1.ResourceName(res), Hard: h, NoSeries: true}
 			if usedText, ok := q.Used[res]; ok {
 				if u.Used, err = parseQuantity(usedText); err != nil {
-					warn("quota quantity unreadable: left out of the capacity", "quota", collector.BoundString(q.Name), "resource", collector.BoundString(res), "err", err)
+					warn("quota quantity unreadable: left out of the capacity", "quota", provider.BoundString(q.Name), "resource", provider.BoundString(res), "err", err)
 					continue
 				}
 			} else {

@@ -15,7 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // capQuota is a ResourceQuota with hard and used as name → quantity pairs.
@@ -83,8 +83,8 @@ func TestCapacity(t *testing.T) {
 		[3]string{"pods", "10", "3"}, [3]string{"services", "5", "5"})
 	scoped := capQuota("best-effort", [3]string{"pods", "1", "1"})
 	scoped.Spec.Scopes = []corev1.ResourceQuotaScope{corev1.ResourceQuotaScopeBestEffort}
-	known := func(n int64, binding string) collector.Capacity {
-		return collector.Capacity{Known: true, Proxies: n, Binding: binding}
+	known := func(n int64, binding string) provider.Capacity {
+		return provider.Capacity{Known: true, Proxies: n, Binding: binding}
 	}
 	const initTemplate = testTemplate + `  initContainers:
     - name: warm
@@ -102,39 +102,39 @@ func TestCapacity(t *testing.T) {
 		mins     map[string]string
 		allowed  bool
 		post     http.HandlerFunc
-		want     collector.Reason
-		cap      collector.Capacity
+		want     provider.Reason
+		cap      provider.Capacity
 	}{
 		{"pod_template: defaults bind", []corev1.ResourceQuota{compute, scoped}, testTemplate, nil, true, admitWithDefaults,
 			// cpu: the limit of 1 is the request (1500m / 1000m); memory
 			// 768Mi / 64Mi = 12; pods 7; services are not a Pod's.
-			collector.ReasonReady, known(1, "quota compute requests.cpu")},
+			provider.ReasonReady, known(1, "quota compute requests.cpu")},
 		{"pod_template: init container", []corev1.ResourceQuota{capQuota("compute", [3]string{"requests.cpu", "10", "0"}, [3]string{"pods", "10", "3"})},
-			initTemplate, nil, true, admitWithDefaults, collector.ReasonReady, known(7, "quota compute pods")},
+			initTemplate, nil, true, admitWithDefaults, provider.ReasonReady, known(7, "quota compute pods")},
 		{"pod_template: the init container's request is the Pod's", []corev1.ResourceQuota{capQuota("compute", [3]string{"requests.cpu", "5", "0"})},
-			initTemplate, nil, true, admitWithDefaults, collector.ReasonReady, known(4, "quota compute requests.cpu")}, // 5 / max(1, 1.2)
+			initTemplate, nil, true, admitWithDefaults, provider.ReasonReady, known(4, "quota compute requests.cpu")}, // 5 / max(1, 1.2)
 		{"pod_template: memory", []corev1.ResourceQuota{capQuota("mem", [3]string{"memory", "1Gi", "256Mi"})}, testTemplate, nil, true, admitWithDefaults,
-			collector.ReasonReady, known(12, "quota mem memory")},
-		{"pod_template: no quota", nil, testTemplate, nil, true, admitWithDefaults, collector.ReasonReady, collector.Capacity{}},
-		{"pod_template: only a scoped quota", []corev1.ResourceQuota{scoped}, testTemplate, nil, true, admitWithDefaults, collector.ReasonReady, collector.Capacity{}},
+			provider.ReasonReady, known(12, "quota mem memory")},
+		{"pod_template: no quota", nil, testTemplate, nil, true, admitWithDefaults, provider.ReasonReady, provider.Capacity{}},
+		{"pod_template: only a scoped quota", []corev1.ResourceQuota{scoped}, testTemplate, nil, true, admitWithDefaults, provider.ReasonReady, provider.Capacity{}},
 		{"pod_template: refused by quota", []corev1.ResourceQuota{compute}, testTemplate, nil, true, refuse,
 			ReasonQuotaExhausted, known(0, string(ReasonQuotaExhausted))},
 		{"min_quota_headroom alone", []corev1.ResourceQuota{compute}, "", map[string]string{"requests.cpu": "500m", "pods": "1"}, true, nil,
-			collector.ReasonReady, known(3, "quota compute requests.cpu")},
+			provider.ReasonReady, known(3, "quota compute requests.cpu")},
 		{"min_quota_headroom at the boundary", []corev1.ResourceQuota{compute}, "", map[string]string{"requests.cpu": "1500m"}, true, nil,
-			collector.ReasonReady, known(1, "quota compute requests.cpu")},
+			provider.ReasonReady, known(1, "quota compute requests.cpu")},
 		{"min_quota_headroom one short", []corev1.ResourceQuota{compute}, "", map[string]string{"requests.cpu": "1501m"}, true, nil,
 			ReasonQuotaExhausted, known(0, "quota compute requests.cpu")},
 		// 7 pods / 4 and 1500m / 1 CPU tie: the configured key, checked
 		// first, names the binding.
 		{"both: the least", []corev1.ResourceQuota{compute}, testTemplate, map[string]string{"pods": "4"}, true, admitWithDefaults,
-			collector.ReasonReady, known(1, "quota compute pods")},
+			provider.ReasonReady, known(1, "quota compute pods")},
 		{"both: the Pod binds", []corev1.ResourceQuota{compute}, testTemplate, map[string]string{"pods": "2"}, true, admitWithDefaults,
-			collector.ReasonReady, known(1, "quota compute requests.cpu")},
+			provider.ReasonReady, known(1, "quota compute requests.cpu")},
 		{"can_i says no", []corev1.ResourceQuota{compute}, "", map[string]string{"pods": "1"}, false, nil,
-			collector.ReasonForbidden, known(0, string(collector.ReasonForbidden))},
+			provider.ReasonForbidden, known(0, string(provider.ReasonForbidden))},
 		{"can_i alone names no need", []corev1.ResourceQuota{compute}, "", nil, false, nil,
-			collector.ReasonForbidden, collector.Capacity{}},
+			provider.ReasonForbidden, provider.Capacity{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -175,7 +175,7 @@ func TestCapacityQuotaListRefused(t *testing.T) {
 		quotaErr: apierrors.NewForbidden(schema.GroupResource{Resource: "resourcequotas"}, "", errors.New("RBAC"))}}
 	srv := newAPIServer(t, true, api.serve)
 	v := dryRunChecker(t, srv, nil).Check(context.Background(), slog.New(slog.DiscardHandler), TargetName)
-	if v.Reason != collector.ReasonReady || v.Capacity.Known {
+	if v.Reason != provider.ReasonReady || v.Capacity.Known {
 		t.Errorf("%s (%s), capacity %s; want Ready without a capacity", v.Reason, v.Message, v.Capacity)
 	}
 	if want := "; capacity unknown: list resource quotas of namespace egress-proxies: "; !strings.Contains(v.Message, want) {

@@ -17,8 +17,8 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/client-go/util/flowcontrol"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
 	"github.com/egress-proxies/provider_health_exporter/internal/boundedfile"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // inClusterFiles are where a Pod finds its ServiceAccount's credentials.
@@ -168,15 +168,15 @@ func (c *Checker) build(base *rest.Config, cred *execCredential) (*client, error
 	// The innermost wrapper, below client-go's authentication wrappers, so
 	// that reaching it means credentials were obtained.
 	// Below it, the bounds every provider's HTTP client has: capped
-	// headers and bodies, no redirects (collector.BoundedTransport).
+	// headers and bodies, no redirects (provider.BoundedTransport).
 	// client-go calls the wrapper as it builds the transport below
 	// (HTTPClientFor), its own for this build: cfg.Dial makes it one no
 	// other client shares, whose header limit is then set before any
 	// request.
 	var boundErr error
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		boundErr = collector.BoundHeaders(rt)
-		return &tracingTransport{base: collector.BoundedTransport(rt)}
+		boundErr = provider.BoundHeaders(rt)
+		return &tracingTransport{base: provider.BoundedTransport(rt)}
 	})
 	cfg.GroupVersion = &corev1.SchemeGroupVersion
 	cfg.APIPath = "/api"

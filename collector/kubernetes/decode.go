@@ -390,7 +390,7 @@ func boundedText(s string) string {
 // decodeWholePod reads the dry run's answer as a whole Pod, for
 // schedule. Its quantities are resource.Quantity's, as client-go's
 // informers read every Node and Pod; the answer is bounded by the body
-// limit of every answer (collector.BoundedTransport).
+// limit of every answer (provider.BoundedTransport).
 func decodeWholePod(body []byte, protobuf bool) (*corev1.Pod, error) {
 	pod := &corev1.Pod{}
 	kind := ""

@@ -12,10 +12,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
 	"github.com/egress-proxies/provider_health_exporter/collector/gcp"
 	"github.com/egress-proxies/provider_health_exporter/collector/kvm"
 	"github.com/egress-proxies/provider_health_exporter/config"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // The kustomize base, relative to this package. The integration test creates
@@ -212,4 +212,4 @@ var onlyKubernetes = []config.Section{Kind().Section()}
 
 // deployedSections are the sections of the kinds deploy/kubernetes's
 // example configuration has an entry of.
-var deployedSections = collector.Sections([]collector.Kind{Kind(), gcp.Kind(), kvm.Kind()})
+var deployedSections = provider.Sections([]provider.Kind{Kind(), gcp.Kind(), kvm.Kind()})

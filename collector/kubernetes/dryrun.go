@@ -20,7 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/klog/v2"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // ReasonAdmissionDenied says the API server's admission chain refused the
@@ -30,7 +30,7 @@ import (
 // take a dry run. The API server answered, so up = 1. RBAC's refusal is
 // Forbidden and the ResourceQuota admission's QuotaExhausted, as for
 // can_i and min_quota_headroom.
-const ReasonAdmissionDenied collector.Reason = "AdmissionDenied"
+const ReasonAdmissionDenied provider.Reason = "AdmissionDenied"
 
 // DefaultGenerateName is the generateName of the dry-run Pod when the
 // template has neither a generateName nor a name to derive one from.
@@ -42,7 +42,7 @@ const DefaultGenerateName = "provider-health-dry-run-"
 // comes with min_quota_headroom and with pod_template, whose dry run meets
 // the ResourceQuota admission; AdmissionDenied with pod_template only;
 // Unschedulable with schedule only.
-func EntryReasons(k *Entry) collector.ReasonSet {
+func EntryReasons(k *Entry) provider.ReasonSet {
 	set := Reasons()
 	if k == nil || !k.Schedule {
 		set = set.Without(ReasonUnschedulable)
@@ -72,7 +72,7 @@ type placement struct {
 // DryRunOutcome is what the last dry run of a pod_template gave.
 type DryRunOutcome struct {
 	Time    time.Time
-	Reason  collector.Reason
+	Reason  provider.Reason
 	Message string
 }
 
@@ -124,15 +124,15 @@ func dryRunPod(tmpl *corev1.Pod, namespace string) *corev1.Pod {
 //
 // The Pod admission returned is returned too when it was admitted and the
 // entry sets schedule (nil otherwise).
-func (c *Checker) dryRun(ctx context.Context, logger *slog.Logger, cl *client, v collector.Verdict) (collector.Verdict, *corev1.Pod) {
+func (c *Checker) dryRun(ctx context.Context, logger *slog.Logger, cl *client, v provider.Verdict) (provider.Verdict, *corev1.Pod) {
 	p := c.placement
 	var got admission
-	if v.Reason == collector.ReasonReady {
-		var reason collector.Reason
+	if v.Reason == provider.ReasonReady {
+		var reason provider.Reason
 		var msg string
 		reason, msg, got = p.create(ctx, logger, cl)
 		p.last.Store(&DryRunOutcome{Time: time.Now(), Reason: reason, Message: msg})
-		if reason == collector.ReasonReady {
+		if reason == provider.ReasonReady {
 			v.Message += "; " + msg
 		} else {
 			v.Reason, v.Message = reason, msg
@@ -146,7 +146,7 @@ func (c *Checker) dryRun(ctx context.Context, logger *slog.Logger, cl *client, v
 	f.PodTemplate, f.DryRun = p.file, p.last.Load()
 	f.needs = got.needs
 	if got.err != nil {
-		f.needsErr = collector.BoundString(got.err.Error())
+		f.needsErr = provider.BoundString(got.err.Error())
 	}
 	return v, got.pod
 }
@@ -155,20 +155,20 @@ func (c *Checker) dryRun(ctx context.Context, logger *slog.Logger, cl *client, v
 // for the quota capacity and, with schedule, the Pod itself; err says
 // what of it could not be read.
 type admission struct {
-	needs PodNeeds
+	needs quotaNeeds
 	pod   *corev1.Pod
 	err   error
 }
 
 // create sends the dry run and judges the answer. One request, no
 // retries, under ctx. An admitted Pod's needs are read from the answer
-// for the capacity (decodePodNeeds): what cannot be read there is an
+// for the capacity (decodeQuotaNeeds): what cannot be read there is an
 // error beside a Ready verdict, never the verdict.
 //
 // With schedule the admitted Pod is also decoded whole (decodeWholePod), as
 // admission left it (defaults, LimitRange requests, mutating webhooks), for
 // the node fit.
-func (p *placement) create(ctx context.Context, logger *slog.Logger, cl *client) (collector.Reason, string, admission) {
+func (p *placement) create(ctx context.Context, logger *slog.Logger, cl *client) (provider.Reason, string, admission) {
 	defer utilnet.CloseIdleConnectionsFor(cl.http.Transport)
 	tr := &trace{}
 	ctx = context.WithValue(ctx, traceKey{}, tr)
@@ -181,7 +181,7 @@ func (p *placement) create(ctx context.Context, logger *slog.Logger, cl *client)
 	// The one request of the exporter that could change a cluster: it is
 	// never sent without dryRun=All, whatever becomes of the code above.
 	if q := u.Query()["dryRun"]; len(q) != 1 || q[0] != metav1.DryRunAll {
-		return collector.ReasonUnknown, fmt.Sprintf("refusing to send %s without dryRun=All", u.Path), admission{}
+		return provider.ReasonUnknown, fmt.Sprintf("refusing to send %s without dryRun=All", u.Path), admission{}
 	}
 	logger.Debug("dry-run create of pod_template", "file", p.file, "request", http.MethodPost+" "+u.RequestURI())
 	res := req.Do(ctx)
@@ -193,34 +193,34 @@ func (p *placement) create(ctx context.Context, logger *slog.Logger, cl *client)
 	pod, err := podMeta(res)
 	if err != nil {
 		reason, msg := p.judge(ctx, err, tr)
-		logger.Debug("dry-run refused", "reason", reason, "err", collector.BoundString(err.Error()))
+		logger.Debug("dry-run refused", "reason", reason, "err", provider.BoundString(err.Error()))
 		return reason, msg, admission{}
 	}
 	msg := "dry-run create of pod_template in namespace " + p.namespace + " admitted"
 	if pod.GenerateName == "" && pod.Name == "" {
 		// Not the object just sent: a proxy or another server answered.
-		return collector.ReasonBadResponse, msg + ", but the answer is not the Pod sent", admission{}
+		return provider.ReasonBadResponse, msg + ", but the answer is not the Pod sent", admission{}
 	}
 	var warned []string
 	for _, w := range res.Warnings() {
 		warned = append(warned, w.Text)
 	}
 	if len(warned) > 0 {
-		msg += " with warnings: " + collector.BoundString(strings.Join(warned, "; "))
+		msg += " with warnings: " + provider.BoundString(strings.Join(warned, "; "))
 	}
 	body, protobuf, err := answer(res)
 	var got admission
 	if err == nil {
-		got.needs, err = decodePodNeeds(body, protobuf)
+		got.needs, err = decodeQuotaNeeds(body, protobuf)
 	}
 	if err == nil && p.wholePod {
 		got.pod, err = decodeWholePod(body, protobuf)
 	}
 	if err != nil {
 		got.err = err
-		logger.Debug("the admitted Pod's requests were not read", "err", collector.BoundString(err.Error()))
+		logger.Debug("the admitted Pod's requests were not read", "err", provider.BoundString(err.Error()))
 	}
-	return collector.ReasonReady, msg, got
+	return provider.ReasonReady, msg, got
 }
 
 // The API server tells admission refusals apart only by their text; each
@@ -260,44 +260,44 @@ var plugins = []struct {
 // refusal AdmissionDenied with the server's words; what is not a refusal
 // (no answer, 401, 404, 429, 5xx) is classified as the list call's
 // errors are.
-func (p *placement) judge(ctx context.Context, err error, tr *trace) (collector.Reason, string) {
+func (p *placement) judge(ctx context.Context, err error, tr *trace) (provider.Reason, string) {
 	what := "dry-run create of pod_template in namespace " + p.namespace
-	if collector.Ended(ctx) {
-		return collector.ReasonTimeout, what + ": " + collector.BoundString(err.Error())
+	if provider.Ended(ctx) {
+		return provider.ReasonTimeout, what + ": " + provider.BoundString(err.Error())
 	}
 	var status apierrors.APIStatus
 	if !errors.As(err, &status) {
-		return classify(ctx, err, tr), what + ": " + collector.BoundString(err.Error())
+		return classify(ctx, err, tr), what + ": " + provider.BoundString(err.Error())
 	}
 	st := status.Status()
-	text := collector.BoundString(st.Message)
+	text := provider.BoundString(st.Message)
 	if text == "" {
-		text = collector.BoundString(err.Error())
+		text = provider.BoundString(err.Error())
 	}
 	if m := webhookNoDryRun.FindStringSubmatch(st.Message); m != nil {
 		return ReasonAdmissionDenied, fmt.Sprintf("%s: admission webhook %q cannot take a dry run (its sideEffects is Unknown or Some), so the API server refuses every dry run it would see: "+
 			"set sideEffects: None (or NoneOnDryRun, if the webhook skips its side effects for dry runs) in its webhook configuration, or leave namespace %s out of its namespaceSelector",
-			what, collector.BoundString(m[1]), p.namespace)
+			what, provider.BoundString(m[1]), p.namespace)
 	}
 	if m := webhookDenied.FindStringSubmatch(st.Message); m != nil {
-		return ReasonAdmissionDenied, fmt.Sprintf("%s refused by admission webhook %q: %s", what, collector.BoundString(m[1]), text)
+		return ReasonAdmissionDenied, fmt.Sprintf("%s refused by admission webhook %q: %s", what, provider.BoundString(m[1]), text)
 	}
 	if m := webhookFailed.FindStringSubmatch(st.Message); m != nil {
-		return ReasonAdmissionDenied, fmt.Sprintf("%s refused: admission webhook %q could not be called and fails closed: %s", what, collector.BoundString(m[1]), text)
+		return ReasonAdmissionDenied, fmt.Sprintf("%s refused: admission webhook %q could not be called and fails closed: %s", what, provider.BoundString(m[1]), text)
 	}
 	if m := policyDenied.FindStringSubmatch(st.Message); m != nil {
-		return ReasonAdmissionDenied, fmt.Sprintf("%s refused by ValidatingAdmissionPolicy %q: %s", what, collector.BoundString(m[1]), text)
+		return ReasonAdmissionDenied, fmt.Sprintf("%s refused by ValidatingAdmissionPolicy %q: %s", what, provider.BoundString(m[1]), text)
 	}
 	switch code := st.Code; {
 	case apierrors.IsUnauthorized(err), apierrors.IsTooManyRequests(err), apierrors.IsNotFound(err):
 		r, _ := statusReason(err)
 		return r, what + ": " + text
 	case apierrors.IsForbidden(err) && rbacDenied.MatchString(st.Message):
-		return collector.ReasonForbidden, fmt.Sprintf("cannot create pods in namespace %s (%s): %s", p.namespace, what, text)
+		return provider.ReasonForbidden, fmt.Sprintf("cannot create pods in namespace %s (%s): %s", p.namespace, what, text)
 	case apierrors.IsForbidden(err) && quotaExceeded.MatchString(st.Message):
 		return ReasonQuotaExhausted, what + " refused by ResourceQuota: " + text
 	case code >= 500 && code <= 599:
-		return collector.ReasonServerError, what + ": " + text
+		return provider.ReasonServerError, what + ": " + text
 	case apierrors.IsInvalid(err):
 		return ReasonAdmissionDenied, what + " refused: the Pod is invalid as admission leaves it: " + text
 	}

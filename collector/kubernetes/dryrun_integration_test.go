@@ -35,8 +35,8 @@ import (
 	k8s "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
 	"github.com/egress-proxies/provider_health_exporter/internal/testnet"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // placementSelector labels the namespaces the pod_template test's webhooks
@@ -112,7 +112,7 @@ func TestIntegrationDryRun(t *testing.T) {
 
 	hook := newAdmissionWebhook(t)
 	dryRuns := 0
-	run := func(t *testing.T, token, namespace, template string) collector.Verdict {
+	run := func(t *testing.T, token, namespace, template string) provider.Verdict {
 		t.Helper()
 		path := filepath.Join(t.TempDir(), "pod.yaml")
 		if err := os.WriteFile(path, []byte(template), 0o600); err != nil {
@@ -142,7 +142,7 @@ func TestIntegrationDryRun(t *testing.T) {
 		}
 		return v
 	}
-	want := func(t *testing.T, v collector.Verdict, reason collector.Reason, parts ...string) {
+	want := func(t *testing.T, v provider.Verdict, reason provider.Reason, parts ...string) {
 		t.Helper()
 		t.Logf("%s: %s", v.Reason, v.Message)
 		if v.Reason != reason {
@@ -175,7 +175,7 @@ func TestIntegrationDryRun(t *testing.T) {
 	t.Run("Ready when admission admits the Pod", func(t *testing.T) {
 		n := ns(t, "placement-ready", restricted, true)
 		v := run(t, exporter, n, restrictedTemplate)
-		want(t, v, collector.ReasonReady, "dry-run create of pod_template in namespace "+n+" admitted")
+		want(t, v, provider.ReasonReady, "dry-run create of pod_template in namespace "+n+" admitted")
 		if d := v.Facts.Details(); !strings.HasPrefix(d["dryRun"], "Ready: ") || d["namespace"] != n {
 			t.Errorf("details %v", d)
 		}
@@ -186,7 +186,7 @@ func TestIntegrationDryRun(t *testing.T) {
 	})
 	t.Run("Ready with PodSecurity's warnings in warn mode", func(t *testing.T) {
 		n := ns(t, "placement-warn", map[string]string{"pod-security.kubernetes.io/warn": "restricted"}, true)
-		want(t, run(t, exporter, n, rootTemplate), collector.ReasonReady, "admitted with warnings: ", `would violate PodSecurity "restricted:latest"`)
+		want(t, run(t, exporter, n, rootTemplate), provider.ReasonReady, "admitted with warnings: ", `would violate PodSecurity "restricted:latest"`)
 	})
 	t.Run("AdmissionDenied naming LimitRanger for a Pod over the LimitRange", func(t *testing.T) {
 		n := ns(t, "placement-limits", nil, true)
@@ -208,7 +208,7 @@ func TestIntegrationDryRun(t *testing.T) {
 		}
 		// No quota controller runs. A quota whose status has no hard
 		// limits is not enforced yet: admitted.
-		want(t, run(t, exporter, n, restrictedTemplate), collector.ReasonReady, "admitted")
+		want(t, run(t, exporter, n, restrictedTemplate), provider.ReasonReady, "admitted")
 		// With the hard limits in its status but no usage counted, the
 		// quota admission refuses for want of it.
 		setStatus := func(st corev1.ResourceQuotaStatus) {
@@ -223,7 +223,7 @@ func TestIntegrationDryRun(t *testing.T) {
 		setStatus(corev1.ResourceQuotaStatus{Hard: hard, Used: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("2")}})
 		want(t, run(t, exporter, n, restrictedTemplate), ReasonQuotaExhausted, "refused by ResourceQuota: ", "exceeded quota: proxies, requested: pods=1, used: pods=2, limited: pods=2")
 		setStatus(corev1.ResourceQuotaStatus{Hard: hard, Used: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("1")}})
-		want(t, run(t, exporter, n, restrictedTemplate), collector.ReasonReady, "admitted")
+		want(t, run(t, exporter, n, restrictedTemplate), provider.ReasonReady, "admitted")
 	})
 	t.Run("capacity: the quota's room for the Pod admission returns, LimitRange defaults included", func(t *testing.T) {
 		n := ns(t, "placement-capacity", nil, true)
@@ -261,15 +261,15 @@ func TestIntegrationDryRun(t *testing.T) {
 		// No quota controller runs: the usage is written as it would.
 		for _, tc := range []struct {
 			usedCPU string
-			reason  collector.Reason
-			cap     collector.Capacity
+			reason  provider.Reason
+			cap     provider.Capacity
 		}{
 			// 700m / 200m, 1Gi / 256Mi = 4, 8 pods: 3.
-			{"300m", collector.ReasonReady, collector.Capacity{Known: true, Proxies: 3, Binding: "quota proxies requests.cpu"}},
+			{"300m", provider.ReasonReady, provider.Capacity{Known: true, Proxies: 3, Binding: "quota proxies requests.cpu"}},
 			// Exactly one Pod's 200m left: admitted, capacity 1.
-			{"800m", collector.ReasonReady, collector.Capacity{Known: true, Proxies: 1, Binding: "quota proxies requests.cpu"}},
+			{"800m", provider.ReasonReady, provider.Capacity{Known: true, Proxies: 1, Binding: "quota proxies requests.cpu"}},
 			// 1m short: the real ResourceQuota admission refuses, 0.
-			{"801m", ReasonQuotaExhausted, collector.Capacity{Known: true, Binding: string(ReasonQuotaExhausted)}},
+			{"801m", ReasonQuotaExhausted, provider.Capacity{Known: true, Binding: string(ReasonQuotaExhausted)}},
 		} {
 			rq.Status = corev1.ResourceQuotaStatus{Hard: hard, Used: corev1.ResourceList{corev1.ResourceRequestsCPU: resource.MustParse(tc.usedCPU),
 				corev1.ResourceRequestsMemory: resource.MustParse("0"), corev1.ResourcePods: resource.MustParse("2")}}
@@ -285,7 +285,7 @@ func TestIntegrationDryRun(t *testing.T) {
 	})
 	t.Run("Forbidden for an identity that may not create pods", func(t *testing.T) {
 		n := "placement-ready" + sfx
-		want(t, run(t, lister, n, restrictedTemplate), collector.ReasonForbidden,
+		want(t, run(t, lister, n, restrictedTemplate), provider.ReasonForbidden,
 			"cannot create pods in namespace "+n+" (dry-run create of pod_template in namespace "+n+"): ",
 			`User "system:serviceaccount:`+accounts+`:lister" cannot create resource "pods"`)
 	})

@@ -26,8 +26,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
 	"github.com/egress-proxies/provider_health_exporter/config"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 const dryRunPath = "/api/v1/namespaces/" + headroomNamespace + "/pods"
@@ -78,13 +78,13 @@ func TestJudge(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		err  error
-		want collector.Reason
+		want provider.Reason
 		msg  string // the whole message, or its start when it ends in "…"
 	}{
 		{"RBAC", forbidden("", `User "system:serviceaccount:provider-health:provider-health-exporter" cannot create resource "pods" in API group "" in the namespace "egress-proxies"`),
-			collector.ReasonForbidden, `cannot create pods in namespace egress-proxies (` + what + `): pods is forbidden: User "system:serviceaccount:provider-health:provider-health-exporter" cannot create resource "pods" in API group "" in the namespace "egress-proxies"`},
+			provider.ReasonForbidden, `cannot create pods in namespace egress-proxies (` + what + `): pods is forbidden: User "system:serviceaccount:provider-health:provider-health-exporter" cannot create resource "pods" in API group "" in the namespace "egress-proxies"`},
 		{"RBAC with the authorizer's reason", forbidden("", `User "u" cannot create resource "pods" in API group "" in the namespace "egress-proxies": RBAC: role.rbac.authorization.k8s.io "x" not found`),
-			collector.ReasonForbidden, "cannot create pods in namespace egress-proxies…"},
+			provider.ReasonForbidden, "cannot create pods in namespace egress-proxies…"},
 		{"ResourceQuota", forbidden("egress-proxy-x7k2p", "exceeded quota: proxies, requested: pods=1, used: pods=3, limited: pods=3"),
 			ReasonQuotaExhausted, what + ` refused by ResourceQuota: pods "egress-proxy-x7k2p" is forbidden: exceeded quota: proxies, requested: pods=1, used: pods=3, limited: pods=3`},
 		{"ResourceQuota, no name yet", forbidden("", "exceeded quota: proxies, requested: pods=1, used: pods=3, limited: pods=3"), ReasonQuotaExhausted, what + " refused by ResourceQuota: pods is forbidden: exceeded quota…"},
@@ -118,13 +118,13 @@ func TestJudge(t *testing.T) {
 			ReasonAdmissionDenied, what + ` refused: the Pod is invalid as admission leaves it: Pod "egress-proxy-x7k2p" is invalid: spec.containers[0].image: Required value`},
 		{"400 of another kind", apierrors.NewBadRequest("the server rejected our request for an unknown reason"), ReasonAdmissionDenied, what + " refused by admission: the server rejected our request for an unknown reason"},
 		{"409", apierrors.NewConflict(pods, "x", errors.New("conflict")), ReasonAdmissionDenied, what + " refused by admission…"},
-		{"401", apierrors.NewUnauthorized("Unauthorized"), collector.ReasonUnauthorized, what + ": Unauthorized"},
-		{"namespace missing", apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, "egress-proxies"), collector.ReasonNotFound, what + `: namespaces "egress-proxies" not found`},
-		{"429", apierrors.NewTooManyRequests("too many requests", 1), collector.ReasonRateLimited, what + ": too many requests"},
-		{"503", apierrors.NewServiceUnavailable("the server is shutting down"), collector.ReasonServerError, what + ": the server is shutting down"},
-		{"500", apierrors.NewInternalError(errors.New("etcdserver: request timed out")), collector.ReasonServerError, what + ": Internal error occurred: etcdserver: request timed out"},
-		{"500 of another reason", status(500, metav1.StatusReasonUnknown, "the backend broke"), collector.ReasonServerError, what + ": the backend broke"},
-		{"connection refused", &url.Error{Op: "Post", URL: "https://127.0.0.1:6443" + dryRunPath, Err: &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}}, collector.ReasonUnreachable, what + ": Post…"},
+		{"401", apierrors.NewUnauthorized("Unauthorized"), provider.ReasonUnauthorized, what + ": Unauthorized"},
+		{"namespace missing", apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, "egress-proxies"), provider.ReasonNotFound, what + `: namespaces "egress-proxies" not found`},
+		{"429", apierrors.NewTooManyRequests("too many requests", 1), provider.ReasonRateLimited, what + ": too many requests"},
+		{"503", apierrors.NewServiceUnavailable("the server is shutting down"), provider.ReasonServerError, what + ": the server is shutting down"},
+		{"500", apierrors.NewInternalError(errors.New("etcdserver: request timed out")), provider.ReasonServerError, what + ": Internal error occurred: etcdserver: request timed out"},
+		{"500 of another reason", status(500, metav1.StatusReasonUnknown, "the backend broke"), provider.ReasonServerError, what + ": the backend broke"},
+		{"connection refused", &url.Error{Op: "Post", URL: "https://127.0.0.1:6443" + dryRunPath, Err: &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}}, provider.ReasonUnreachable, what + ": Post…"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -149,7 +149,7 @@ func TestJudge(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		// Whatever the error says once the budget is spent.
-		if reason, _ := testPlacement().judge(ctx, forbidden("", "exceeded quota: q"), &trace{}); reason != collector.ReasonTimeout {
+		if reason, _ := testPlacement().judge(ctx, forbidden("", "exceeded quota: q"), &trace{}); reason != provider.ReasonTimeout {
 			t.Errorf("reason %s, want Timeout", reason)
 		}
 	})
@@ -157,7 +157,7 @@ func TestJudge(t *testing.T) {
 		t.Parallel()
 		huge := `admission webhook "w.example" denied the request: ` + strings.Repeat("no ", 1<<20)
 		_, msg := testPlacement().judge(context.Background(), status(403, metav1.StatusReasonForbidden, huge), &trace{})
-		if len(msg) > 2*collector.MaxProviderString || !strings.Contains(msg, "[cut: ") {
+		if len(msg) > 2*provider.MaxProviderString || !strings.Contains(msg, "[cut: ") {
 			t.Errorf("message of %d bytes for a %d-byte denial", len(msg), len(huge))
 		}
 	})
@@ -309,7 +309,7 @@ func TestDryRunRequest(t *testing.T) {
 	var logBuf bytes.Buffer
 	logger := slog.New(slog.NewTextHandler(&logBuf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	v := c.Check(context.Background(), logger, TargetName)
-	if v.Reason != collector.ReasonReady {
+	if v.Reason != provider.ReasonReady {
 		t.Fatalf("reason %s (%s), want Ready", v.Reason, v.Message)
 	}
 	wantMsg := `pods listed cluster-wide: no managed pods; dry-run create of pod_template in namespace egress-proxies admitted with warnings: would violate PodSecurity "restricted:latest": runAsNonRoot != true`
@@ -360,7 +360,7 @@ func TestDryRunRequest(t *testing.T) {
 		a.listErr = apierrors.NewForbidden(podsResource, "", errors.New(`User "u" cannot list resource "pods" in API group "" at the cluster scope`))
 	})
 	v = check(c)
-	if v.Reason != collector.ReasonForbidden || api.postCount() != 1 {
+	if v.Reason != provider.ReasonForbidden || api.postCount() != 1 {
 		t.Errorf("list forbidden: %s (%s) after %d dry runs; want Forbidden, no more dry runs", v.Reason, v.Message, api.postCount())
 	}
 	if d2 := v.Facts.Details(); d2["dryRun"] != d["dryRun"] || d2["dryRunTime"] != d["dryRunTime"] || d2["podTemplate"] != d["podTemplate"] {
@@ -374,7 +374,7 @@ func TestDryRunNotRunYet(t *testing.T) {
 	api := &dryRunAPI{t: t, listErr: apierrors.NewUnauthorized("Unauthorized"), post: admit("")}
 	srv := newAPIServer(t, true, api.serve)
 	v := check(dryRunChecker(t, srv, nil))
-	if v.Reason != collector.ReasonUnauthorized || api.postCount() != 0 {
+	if v.Reason != provider.ReasonUnauthorized || api.postCount() != 0 {
 		t.Fatalf("%s (%s) after %d dry runs", v.Reason, v.Message, api.postCount())
 	}
 	if d := v.Facts.Details(); !strings.HasPrefix(d["dryRun"], "not run yet") || d["dryRunTime"] != "" {
@@ -395,12 +395,12 @@ func TestDryRunAfterHeadroom(t *testing.T) {
 		allowed bool
 		used    string
 		post    http.HandlerFunc
-		want    collector.Reason
+		want    provider.Reason
 		posts   int
 	}{
-		{"can_i says no", false, "0", admit(""), collector.ReasonForbidden, 0},
+		{"can_i says no", false, "0", admit(""), provider.ReasonForbidden, 0},
 		{"quota used up", true, "3", admit(""), ReasonQuotaExhausted, 0},
-		{"headroom passes, admitted", true, "2", admit(""), collector.ReasonReady, 1},
+		{"headroom passes, admitted", true, "2", admit(""), provider.ReasonReady, 1},
 		{"headroom passes, PodSecurity refuses", true, "2", func(w http.ResponseWriter, _ *http.Request) {
 			writeStatus(w, apierrors.NewForbidden(podsResource, "", errors.New(`violates PodSecurity "restricted:latest": runAsNonRoot != true`)), nil)
 		}, ReasonAdmissionDenied, 1},
@@ -433,28 +433,28 @@ func TestDryRunOneRequest(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		post http.HandlerFunc
-		want collector.Reason
+		want provider.Reason
 	}{
 		{"429 with Retry-After", func(w http.ResponseWriter, _ *http.Request) {
 			writeStatus(w, apierrors.NewTooManyRequests("too many requests", 1), map[string]string{"Retry-After": "1"})
-		}, collector.ReasonRateLimited},
+		}, provider.ReasonRateLimited},
 		{"503 with Retry-After", func(w http.ResponseWriter, _ *http.Request) {
 			writeStatus(w, apierrors.NewServiceUnavailable("shutting down"), map[string]string{"Retry-After": "1"})
-		}, collector.ReasonServerError},
+		}, provider.ReasonServerError},
 		{"a plain 500, not a Status", func(w http.ResponseWriter, _ *http.Request) {
 			http.Error(w, "upstream connect error or disconnect/reset before headers", http.StatusInternalServerError)
-		}, collector.ReasonServerError},
+		}, provider.ReasonServerError},
 		{"connection closed before an answer", func(w http.ResponseWriter, _ *http.Request) {
 			if conn, _, err := w.(http.Hijacker).Hijack(); err == nil {
 				conn.Close()
 			}
-		}, collector.ReasonUnreachable},
+		}, provider.ReasonUnreachable},
 		{"200 of another kind", func(w http.ResponseWriter, _ *http.Request) {
 			writeJSON(w, &corev1.Namespace{TypeMeta: metav1.TypeMeta{Kind: "Namespace", APIVersion: "v1"}})
-		}, collector.ReasonBadResponse},
+		}, provider.ReasonBadResponse},
 		{"201 of a Pod without a name", func(w http.ResponseWriter, _ *http.Request) {
 			writeJSON(w, &corev1.Pod{TypeMeta: metav1.TypeMeta{Kind: "Pod", APIVersion: "v1"}})
-		}, collector.ReasonBadResponse},
+		}, provider.ReasonBadResponse},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -476,7 +476,7 @@ func TestDryRunDeadline(t *testing.T) {
 	c := dryRunChecker(t, srv, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
-	if v := c.Check(ctx, slog.New(slog.DiscardHandler), TargetName); v.Reason != collector.ReasonTimeout || api.postCount() > 1 {
+	if v := c.Check(ctx, slog.New(slog.DiscardHandler), TargetName); v.Reason != provider.ReasonTimeout || api.postCount() > 1 {
 		t.Errorf("%s (%s) after %d dry runs; want Timeout", v.Reason, v.Message, api.postCount())
 	}
 }
@@ -545,11 +545,11 @@ func TestPodTemplateWarnings(t *testing.T) {
 		"  - {name: good, namespace: ns, pod_template: good.yaml}\n"+
 		"  - {name: empty, namespace: ns, pod_template: empty.yaml}\n"+
 		"  - {name: noimage, namespace: ns, pod_template: noimage.yaml}\n")
-	cfg, err := config.Load(cfgFile, collector.Sections([]collector.Kind{Kind()}))
+	cfg, err := config.Load(cfgFile, provider.Sections([]provider.Kind{Kind()}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	warnings := func() string { return strings.Join(collector.FileWarnings([]collector.Kind{Kind()}, cfg), "\n") }
+	warnings := func() string { return strings.Join(provider.FileWarnings([]provider.Kind{Kind()}, cfg), "\n") }
 	want := `kubernetes "empty": pod_template: ` + empty + `: the Pod has no containers: the API server refuses it as invalid, so every check would be AdmissionDenied
 kubernetes "noimage": pod_template: ` + noImage + `: spec.containers[0] has no name or no image: the API server refuses it as invalid, so every check would be AdmissionDenied`
 	if got := warnings(); got != want {

@@ -16,7 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // plugin writes an exec credential plugin script into dir and returns a
@@ -63,7 +63,7 @@ echo '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","s
 `)
 	c := newTestChecker(t, kubeconfig(t, srv.URL, srv.caPEM(), mutate))
 	for i := range 3 {
-		if v := check(c); v.Reason != collector.ReasonReady {
+		if v := check(c); v.Reason != provider.ReasonReady {
 			t.Fatalf("check %d: %s (%s), want Ready", i, v.Reason, v.Message)
 		}
 	}
@@ -90,7 +90,7 @@ wait
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	v := c.Check(ctx, slog.New(slog.DiscardHandler), TargetName)
-	if v.Reason != collector.ReasonCredentialsUnavailable || !strings.Contains(v.Message, "did not finish before the deadline") {
+	if v.Reason != provider.ReasonCredentialsUnavailable || !strings.Contains(v.Message, "did not finish before the deadline") {
 		t.Errorf("verdict %s (%s), want CredentialsUnavailable saying the plugin did not finish (the engine makes it Timeout)", v.Reason, v.Message)
 	}
 	for _, name := range []string{"self", "child"} {
@@ -137,7 +137,7 @@ func TestExecPluginOutputIsCapped(t *testing.T) {
 	mutate, _ := plugin(t, `head -c 100000000 /dev/zero`)
 	c := newTestChecker(t, kubeconfig(t, srv.URL, srv.caPEM(), mutate))
 	v := check(c)
-	if v.Reason != collector.ReasonCredentialsUnavailable || !strings.Contains(v.Message, "the limit of its output") {
+	if v.Reason != provider.ReasonCredentialsUnavailable || !strings.Contains(v.Message, "the limit of its output") {
 		t.Errorf("verdict %s (%s), want CredentialsUnavailable naming the output limit", v.Reason, v.Message)
 	}
 }
@@ -159,7 +159,7 @@ func TestExecPluginFailures(t *testing.T) {
 			mutate, _ := plugin(t, tc.script)
 			c := newTestChecker(t, kubeconfig(t, srv.URL, srv.caPEM(), mutate))
 			v := check(c)
-			if v.Reason != collector.ReasonCredentialsUnavailable || !strings.Contains(v.Message, tc.want) {
+			if v.Reason != provider.ReasonCredentialsUnavailable || !strings.Contains(v.Message, tc.want) {
 				t.Errorf("verdict %s (%s), want CredentialsUnavailable containing %q", v.Reason, v.Message, tc.want)
 			}
 		})
@@ -176,16 +176,16 @@ tok=$(cat "$PLUGIN_DIR/token" 2>/dev/null || echo stale-token)
 echo '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"token":"'$tok'"}}'
 `)
 	c := newTestChecker(t, kubeconfig(t, srv.URL, srv.caPEM(), mutate))
-	if v := check(c); v.Reason != collector.ReasonUnauthorized {
+	if v := check(c); v.Reason != provider.ReasonUnauthorized {
 		t.Fatalf("stale token: %s (%s), want Unauthorized", v.Reason, v.Message)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "token"), []byte("plugin-token"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if v := check(c); v.Reason != collector.ReasonReady {
+	if v := check(c); v.Reason != provider.ReasonReady {
 		t.Fatalf("after the refusal: %s (%s), want Ready with a new token", v.Reason, v.Message)
 	}
-	if v := check(c); v.Reason != collector.ReasonReady {
+	if v := check(c); v.Reason != provider.ReasonReady {
 		t.Fatalf("third check: %s (%s), want Ready", v.Reason, v.Message)
 	}
 	runs, _ := os.ReadFile(filepath.Join(dir, "runs"))

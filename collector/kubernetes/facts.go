@@ -11,7 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // The kubernetes families of the metrics table of docs/metrics.md:
@@ -68,7 +68,7 @@ func (hs headroomSettings) set() bool { return len(hs.canI) > 0 || len(hs.mins) 
 // headroom runs the headroom part of a check whose list call passed:
 // the can_i reviews and the quota list, then their verdict. v is the list
 // call's Ready verdict.
-func (c *Checker) headroom(ctx context.Context, logger *slog.Logger, cl *client, v collector.Verdict) collector.Verdict {
+func (c *Checker) headroom(ctx context.Context, logger *slog.Logger, cl *client, v provider.Verdict) provider.Verdict {
 	hs := c.headroomSet
 	facts := &Facts{Namespace: hs.namespace}
 	v.Facts = facts
@@ -81,7 +81,7 @@ func (c *Checker) headroom(ctx context.Context, logger *slog.Logger, cl *client,
 	facts.Headroom = h
 	reason, msg := evaluateHeadroom(hs.namespace, h, hs.mins)
 	switch {
-	case reason != collector.ReasonReady:
+	case reason != provider.ReasonReady:
 		v.Reason, v.Message = reason, msg
 	case msg != "":
 		v.Message += "; " + msg
@@ -109,7 +109,7 @@ type Facts struct {
 	// needs are what one more copy of the Pod the dry run admitted adds to
 	// the quotas (nil: not admitted by this check, or not read, then
 	// needsErr says why).
-	needs    PodNeeds
+	needs    quotaNeeds
 	needsErr string
 }
 
@@ -117,10 +117,10 @@ type Facts struct {
 // (quotaCapacity, and with schedule the node fit: the least of the two,
 // the quota's binding kept on a tie), and what to add to a Ready message
 // when part of it could not be read.
-func (f *Facts) capacity(mins map[corev1.ResourceName]Quantity) (collector.Capacity, string) {
+func (f *Facts) capacity(mins map[corev1.ResourceName]Quantity) (provider.Capacity, string) {
 	c := quotaCapacity(f.Headroom, mins, f.needs)
 	if f.fit != nil {
-		c = c.Min(collector.Capacity{Known: true, Proxies: min(f.fit.Copies, collector.MaxCapacity), Binding: "nodes"})
+		c = c.Min(provider.Capacity{Known: true, Proxies: min(f.fit.Copies, provider.MaxCapacity), Binding: "nodes"})
 	}
 	var notes []string
 	if f.QuotaErr != "" {
@@ -132,7 +132,7 @@ func (f *Facts) capacity(mins map[corev1.ResourceName]Quantity) (collector.Capac
 	return c, strings.Join(notes, "; ")
 }
 
-var _ collector.Facts = (*Facts)(nil)
+var _ provider.Facts = (*Facts)(nil)
 
 // Collect sends the quota series of the configured resources, of the
 // quotas whose name is a valid label value (listQuotas).
@@ -141,10 +141,10 @@ func (f *Facts) Collect(ch chan<- prometheus.Metric, name, _ string) {
 		if q.NoSeries {
 			continue
 		}
-		ch <- collector.ConstMetric(quotaHardDesc, prometheus.GaugeValue, q.Hard.Milli.Float(),
+		ch <- provider.ConstMetric(quotaHardDesc, prometheus.GaugeValue, q.Hard.Milli.Float(),
 			name, f.Namespace, q.Quota, string(q.Resource))
 		if !q.NoUsage {
-			ch <- collector.ConstMetric(quotaUsedDesc, prometheus.GaugeValue, q.Used.Milli.Float(),
+			ch <- provider.ConstMetric(quotaUsedDesc, prometheus.GaugeValue, q.Used.Milli.Float(),
 				name, f.Namespace, q.Quota, string(q.Resource))
 		}
 	}

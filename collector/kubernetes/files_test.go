@@ -12,7 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // TestKubeconfigFilesThatWouldHang: a kubeconfig that is a named pipe, a
@@ -42,7 +42,7 @@ func TestKubeconfigFilesThatWouldHang(t *testing.T) {
 			}
 			c := newTestChecker(t, path)
 			v := check(c)
-			if v.Reason != collector.ReasonCredentialsUnavailable || !strings.Contains(v.Message, tc.want) || !strings.Contains(v.Message, path) {
+			if v.Reason != provider.ReasonCredentialsUnavailable || !strings.Contains(v.Message, tc.want) || !strings.Contains(v.Message, path) {
 				t.Errorf("verdict %s (%s), want CredentialsUnavailable naming %s and %q", v.Reason, v.Message, path, tc.want)
 			}
 			if err := os.Remove(path); err != nil {
@@ -51,7 +51,7 @@ func TestKubeconfigFilesThatWouldHang(t *testing.T) {
 			if err := os.WriteFile(path, good, 0o600); err != nil {
 				t.Fatal(err)
 			}
-			if v := check(c); v.Reason != collector.ReasonReady {
+			if v := check(c); v.Reason != provider.ReasonReady {
 				t.Errorf("repaired: %s (%s), want Ready", v.Reason, v.Message)
 			}
 		})
@@ -97,12 +97,12 @@ func TestSecretMountedKubeconfigAndToken(t *testing.T) {
 		kc.AuthInfos["exporter"] = &clientcmdapi.AuthInfo{TokenFile: filepath.Join(dir, "token")}
 	})
 	c := newTestChecker(t, kc)
-	if v := check(c); v.Reason != collector.ReasonReady {
+	if v := check(c); v.Reason != provider.ReasonReady {
 		t.Fatalf("first token: %s (%s), want Ready", v.Reason, v.Message)
 	}
 	version("..v2", "second")
 	want.Store("Bearer second")
-	if v := check(c); v.Reason != collector.ReasonReady {
+	if v := check(c); v.Reason != provider.ReasonReady {
 		t.Fatalf("rotated token: %s (%s), want Ready", v.Reason, v.Message)
 	}
 }
@@ -115,7 +115,7 @@ func TestPlainHTTPServerWithToken(t *testing.T) {
 	srv := newAPIServer(t, false, func(w http.ResponseWriter, _ *http.Request) { writePodList(w) })
 	c := newTestChecker(t, kubeconfig(t, srv.URL, nil, nil))
 	v := check(c)
-	if v.Reason != collector.ReasonCredentialsUnavailable || !strings.Contains(v.Message, "plain http") {
+	if v.Reason != provider.ReasonCredentialsUnavailable || !strings.Contains(v.Message, "plain http") {
 		t.Errorf("verdict %s (%s), want CredentialsUnavailable about plain http", v.Reason, v.Message)
 	}
 	if n := srv.hits.Load(); n != 0 {
@@ -166,7 +166,7 @@ func TestReferencedFilesThatWouldHang(t *testing.T) {
 				}
 				c := newTestChecker(t, kubeconfig(t, srv.URL, srv.caPEM(), func(kc *clientcmdapi.Config) { tc.set(kc, path) }))
 				v := check(c)
-				if v.Reason != collector.ReasonCredentialsUnavailable || !strings.Contains(v.Message, bad.want) || !strings.Contains(v.Message, path) {
+				if v.Reason != provider.ReasonCredentialsUnavailable || !strings.Contains(v.Message, bad.want) || !strings.Contains(v.Message, path) {
 					t.Errorf("verdict %s (%s), want CredentialsUnavailable naming %s and %q", v.Reason, v.Message, path, bad.want)
 				}
 			})

@@ -13,13 +13,13 @@ import (
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // ReasonUnschedulable says no node takes the Pod that the pod_template's
 // dry run returned, judged as kube-scheduler's filters would
 // (docs/metrics.md: "Reasons"). The API server answered, so up = 1.
-const ReasonUnschedulable collector.Reason = "Unschedulable"
+const ReasonUnschedulable provider.Reason = "Unschedulable"
 
 // The causes a node does not take the Pod, in kube-scheduler's words
 // (its plugins nodeunschedulable, tainttoleration, nodeaffinity and
@@ -35,9 +35,12 @@ const (
 // taint is a cause of its own); the rest are counted.
 const maxCauses = 8
 
-// podNeed is what one copy of the Pod asks of a node, as the scheduler's
+// nodeNeed is what one copy of the Pod asks of a node, as the scheduler's
 // NodeResourcesFit counts it: cpu in millicores, the others in units.
-type podNeed struct {
+// What it adds to a quota, limits included, is quotaNeeds (capacity.go).
+// It is made for every cached Pod at every scrape, so it stays these few
+// integers.
+type nodeNeed struct {
 	milliCPU, memory, ephemeral int64
 	scalar                      map[corev1.ResourceName]int64
 	// uncounted is a resource whose request is beyond what int64 holds
@@ -50,12 +53,12 @@ type podNeed struct {
 // the larger of the containers' sum and each init container's
 // (restartable ones, sidecars, added), plus pod overhead and pod-level
 // resources.
-func needOf(pod *corev1.Pod) podNeed {
+func needOf(pod *corev1.Pod) nodeNeed {
 	return needOfList(podresource.PodRequests(pod, podresource.PodResourcesOptions{}))
 }
 
-func needOfList(reqs corev1.ResourceList) podNeed {
-	var n podNeed
+func needOfList(reqs corev1.ResourceList) nodeNeed {
+	var n nodeNeed
 	for name, q := range reqs {
 		// Saturated, never wrapped; a negative request, which no API
 		// server admits, frees nothing.
@@ -104,7 +107,7 @@ func scalarResource(name corev1.ResourceName) bool {
 // nodeUse is what the Pods bound to a node request of it.
 type nodeUse struct {
 	pods int64
-	podNeed
+	nodeNeed
 	// unreadable names a bound Pod with a quantity that could not be read,
 	// uncounted a request that could not be counted (bounds_fit.go).
 	unreadable, uncounted string
@@ -112,7 +115,7 @@ type nodeUse struct {
 
 // add adds n to the sums, saturating: the resource whose sum reached
 // math.MaxInt64 is returned.
-func (u *nodeUse) add(n podNeed) corev1.ResourceName {
+func (u *nodeUse) add(n nodeNeed) corev1.ResourceName {
 	u.pods++
 	over := n.uncounted
 	sum := func(name corev1.ResourceName, to *int64, v int64) {
@@ -164,7 +167,7 @@ func nodeUsage(pods []*corev1.Pod) map[string]*nodeUse {
 // container holds its requests as the scheduler sums them (stripPod):
 // read directly, without PodRequests' maps, since a scrape reads every
 // cached Pod (docs/scaling.md).
-func strippedNeed(p *corev1.Pod) podNeed {
+func strippedNeed(p *corev1.Pod) nodeNeed {
 	if len(p.Spec.Containers) != 1 || len(p.Spec.InitContainers) > 0 || p.Spec.Overhead != nil || p.Spec.Resources != nil {
 		return needOf(p)
 	}
@@ -262,7 +265,7 @@ func filter(pod *corev1.Pod, node *corev1.Node, affinity nodeaffinity.RequiredNo
 
 // copiesOn is how many copies of need fit on node besides what the Pods
 // bound to it use (nil: none), and when none, the scheduler's causes.
-func copiesOn(need podNeed, node *corev1.Node, u *nodeUse) (int64, []string) {
+func copiesOn(need nodeNeed, node *corev1.Node, u *nodeUse) (int64, []string) {
 	if u == nil {
 		u = &nodeUse{}
 	}
@@ -315,7 +318,7 @@ func milliValue(l corev1.ResourceList, name corev1.ResourceName) int64 {
 // Insufficient cpu, 1 node(s) were unschedulable"), and otherwise how
 // many copies fit where, with the causes of the nodes that take none.
 // The causes are sorted as the scheduler sorts them and bounded
-// (maxCauses, collector.BoundString).
+// (maxCauses, provider.BoundString).
 func (r FitResult) Message() string {
 	causes := make([]string, 0, len(r.Causes))
 	for c, n := range r.Causes {
@@ -340,7 +343,7 @@ func (r FitResult) Message() string {
 			msg += "; the others take none: " + strings.Join(causes, ", ")
 		}
 	}
-	return collector.BoundString(msg)
+	return provider.BoundString(msg)
 }
 
 // stripPod is the watch cache's copy of a Pod: what the fit reads of it

@@ -20,15 +20,15 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
 	"github.com/egress-proxies/provider_health_exporter/internal/quantity"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // ReasonQuotaExhausted says a configured min_quota_headroom is not met by a
 // ResourceQuota of the namespace (docs/metrics.md: "Reasons"). The API server
 // answered, so up = 1. A can_i review that says no is Forbidden, the
 // shared reason.
-const ReasonQuotaExhausted collector.Reason = "QuotaExhausted"
+const ReasonQuotaExhausted provider.Reason = "QuotaExhausted"
 
 // CanIAnswer is the API server's answer to one can_i review.
 type CanIAnswer struct {
@@ -56,13 +56,13 @@ func parseQuantity(s string) (Quantity, error) {
 	if err != nil {
 		return Quantity{}, err //nolint:wrapcheck // its text names the quantity
 	}
-	return Quantity{Text: collector.BoundString(s), Milli: m}, nil
+	return Quantity{Text: provider.BoundString(s), Milli: m}, nil
 }
 
 // QuotaUsage is one configured resource of one ResourceQuota: the series
 // kubernetes_quota_hard and _used, and the status page's details.
 type QuotaUsage struct {
-	// Quota is the quota's name, cut (collector.BoundString) when it is
+	// Quota is the quota's name, cut (provider.BoundString) when it is
 	// not a valid label value.
 	Quota    string
 	Resource corev1.ResourceName
@@ -111,7 +111,7 @@ type Headroom struct {
 // reason from classify, the list call's classifier.
 func (c *Checker) readHeadroom(ctx context.Context, logger *slog.Logger, cl *client, namespace string,
 	canI []CanI, mins map[corev1.ResourceName]Quantity, forPod bool,
-) (Headroom, collector.Reason, error) {
+) (Headroom, provider.Reason, error) {
 	defer utilnet.CloseIdleConnectionsFor(cl.http.Transport)
 	ctx = klog.NewContext(ctx, logr.FromSlogHandler(logger.Handler()))
 	h := Headroom{CanI: make([]CanIAnswer, len(canI))}
@@ -119,7 +119,7 @@ func (c *Checker) readHeadroom(ctx context.Context, logger *slog.Logger, cl *cli
 	traces := make([]*trace, len(canI)+1)
 	var wg sync.WaitGroup
 	// Each request in a goroutine of its own, which the engine's recover
-	// does not reach: a panic in one is its error (collector.CatchPanic).
+	// does not reach: a panic in one is its error (provider.CatchPanic).
 	slots := make(chan struct{}, ReviewConcurrency)
 	for i, ci := range canI {
 		traces[i] = &trace{}
@@ -131,8 +131,8 @@ func (c *Checker) readHeadroom(ctx context.Context, logger *slog.Logger, cl *cli
 				errs[i] = fmt.Errorf("can i %s: waiting for a review slot: %w", ci, context.Cause(ctx))
 				return
 			}
-			errs[i] = collector.CatchPanic(func() (err error) {
-				rctx := collector.WithBodyLimit(context.WithValue(ctx, traceKey{}, traces[i]), maxReviewBody)
+			errs[i] = provider.CatchPanic(func() (err error) {
+				rctx := provider.WithBodyLimit(context.WithValue(ctx, traceKey{}, traces[i]), maxReviewBody)
 				h.CanI[i], err = review(rctx, logger, cl, namespace, ci)
 				return err
 			})
@@ -141,24 +141,24 @@ func (c *Checker) readHeadroom(ctx context.Context, logger *slog.Logger, cl *cli
 	if len(mins) > 0 || forPod {
 		traces[len(canI)] = &trace{}
 		wg.Go(func() {
-			errs[len(canI)] = collector.CatchPanic(func() (err error) {
+			errs[len(canI)] = provider.CatchPanic(func() (err error) {
 				h.Quotas, h.PodQuotas, err = c.listQuotas(context.WithValue(ctx, traceKey{}, traces[len(canI)]), logger, cl, namespace, mins, forPod)
 				return err
 			})
 		})
 	}
 	wg.Wait()
-	if err := errs[len(canI)]; err != nil && len(mins) == 0 && !collector.Ended(ctx) {
+	if err := errs[len(canI)]; err != nil && len(mins) == 0 && !provider.Ended(ctx) {
 		// Listed for the capacity alone: not the verdict's business.
 		logger.Debug("resource quotas not listed: the capacity is unknown", "err", err)
-		h.QuotaErr, errs[len(canI)] = collector.BoundString(err.Error()), nil
+		h.QuotaErr, errs[len(canI)] = provider.BoundString(err.Error()), nil
 	}
 	for i, err := range errs {
 		if err != nil {
 			return Headroom{}, classify(ctx, err, traces[i]), err
 		}
 	}
-	return h, collector.ReasonReady, nil
+	return h, provider.ReasonReady, nil
 }
 
 // review makes one SelfSubjectAccessReview: may the checker's identity do
@@ -181,9 +181,9 @@ func review(ctx context.Context, logger *slog.Logger, cl *client, namespace stri
 		return CanIAnswer{}, fmt.Errorf("can i %s in namespace %s: %w", ci, namespace, err)
 	}
 	// The authorizer's words, cut: they enter the verdict's message.
-	a := CanIAnswer{CanI: ci, Allowed: obj.Status.Allowed, Reason: collector.BoundString(obj.Status.Reason)}
+	a := CanIAnswer{CanI: ci, Allowed: obj.Status.Allowed, Reason: provider.BoundString(obj.Status.Reason)}
 	if e := obj.Status.EvaluationError; e != "" {
-		a.Reason = collector.BoundString(strings.TrimPrefix(a.Reason+"; "+collector.BoundString(e), "; "))
+		a.Reason = provider.BoundString(strings.TrimPrefix(a.Reason+"; "+provider.BoundString(e), "; "))
 	}
 	logger.Debug("access reviewed", "can_i", ci.String(), "allowed", a.Allowed, "reason", a.Reason)
 	return a, nil
@@ -212,8 +212,8 @@ func (c *Checker) listQuotas(ctx context.Context, logger *slog.Logger, cl *clien
 	for _, q := range list {
 		noSeries := false
 		name := q.Name
-		if !collector.ValidLabelValue(name) {
-			name, noSeries = collector.BoundString(name), true
+		if !provider.ValidLabelValue(name) {
+			name, noSeries = provider.BoundString(name), true
 			c.warnOnce(logger, "quota:"+name, "quota name is no valid label value (empty, over 256 bytes or not UTF-8): it is judged, its series are left out",
 				"namespace", namespace, "quota", name)
 		}
@@ -308,7 +308,7 @@ func decoded[T runtime.Object](res rest.Result) (T, error) {
 // short of its minimum, QuotaExhausted; otherwise Ready. The message names
 // every failing entry; for Ready it names the quotas not judged ("" when
 // there are none).
-func evaluateHeadroom(namespace string, h Headroom, mins map[corev1.ResourceName]Quantity) (collector.Reason, string) {
+func evaluateHeadroom(namespace string, h Headroom, mins map[corev1.ResourceName]Quantity) (provider.Reason, string) {
 	var denied []string
 	for _, a := range h.CanI {
 		if a.Allowed {
@@ -321,7 +321,7 @@ func evaluateHeadroom(namespace string, h Headroom, mins map[corev1.ResourceName
 		denied = append(denied, msg)
 	}
 	if len(denied) > 0 {
-		return collector.ReasonForbidden, strings.Join(denied, "; ")
+		return provider.ReasonForbidden, strings.Join(denied, "; ")
 	}
 	var short, unknown []string
 	for _, u := range h.Quotas {
@@ -341,5 +341,5 @@ func evaluateHeadroom(namespace string, h Headroom, mins map[corev1.ResourceName
 	if len(short) > 0 {
 		return ReasonQuotaExhausted, strings.Join(short, "; ")
 	}
-	return collector.ReasonReady, strings.Join(unknown, "; ")
+	return provider.ReasonReady, strings.Join(unknown, "; ")
 }

@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	k8s "k8s.io/client-go/kubernetes"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // applyRoleComponent creates what deploy/kubernetes/components/<component>
@@ -115,7 +115,7 @@ func checkHeadroomPermissions(t *testing.T, sa, baseline *k8s.Clientset) {
 
 // headroomCheckWith runs a check with the headroom keys against the
 // proxies' namespace.
-func headroomCheckWith(t *testing.T, kubeconfigPath string) collector.Verdict {
+func headroomCheckWith(t *testing.T, kubeconfigPath string) provider.Verdict {
 	t.Helper()
 	c, err := New(&Entry{
 		Name: "integration", Kubeconfig: kubeconfigPath, LabelSelector: DefaultLabelSelector,

@@ -17,7 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8s "k8s.io/client-go/kubernetes"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // TestIntegrationHeadroom runs checks with the headroom keys (Check, as
@@ -38,7 +38,7 @@ func TestIntegrationHeadroom(t *testing.T) {
 	lister := headroomAccount(t, cl, admin, ns, "headroom-lister", []string{"list"})
 	creator := headroomAccount(t, cl, admin, ns, "headroom-creator", []string{"list", "create", "delete"})
 
-	run := func(t *testing.T, token string) (collector.Reason, string, Headroom) {
+	run := func(t *testing.T, token string) (provider.Reason, string, Headroom) {
 		t.Helper()
 		c, err := New(&Entry{
 			Name: "integration", Kubeconfig: cl.kubeconfigFor(t, token, nil), LabelSelector: DefaultLabelSelector,
@@ -59,13 +59,13 @@ func TestIntegrationHeadroom(t *testing.T) {
 
 	t.Run("Forbidden when the account may list but not create pods", func(t *testing.T) {
 		reason, msg, _ := run(t, lister)
-		if reason != collector.ReasonForbidden || !strings.HasPrefix(msg, "cannot create pods in namespace "+ns) ||
+		if reason != provider.ReasonForbidden || !strings.HasPrefix(msg, "cannot create pods in namespace "+ns) ||
 			!strings.Contains(msg, "cannot delete pods in namespace "+ns) {
 			t.Errorf("got %s %q, want Forbidden: cannot create pods, cannot delete pods", reason, msg)
 		}
 	})
 	t.Run("Ready when the account may create and delete pods, no quota", func(t *testing.T) {
-		if reason, msg, h := run(t, creator); reason != collector.ReasonReady || len(h.CanI) != 2 || len(h.Quotas) != 0 {
+		if reason, msg, h := run(t, creator); reason != provider.ReasonReady || len(h.CanI) != 2 || len(h.Quotas) != 0 {
 			t.Errorf("got %s %q %+v, want Ready", reason, msg, h)
 		}
 	})
@@ -99,13 +99,13 @@ func TestIntegrationHeadroom(t *testing.T) {
 	})
 	t.Run("Ready once one pod is freed", func(t *testing.T) {
 		setUsed(t, "2")
-		if reason, msg, _ := run(t, creator); reason != collector.ReasonReady {
+		if reason, msg, _ := run(t, creator); reason != provider.ReasonReady {
 			t.Errorf("got %s %q, want Ready", reason, msg)
 		}
 	})
 	t.Run("Forbidden wins over QuotaExhausted", func(t *testing.T) {
 		setUsed(t, "3")
-		if reason, msg, _ := run(t, lister); reason != collector.ReasonForbidden {
+		if reason, msg, _ := run(t, lister); reason != provider.ReasonForbidden {
 			t.Errorf("got %s %q, want Forbidden", reason, msg)
 		}
 	})

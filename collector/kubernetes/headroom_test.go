@@ -21,7 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 const headroomNamespace = "egress-proxies"
@@ -119,16 +119,16 @@ func TestEvaluateHeadroom(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		h       Headroom
-		want    collector.Reason
+		want    provider.Reason
 		message string
 	}{
-		{"nothing asked", Headroom{}, collector.ReasonReady, ""},
+		{"nothing asked", Headroom{}, provider.ReasonReady, ""},
 		{"allowed, room left", Headroom{CanI: []CanIAnswer{yes}, Quotas: []QuotaUsage{
 			usage("compute", corev1.ResourcePods, "10", "9"), usage("compute", corev1.ResourceRequestsCPU, "8", "6"),
 			usage("compute", corev1.ResourceRequestsMemory, "16Gi", "12Gi"),
-		}}, collector.ReasonReady, ""},
-		{"denied", Headroom{CanI: []CanIAnswer{yes, no}}, collector.ReasonForbidden, "cannot create pods in namespace egress-proxies"},
-		{"denied with the review's reason", Headroom{CanI: []CanIAnswer{noWhy}}, collector.ReasonForbidden,
+		}}, provider.ReasonReady, ""},
+		{"denied", Headroom{CanI: []CanIAnswer{yes, no}}, provider.ReasonForbidden, "cannot create pods in namespace egress-proxies"},
+		{"denied with the review's reason", Headroom{CanI: []CanIAnswer{noWhy}}, provider.ReasonForbidden,
 			`cannot delete deployments.apps in namespace egress-proxies: RBAC: role "proxies" does not allow it`},
 		{"pods used up", Headroom{Quotas: []QuotaUsage{usage("compute", corev1.ResourcePods, "10", "10")}}, ReasonQuotaExhausted,
 			"quota compute in namespace egress-proxies: pods used 10 of hard 10 leaves 0, 1 required"},
@@ -137,9 +137,9 @@ func TestEvaluateHeadroom(t *testing.T) {
 		{"over the hard limit", Headroom{Quotas: []QuotaUsage{usage("mem", corev1.ResourceRequestsMemory, "16Gi", "20Gi")}}, ReasonQuotaExhausted,
 			"quota mem in namespace egress-proxies: requests.memory used 20Gi of hard 16Gi leaves 0, 4Gi required"},
 		{"denied wins over quota", Headroom{CanI: []CanIAnswer{no}, Quotas: []QuotaUsage{usage("compute", corev1.ResourcePods, "10", "10")}},
-			collector.ReasonForbidden, "cannot create pods in namespace egress-proxies"},
+			provider.ReasonForbidden, "cannot create pods in namespace egress-proxies"},
 		{"usage not counted yet is not exhaustion", Headroom{Quotas: []QuotaUsage{{Quota: "new", Resource: corev1.ResourcePods, Hard: mustQuantity("0"), NoUsage: true}}},
-			collector.ReasonReady, "quota new in namespace egress-proxies has no usage of pods yet"},
+			provider.ReasonReady, "quota new in namespace egress-proxies has no usage of pods yet"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			reason, msg := evaluateHeadroom(headroomNamespace, tc.h, testMins)
@@ -244,20 +244,20 @@ func TestReadHeadroom(t *testing.T) {
 		allowed  map[string]bool
 		quotas   []corev1.ResourceQuota
 		quotaErr *apierrors.StatusError
-		want     collector.Reason
+		want     provider.Reason
 		message  string
 	}{
 		{"all allowed, room left", map[string]bool{"create pods": true, "delete pods": true, "create deployments.apps": true},
 			[]corev1.ResourceQuota{quota("compute", rl("10", "8"), rl("3", "2")), quota("other", corev1.ResourceList{"services": resource.MustParse("1")}, nil)},
-			nil, collector.ReasonReady, ""},
+			nil, provider.ReasonReady, ""},
 		{"create pods denied", map[string]bool{"delete pods": true, "create deployments.apps": true}, nil, nil,
-			collector.ReasonForbidden, "cannot create pods in namespace egress-proxies: no RBAC policy matched"},
+			provider.ReasonForbidden, "cannot create pods in namespace egress-proxies: no RBAC policy matched"},
 		{"pods used up", map[string]bool{"create pods": true, "delete pods": true, "create deployments.apps": true},
 			[]corev1.ResourceQuota{quota("compute", rl("10", "8"), rl("10", "2"))}, nil,
 			ReasonQuotaExhausted, "quota compute in namespace egress-proxies: pods used 10 of hard 10 leaves 0, 1 required"},
 		{"quota list forbidden", map[string]bool{"create pods": true, "delete pods": true, "create deployments.apps": true}, nil,
 			apierrors.NewForbidden(schema.GroupResource{Resource: "resourcequotas"}, "", errors.New("RBAC")),
-			collector.ReasonForbidden, "list resource quotas of namespace egress-proxies"},
+			provider.ReasonForbidden, "list resource quotas of namespace egress-proxies"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -371,7 +371,7 @@ func TestCheckHeadroom(t *testing.T) {
 		return n
 	}
 
-	if v := check(newChecker(Entry{Namespace: headroomNamespace})); v.Reason != collector.ReasonReady || v.Facts != nil || asked() != 0 || v.Capacity.Known {
+	if v := check(newChecker(Entry{Namespace: headroomNamespace})); v.Reason != provider.ReasonReady || v.Facts != nil || asked() != 0 || v.Capacity.Known {
 		t.Errorf("namespace alone: %s %q, facts %v, %d headroom requests, capacity %s; want Ready, none, 0, none", v.Reason, v.Message, v.Facts, asked(), v.Capacity)
 	}
 	c := newChecker(Entry{Namespace: headroomNamespace, CanI: []string{"create pods"}, MinQuotaHeadroom: map[string]string{"pods": "1"}})
@@ -379,7 +379,7 @@ func TestCheckHeadroom(t *testing.T) {
 	if v.Reason != ReasonQuotaExhausted || !strings.Contains(v.Message, "quota compute in namespace egress-proxies: pods used 10 of hard 10") || asked() != 2 {
 		t.Errorf("pods used up: %s %q after %d headroom requests; want QuotaExhausted after 2", v.Reason, v.Message, asked())
 	}
-	if want := (collector.Capacity{Known: true, Binding: "quota compute pods"}); v.Capacity != want {
+	if want := (provider.Capacity{Known: true, Binding: "quota compute pods"}); v.Capacity != want {
 		t.Errorf("pods used up: capacity %+v, want %+v", v.Capacity, want)
 	}
 	want := `
@@ -398,13 +398,13 @@ provider_health_kubernetes_quota_used{name="test",namespace="egress-proxies",quo
 	}
 	listFails.Store(true)
 	before, beforeLists := asked(), lists.Load()
-	if v := check(c); v.Reason != collector.ReasonForbidden || asked() != before || lists.Load() != beforeLists+1 {
+	if v := check(c); v.Reason != provider.ReasonForbidden || asked() != before || lists.Load() != beforeLists+1 {
 		t.Errorf("list forbidden: %s %q, %d more headroom requests; want Forbidden, none", v.Reason, v.Message, asked()-before)
 	}
 }
 
 // factsCollector emits one cluster's facts, as the framework does.
-type factsCollector struct{ f collector.Facts }
+type factsCollector struct{ f provider.Facts }
 
 func (c factsCollector) Describe(chan<- *prometheus.Desc) {}
 func (c factsCollector) Collect(ch chan<- prometheus.Metric) {

@@ -34,7 +34,7 @@ import (
 	"k8s.io/client-go/restmapper"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // The deploy manifests, relative to this package.
@@ -140,7 +140,7 @@ func (c *cluster) kubeconfigFor(t *testing.T, token string, mutate func(*clientc
 }
 
 // checkWith runs one check the way the exporter does: New, then Check.
-func checkWith(t *testing.T, kubeconfigPath, selector string) collector.Verdict {
+func checkWith(t *testing.T, kubeconfigPath, selector string) provider.Verdict {
 	t.Helper()
 	c, err := New(&Entry{Name: "integration", Kubeconfig: kubeconfigPath, LabelSelector: selector}, slog.New(slog.DiscardHandler))
 	if err != nil {
@@ -151,7 +151,7 @@ func checkWith(t *testing.T, kubeconfigPath, selector string) collector.Verdict 
 	return c.Check(ctx, slog.New(slog.DiscardHandler), TargetName)
 }
 
-func wantReason(t *testing.T, v collector.Verdict, want collector.Reason) {
+func wantReason(t *testing.T, v provider.Verdict, want provider.Reason) {
 	t.Helper()
 	if v.Reason != want {
 		t.Fatalf("reason = %s (%s), want %s", v.Reason, v.Message, want)
@@ -195,7 +195,7 @@ func TestIntegration(t *testing.T) {
 
 	t.Run("Ready without a managed pod", func(t *testing.T) {
 		v := checkWith(t, saKubeconfig, DefaultLabelSelector)
-		wantReason(t, v, collector.ReasonReady)
+		wantReason(t, v, provider.ReasonReady)
 		if !strings.Contains(v.Message, "no managed pods") {
 			t.Errorf("message = %q; the unrelated pod must not match the selector", v.Message)
 		}
@@ -213,40 +213,40 @@ func TestIntegration(t *testing.T) {
 			}
 		})
 		v := checkWith(t, saKubeconfig, DefaultLabelSelector)
-		wantReason(t, v, collector.ReasonReady)
+		wantReason(t, v, provider.ReasonReady)
 		if !strings.Contains(v.Message, "managed pods present") {
 			t.Errorf("message = %q, want the managed pod found", v.Message)
 		}
 	})
 
 	t.Run("Forbidden for a service account without the binding", func(t *testing.T) {
-		wantReason(t, checkWith(t, cl.kubeconfigFor(t, unboundToken, nil), DefaultLabelSelector), collector.ReasonForbidden)
+		wantReason(t, checkWith(t, cl.kubeconfigFor(t, unboundToken, nil), DefaultLabelSelector), provider.ReasonForbidden)
 	})
 
 	t.Run("Unauthorized for a bad token", func(t *testing.T) {
-		wantReason(t, checkWith(t, cl.kubeconfigFor(t, "not-a-token-this-cluster-issued", nil), DefaultLabelSelector), collector.ReasonUnauthorized)
+		wantReason(t, checkWith(t, cl.kubeconfigFor(t, "not-a-token-this-cluster-issued", nil), DefaultLabelSelector), provider.ReasonUnauthorized)
 	})
 
 	t.Run("InvalidRequest for a bad selector", func(t *testing.T) {
-		wantReason(t, checkWith(t, saKubeconfig, "app.kubernetes.io/managed-by in (egress-proxies-operator"), collector.ReasonInvalidRequest)
+		wantReason(t, checkWith(t, saKubeconfig, "app.kubernetes.io/managed-by in (egress-proxies-operator"), provider.ReasonInvalidRequest)
 	})
 
 	t.Run("TLSError for the wrong CA", func(t *testing.T) {
 		path := kubeconfig(t, cl.server, selfSignedPEM(t), func(kc *clientcmdapi.Config) {
 			kc.AuthInfos["exporter"] = &clientcmdapi.AuthInfo{Token: saToken}
 		})
-		wantReason(t, checkWith(t, path, DefaultLabelSelector), collector.ReasonTLSError)
+		wantReason(t, checkWith(t, path, DefaultLabelSelector), provider.ReasonTLSError)
 	})
 
 	t.Run("TLSError for a name the certificate does not cover", func(t *testing.T) {
 		path := cl.kubeconfigFor(t, saToken, func(kc *clientcmdapi.Config) {
 			kc.Clusters["test"].TLSServerName = "apiserver.example.net"
 		})
-		wantReason(t, checkWith(t, path, DefaultLabelSelector), collector.ReasonTLSError)
+		wantReason(t, checkWith(t, path, DefaultLabelSelector), provider.ReasonTLSError)
 	})
 
 	t.Run("headroom: Forbidden without components/headroom, Ready with it", func(t *testing.T) {
-		wantReason(t, headroomCheckWith(t, saKubeconfig), collector.ReasonForbidden)
+		wantReason(t, headroomCheckWith(t, saKubeconfig), provider.ReasonForbidden)
 		sa := cl.clientset(t, saToken, nil)
 		quotas := access{verb: "list", resource: "resourcequotas", namespace: proxyNamespace}
 		applyRoleComponent(t, admin, "headroom")
@@ -257,12 +257,12 @@ func TestIntegration(t *testing.T) {
 		})
 		waitAccess(t, sa, true, quotas)
 		checkHeadroomPermissions(t, sa, cl.clientset(t, unboundToken, nil))
-		wantReason(t, headroomCheckWith(t, saKubeconfig), collector.ReasonReady)
+		wantReason(t, headroomCheckWith(t, saKubeconfig), provider.ReasonReady)
 	})
 
 	t.Run("placement: Forbidden without components/placement, Ready with it, and only dry runs", func(t *testing.T) {
 		since := auditOffset(t, os.Getenv("PHE_K8S_AUDIT_LOG"))
-		wantReason(t, placementCheckWith(t, saKubeconfig), collector.ReasonForbidden)
+		wantReason(t, placementCheckWith(t, saKubeconfig), provider.ReasonForbidden)
 		sa := cl.clientset(t, saToken, nil)
 		create := access{verb: "create", resource: "pods", namespace: proxyNamespace}
 		applyRoleComponent(t, admin, "placement")
@@ -273,7 +273,7 @@ func TestIntegration(t *testing.T) {
 		})
 		waitAccess(t, sa, true, create)
 		checkPlacementPermissions(t, sa, cl.clientset(t, unboundToken, nil))
-		wantReason(t, placementCheckWith(t, saKubeconfig), collector.ReasonReady)
+		wantReason(t, placementCheckWith(t, saKubeconfig), provider.ReasonReady)
 		checkPodCreatesWereDryRuns(t, admin, "system:serviceaccount:"+exporterNamespace+":"+exporterSA, since, 2)
 	})
 
@@ -289,7 +289,7 @@ func TestIntegration(t *testing.T) {
 				t.Fatalf("start-apiserver: %v: %s", err, out)
 			}
 		})
-		wantReason(t, checkWith(t, saKubeconfig, DefaultLabelSelector), collector.ReasonUnreachable)
+		wantReason(t, checkWith(t, saKubeconfig, DefaultLabelSelector), provider.ReasonUnreachable)
 	})
 }
 

@@ -22,7 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/klog/v2"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // TargetName is the only target of a cluster: its API server.
@@ -30,7 +30,7 @@ const TargetName = "apiserver"
 
 const userAgent = "provider_health_exporter"
 
-var _ collector.Checker = (*Checker)(nil)
+var _ provider.Checker = (*Checker)(nil)
 
 // Checker checks one configured cluster.
 //
@@ -52,7 +52,7 @@ type Checker struct {
 	// and lastFit is the last fit's outcome.
 	watch   *watcher
 	lastFit lastFit
-	// dialer opens every connection to the API server (collector.WithDialer).
+	// dialer opens every connection to the API server (provider.WithDialer).
 	dialer *net.Dialer
 	// inCluster are the files of the in-cluster configuration.
 	inCluster inClusterFiles
@@ -71,13 +71,13 @@ type Checker struct {
 
 // New builds the checker of one configured cluster. It does no I/O: the
 // configuration is read by the first check, under its deadline.
-func New(cfg *Entry, logger *slog.Logger, opts ...collector.Option) (*Checker, error) {
+func New(cfg *Entry, logger *slog.Logger, opts ...provider.Option) (*Checker, error) {
 	return newChecker(cfg, logger, newWatchHub(), opts...)
 }
 
 // newChecker is New with the hub whose watch caches the checker shares
 // (Kind's, for the checkers of the exporter's table).
-func newChecker(cfg *Entry, logger *slog.Logger, hub *watchHub, opts ...collector.Option) (*Checker, error) {
+func newChecker(cfg *Entry, logger *slog.Logger, hub *watchHub, opts ...provider.Option) (*Checker, error) {
 	if cfg == nil {
 		return nil, errors.New("kubernetes: nil configuration")
 	}
@@ -90,7 +90,7 @@ func newChecker(cfg *Entry, logger *slog.Logger, hub *watchHub, opts ...collecto
 		return nil, err
 	}
 	c := &Checker{cfg: cfg, logger: logger,
-		dialer:    collector.Apply(opts).Dialer(&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}),
+		dialer:    provider.Apply(opts).Dialer(&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}),
 		inCluster: defaultInCluster, headroomSet: hs, placement: pl}
 	if cfg.Schedule {
 		if logger == nil {
@@ -103,30 +103,30 @@ func newChecker(cfg *Entry, logger *slog.Logger, hub *watchHub, opts ...collecto
 
 // Targets returns the API server, with the host of the last configuration
 // read (empty before the first check).
-func (c *Checker) Targets() []collector.Target {
+func (c *Checker) Targets() []provider.Target {
 	addr := ""
 	if h := c.host.Load(); h != nil {
 		addr = *h
 	}
-	return []collector.Target{{Name: TargetName, Address: addr}}
+	return []provider.Target{{Name: TargetName, Address: addr}}
 }
 
 // Check lists at most one managed Pod across all namespaces. Exactly one
 // HTTP request is made: client-go's rate limiter and its retries (on 429/5xx
 // with Retry-After, and on EOF for GETs) are off, because they would spend
 // the scrape budget waiting and hide the answer the check exists to report.
-func (c *Checker) Check(ctx context.Context, logger *slog.Logger, target string) collector.Verdict {
+func (c *Checker) Check(ctx context.Context, logger *slog.Logger, target string) provider.Verdict {
 	if target != TargetName {
-		return collector.Verdict{Reason: collector.ReasonUnknown, Message: fmt.Sprintf("unknown target %q", target)}
+		return provider.Verdict{Reason: provider.ReasonUnknown, Message: fmt.Sprintf("unknown target %q", target)}
 	}
 	cl, err := c.current(ctx, logger)
 	if err != nil {
 		logger.Debug("client configuration unusable", "err", err)
-		return collector.Verdict{Reason: collector.ReasonCredentialsUnavailable, Message: err.Error()}
+		return provider.Verdict{Reason: provider.ReasonCredentialsUnavailable, Message: err.Error()}
 	}
 	v := c.list(ctx, logger, cl)
-	listed := v.Reason == collector.ReasonReady
-	if v.Reason == collector.ReasonReady && c.headroomSet.set() {
+	listed := v.Reason == provider.ReasonReady
+	if v.Reason == provider.ReasonReady && c.headroomSet.set() {
 		// Only a cluster the exporter can list in is worth asking
 		// whether a proxy would fit (docs/configuration.md: "Kubernetes").
 		v = c.headroom(ctx, logger, cl, v)
@@ -145,7 +145,7 @@ func (c *Checker) Check(ctx context.Context, logger *slog.Logger, target string)
 	if f, ok := v.Facts.(*Facts); ok && listed {
 		var note string
 		v.Capacity, note = f.capacity(c.headroomSet.mins)
-		if note != "" && v.Reason == collector.ReasonReady {
+		if note != "" && v.Reason == provider.ReasonReady {
 			v.Message += "; " + note
 		}
 		// A can_i "no", a quota or a dry run that refuses leaves no room,
@@ -154,11 +154,11 @@ func (c *Checker) Check(ctx context.Context, logger *slog.Logger, target string)
 		// can_i alone names no need: no capacity.
 		hasNeed := len(c.headroomSet.mins) > 0 || c.headroomSet.forPod
 		if hasNeed && slices.Contains(refusals, v.Reason) && (!v.Capacity.Known || v.Capacity.Proxies > 0) {
-			v.Capacity = collector.Capacity{Known: true, Binding: string(v.Reason)}
+			v.Capacity = provider.Capacity{Known: true, Binding: string(v.Reason)}
 		}
 	}
 	v.Address = cl.host // the kubeconfig's server: target_info's address
-	if v.Reason == collector.ReasonUnauthorized {
+	if v.Reason == provider.ReasonUnauthorized {
 		// An exec plugin's credential without an expiry is reused until
 		// the server refuses it, as kubectl does.
 		c.forgetCredential()
@@ -168,10 +168,10 @@ func (c *Checker) Check(ctx context.Context, logger *slog.Logger, target string)
 
 // refusals are the reasons a cluster that answered gives when one more
 // proxy would not be admitted: its capacity is 0.
-var refusals = []collector.Reason{collector.ReasonForbidden, ReasonQuotaExhausted, ReasonAdmissionDenied}
+var refusals = []provider.Reason{provider.ReasonForbidden, ReasonQuotaExhausted, ReasonAdmissionDenied}
 
 // list makes the check's one request with the client cl.
-func (c *Checker) list(ctx context.Context, logger *slog.Logger, cl *client) collector.Verdict {
+func (c *Checker) list(ctx context.Context, logger *slog.Logger, cl *client) provider.Verdict {
 	// No socket outlives its scrape (docs/configuration.md: "Timeouts"): the next check dials afresh.
 	defer utilnet.CloseIdleConnectionsFor(cl.http.Transport)
 
@@ -194,14 +194,14 @@ func (c *Checker) list(ctx context.Context, logger *slog.Logger, cl *client) col
 	if err != nil {
 		reason := classify(ctx, err, tr)
 		logger.Debug("list failed", "reason", reason, "err", err)
-		return collector.Verdict{Reason: reason, Message: err.Error()}
+		return provider.Verdict{Reason: reason, Message: err.Error()}
 	}
 	msg := "no managed pods"
 	if n > 0 {
 		msg = "managed pods present"
 	}
 	logger.Debug("list succeeded", "pods_in_first_page", n)
-	return collector.Verdict{Reason: collector.ReasonReady, Message: "pods listed cluster-wide: " + msg}
+	return provider.Verdict{Reason: provider.ReasonReady, Message: "pods listed cluster-wide: " + msg}
 }
 
 // trace records how far one check's request got, so that a failure can be

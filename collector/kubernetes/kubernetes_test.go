@@ -32,8 +32,8 @@ import (
 	"github.com/egress-proxies/provider_health_exporter/internal/fakedns"
 	"github.com/egress-proxies/provider_health_exporter/internal/testcert"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
 	"github.com/egress-proxies/provider_health_exporter/internal/testnet"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // TestMain fails the package when a check leaves a connection (and its
@@ -140,7 +140,7 @@ func kubeconfig(t testing.TB, server string, caPEM []byte, mutate func(*clientcm
 	return path
 }
 
-func newTestChecker(t *testing.T, path string, opts ...collector.Option) *Checker {
+func newTestChecker(t *testing.T, path string, opts ...provider.Option) *Checker {
 	t.Helper()
 	c, err := New(&Entry{Name: "test", Kubeconfig: path, LabelSelector: testSelector}, slog.New(slog.DiscardHandler), opts...)
 	if err != nil {
@@ -149,7 +149,7 @@ func newTestChecker(t *testing.T, path string, opts ...collector.Option) *Checke
 	return c
 }
 
-func check(c *Checker) collector.Verdict {
+func check(c *Checker) provider.Verdict {
 	return c.Check(context.Background(), slog.New(slog.DiscardHandler), TargetName)
 }
 
@@ -172,54 +172,54 @@ func TestAPIAnswers(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		handler http.HandlerFunc
-		want    collector.Reason
+		want    provider.Reason
 	}{
-		{"no pods", func(w http.ResponseWriter, _ *http.Request) { writePodList(w) }, collector.ReasonReady},
-		{"a managed pod", func(w http.ResponseWriter, _ *http.Request) { writePodList(w, managedPod()) }, collector.ReasonReady},
+		{"no pods", func(w http.ResponseWriter, _ *http.Request) { writePodList(w) }, provider.ReasonReady},
+		{"a managed pod", func(w http.ResponseWriter, _ *http.Request) { writePodList(w, managedPod()) }, provider.ReasonReady},
 		{"401", func(w http.ResponseWriter, _ *http.Request) {
 			writeStatus(w, apierrors.NewUnauthorized("Unauthorized"), nil)
-		}, collector.ReasonUnauthorized},
+		}, provider.ReasonUnauthorized},
 		{"403 RBAC", func(w http.ResponseWriter, _ *http.Request) {
 			writeStatus(w, apierrors.NewForbidden(podsResource, "", errors.New(`User "system:serviceaccount:provider-health:provider-health-exporter" cannot list resource "pods" in API group "" at the cluster scope`)), nil)
-		}, collector.ReasonForbidden},
+		}, provider.ReasonForbidden},
 		{"404", func(w http.ResponseWriter, _ *http.Request) {
 			writeStatus(w, apierrors.NewNotFound(schema.GroupResource{}, ""), nil)
-		}, collector.ReasonNotFound},
+		}, provider.ReasonNotFound},
 		{"404 without a Status body", func(w http.ResponseWriter, _ *http.Request) {
 			http.NotFound(w, nil)
-		}, collector.ReasonNotFound},
+		}, provider.ReasonNotFound},
 		{"400 bad selector", func(w http.ResponseWriter, _ *http.Request) {
 			writeStatus(w, apierrors.NewBadRequest(`unable to parse requirement: values[0][app.kubernetes.io/managed-by]: Invalid value: "!!": a valid label must be an empty string or consist of alphanumeric characters`), nil)
-		}, collector.ReasonInvalidRequest},
+		}, provider.ReasonInvalidRequest},
 		{"429 with Retry-After", func(w http.ResponseWriter, _ *http.Request) {
 			writeStatus(w, apierrors.NewTooManyRequests("too many requests, please try again later", 1), map[string]string{"Retry-After": "1"})
-		}, collector.ReasonRateLimited},
+		}, provider.ReasonRateLimited},
 		{"503 with Retry-After", func(w http.ResponseWriter, _ *http.Request) {
 			writeStatus(w, apierrors.NewServiceUnavailable("the server is shutting down"), map[string]string{"Retry-After": "1"})
-		}, collector.ReasonServerError},
+		}, provider.ReasonServerError},
 		{"500 plain text", func(w http.ResponseWriter, _ *http.Request) {
 			http.Error(w, "Internal Server Error", http.StatusInternalServerError)
-		}, collector.ReasonServerError},
+		}, provider.ReasonServerError},
 		{"502 html from a proxy", func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "text/html")
 			w.WriteHeader(http.StatusBadGateway)
 			_, _ = io.WriteString(w, "<html><body>Bad Gateway</body></html>")
-		}, collector.ReasonServerError},
+		}, provider.ReasonServerError},
 		{"409 is not in the contract", func(w http.ResponseWriter, _ *http.Request) {
 			writeStatus(w, apierrors.NewConflict(podsResource, "", errors.New("conflict")), nil)
-		}, collector.ReasonUnknown},
+		}, provider.ReasonUnknown},
 		{"200 html", func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "text/html")
 			_, _ = io.WriteString(w, "<html><body>Welcome</body></html>")
-		}, collector.ReasonBadResponse},
+		}, provider.ReasonBadResponse},
 		{"200 truncated json", func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = io.WriteString(w, `{"kind":"PodList","apiVersion":"v1","items":[`)
-		}, collector.ReasonBadResponse},
+		}, provider.ReasonBadResponse},
 		{"200 some other kind", func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = io.WriteString(w, `{"kind":"Namespace","apiVersion":"v1","metadata":{"name":"x"}}`)
-		}, collector.ReasonBadResponse},
+		}, provider.ReasonBadResponse},
 		{"connection dropped mid-body", func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			w.Header().Set("Content-Length", "4096")
@@ -230,13 +230,13 @@ func TestAPIAnswers(t *testing.T) {
 			if err == nil {
 				conn.Close()
 			}
-		}, collector.ReasonBadResponse},
+		}, provider.ReasonBadResponse},
 		{"connection closed before an answer", func(w http.ResponseWriter, _ *http.Request) {
 			conn, _, err := w.(http.Hijacker).Hijack()
 			if err == nil {
 				conn.Close()
 			}
-		}, collector.ReasonUnreachable},
+		}, provider.ReasonUnreachable},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -262,7 +262,7 @@ func TestRequestShape(t *testing.T) {
 	t.Parallel()
 	srv := newAPIServer(t, true, func(w http.ResponseWriter, _ *http.Request) { writePodList(w) })
 	c := newTestChecker(t, kubeconfig(t, srv.URL, srv.caPEM(), nil))
-	if v := check(c); v.Reason != collector.ReasonReady || v.Capacity.Known {
+	if v := check(c); v.Reason != provider.ReasonReady || v.Capacity.Known {
 		t.Fatalf("reason = %s (%s), capacity %s; want Ready without a capacity (no capacity key)", v.Reason, v.Message, v.Capacity)
 	}
 	r := srv.lastRequest()
@@ -282,7 +282,7 @@ func TestRequestShape(t *testing.T) {
 	if got := r.Header.Get("User-Agent"); got != userAgent {
 		t.Errorf("User-Agent = %q, want %q", got, userAgent)
 	}
-	want := []collector.Target{{Name: TargetName, Address: srv.URL}}
+	want := []provider.Target{{Name: TargetName, Address: srv.URL}}
 	if got := c.Targets(); len(got) != 1 || got[0] != want[0] {
 		t.Errorf("Targets() = %v, want %v", got, want)
 	}
@@ -348,7 +348,7 @@ func TestTLSErrors(t *testing.T) {
 			srv := newAPIServer(t, tc.https, func(w http.ResponseWriter, _ *http.Request) { writePodList(w) })
 			server := strings.Replace(srv.URL, "http://", "https://", 1)
 			c := newTestChecker(t, kubeconfig(t, server, tc.ca(srv), tc.mutate))
-			if v := check(c); v.Reason != collector.ReasonTLSError {
+			if v := check(c); v.Reason != provider.ReasonTLSError {
 				t.Errorf("reason = %s (%s), want TLSError", v.Reason, v.Message)
 			}
 		})
@@ -403,7 +403,7 @@ func TestTransportFailures(t *testing.T) {
 	t.Run("refused", func(t *testing.T) {
 		t.Parallel()
 		c := newTestChecker(t, kubeconfig(t, "https://"+testnet.RefusedAddr(t), selfSignedPEM(t), nil))
-		if v := check(c); v.Reason != collector.ReasonUnreachable {
+		if v := check(c); v.Reason != provider.ReasonUnreachable {
 			t.Errorf("reason = %s (%s), want Unreachable", v.Reason, v.Message)
 		}
 	})
@@ -412,14 +412,14 @@ func TestTransportFailures(t *testing.T) {
 		c := newTestChecker(t, kubeconfig(t, "https://"+silentListener(t), selfSignedPEM(t), nil))
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		defer cancel()
-		if v := c.Check(ctx, slog.New(slog.DiscardHandler), TargetName); v.Reason != collector.ReasonTimeout {
+		if v := c.Check(ctx, slog.New(slog.DiscardHandler), TargetName); v.Reason != provider.ReasonTimeout {
 			t.Errorf("reason = %s (%s), want Timeout", v.Reason, v.Message)
 		}
 	})
 	t.Run("name does not resolve", func(t *testing.T) {
 		t.Parallel()
-		c := newTestChecker(t, kubeconfig(t, "https://apiserver.invalid:6443", selfSignedPEM(t), nil), collector.WithDialer(fakedns.Dialer(t)))
-		if v := check(c); v.Reason != collector.ReasonDNSFailed {
+		c := newTestChecker(t, kubeconfig(t, "https://apiserver.invalid:6443", selfSignedPEM(t), nil), provider.WithDialer(fakedns.Dialer(t)))
+		if v := check(c); v.Reason != provider.ReasonDNSFailed {
 			t.Errorf("reason = %s (%s), want DNSFailed", v.Reason, v.Message)
 		}
 	})
@@ -442,7 +442,7 @@ func TestHandshakeTimeoutIsTimeout(t *testing.T) {
 	}
 	sent := &trace{}
 	sent.sent.Store(true)
-	if r := classify(context.Background(), err, sent); r != collector.ReasonTimeout {
+	if r := classify(context.Background(), err, sent); r != provider.ReasonTimeout {
 		t.Errorf("classify(%v) = %s, want Timeout", err, r)
 	}
 }
@@ -476,7 +476,7 @@ func TestCredentialsUnavailable(t *testing.T) {
 			t.Parallel()
 			srv := newAPIServer(t, true, func(w http.ResponseWriter, _ *http.Request) { writePodList(w) })
 			c := newTestChecker(t, kubeconfig(t, srv.URL, srv.caPEM(), tc.mutate))
-			if v := check(c); v.Reason != collector.ReasonCredentialsUnavailable {
+			if v := check(c); v.Reason != provider.ReasonCredentialsUnavailable {
 				t.Errorf("reason = %s (%s), want CredentialsUnavailable", v.Reason, v.Message)
 			}
 			if n := srv.hits.Load(); n != 0 {
@@ -496,7 +496,7 @@ func TestNotInCluster(t *testing.T) {
 	if err != nil {
 		t.Fatalf("New failed: %v; an unusable configuration is the check's business", err)
 	}
-	if v := check(c); v.Reason != collector.ReasonCredentialsUnavailable {
+	if v := check(c); v.Reason != provider.ReasonCredentialsUnavailable {
 		t.Errorf("reason = %s (%s), want CredentialsUnavailable", v.Reason, v.Message)
 	}
 	if _, err := c.current(context.Background(), slog.New(slog.DiscardHandler)); !errors.Is(err, rest.ErrNotInCluster) {
@@ -523,7 +523,7 @@ func TestKubeconfigRepaired(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := newTestChecker(t, path)
-	if v := check(c); v.Reason != collector.ReasonCredentialsUnavailable {
+	if v := check(c); v.Reason != provider.ReasonCredentialsUnavailable {
 		t.Fatalf("broken kubeconfig: reason = %s (%s), want CredentialsUnavailable", v.Reason, v.Message)
 	}
 	if got := c.Targets()[0].Address; got != "" {
@@ -532,7 +532,7 @@ func TestKubeconfigRepaired(t *testing.T) {
 	if err := os.WriteFile(path, goodBytes, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if v := check(c); v.Reason != collector.ReasonReady {
+	if v := check(c); v.Reason != provider.ReasonReady {
 		t.Fatalf("repaired kubeconfig: reason = %s (%s), want Ready", v.Reason, v.Message)
 	}
 	if got := c.Targets()[0].Address; got != srv.URL {
@@ -551,7 +551,7 @@ func TestContextSelectsCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v := check(c); v.Reason != collector.ReasonReady {
+	if v := check(c); v.Reason != provider.ReasonReady {
 		t.Errorf("reason = %s (%s), want Ready from the context's cluster", v.Reason, v.Message)
 	}
 }
@@ -560,7 +560,7 @@ func TestUnknownTarget(t *testing.T) {
 	t.Parallel()
 	srv := newAPIServer(t, true, func(w http.ResponseWriter, _ *http.Request) { writePodList(w) })
 	c := newTestChecker(t, kubeconfig(t, srv.URL, srv.caPEM(), nil))
-	if v := c.Check(context.Background(), slog.New(slog.DiscardHandler), "compute"); v.Reason != collector.ReasonUnknown {
+	if v := c.Check(context.Background(), slog.New(slog.DiscardHandler), "compute"); v.Reason != provider.ReasonUnknown {
 		t.Errorf("reason = %s, want Unknown", v.Reason)
 	}
 	if n := srv.hits.Load(); n != 0 {
@@ -578,7 +578,7 @@ func TestDebugLogCarriesNoToken(t *testing.T) {
 	c := newTestChecker(t, kubeconfig(t, srv.URL, srv.caPEM(), nil))
 	var buf bytes.Buffer
 	logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	if v := c.Check(context.Background(), logger, TargetName); v.Reason != collector.ReasonUnauthorized {
+	if v := c.Check(context.Background(), logger, TargetName); v.Reason != provider.ReasonUnauthorized {
 		t.Fatalf("reason = %s (%s), want Unauthorized", v.Reason, v.Message)
 	}
 	if !strings.Contains(buf.String(), "listing pods") {

@@ -17,7 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8s "k8s.io/client-go/kubernetes"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // checkPlacementPermissions: with components/placement the exporter's
@@ -58,7 +58,7 @@ func checkPlacementPermissions(t *testing.T, sa, baseline *k8s.Clientset) {
 
 // placementCheckWith runs a check with pod_template (the restricted proxy
 // Pod) against the proxies' namespace.
-func placementCheckWith(t *testing.T, kubeconfigPath string) collector.Verdict {
+func placementCheckWith(t *testing.T, kubeconfigPath string) provider.Verdict {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "pod.yaml")
 	if err := os.WriteFile(path, []byte(restrictedTemplate), 0o600); err != nil {

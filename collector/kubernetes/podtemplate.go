@@ -52,7 +52,7 @@ func (p *PodTemplate) UnmarshalYAML(n *yaml.Node) error {
 }
 
 // MarshalYAML writes the path with the digest of the template in force as
-// a comment. An entry's settings are its YAML (collector.Entries' fingerprint
+// a comment. An entry's settings are its YAML (engine.Entries' fingerprint
 // decides from them whether a reload keeps the checker), so the digest is
 // what makes a reload pick up an edited template under the same path; on
 // /config it shows which version is in force. A comment keeps the output a

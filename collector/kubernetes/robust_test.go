@@ -21,7 +21,7 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // What an API server sends cannot hang, crash or bloat a check
@@ -97,7 +97,7 @@ func headroomChecker(t *testing.T, srv *apiServer, cfg Entry, logger *slog.Logge
 
 // collected counts the metrics the facts of v send, checking that each
 // can be written.
-func collected(t *testing.T, v collector.Verdict) int {
+func collected(t *testing.T, v provider.Verdict) int {
 	t.Helper()
 	if v.Facts == nil {
 		return 0
@@ -127,7 +127,7 @@ func TestQuotaAnswersAPIServersCannotMean(t *testing.T) {
 		name   string
 		quotas []rawQuota
 		json   bool
-		want   collector.Reason
+		want   provider.Reason
 		msg    string
 		// exported are the quota names that must have series.
 		exported []string
@@ -136,15 +136,15 @@ func TestQuotaAnswersAPIServersCannotMean(t *testing.T) {
 		{"name not UTF-8", []rawQuota{good, {Name: "q\xff\xfe", SpecHard: map[string]string{"pods": "5"}, Used: map[string]string{"pods": "5"}}}, false,
 			ReasonQuotaExhausted, "quota q\ufffd\ufffd in namespace egress-proxies: pods used 5 of hard 5 leaves 0, 1 required", []string{"compute"}, "quota name is no valid label value"},
 		{"name of 1 MiB", []rawQuota{good, {Name: strings.Repeat("q", 1<<20), SpecHard: map[string]string{"pods": "5"}, Used: map[string]string{"pods": "1"}}}, true,
-			collector.ReasonReady, "", []string{"compute"}, "quota name is no valid label value"},
+			provider.ReasonReady, "", []string{"compute"}, "quota name is no valid label value"},
 		{"hard 1e1000000000", []rawQuota{good, {Name: "huge", SpecHard: map[string]string{"pods": "1e1000000000"}, Used: map[string]string{"pods": "1"}}}, false,
-			collector.ReasonBadResponse, "quota huge in namespace egress-proxies: hard pods: quantity \"1e1000000000\": magnitude beyond 10^±64", nil, ""},
+			provider.ReasonBadResponse, "quota huge in namespace egress-proxies: hard pods: quantity \"1e1000000000\": magnitude beyond 10^±64", nil, ""},
 		{"used 1e-1000000000", []rawQuota{{Name: "tiny", SpecHard: map[string]string{"pods": "10"}, Used: map[string]string{"pods": "1e-1000000000"}}}, true,
-			collector.ReasonBadResponse, "used pods: quantity \"1e-1000000000\": magnitude beyond", nil, ""},
+			provider.ReasonBadResponse, "used pods: quantity \"1e-1000000000\": magnitude beyond", nil, ""},
 		{"hard beyond any cluster, clamped", []rawQuota{{Name: "vast", SpecHard: map[string]string{"pods": "1e30"}, Used: map[string]string{"pods": "-1e30"}}}, false,
-			collector.ReasonReady, "", []string{"vast"}, ""},
+			provider.ReasonReady, "", []string{"vast"}, ""},
 		{"not a quantity", []rawQuota{{Name: "word", SpecHard: map[string]string{"pods": "lots"}, Used: map[string]string{"pods": "1"}}}, true,
-			collector.ReasonBadResponse, "no digits", nil, ""},
+			provider.ReasonBadResponse, "no digits", nil, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -165,10 +165,10 @@ func TestQuotaAnswersAPIServersCannotMean(t *testing.T) {
 			defer cancel()
 			for i := range 2 {
 				v := c.Check(ctx, logger, TargetName)
-				if v.Reason != tc.want || (tc.msg == "") != (v.Reason == collector.ReasonReady) || !strings.Contains(v.Message, tc.msg) {
+				if v.Reason != tc.want || (tc.msg == "") != (v.Reason == provider.ReasonReady) || !strings.Contains(v.Message, tc.msg) {
 					t.Fatalf("check %d: %s %q, want %s with %q", i, v.Reason, v.Message, tc.want, tc.msg)
 				}
-				if len(v.Message) > collector.MaxProviderString+200 || !utf8.ValidString(v.Message) {
+				if len(v.Message) > provider.MaxProviderString+200 || !utf8.ValidString(v.Message) {
 					t.Errorf("message of %d bytes (valid UTF-8: %v)", len(v.Message), utf8.ValidString(v.Message))
 				}
 				if n := collected(t, v); n != 2*len(tc.exported) {
@@ -180,7 +180,7 @@ func TestQuotaAnswersAPIServersCannotMean(t *testing.T) {
 						if exported != contains(tc.exported, u.Quota) {
 							t.Errorf("quota %.20q exported %v, want %v", u.Quota, exported, !exported)
 						}
-						if len(u.Quota) > collector.MaxProviderString+64 {
+						if len(u.Quota) > provider.MaxProviderString+64 {
 							t.Errorf("quota name of %d bytes kept", len(u.Quota))
 						}
 					}
@@ -285,23 +285,23 @@ func TestDryRunAnswerIsReadAsMetadata(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		answer http.HandlerFunc
-		want   collector.Reason
+		want   provider.Reason
 	}{
 		{"json", func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusCreated)
 			_, _ = io.WriteString(w, `{"kind":"Pod","apiVersion":"v1","metadata":{"name":"egress-proxy-x7k2p"},"spec":{"containers":[{"name":"proxy","resources":{"requests":{"cpu":"1e-1000000000"}}}]}}`)
-		}, collector.ReasonReady},
+		}, provider.ReasonReady},
 		{"protobuf", func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "application/vnd.kubernetes.protobuf")
 			w.WriteHeader(http.StatusCreated)
 			_, _ = w.Write(protobufAnswer(t, "Pod", podProtobuf("1e-1000000000")))
-		}, collector.ReasonReady},
+		}, provider.ReasonReady},
 		{"another kind", func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusCreated)
 			_, _ = io.WriteString(w, `{"kind":"Namespace","apiVersion":"v1","metadata":{"name":"x"}}`)
-		}, collector.ReasonBadResponse},
+		}, provider.ReasonBadResponse},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -327,30 +327,30 @@ func TestPodListIsReadAsMetadata(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		answer func(t *testing.T, w http.ResponseWriter)
-		want   collector.Reason
+		want   provider.Reason
 		msg    string
 	}{
 		{"metadata list", func(_ *testing.T, w http.ResponseWriter) {
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = io.WriteString(w, `{"kind":"PartialObjectMetadataList","apiVersion":"meta.k8s.io/v1","metadata":{},"items":[{"metadata":{"name":"proxy-0"}}]}`)
-		}, collector.ReasonReady, "managed pods present"},
+		}, provider.ReasonReady, "managed pods present"},
 		{"PodList in JSON with a quantity resource.Quantity cannot parse", func(_ *testing.T, w http.ResponseWriter) {
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = io.WriteString(w, `{"kind":"PodList","apiVersion":"v1","metadata":{},"items":[{"metadata":{"name":"proxy-0"},"spec":{"containers":[{"name":"proxy","resources":{"requests":{"cpu":"1e-1000000000"}}}]}}]}`)
-		}, collector.ReasonReady, "managed pods present"},
+		}, provider.ReasonReady, "managed pods present"},
 		{"PodList in protobuf with that quantity", func(t *testing.T, w http.ResponseWriter) {
 			writeProtobuf(w, podListProtobuf(t, "1e-1000000000"))
-		}, collector.ReasonReady, "managed pods present"},
+		}, provider.ReasonReady, "managed pods present"},
 		{"protobuf of another kind", func(t *testing.T, w http.ResponseWriter) {
 			writeProtobuf(w, protobufAnswer(t, "Namespace", nil))
-		}, collector.ReasonBadResponse, `got a "Namespace", want a PodList`},
+		}, provider.ReasonBadResponse, `got a "Namespace", want a PodList`},
 		{"protobuf without its envelope", func(_ *testing.T, w http.ResponseWriter) {
 			writeProtobuf(w, []byte("\x0a\x02hi"))
-		}, collector.ReasonBadResponse, "without the k8s envelope"},
+		}, provider.ReasonBadResponse, "without the k8s envelope"},
 		{"yaml", func(_ *testing.T, w http.ResponseWriter) {
 			w.Header().Set("Content-Type", "application/yaml")
 			_, _ = io.WriteString(w, "kind: PodList\n")
-		}, collector.ReasonBadResponse, `content type "application/yaml", want application/json`},
+		}, provider.ReasonBadResponse, `content type "application/yaml", want application/json`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -383,11 +383,11 @@ func TestReviewsAreBounded(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		reason int
-		want   collector.Reason
+		want   provider.Reason
 		msg    string
 	}{
-		{"60 KiB reasons", 60 << 10, collector.ReasonForbidden, "cannot create pods0 in namespace egress-proxies: xxxx"},
-		{"4 MB reasons", 4 << 20, collector.ReasonBadResponse, "the response body is larger than the exporter's limit of 64 KiB"},
+		{"60 KiB reasons", 60 << 10, provider.ReasonForbidden, "cannot create pods0 in namespace egress-proxies: xxxx"},
+		{"4 MB reasons", 4 << 20, provider.ReasonBadResponse, "the response body is larger than the exporter's limit of 64 KiB"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -438,7 +438,7 @@ func TestReviewsAreBounded(t *testing.T) {
 			}
 			// The check's message joins 20 cut reasons; the engine cuts
 			// the whole to one bound.
-			if n := len(collector.BoundString(v.Message)); n > collector.MaxProviderString+64 {
+			if n := len(provider.BoundString(v.Message)); n > provider.MaxProviderString+64 {
 				t.Errorf("message of %d bytes", n)
 			}
 			if m := most.Load(); m > ReviewConcurrency {
@@ -449,7 +449,7 @@ func TestReviewsAreBounded(t *testing.T) {
 }
 
 // TestBodyLimitOfReviews: a review's body limit is its own; the list call
-// keeps collector.MaxBodyBytes.
+// keeps provider.MaxBodyBytes.
 func TestBodyLimitOfReviews(t *testing.T) {
 	t.Parallel()
 	big := bytes.Repeat([]byte(" "), 100<<10)
@@ -463,7 +463,7 @@ func TestBodyLimitOfReviews(t *testing.T) {
 		http.Error(w, "unexpected", http.StatusTeapot)
 	})
 	c := newTestChecker(t, kubeconfig(t, srv.URL, srv.caPEM(), nil))
-	if v := check(c); v.Reason != collector.ReasonReady {
+	if v := check(c); v.Reason != provider.ReasonReady {
 		t.Errorf("a 100 KiB list answer: %s %q, want Ready", v.Reason, v.Message)
 	}
 }

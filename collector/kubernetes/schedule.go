@@ -9,16 +9,16 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
-var _ collector.Closer = (*Checker)(nil)
+var _ provider.Closer = (*Checker)(nil)
 
 // ScheduleOutcome is what the last fit of the admitted Pod on the nodes
 // gave, for the status page.
 type ScheduleOutcome struct {
 	Time    time.Time
-	Reason  collector.Reason
+	Reason  provider.Reason
 	Message string
 	// Fit is the fit itself; nil when the caches could not be fitted on
 	// (not synced, watch refused).
@@ -30,7 +30,7 @@ type ScheduleOutcome struct {
 // admission returned), the fit of pod on the watch caches' Nodes, less
 // what the Pods bound to them request. No request is made: the caches are
 // kept by the watches, which the first check starts.
-func (c *Checker) schedule(ctx context.Context, logger *slog.Logger, cl *client, pod *corev1.Pod, v collector.Verdict) collector.Verdict {
+func (c *Checker) schedule(ctx context.Context, logger *slog.Logger, cl *client, pod *corev1.Pod, v provider.Verdict) provider.Verdict {
 	f, _ := v.Facts.(*Facts)
 	if f == nil {
 		f = &Facts{}
@@ -38,18 +38,18 @@ func (c *Checker) schedule(ctx context.Context, logger *slog.Logger, cl *client,
 	}
 	f.scheduled = true
 	defer func() { f.Schedule = c.lastFit.Load() }()
-	if v.Reason != collector.ReasonReady {
+	if v.Reason != provider.ReasonReady {
 		return v
 	}
 	if pod == nil {
 		// Admitted, but the answer could not be read as a Pod: no fit,
 		// and no Ready that would claim one.
-		v.Reason, v.Message = collector.ReasonBadResponse, "schedule: the Pod the dry run admitted could not be read: "+f.needsErr
+		v.Reason, v.Message = provider.ReasonBadResponse, "schedule: the Pod the dry run admitted could not be read: "+f.needsErr
 		return v
 	}
 	ws := c.watch.ensure(cl)
 	if ws == nil {
-		v.Reason, v.Message = collector.ReasonUnknown, "the checker was closed by a reload"
+		v.Reason, v.Message = provider.ReasonUnknown, "the checker was closed by a reload"
 		return v
 	}
 	// The first check of a fresh watch waits for the caches to fill, for
@@ -72,7 +72,7 @@ func (c *Checker) schedule(ctx context.Context, logger *slog.Logger, cl *client,
 	nodes, pods := ws.snapshot()
 	// The copies are placed up to the quota's capacity, past which the
 	// capacity is the quota's whatever the nodes take.
-	limit := int64(collector.MaxCapacity)
+	limit := int64(provider.MaxCapacity)
 	if q := quotaCapacity(f.Headroom, c.headroomSet.mins, f.needs); q.Known {
 		// At least one: a quota with no room is the quota's verdict,
 		// not the nodes'.
@@ -88,16 +88,16 @@ func (c *Checker) schedule(ctx context.Context, logger *slog.Logger, cl *client,
 		res, err = fitWithPlugins(ctx, pod, nodes, pods, namespaces, limit)
 	}
 	if err != nil {
-		out.Reason, out.Message = collector.ReasonUnknown, "schedule: "+boundedErr(err)
+		out.Reason, out.Message = provider.ReasonUnknown, "schedule: "+boundedErr(err)
 		if apierrors.IsForbidden(err) {
-			out.Reason = collector.ReasonForbidden
+			out.Reason = provider.ReasonForbidden
 			out.Message += " (list on namespaces: deploy/kubernetes/components/schedule, Helm value rbac.schedule)"
 		}
 		c.lastFit.Store(out)
 		v.Reason, v.Message = out.Reason, out.Message
 		return v
 	}
-	out.Fit, out.Message, out.Reason = &res, res.Message(), collector.ReasonReady
+	out.Fit, out.Message, out.Reason = &res, res.Message(), provider.ReasonReady
 	f.fit = &res
 	logger.Debug("fitted the admitted pod on the nodes", "nodes", res.Nodes, "fitting", res.Fitting, "copies", res.Copies, "pods_bound", len(pods))
 	if res.Copies == 0 {
@@ -116,7 +116,7 @@ func (c *Checker) Close() error {
 	if c.watch == nil {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), collector.CloseBound)
+	ctx, cancel := context.WithTimeout(context.Background(), provider.CloseBound)
 	defer cancel()
 	return c.watch.Close(ctx)
 }

@@ -20,7 +20,7 @@ import (
 	k8s "k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // oracleScheduler is the schedulerName of the kube-scheduler ctl.sh
@@ -220,7 +220,7 @@ func runScheduleCase(t *testing.T, cl *cluster, admin *k8s.Clientset, tc schedul
 	switch {
 	case want == 0 && (v.Reason != ReasonUnschedulable || !strings.HasPrefix(v.Message, fmt.Sprintf("0/%d nodes are available: ", countNodes(t, admin)))):
 		t.Errorf("verdict %s %q, want Unschedulable counting the nodes", v.Reason, v.Message)
-	case want > 0 && (v.Reason != collector.ReasonReady || v.Capacity.Binding != "nodes"):
+	case want > 0 && (v.Reason != provider.ReasonReady || v.Capacity.Binding != "nodes"):
 		t.Errorf("verdict %s %q, capacity bound by %q: want Ready, bound by nodes", v.Reason, v.Message, v.Capacity.Binding)
 	}
 }

@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // scheduleAPI is an API server for whole checks with schedule: the list
@@ -69,17 +69,17 @@ func TestCheckSchedule(t *testing.T) {
 		nodes       []*corev1.Node
 		pods        []*corev1.Pod
 		forbidNodes bool
-		reason      collector.Reason
+		reason      provider.Reason
 		capacity    int64
 		binding     string
 		message     string
 	}{
 		{name: "room on two nodes", nodes: []*corev1.Node{fitNode("n1", nil), fitNode("n2", nil)}, pods: []*corev1.Pod{boundPod("n1", "cpu", "3")},
-			reason: collector.ReasonReady, capacity: 5, binding: "nodes", message: "5 copies of the Pod fit on 2/2 nodes"},
+			reason: provider.ReasonReady, capacity: 5, binding: "nodes", message: "5 copies of the Pod fit on 2/2 nodes"},
 		{name: "all cordoned", nodes: []*corev1.Node{fitNode("n1", cordoned), fitNode("n2", cordoned)},
 			reason: ReasonUnschedulable, capacity: 0, binding: "nodes", message: "0/2 nodes are available: 2 node(s) were unschedulable"},
 		{name: "watch refused", nodes: []*corev1.Node{fitNode("n1", nil)}, forbidNodes: true,
-			reason: collector.ReasonForbidden, capacity: 0, binding: "Forbidden", message: "cannot list/watch nodes cluster-wide"},
+			reason: provider.ReasonForbidden, capacity: 0, binding: "Forbidden", message: "cannot list/watch nodes cluster-wide"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var nodes []corev1.Node
@@ -101,14 +101,14 @@ func TestCheckSchedule(t *testing.T) {
 					t.Error(err)
 				}
 			}()
-			var v collector.Verdict
+			var v provider.Verdict
 			// A refused watch is known once its first list was refused:
 			// check until it is, however slow the machine.
 			for {
 				ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 				v = c.Check(ctx, slog.New(slog.DiscardHandler), TargetName)
 				cancel()
-				if v.Reason != collector.ReasonUnknown || t.Context().Err() != nil {
+				if v.Reason != provider.ReasonUnknown || t.Context().Err() != nil {
 					break
 				}
 			}

@@ -25,7 +25,7 @@ import (
 	schedmetrics "k8s.io/kubernetes/pkg/scheduler/metrics"
 	schedutil "k8s.io/kubernetes/pkg/scheduler/util"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // The fit runs three of kube-scheduler's own filter plugins, imported from
@@ -506,7 +506,7 @@ func fitNodes(pod *corev1.Pod, nodes []*corev1.Node, use map[string]*nodeUse, j 
 			continue
 		}
 		r.Fitting++
-		r.Copies = min(r.Copies+min(n, collector.MaxCapacity), collector.MaxCapacity)
+		r.Copies = min(r.Copies+min(n, provider.MaxCapacity), provider.MaxCapacity)
 	}
 	return r
 }

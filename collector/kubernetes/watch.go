@@ -24,7 +24,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // nonTerminalPods is the field selector of kube-scheduler's own Pod
@@ -309,26 +309,26 @@ func (ws *watchSet) waitSynced(ctx context.Context) bool {
 // verdict says why the caches cannot be fitted on yet, or ok: a refused
 // list or watch is Forbidden, naming what to grant; a failing one, or
 // caches still filling, Unknown, never a fit on a stale or partial cache.
-func (ws *watchSet) verdict(now time.Time) (reason collector.Reason, msg string, ok bool) {
+func (ws *watchSet) verdict(now time.Time) (reason provider.Reason, msg string, ok bool) {
 	for _, w := range []*watched{ws.nodes, ws.pods} {
 		since, err := w.state()
 		if err == nil {
 			continue
 		}
 		if bad := (*badResponseError)(nil); errors.As(err, &bad) {
-			return collector.ReasonBadResponse, fmt.Sprintf("the watch of %s got an answer it cannot use, so no capacity is judged from it: %s",
+			return provider.ReasonBadResponse, fmt.Sprintf("the watch of %s got an answer it cannot use, so no capacity is judged from it: %s",
 				w.what, boundedErr(err)), false
 		}
 		if apierrors.IsForbidden(err) {
-			return collector.ReasonForbidden, fmt.Sprintf("cannot list/watch %s cluster-wide, which schedule needs (list and watch on nodes and pods: deploy/kubernetes/components/schedule, Helm value rbac.schedule): %s",
+			return provider.ReasonForbidden, fmt.Sprintf("cannot list/watch %s cluster-wide, which schedule needs (list and watch on nodes and pods: deploy/kubernetes/components/schedule, Helm value rbac.schedule): %s",
 				w.what, boundedErr(err)), false
 		}
-		return collector.ReasonUnknown, fmt.Sprintf("the watch of %s has been failing for %s, so its cache may be stale: %s",
+		return provider.ReasonUnknown, fmt.Sprintf("the watch of %s has been failing for %s, so its cache may be stale: %s",
 			w.what, now.Sub(since).Round(time.Second), boundedErr(err)), false
 	}
 	for _, w := range []*watched{ws.nodes, ws.pods} {
 		if !w.informer.HasSynced() {
-			return collector.ReasonUnknown, fmt.Sprintf("the watch cache of %s is still filling (started %s ago): no fit is judged on a partial cache",
+			return provider.ReasonUnknown, fmt.Sprintf("the watch cache of %s is still filling (started %s ago): no fit is judged on a partial cache",
 				w.what, now.Sub(ws.started).Round(time.Second)), false
 		}
 	}
@@ -354,4 +354,4 @@ func (ws *watchSet) snapshot() ([]*corev1.Node, []*corev1.Pod) {
 	return nodes, pods
 }
 
-func boundedErr(err error) string { return collector.BoundString(err.Error()) }
+func boundedErr(err error) string { return provider.BoundString(err.Error()) }

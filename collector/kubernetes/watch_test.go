@@ -18,7 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // watchServer answers the watches' list and watch calls as an API server
@@ -187,11 +187,11 @@ func TestWatchForbiddenIsSaid(t *testing.T) {
 		}
 	}()
 	ws := w.ensure(srv.client())
-	var reason collector.Reason
+	var reason provider.Reason
 	var msg string
 	waitFor(t, "a Forbidden verdict", func() bool {
 		reason, msg, _ = ws.verdict(time.Now())
-		return reason == collector.ReasonForbidden
+		return reason == provider.ReasonForbidden
 	})
 	for _, want := range []string{"cannot list/watch pods cluster-wide", "components/schedule", `cannot list resource "pods"`} {
 		if !strings.Contains(msg, want) {
@@ -217,7 +217,7 @@ func TestWatchNotSyncedIsNoFit(t *testing.T) {
 		t.Fatal("synced while the pods' list was held")
 	}
 	reason, msg, ok := ws.verdict(time.Now())
-	if ok || reason != collector.ReasonUnknown || !strings.Contains(msg, "still filling") {
+	if ok || reason != provider.ReasonUnknown || !strings.Contains(msg, "still filling") {
 		t.Errorf("verdict while syncing = %v %s %q, want Unknown, still filling", ok, reason, msg)
 	}
 	close(hold)

@@ -8,7 +8,7 @@ import (
 	"log/slog"
 	"sync"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // watchHub shares the watch caches of schedule between the entries that
@@ -105,12 +105,12 @@ func waitStopped(ctx context.Context, sets []*watchSet) error {
 	return nil
 }
 
-var _ collector.Adopter = (*Checker)(nil)
+var _ provider.Adopter = (*Checker)(nil)
 
 // Adopt takes over the watch caches' reference of the checker this one
 // replaces on reload (its entry changed, its cluster may not have): the
 // caches run on, and the first check finds them synced.
-func (c *Checker) Adopt(old collector.Checker) {
+func (c *Checker) Adopt(old provider.Checker) {
 	o, ok := old.(*Checker)
 	if !ok || c.watch == nil || o.watch == nil {
 		return

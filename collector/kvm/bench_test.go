@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // BenchmarkCheck compares a check on the kept connection (the steady state:
@@ -28,7 +28,7 @@ func BenchmarkCheck(b *testing.B) {
 			ctx := context.Background()
 			b.ReportAllocs()
 			for b.Loop() {
-				if v := c.Check(ctx, logger, hostName); v.Reason != collector.ReasonReady {
+				if v := c.Check(ctx, logger, hostName); v.Reason != provider.ReasonReady {
 					b.Fatalf("reason %s (%s)", v.Reason, v.Message)
 				}
 				if bc.redial {

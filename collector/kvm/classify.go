@@ -11,7 +11,7 @@ import (
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // Name is the kind's name: its configuration section and provider label.
@@ -19,47 +19,47 @@ const Name = "kvm"
 
 // The reasons of a KVM host beyond the shared ones (docs/metrics.md: "Reasons").
 const (
-	ReasonSSHMaterialInvalid       collector.Reason = "SSHMaterialInvalid"
-	ReasonSSHAuthFailed            collector.Reason = "SSHAuthFailed"
-	ReasonSSHHandshakeFailed       collector.Reason = "SSHHandshakeFailed"
-	ReasonHostKeyUnknown           collector.Reason = "HostKeyUnknown"
-	ReasonHostKeyMismatch          collector.Reason = "HostKeyMismatch"
-	ReasonLibvirtSocketUnavailable collector.Reason = "LibvirtSocketUnavailable"
-	ReasonLibvirtConnectFailed     collector.Reason = "LibvirtConnectFailed"
-	ReasonLibvirtConnectionLost    collector.Reason = "LibvirtConnectionLost"
-	ReasonPoolMissing              collector.Reason = "PoolMissing"
-	ReasonPoolInactive             collector.Reason = "PoolInactive"
-	ReasonPoolBuilding             collector.Reason = "PoolBuilding"
-	ReasonPoolDegraded             collector.Reason = "PoolDegraded"
-	ReasonPoolInaccessible         collector.Reason = "PoolInaccessible"
+	ReasonSSHMaterialInvalid       provider.Reason = "SSHMaterialInvalid"
+	ReasonSSHAuthFailed            provider.Reason = "SSHAuthFailed"
+	ReasonSSHHandshakeFailed       provider.Reason = "SSHHandshakeFailed"
+	ReasonHostKeyUnknown           provider.Reason = "HostKeyUnknown"
+	ReasonHostKeyMismatch          provider.Reason = "HostKeyMismatch"
+	ReasonLibvirtSocketUnavailable provider.Reason = "LibvirtSocketUnavailable"
+	ReasonLibvirtConnectFailed     provider.Reason = "LibvirtConnectFailed"
+	ReasonLibvirtConnectionLost    provider.Reason = "LibvirtConnectionLost"
+	ReasonPoolMissing              provider.Reason = "PoolMissing"
+	ReasonPoolInactive             provider.Reason = "PoolInactive"
+	ReasonPoolBuilding             provider.Reason = "PoolBuilding"
+	ReasonPoolDegraded             provider.Reason = "PoolDegraded"
+	ReasonPoolInaccessible         provider.Reason = "PoolInaccessible"
 )
 
 // Reasons is the closed reason set of a KVM host (docs/metrics.md: "Reasons"): every
 // one of them is exported on every scrape as a state set. libvirtd
 // answering, even with a refusal or a bad pool, is up; everything up to
 // its socket is not.
-func Reasons() collector.ReasonSet {
-	return append(collector.BaseReasons(),
-		collector.ReasonDef{Reason: ReasonSSHMaterialInvalid},
-		collector.ReasonDef{Reason: ReasonSSHAuthFailed},
-		collector.ReasonDef{Reason: ReasonSSHHandshakeFailed},
-		collector.ReasonDef{Reason: ReasonHostKeyUnknown},
-		collector.ReasonDef{Reason: ReasonHostKeyMismatch},
-		collector.ReasonDef{Reason: ReasonLibvirtSocketUnavailable},
-		collector.ReasonDef{Reason: ReasonLibvirtConnectFailed, Up: true},
-		collector.ReasonDef{Reason: ReasonLibvirtConnectionLost},
-		collector.ReasonDef{Reason: ReasonPoolMissing, Up: true},
-		collector.ReasonDef{Reason: ReasonPoolInactive, Up: true},
-		collector.ReasonDef{Reason: ReasonPoolBuilding, Up: true},
-		collector.ReasonDef{Reason: ReasonPoolDegraded, Up: true},
-		collector.ReasonDef{Reason: ReasonPoolInaccessible, Up: true},
-		collector.ReasonDef{Reason: ReasonPoolFull, Up: true},
-		collector.ReasonDef{Reason: ReasonHostMemoryLow, Up: true},
-		collector.ReasonDef{Reason: ReasonHostCPULow, Up: true},
-		collector.ReasonDef{Reason: ReasonVolumeMissing, Up: true},
-		collector.ReasonDef{Reason: ReasonNetworkMissing, Up: true},
-		collector.ReasonDef{Reason: ReasonNetworkInactive, Up: true},
-		collector.UnknownReason(),
+func Reasons() provider.ReasonSet {
+	return append(provider.BaseReasons(),
+		provider.ReasonDef{Reason: ReasonSSHMaterialInvalid},
+		provider.ReasonDef{Reason: ReasonSSHAuthFailed},
+		provider.ReasonDef{Reason: ReasonSSHHandshakeFailed},
+		provider.ReasonDef{Reason: ReasonHostKeyUnknown},
+		provider.ReasonDef{Reason: ReasonHostKeyMismatch},
+		provider.ReasonDef{Reason: ReasonLibvirtSocketUnavailable},
+		provider.ReasonDef{Reason: ReasonLibvirtConnectFailed, Up: true},
+		provider.ReasonDef{Reason: ReasonLibvirtConnectionLost},
+		provider.ReasonDef{Reason: ReasonPoolMissing, Up: true},
+		provider.ReasonDef{Reason: ReasonPoolInactive, Up: true},
+		provider.ReasonDef{Reason: ReasonPoolBuilding, Up: true},
+		provider.ReasonDef{Reason: ReasonPoolDegraded, Up: true},
+		provider.ReasonDef{Reason: ReasonPoolInaccessible, Up: true},
+		provider.ReasonDef{Reason: ReasonPoolFull, Up: true},
+		provider.ReasonDef{Reason: ReasonHostMemoryLow, Up: true},
+		provider.ReasonDef{Reason: ReasonHostCPULow, Up: true},
+		provider.ReasonDef{Reason: ReasonVolumeMissing, Up: true},
+		provider.ReasonDef{Reason: ReasonNetworkMissing, Up: true},
+		provider.ReasonDef{Reason: ReasonNetworkInactive, Up: true},
+		provider.UnknownReason(),
 	)
 }
 
@@ -70,10 +70,10 @@ const authFailure = "ssh: unable to authenticate"
 // classify derives the reason of a failed dial from its stage and cause
 // (docs/metrics.md: "Reasons"; docs/configuration.md: "KVM"). The end of ctx or of dial_timeout wins over
 // whatever the error says.
-func classify(ctx context.Context, err error) collector.Reason {
+func classify(ctx context.Context, err error) provider.Reason {
 	var silent *silentServerError
-	if collector.Ended(ctx) || errors.Is(err, &dialTimeoutError{}) || errors.As(err, &silent) {
-		return collector.ReasonTimeout
+	if provider.Ended(ctx) || errors.Is(err, &dialTimeoutError{}) || errors.As(err, &silent) {
+		return provider.ReasonTimeout
 	}
 	var flood *floodError
 	if errors.As(err, &flood) {
@@ -83,7 +83,7 @@ func classify(ctx context.Context, err error) collector.Reason {
 	}
 	var de *dialError
 	if !errors.As(err, &de) {
-		return collector.ReasonUnknown
+		return provider.ReasonUnknown
 	}
 	switch de.Stage {
 	case stageMaterial:
@@ -91,14 +91,14 @@ func classify(ctx context.Context, err error) collector.Reason {
 	case stageTCP:
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			// The dialer took its deadline from ctx.
-			return collector.ReasonTimeout
+			return provider.ReasonTimeout
 		}
 		var dnsErr *net.DNSError
 		if errors.As(err, &dnsErr) {
-			return collector.ReasonDNSFailed
+			return provider.ReasonDNSFailed
 		}
 		// Refused, reset, no route: every other failure to connect.
-		return collector.ReasonUnreachable
+		return provider.ReasonUnreachable
 	case stageHandshake:
 		var keyErr *knownhosts.KeyError
 		if errors.As(err, &keyErr) {
@@ -120,7 +120,7 @@ func classify(ctx context.Context, err error) collector.Reason {
 		if errors.As(err, &fe) {
 			// The peer does not speak libvirt's protocol as libvirtd
 			// does; no reason of the set says more than that.
-			return collector.ReasonUnknown
+			return provider.ReasonUnknown
 		}
 		var chanErr *ssh.OpenChannelError
 		if errors.As(err, &chanErr) {
@@ -134,7 +134,7 @@ func classify(ctx context.Context, err error) collector.Reason {
 		}
 		// The channel or the SSH connection went away before libvirtd
 		// answered.
-		return collector.ReasonUnreachable
+		return provider.ReasonUnreachable
 	}
-	return collector.ReasonUnknown
+	return provider.ReasonUnknown
 }

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // The kept connection of each host: found, dialed through the dial queue,
@@ -85,7 +85,7 @@ func (c *Checker) runDial(j *dialJob) dialOutcome {
 	// libvirt client on a peer's bytes) is the host's Unknown, not the
 	// process's end.
 	var s *session
-	err := collector.CatchPanic(func() (err error) {
+	err := provider.CatchPanic(func() (err error) {
 		s, err = c.dial(c.ctx, j.logger, j.h.set)
 		return err
 	})
@@ -218,16 +218,16 @@ func (h *host) drop(logger *slog.Logger, s *session, why string, err error) {
 // connection is dropped only when the call outlived its grace, see call),
 // another libvirt error keeps the connection (Unknown), and anything else
 // is a lost connection, which is dropped so that the next check redials.
-func (h *host) callFailed(ctx context.Context, logger *slog.Logger, s *session, err error) (collector.Reason, error) {
-	if collector.Ended(ctx) {
+func (h *host) callFailed(ctx context.Context, logger *slog.Logger, s *session, err error) (provider.Reason, error) {
+	if provider.Ended(ctx) {
 		if s.isDead() {
 			h.drop(logger, s, "a libvirt call was still unanswered after the check's deadline and its grace", err)
 		}
-		return collector.ReasonTimeout, err
+		return provider.ReasonTimeout, err
 	}
 	if libvirtError(err) {
 		// libvirtd answered: the connection is fine.
-		return collector.ReasonUnknown, err
+		return provider.ReasonUnknown, err
 	}
 	h.drop(logger, s, "the connection broke during a libvirt call", err)
 	return ReasonLibvirtConnectionLost, err
@@ -269,7 +269,7 @@ func (c *Checker) Close() error {
 // did not change (the pool may have), and carries every same-named host's
 // connects counter and libvirt version over so the counter does not reset on
 // reload.
-func (c *Checker) Adopt(old collector.Checker) {
+func (c *Checker) Adopt(old provider.Checker) {
 	o, ok := old.(*Checker)
 	if !ok || o == nil || o == c {
 		return

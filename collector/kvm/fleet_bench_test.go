@@ -31,8 +31,9 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"golang.org/x/crypto/ssh"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
 	"github.com/egress-proxies/provider_health_exporter/config"
+	"github.com/egress-proxies/provider_health_exporter/internal/engine"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // The fleet simulator of BenchmarkFleet (docs/scaling.md: "Performance"). The fake
@@ -311,7 +312,7 @@ const (
 	fleetLate = 100 * time.Millisecond
 )
 
-// BenchmarkFleet scrapes a simulated fleet through collector.Engine and the
+// BenchmarkFleet scrapes a simulated fleet through engine.Engine and the
 // real kvm Checker with the exporter's libvirt client, 20 ms per libvirt reply,
 // the scrape header at 5 s (budget 4.5 s; 10 s for the 5,000 hosts), and encodes every answer in the
 // text format as /metrics does. An op is one steady scrape of the whole
@@ -390,7 +391,7 @@ func benchFleet(b *testing.B, sc fleetScenario) {
 	}
 	// want is the reason each host should have once warmed up; index
 	// finds a host by its address, for the dials counted per host.
-	want := map[string]collector.Reason{}
+	want := map[string]provider.Reason{}
 	index := make(map[string]int, n)
 	for i, h := range hosts {
 		index[h.addr] = i
@@ -399,13 +400,13 @@ func benchFleet(b *testing.B, sc fleetScenario) {
 		role := fleetRoleOf(i, sc.hung, sc.missing, sc.drop)
 		switch role {
 		case roleHung:
-			want[name] = collector.ReasonTimeout
+			want[name] = provider.ReasonTimeout
 		case roleMissing:
 			pool, want[name] = MissingPool, ReasonPoolMissing
 		case roleDrop:
 			pool, want[name] = DropPool, ReasonLibvirtConnectionLost
 		default:
-			want[name] = collector.ReasonReady
+			want[name] = provider.ReasonReady
 		}
 		if (role == roleHung) != h.silent {
 			b.Fatalf("host %d: the fleet and the benchmark disagree on whether it hangs", i)
@@ -454,13 +455,13 @@ func benchFleet(b *testing.B, sc fleetScenario) {
 	hostDials := make([]atomic.Int64, n)
 	logs := &countingHandler{counts: map[string]int{}}
 	logger := slog.New(logs)
-	engine := collector.NewEngine(logger)
-	b.Cleanup(engine.Close)
+	eng := engine.NewEngine(logger)
+	b.Cleanup(eng.Close)
 	var checker *Checker
-	entry := collector.Entry{
+	entry := engine.Entry{
 		Kind: "kvm", Name: cfg.Name, Reasons: Kind().EntryReasons(cfg), Timeout: time.Duration(config.DefaultTimeout),
 		Fingerprint: "fleet",
-		Build: func() (collector.Checker, error) {
+		Build: func() (provider.Checker, error) {
 			c, err := New(cfg, logger)
 			if err != nil {
 				return nil, err
@@ -478,11 +479,11 @@ func benchFleet(b *testing.B, sc fleetScenario) {
 			return c, nil
 		},
 	}
-	if err := engine.Load([]collector.Entry{entry}); err != nil {
+	if err := eng.Load([]engine.Entry{entry}); err != nil {
 		b.Fatal(err)
 	}
-	req := collector.Request{ScrapeTimeout: header, Offset: fleetOffset}
-	budget := collector.Budget(entry.Timeout, header, fleetOffset)
+	req := engine.Request{ScrapeTimeout: header, Offset: fleetOffset}
+	budget := engine.Budget(entry.Timeout, header, fleetOffset)
 	// why counts the verdicts of healthy hosts that were not Ready, by
 	// reason and message, for the benchmark's log.
 	why := map[string]int{}
@@ -498,7 +499,7 @@ func benchFleet(b *testing.B, sc fleetScenario) {
 		// As the exporter does: the checks end early by twice what the
 		// last answer took, so this one too leaves within the budget.
 		req.Reserve = 2 * encoded
-		res, err := engine.Run(context.Background(), req)
+		res, err := eng.Run(context.Background(), req)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -517,10 +518,10 @@ func benchFleet(b *testing.B, sc fleetScenario) {
 		for _, tr := range res[0].Targets {
 			w := want[tr.Target.Name]
 			switch {
-			case w == collector.ReasonReady && tr.Reason != w:
+			case w == provider.ReasonReady && tr.Reason != w:
 				out.notReady++
 				why[string(tr.Reason)+": "+fleetAddr.ReplaceAllString(tr.Message, "ADDR")]++
-			case w != collector.ReasonReady && tr.Reason != w:
+			case w != provider.ReasonReady && tr.Reason != w:
 				out.wrong++
 			}
 		}
@@ -605,7 +606,7 @@ func benchFleet(b *testing.B, sc fleetScenario) {
 	// or a dial that failed.
 	var extraDials, extraSessions int64
 	for i := range hosts {
-		if want[fmt.Sprintf("h%04d", i)] != collector.ReasonReady {
+		if want[fmt.Sprintf("h%04d", i)] != provider.ReasonReady {
 			continue
 		}
 		extraDials += max(hostDials[i].Load()-1, 0)
@@ -613,7 +614,7 @@ func benchFleet(b *testing.B, sc fleetScenario) {
 	if checker != nil {
 		for _, h := range checker.liveHosts() {
 			h.mu.Lock()
-			if want[h.name] == collector.ReasonReady && h.connects > 1 {
+			if want[h.name] == provider.ReasonReady && h.connects > 1 {
 				extraSessions += int64(h.connects) - 1
 			}
 			h.mu.Unlock()
@@ -624,7 +625,7 @@ func benchFleet(b *testing.B, sc fleetScenario) {
 	// and serves every verdict from the cache; no check runs.
 	cachedEntry := entry
 	cachedEntry.MinInterval = time.Hour
-	if err := engine.Load([]collector.Entry{cachedEntry}); err != nil {
+	if err := eng.Load([]engine.Entry{cachedEntry}); err != nil {
 		b.Fatal(err)
 	}
 	const cachedScrapes = 10
@@ -738,10 +739,10 @@ func (h *countingHandler) summary() string {
 }
 
 // encodeText writes the results in the text format the way /metrics
-// does (collector.Exposition, no Registry), so the cost of the answer is
+// does (exposition.Exposition, no Registry), so the cost of the answer is
 // counted with the checks'.
-func encodeText(w io.Writer, res []collector.ProviderResult) error {
-	x, err := collector.NewExposition(res)
+func encodeText(w io.Writer, res []engine.ProviderResult) error {
+	x, err := engine.NewExposition(res)
 	if err != nil {
 		return fmt.Errorf("building the answer: %w", err)
 	}

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
 	"github.com/egress-proxies/provider_health_exporter/config"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // floodMode is how a flooding libvirt peer pushes data nobody asked for,
@@ -134,10 +134,10 @@ func TestFloodingPeers(t *testing.T) {
 	}
 	t.Cleanup(func() { c.Close() })
 
-	checkAll := func() map[string]collector.Verdict {
+	checkAll := func() map[string]provider.Verdict {
 		var wg sync.WaitGroup
 		var vmu sync.Mutex
-		out := map[string]collector.Verdict{}
+		out := map[string]provider.Verdict{}
 		for _, h := range cfg.Hosts {
 			wg.Go(func() {
 				v := check(t, c, h.Name, time.Minute)
@@ -150,7 +150,7 @@ func TestFloodingPeers(t *testing.T) {
 		return out
 	}
 	for name, v := range checkAll() {
-		if v.Reason != collector.ReasonReady {
+		if v.Reason != provider.ReasonReady {
 			t.Fatalf("%s: first check %s (%s), want Ready: the flood starts after it", name, v.Reason, v.Message)
 		}
 	}
@@ -190,7 +190,7 @@ func TestFloodingPeers(t *testing.T) {
 	for name, v := range checkAll() {
 		switch {
 		case name == "good":
-			if v.Reason != collector.ReasonReady || factsOf(t, v).Connects != 1 {
+			if v.Reason != provider.ReasonReady || factsOf(t, v).Connects != 1 {
 				t.Errorf("good: %s (%s), connects %d; want Ready on its first connection", v.Reason, v.Message, factsOf(t, v).Connects)
 			}
 		case v.Reason != ReasonLibvirtConnectionLost:
@@ -202,7 +202,7 @@ func TestFloodingPeers(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if v := c.Check(ctx, testLogger(t), "flood-05"); v.Reason != ReasonLibvirtConnectionLost && v.Reason != collector.ReasonReady {
+	if v := c.Check(ctx, testLogger(t), "flood-05"); v.Reason != ReasonLibvirtConnectionLost && v.Reason != provider.ReasonReady {
 		t.Errorf("a flooding host's check after the lost one: %s (%s), want a new connection, Ready unless its flood comes first", v.Reason, v.Message)
 	}
 }

@@ -15,7 +15,7 @@ import (
 
 	"github.com/digitalocean/go-libvirt"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // BenchmarkFleetFloor splits the CPU of a steady scrape of BenchmarkFleet's
@@ -86,7 +86,7 @@ func benchFloor(b *testing.B, n int, layer string) {
 	defer cancel()
 	if err := each(func(h *host) error {
 		if layer == "check" {
-			if v := c.Check(warm, logger, h.name); v.Reason != collector.ReasonReady {
+			if v := c.Check(warm, logger, h.name); v.Reason != provider.ReasonReady {
 				return fmt.Errorf("%s: %s: %s", h.name, v.Reason, v.Message)
 			}
 			return nil
@@ -113,7 +113,7 @@ func benchFloor(b *testing.B, n int, layer string) {
 		defer cancel()
 		return each(func(h *host) error {
 			if layer == "check" {
-				if v := c.Check(ctx, logger, h.name); v.Reason != collector.ReasonReady {
+				if v := c.Check(ctx, logger, h.name); v.Reason != provider.ReasonReady {
 					return fmt.Errorf("%s: %s: %s", h.name, v.Reason, v.Message)
 				}
 				return nil

@@ -18,7 +18,7 @@ import (
 
 	"github.com/digitalocean/go-libvirt"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // TestMisbehavingLibvirtPeer: a host whose libvirt peer sends a broken frame
@@ -56,23 +56,23 @@ func TestMisbehavingLibvirtPeer(t *testing.T) {
 	}
 	goodC := newChecker(goodSrv.addr, good.Path())
 
-	if v := check(t, goodC, hostName, 10*time.Second); v.Reason != collector.ReasonReady {
+	if v := check(t, goodC, hostName, 10*time.Second); v.Reason != provider.ReasonReady {
 		t.Fatalf("healthy host: %s (%s), want Ready", v.Reason, v.Message)
 	}
 
 	type tc struct {
 		fault Fault
 		proc  uint32
-		want  collector.Reason
+		want  provider.Reason
 		msg   string
 	}
 	var cases []tc
 	for _, f := range []Fault{FaultZeroLength, FaultHugeLength, FaultTruncated, FaultWrongProgram, FaultWrongProcedure, FaultGarbageXDR} {
 		// The first call of a dial, the first of a check on a new
 		// connection, and the one of a check on a kept connection.
-		dialWant, poolWant, msg := collector.ReasonUnknown, ReasonLibvirtConnectionLost, "malformed libvirt frame"
+		dialWant, poolWant, msg := provider.ReasonUnknown, ReasonLibvirtConnectionLost, "malformed libvirt frame"
 		if f == FaultTruncated {
-			dialWant, msg = collector.ReasonUnreachable, "cut off"
+			dialWant, msg = provider.ReasonUnreachable, "cut off"
 		}
 		cases = append(cases,
 			tc{f, procAuthList, dialWant, msg},
@@ -95,7 +95,7 @@ func TestMisbehavingLibvirtPeer(t *testing.T) {
 			if tt.proc == procStoragePoolGetInfo || promised[tt.proc] && tt.proc != procNodeGetInfo {
 				// The pool's info goes over a kept connection; its
 				// lookup is the first call on a new one.
-				if v := check(t, badC, hostName, 10*time.Second); v.Reason != collector.ReasonReady {
+				if v := check(t, badC, hostName, 10*time.Second); v.Reason != provider.ReasonReady {
 					t.Fatalf("before the fault: %s (%s), want Ready", v.Reason, v.Message)
 				}
 			}
@@ -119,11 +119,11 @@ func TestMisbehavingLibvirtPeer(t *testing.T) {
 			}
 			waitFor(t, "the broken connection to be closed", func() bool { return bad.Conns() == 0 })
 
-			if v := check(t, goodC, hostName, 10*time.Second); v.Reason != collector.ReasonReady || factsOf(t, v).Connects != 1 {
+			if v := check(t, goodC, hostName, 10*time.Second); v.Reason != provider.ReasonReady || factsOf(t, v).Connects != 1 {
 				t.Errorf("healthy host: %s (%s), connects %d, want Ready on its first connection", v.Reason, v.Message, factsOf(t, v).Connects)
 			}
 			bad.SetFault(FaultNone, 0)
-			if v := check(t, badC, hostName, 10*time.Second); v.Reason != collector.ReasonReady {
+			if v := check(t, badC, hostName, 10*time.Second); v.Reason != provider.ReasonReady {
 				t.Errorf("repaired host: %s (%s), want Ready", v.Reason, v.Message)
 			}
 			badC.Close()

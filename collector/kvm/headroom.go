@@ -9,16 +9,16 @@ import (
 	"strings"
 	"time"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // The headroom reasons of a KVM host (docs/metrics.md: "Reasons"): libvirtd answered,
 // so up = 1, but a proxy's volume or memory would not fit.
 const (
 	// ReasonPoolFull: the pool's available bytes are below min_pool_available.
-	ReasonPoolFull collector.Reason = "PoolFull"
+	ReasonPoolFull provider.Reason = "PoolFull"
 	// ReasonHostMemoryLow: the host's free memory is below min_free_memory.
-	ReasonHostMemoryLow collector.Reason = "HostMemoryLow"
+	ReasonHostMemoryLow provider.Reason = "HostMemoryLow"
 )
 
 // Minimums are a host's headroom requirements in bytes; 0 means not set.
@@ -51,8 +51,8 @@ func (m Minimums) promised() Promised {
 // reason, available the pool's available bytes it read, freeMemory the
 // NodeGetFreeMemory reading (ignored unless mins.FreeMemory is set). An empty
 // message means the pool verdict's own message stands.
-func headroomVerdict(poolReason collector.Reason, pool string, available uint64, mins Minimums, freeMemory uint64) (collector.Reason, string) {
-	if poolReason != collector.ReasonReady {
+func headroomVerdict(poolReason provider.Reason, pool string, available uint64, mins Minimums, freeMemory uint64) (provider.Reason, string) {
+	if poolReason != provider.ReasonReady {
 		return poolReason, ""
 	}
 	if mins.PoolAvailable > 0 && available < mins.PoolAvailable {
@@ -63,13 +63,13 @@ func headroomVerdict(poolReason collector.Reason, pool string, available uint64,
 		have, want := formatBytePair(freeMemory, mins.FreeMemory)
 		return ReasonHostMemoryLow, fmt.Sprintf("host free memory: %s, %s required", have, want)
 	}
-	return collector.ReasonReady, ""
+	return provider.ReasonReady, ""
 }
 
 // blocksPlacement are the reasons of a host that answered about its pool
 // and placement but can take no proxy until someone acts: its capacity is
 // 0, bound by the reason.
-var blocksPlacement = []collector.Reason{
+var blocksPlacement = []provider.Reason{
 	ReasonPoolMissing, ReasonPoolInactive, ReasonPoolBuilding, ReasonPoolDegraded, ReasonPoolInaccessible,
 	ReasonVolumeMissing, ReasonNetworkMissing, ReasonNetworkInactive,
 }
@@ -77,37 +77,37 @@ var blocksPlacement = []collector.Reason{
 // hostCapacity is how many more proxies a host takes (docs/metrics.md:
 // "Capacity"): min(pool available / min_pool_available, free memory /
 // min_free_memory, and what is promised of the pool, the memory and the
-// vCPUs leaves: promisedFit) over the keys that are set, unknown when neither is
+// vCPUs leaves: promisedConstraint) over the keys that are set, unknown when neither is
 // or when the check measured nothing (libvirtd did not answer about the
 // pool). The same comparisons decide PoolFull and HostMemoryLow
 // (headroomVerdict): a constraint counts 0 exactly when its reading is
 // below its minimum, so ready ⇔ capacity ≥ 1.
-func hostCapacity(r *result, mins Minimums) collector.Capacity {
+func hostCapacity(r *result, mins Minimums) provider.Capacity {
 	if mins == (Minimums{}) {
-		return collector.Capacity{}
+		return provider.Capacity{}
 	}
 	switch {
 	case slices.Contains(blocksPlacement, r.reason):
-		return collector.Capacity{Known: true, Binding: string(r.reason)}
-	case r.reason != collector.ReasonReady && r.reason != ReasonPoolFull && r.reason != ReasonHostMemoryLow && r.reason != ReasonHostCPULow:
-		return collector.Capacity{}
+		return provider.Capacity{Known: true, Binding: string(r.reason)}
+	case r.reason != provider.ReasonReady && r.reason != ReasonPoolFull && r.reason != ReasonHostMemoryLow && r.reason != ReasonHostCPULow:
+		return provider.Capacity{}
 	}
-	c := collector.FitUint64(r.info.available, mins.PoolAvailable, "pool "+r.pool)
+	c := provider.ConstraintUint64(r.info.available, mins.PoolAvailable, "pool "+r.pool)
 	if r.freeKnown {
-		c = c.Min(collector.FitUint64(r.free, mins.FreeMemory, "memory"))
+		c = c.Min(provider.ConstraintUint64(r.free, mins.FreeMemory, "memory"))
 	}
 	// What is promised bounds it too (docs/metrics.md: "Capacity"), each
-	// with the comparison its reason makes (promisedFit.short).
-	c = c.Min(diskFit(mins, r.pool, r.info.capacity, &r.promised).cap)
-	c = c.Min(memoryFit(mins, &r.promised).cap)
-	return c.Min(vcpuFit(mins.promised(), &r.promised).cap)
+	// with the comparison its reason makes (promisedConstraint.short).
+	c = c.Min(diskConstraint(mins, r.pool, r.info.capacity, &r.promised).cap)
+	c = c.Min(memoryConstraint(mins, &r.promised).cap)
+	return c.Min(vcpuConstraint(mins.promised(), &r.promised).cap)
 }
 
 // checkFreeMemory makes the NodeGetFreeMemory call on s, h's kept connection,
 // and classifies a failure as checkPool does: libvirtd answering with an
 // error keeps the connection (Unknown), the end of ctx is Timeout, anything
 // else is a lost connection, which is dropped so the next check redials.
-func (c *Checker) checkFreeMemory(ctx context.Context, logger *slog.Logger, h *host, s *session) (uint64, collector.Reason, error) {
+func (c *Checker) checkFreeMemory(ctx context.Context, logger *slog.Logger, h *host, s *session) (uint64, provider.Reason, error) {
 	lv := loggedClient{next: s.lv, logger: logger}
 	var free uint64
 	err := s.call(ctx, func() error {
@@ -119,7 +119,7 @@ func (c *Checker) checkFreeMemory(ctx context.Context, logger *slog.Logger, h *h
 		return nil
 	})
 	if err == nil {
-		return free, collector.ReasonReady, nil
+		return free, provider.ReasonReady, nil
 	}
 	reason, err := h.callFailed(ctx, logger, s, err)
 	return 0, reason, err

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
 	"github.com/egress-proxies/provider_health_exporter/collector/kvm"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // TestIntegrationHeadroom: against the real sshd and the session libvirtd,
@@ -19,21 +19,21 @@ import (
 // the host's free memory.
 func TestIntegrationHeadroom(t *testing.T) {
 	e := loadEnv(t)
-	run := func(mins kvm.Minimums) (collector.Reason, string, uint64) {
+	run := func(mins kvm.Minimums) (provider.Reason, string, uint64) {
 		t.Helper()
 		c := e.checker(t, func(cfg *kvm.Entry) {
 			cfg.Hosts[0].MinPoolAvailableBytes, cfg.Hosts[0].MinFreeMemoryBytes = mins.PoolAvailable, mins.FreeMemory
 		})
 		v := check(t, c)
 		f := factsOf(t, v)
-		answered := v.Reason == collector.ReasonReady || v.Reason == kvm.ReasonHostMemoryLow || v.Reason == kvm.ReasonPoolFull
+		answered := v.Reason == provider.ReasonReady || v.Reason == kvm.ReasonHostMemoryLow || v.Reason == kvm.ReasonPoolFull
 		if answered && f.FreeMemoryKnown != (mins.FreeMemory > 0) {
 			t.Errorf("free memory known %v with min_free_memory %d (%s %q)", f.FreeMemoryKnown, mins.FreeMemory, v.Reason, v.Message)
 		}
 		return v.Reason, v.Message, f.FreeMemoryBytes
 	}
 	v := check(t, e.checker(t, nil))
-	want(t, v, collector.ReasonReady)
+	want(t, v, provider.ReasonReady)
 	available := factsOf(t, v).AvailableBytes
 	if available == 0 {
 		t.Fatal("the pool reports 0 available bytes")
@@ -43,7 +43,7 @@ func TestIntegrationHeadroom(t *testing.T) {
 		!strings.HasPrefix(msg, "pool "+e.pool+": ") || !strings.HasSuffix(msg, " required") {
 		t.Errorf("min_pool_available twice the real %d bytes: %s %q, want PoolFull", available, reason, msg)
 	}
-	if reason, msg, _ := run(kvm.Minimums{PoolAvailable: 1}); reason != collector.ReasonReady {
+	if reason, msg, _ := run(kvm.Minimums{PoolAvailable: 1}); reason != provider.ReasonReady {
 		t.Errorf("min_pool_available 1 byte: %s %q, want Ready", reason, msg)
 	}
 
@@ -57,15 +57,15 @@ func TestIntegrationHeadroom(t *testing.T) {
 		c := e.checker(t, func(cfg *kvm.Entry) { cfg.Hosts[0].MinPoolAvailableBytes = tc.need })
 		v := check(t, c)
 		f := factsOf(t, v)
-		want := collector.Capacity{Known: true, Proxies: int64(f.AvailableBytes / tc.need), Binding: "pool " + e.pool}
-		if v.Capacity != want || (v.Capacity.Proxies >= 1) != (v.Reason == collector.ReasonReady) {
+		want := provider.Capacity{Known: true, Proxies: int64(f.AvailableBytes / tc.need), Binding: "pool " + e.pool}
+		if v.Capacity != want || (v.Capacity.Proxies >= 1) != (v.Reason == provider.ReasonReady) {
 			t.Errorf("min_pool_available %d of %d available: capacity %s (%s), want %s", tc.need, f.AvailableBytes, v.Capacity, v.Reason, want)
 		}
 		t.Logf("min_pool_available %d: capacity %s, %s %q", tc.need, v.Capacity, v.Reason, v.Message)
 	}
 
 	reason, msg, free := run(kvm.Minimums{FreeMemory: 1})
-	if reason != collector.ReasonReady {
+	if reason != provider.ReasonReady {
 		t.Fatalf("min_free_memory 1 byte: %s %q, want Ready", reason, msg)
 	}
 	// libvirtd reads the free memory of the whole host from /proc/meminfo
@@ -84,9 +84,9 @@ func TestIntegrationHeadroom(t *testing.T) {
 	v = check(t, c)
 	f := factsOf(t, v)
 	pool, mem := int64(f.AvailableBytes/(available/1000)), int64(f.FreeMemoryBytes/(64<<20))
-	wantCap := collector.Capacity{Known: true, Proxies: pool, Binding: "pool " + e.pool}
+	wantCap := provider.Capacity{Known: true, Proxies: pool, Binding: "pool " + e.pool}
 	if mem < pool {
-		wantCap = collector.Capacity{Known: true, Proxies: mem, Binding: "memory"}
+		wantCap = provider.Capacity{Known: true, Proxies: mem, Binding: "memory"}
 	}
 	if v.Capacity != wantCap {
 		t.Errorf("both keys: capacity %s, want %s (pool %d, memory %d)", v.Capacity, wantCap, pool, mem)

@@ -8,7 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 func (c *fakeClient) NodeGetFreeMemory() (uint64, error) {
@@ -81,23 +81,23 @@ func TestHeadroomVerdict(t *testing.T) {
 	const gib = 1 << 30
 	for _, tt := range []struct {
 		name       string
-		pool       collector.Reason
+		pool       provider.Reason
 		available  uint64
 		mins       Minimums
 		freeMemory uint64
-		want       collector.Reason
+		want       provider.Reason
 		message    string
 	}{
-		{"nothing set", collector.ReasonReady, 0, Minimums{}, 0, collector.ReasonReady, ""},
-		{"enough of both", collector.ReasonReady, 30 * gib, Minimums{PoolAvailable: 20 * gib, FreeMemory: 4 * gib}, 4 * gib, collector.ReasonReady, ""},
-		{"pool full", collector.ReasonReady, 300 << 20, Minimums{PoolAvailable: 20 * gib}, 0,
+		{"nothing set", provider.ReasonReady, 0, Minimums{}, 0, provider.ReasonReady, ""},
+		{"enough of both", provider.ReasonReady, 30 * gib, Minimums{PoolAvailable: 20 * gib, FreeMemory: 4 * gib}, 4 * gib, provider.ReasonReady, ""},
+		{"pool full", provider.ReasonReady, 300 << 20, Minimums{PoolAvailable: 20 * gib}, 0,
 			ReasonPoolFull, "pool default: 300 MiB available, 20 GiB required"},
-		{"one byte short", collector.ReasonReady, 20*gib - 1, Minimums{PoolAvailable: 20 * gib}, 0,
+		{"one byte short", provider.ReasonReady, 20*gib - 1, Minimums{PoolAvailable: 20 * gib}, 0,
 			ReasonPoolFull, "pool default: 20 GiB (21474836479 bytes) available, 20 GiB (21474836480 bytes) required"},
-		{"memory low", collector.ReasonReady, 30 * gib, Minimums{PoolAvailable: 20 * gib, FreeMemory: 4 * gib}, 200 << 20,
+		{"memory low", provider.ReasonReady, 30 * gib, Minimums{PoolAvailable: 20 * gib, FreeMemory: 4 * gib}, 200 << 20,
 			ReasonHostMemoryLow, "host free memory: 200 MiB, 4 GiB required"},
-		{"free memory not asked for", collector.ReasonReady, 30 * gib, Minimums{PoolAvailable: 20 * gib}, 0, collector.ReasonReady, ""},
-		{"pool full wins over memory low", collector.ReasonReady, gib, Minimums{PoolAvailable: 20 * gib, FreeMemory: 4 * gib}, 0,
+		{"free memory not asked for", provider.ReasonReady, 30 * gib, Minimums{PoolAvailable: 20 * gib}, 0, provider.ReasonReady, ""},
+		{"pool full wins over memory low", provider.ReasonReady, gib, Minimums{PoolAvailable: 20 * gib, FreeMemory: 4 * gib}, 0,
 			ReasonPoolFull, "pool default: 1 GiB available, 20 GiB required"},
 		{"pool state wins over pool full", ReasonPoolInactive, 0, Minimums{PoolAvailable: 20 * gib, FreeMemory: 4 * gib}, 0,
 			ReasonPoolInactive, ""},
@@ -130,7 +130,7 @@ func TestFreeMemoryOverTheWire(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	if v := check(t, c, hostName, time.Minute); v.Reason != collector.ReasonReady {
+	if v := check(t, c, hostName, time.Minute); v.Reason != provider.ReasonReady {
 		t.Fatalf("reason %s (%s), want Ready", v.Reason, v.Message)
 	}
 	h := c.lookup(hostName)
@@ -141,7 +141,7 @@ func TestFreeMemoryOverTheWire(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	free, reason, err := c.checkFreeMemory(ctx, logger, h, s)
-	if err != nil || reason != collector.ReasonReady || free != FakeFreeMemory {
+	if err != nil || reason != provider.ReasonReady || free != FakeFreeMemory {
 		t.Fatalf("got %d, %s, %v; want %d, Ready", free, reason, err, FakeFreeMemory)
 	}
 	if n := fake.Calls(procNodeGetFreeMemory); n != 1 {
@@ -166,7 +166,7 @@ func TestFreeMemoryOverTheWire(t *testing.T) {
 func TestFreeMemoryTimeout(t *testing.T) {
 	e := newEnv(t)
 	c := e.checker()
-	if v := check(t, c, hostName, time.Minute); v.Reason != collector.ReasonReady {
+	if v := check(t, c, hostName, time.Minute); v.Reason != provider.ReasonReady {
 		t.Fatalf("reason %s (%s), want Ready", v.Reason, v.Message)
 	}
 	h := c.lookup(hostName)
@@ -182,7 +182,7 @@ func TestFreeMemoryTimeout(t *testing.T) {
 		cancel()
 	}()
 	_, reason, err := c.checkFreeMemory(ctx, logger, h, s)
-	if reason != collector.ReasonTimeout || err == nil {
+	if reason != provider.ReasonTimeout || err == nil {
 		t.Fatalf("got %s, %v; want Timeout", reason, err)
 	}
 	if h.current(logger) != nil {
@@ -203,7 +203,7 @@ func (r *recordingClient) NodeGetFreeMemory() (uint64, error) {
 func TestCheckHeadroom(t *testing.T) {
 	e := newEnv(t)
 	e.fake.set(func(f *fakeLibvirt) { f.freeMemory = 3 << 30 })
-	run := func(mins Minimums) (collector.Verdict, map[string]int) {
+	run := func(mins Minimums) (provider.Verdict, map[string]int) {
 		t.Helper()
 		e.cfg.Hosts[0].MinPoolAvailableBytes, e.cfg.Hosts[0].MinFreeMemoryBytes = mins.PoolAvailable, mins.FreeMemory
 		c := e.checker()
@@ -217,7 +217,7 @@ func TestCheckHeadroom(t *testing.T) {
 		return v, after
 	}
 	v, calls := run(Minimums{})
-	if v.Reason != collector.ReasonReady || calls["NodeGetFreeMemory"] != 0 ||
+	if v.Reason != provider.ReasonReady || calls["NodeGetFreeMemory"] != 0 ||
 		calls["StoragePoolLookupByName"] != 0 || calls["StoragePoolGetInfo"] != 1 {
 		t.Errorf("no minimums: %s %q, calls %v; want Ready with the pool's info on its kept handle", v.Reason, v.Message, calls)
 	}
@@ -230,10 +230,10 @@ func TestCheckHeadroom(t *testing.T) {
 	}
 
 	v, calls = run(Minimums{PoolAvailable: 1 << 30, FreeMemory: 1 << 30})
-	if v.Reason != collector.ReasonReady || calls["NodeGetFreeMemory"] != 1 {
+	if v.Reason != provider.ReasonReady || calls["NodeGetFreeMemory"] != 1 {
 		t.Errorf("met minimums: %s %q, calls %v; want Ready with 1 NodeGetFreeMemory", v.Reason, v.Message, calls)
 	}
-	if want := (collector.Capacity{Known: true, Proxies: 3, Binding: "memory"}); v.Capacity != want {
+	if want := (provider.Capacity{Known: true, Proxies: 3, Binding: "memory"}); v.Capacity != want {
 		t.Errorf("met minimums: capacity %+v, want %+v: 3 GiB free / 1 GiB, less than 70 GiB / 1 GiB", v.Capacity, want)
 	}
 	d := v.Facts.Details()
@@ -256,15 +256,15 @@ provider_health_kvm_host_free_memory_bytes{name="lab",target="beelink"} 3.221225
 	// boundary where the verdict changes: 70 GiB available, 3 GiB free.
 	for _, tc := range []struct {
 		mins Minimums
-		want collector.Capacity
+		want provider.Capacity
 	}{
-		{Minimums{PoolAvailable: 20 << 30}, collector.Capacity{Known: true, Proxies: 3, Binding: "pool default"}},
-		{Minimums{PoolAvailable: 70 << 30}, collector.Capacity{Known: true, Proxies: 1, Binding: "pool default"}},
-		{Minimums{PoolAvailable: 70<<30 + 1}, collector.Capacity{Known: true, Binding: "pool default"}},
-		{Minimums{PoolAvailable: 7 << 30, FreeMemory: 256 << 20}, collector.Capacity{Known: true, Proxies: 10, Binding: "pool default"}},
-		{Minimums{PoolAvailable: 7 << 30, FreeMemory: 310 << 20}, collector.Capacity{Known: true, Proxies: 9, Binding: "memory"}},
-		{Minimums{FreeMemory: 3 << 30}, collector.Capacity{Known: true, Proxies: 1, Binding: "memory"}},
-		{Minimums{FreeMemory: 3<<30 + 1}, collector.Capacity{Known: true, Binding: "memory"}},
+		{Minimums{PoolAvailable: 20 << 30}, provider.Capacity{Known: true, Proxies: 3, Binding: "pool default"}},
+		{Minimums{PoolAvailable: 70 << 30}, provider.Capacity{Known: true, Proxies: 1, Binding: "pool default"}},
+		{Minimums{PoolAvailable: 70<<30 + 1}, provider.Capacity{Known: true, Binding: "pool default"}},
+		{Minimums{PoolAvailable: 7 << 30, FreeMemory: 256 << 20}, provider.Capacity{Known: true, Proxies: 10, Binding: "pool default"}},
+		{Minimums{PoolAvailable: 7 << 30, FreeMemory: 310 << 20}, provider.Capacity{Known: true, Proxies: 9, Binding: "memory"}},
+		{Minimums{FreeMemory: 3 << 30}, provider.Capacity{Known: true, Proxies: 1, Binding: "memory"}},
+		{Minimums{FreeMemory: 3<<30 + 1}, provider.Capacity{Known: true, Binding: "memory"}},
 	} {
 		if v, _ = run(tc.mins); v.Capacity != tc.want {
 			t.Errorf("%+v: capacity %+v (%s), want %+v", tc.mins, v.Capacity, v.Reason, tc.want)
@@ -282,7 +282,7 @@ provider_health_kvm_host_free_memory_bytes{name="lab",target="beelink"} 3.221225
 	if v, calls = run(Minimums{PoolAvailable: 80 << 30, FreeMemory: 4 << 30}); v.Reason != ReasonPoolInactive || calls["NodeGetFreeMemory"] != 0 {
 		t.Errorf("inactive pool: %s, calls %v; want PoolInactive without NodeGetFreeMemory", v.Reason, calls)
 	}
-	if want := (collector.Capacity{Known: true, Binding: "PoolInactive"}); v.Capacity != want {
+	if want := (provider.Capacity{Known: true, Binding: "PoolInactive"}); v.Capacity != want {
 		t.Errorf("inactive pool: capacity %+v, want %+v", v.Capacity, want)
 	}
 }

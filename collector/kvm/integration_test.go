@@ -19,8 +19,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
 	"github.com/egress-proxies/provider_health_exporter/collector/kvm"
+	"github.com/egress-proxies/provider_health_exporter/internal/engine"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // These tests run against real sshd and libvirtd started by
@@ -134,7 +135,7 @@ func logger(t *testing.T) *slog.Logger {
 	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
-func check(t *testing.T, c *kvm.Checker) collector.Verdict {
+func check(t *testing.T, c *kvm.Checker) provider.Verdict {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -145,7 +146,7 @@ func check(t *testing.T, c *kvm.Checker) collector.Verdict {
 	return v
 }
 
-func want(t *testing.T, v collector.Verdict, reasons ...collector.Reason) {
+func want(t *testing.T, v provider.Verdict, reasons ...provider.Reason) {
 	t.Helper()
 	for _, r := range reasons {
 		if v.Reason == r {
@@ -161,7 +162,7 @@ func TestIntegration(t *testing.T) {
 	t.Run("Ready with the pool's real capacity and libvirt's version", func(t *testing.T) {
 		c := e.checker(t, nil)
 		v := check(t, c)
-		want(t, v, collector.ReasonReady)
+		want(t, v, provider.ReasonReady)
 		var st syscall.Statfs_t
 		if err := syscall.Statfs(e.poolDir, &st); err != nil {
 			t.Fatal(err)
@@ -194,10 +195,10 @@ func TestIntegration(t *testing.T) {
 	t.Run("ten checks in a row make one connection", func(t *testing.T) {
 		before := acceptedLogins(t, e, e.user)
 		c := e.checker(t, nil)
-		var v collector.Verdict
+		var v provider.Verdict
 		for i := range 10 {
 			v = check(t, c)
-			if v.Reason != collector.ReasonReady {
+			if v.Reason != provider.ReasonReady {
 				t.Fatalf("check %d: reason %s (%s), want Ready", i+1, v.Reason, v.Message)
 			}
 		}
@@ -222,21 +223,21 @@ func TestIntegration(t *testing.T) {
 
 	t.Run("ten scrapes through the engine, then reloads, keep connects_total at 1", func(t *testing.T) {
 		before := acceptedLogins(t, e, e.user)
-		engine := collector.NewEngine(logger(t))
-		defer engine.Close()
+		eng := engine.NewEngine(logger(t))
+		defer eng.Close()
 		loads := 0
 		load := func(mod func(*kvm.Entry)) {
 			loads++ // every load is a changed entry, so the new checker adopts
-			err := engine.Load([]collector.Entry{{Kind: kvm.Name, Name: "lab", Reasons: kvm.Reasons(),
+			err := eng.Load([]engine.Entry{{Kind: kvm.Name, Name: "lab", Reasons: kvm.Reasons(),
 				Timeout: 10 * time.Second, Fingerprint: strconv.Itoa(loads),
-				Build: func() (collector.Checker, error) { return kvm.New(e.config(mod), logger(t)) }}})
+				Build: func() (provider.Checker, error) { return kvm.New(e.config(mod), logger(t)) }}})
 			if err != nil {
 				t.Fatal(err)
 			}
 		}
-		scrape := func() (collector.Reason, float64) {
+		scrape := func() (provider.Reason, float64) {
 			t.Helper()
-			res, err := engine.Run(context.Background(), collector.Request{ScrapeTimeout: 10 * time.Second, Offset: 500 * time.Millisecond})
+			res, err := eng.Run(context.Background(), engine.Request{ScrapeTimeout: 10 * time.Second, Offset: 500 * time.Millisecond})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -257,14 +258,14 @@ func TestIntegration(t *testing.T) {
 		}
 		load(nil)
 		for i := range 10 {
-			if r, n := scrape(); r != collector.ReasonReady || n != 1 {
+			if r, n := scrape(); r != provider.ReasonReady || n != 1 {
 				t.Fatalf("scrape %d: reason %s, connects_total %v; want Ready and 1", i+1, r, n)
 			}
 		}
 		// A reload with the same settings, then one that changes only the
 		// pool, adopt the kept connection (docs/configuration.md: "Configuration", "KVM").
 		load(nil)
-		if r, n := scrape(); r != collector.ReasonReady || n != 1 {
+		if r, n := scrape(); r != provider.ReasonReady || n != 1 {
 			t.Errorf("after a reload: reason %s, connects_total %v; want Ready and 1", r, n)
 		}
 		load(func(c *kvm.Entry) { c.Hosts[0].Pool = "no-such-pool" })
@@ -280,14 +281,14 @@ func TestIntegration(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer os.Remove(e.key + "-copy")
-		if r, n := scrape(); r != collector.ReasonReady || n != 2 {
+		if r, n := scrape(); r != provider.ReasonReady || n != 2 {
 			t.Errorf("after a reload changing the key file: reason %s, connects_total %v; want Ready and 2", r, n)
 		}
 	})
 
 	t.Run("pool-destroy gives PoolInactive on the kept connection", func(t *testing.T) {
 		c := e.checker(t, nil)
-		want(t, check(t, c), collector.ReasonReady)
+		want(t, check(t, c), provider.ReasonReady)
 		e.virsh(t, "pool-destroy", e.pool)
 		t.Cleanup(func() { e.restorePool(t) })
 		v := check(t, c)
@@ -296,12 +297,12 @@ func TestIntegration(t *testing.T) {
 			t.Errorf("facts %+v: want state inactive on the kept connection", *factsOf(t, v))
 		}
 		e.restorePool(t)
-		want(t, check(t, c), collector.ReasonReady)
+		want(t, check(t, c), provider.ReasonReady)
 	})
 
 	t.Run("pool-undefine gives PoolMissing on the kept connection", func(t *testing.T) {
 		c := e.checker(t, nil)
-		want(t, check(t, c), collector.ReasonReady)
+		want(t, check(t, c), provider.ReasonReady)
 		e.virsh(t, "pool-destroy", e.pool)
 		e.virsh(t, "pool-undefine", e.pool)
 		t.Cleanup(func() { e.restorePool(t) })
@@ -311,12 +312,12 @@ func TestIntegration(t *testing.T) {
 			t.Errorf("facts %+v: want no pool state on the kept connection", *factsOf(t, v))
 		}
 		e.restorePool(t)
-		want(t, check(t, c), collector.ReasonReady)
+		want(t, check(t, c), provider.ReasonReady)
 	})
 
 	t.Run("libvirtd stopped, then Ready again after its restart", func(t *testing.T) {
 		c := e.checker(t, nil)
-		want(t, check(t, c), collector.ReasonReady)
+		want(t, check(t, c), provider.ReasonReady)
 		e.ctlCmd(t, "stop-libvirtd")
 		t.Cleanup(func() { e.ctlCmd(t, "start-libvirtd") })
 		// The kept connection is lost, during the check or noticed
@@ -325,7 +326,7 @@ func TestIntegration(t *testing.T) {
 		want(t, check(t, c), kvm.ReasonLibvirtSocketUnavailable)
 		e.ctlCmd(t, "start-libvirtd")
 		v := check(t, c)
-		want(t, v, collector.ReasonReady)
+		want(t, v, provider.ReasonReady)
 		if factsOf(t, v).Connects != 2 {
 			t.Errorf("Connects = %d, want 2 (one redial after the restart)", factsOf(t, v).Connects)
 		}
@@ -333,23 +334,23 @@ func TestIntegration(t *testing.T) {
 
 	t.Run("a wedged libvirtd gives Timeout at the budget, then a redial", func(t *testing.T) {
 		c := e.checker(t, nil)
-		want(t, check(t, c), collector.ReasonReady)
+		want(t, check(t, c), provider.ReasonReady)
 		e.ctlCmd(t, "pause-libvirtd")
 		t.Cleanup(func() { e.ctlCmd(t, "resume-libvirtd") })
 		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 		defer cancel()
-		done := make(chan collector.Verdict, 1)
+		done := make(chan provider.Verdict, 1)
 		go func() { done <- c.Check(ctx, logger(t), target) }()
 		select {
 		case v := <-done:
-			want(t, v, collector.ReasonTimeout)
+			want(t, v, provider.ReasonTimeout)
 		case <-time.After(30 * time.Second):
 			t.Fatal("check on a wedged libvirtd did not return long after its budget")
 		}
 		e.ctlCmd(t, "resume-libvirtd")
 		// The timed-out check closed the kept connection: one redial.
 		v := check(t, c)
-		want(t, v, collector.ReasonReady)
+		want(t, v, provider.ReasonReady)
 		if factsOf(t, v).Connects != 2 {
 			t.Errorf("Connects = %d, want 2", factsOf(t, v).Connects)
 		}
@@ -357,15 +358,15 @@ func TestIntegration(t *testing.T) {
 
 	t.Run("sshd stopped gives Unreachable", func(t *testing.T) {
 		kept := e.checker(t, nil)
-		want(t, check(t, kept), collector.ReasonReady)
+		want(t, check(t, kept), provider.ReasonReady)
 		e.ctlCmd(t, "stop-sshd")
 		t.Cleanup(func() { e.ctlCmd(t, "start-sshd") })
-		want(t, check(t, e.checker(t, nil)), collector.ReasonUnreachable)
+		want(t, check(t, e.checker(t, nil)), provider.ReasonUnreachable)
 		// Stopping the listener leaves established sessions alone, as
 		// sshd does on a real host: the kept connection still works.
-		want(t, check(t, kept), collector.ReasonReady)
+		want(t, check(t, kept), provider.ReasonReady)
 		e.ctlCmd(t, "start-sshd")
-		want(t, check(t, e.checker(t, nil)), collector.ReasonReady)
+		want(t, check(t, e.checker(t, nil)), provider.ReasonReady)
 	})
 
 	t.Run("a key the server does not accept gives SSHAuthFailed", func(t *testing.T) {
@@ -429,7 +430,7 @@ func acceptedLogins(t testing.TB, e itEnv, user string) int {
 	return strings.Count(string(b), "Accepted publickey for "+user+" ")
 }
 
-func factsOf(t testing.TB, v collector.Verdict) *kvm.Facts {
+func factsOf(t testing.TB, v provider.Verdict) *kvm.Facts {
 	t.Helper()
 	f, ok := v.Facts.(*kvm.Facts)
 	if !ok {
@@ -448,7 +449,7 @@ func TestIntegrationMisbehavingLibvirtPeer(t *testing.T) {
 	e := loadEnv(t)
 	fake := kvm.NewFakeLibvirtd(t)
 	healthy := e.checker(t, nil)
-	want(t, check(t, healthy), collector.ReasonReady)
+	want(t, check(t, healthy), provider.ReasonReady)
 
 	faults := []kvm.Fault{kvm.FaultZeroLength, kvm.FaultHugeLength, kvm.FaultTruncated,
 		kvm.FaultWrongProgram, kvm.FaultWrongProcedure, kvm.FaultGarbageXDR}
@@ -459,16 +460,16 @@ func TestIntegrationMisbehavingLibvirtPeer(t *testing.T) {
 				wantReason, wantMsg := kvm.ReasonLibvirtConnectionLost, "malformed libvirt frame"
 				switch proc {
 				case kvm.ProcAuthList:
-					wantReason = collector.ReasonUnknown
+					wantReason = provider.ReasonUnknown
 				case kvm.ProcStoragePoolGetInfo:
 					// The pool's info goes over a kept connection; its
 					// lookup is the first call on a new one.
-					want(t, check(t, bad), collector.ReasonReady)
+					want(t, check(t, bad), provider.ReasonReady)
 				}
 				if fault == kvm.FaultTruncated {
 					wantMsg = "cut off"
 					if proc == kvm.ProcAuthList {
-						wantReason = collector.ReasonUnreachable
+						wantReason = provider.ReasonUnreachable
 					}
 				}
 				sent := fake.Faults()
@@ -495,11 +496,11 @@ func TestIntegrationMisbehavingLibvirtPeer(t *testing.T) {
 					}
 					time.Sleep(10 * time.Millisecond)
 				}
-				if v := check(t, healthy); v.Reason != collector.ReasonReady || factsOf(t, v).Connects != 1 {
+				if v := check(t, healthy); v.Reason != provider.ReasonReady || factsOf(t, v).Connects != 1 {
 					t.Errorf("real libvirtd host: %s (%s), connects %d; want Ready on its first connection", v.Reason, v.Message, factsOf(t, v).Connects)
 				}
 				fake.SetFault(kvm.FaultNone, 0)
-				want(t, check(t, bad), collector.ReasonReady)
+				want(t, check(t, bad), provider.ReasonReady)
 			})
 		}
 	}
@@ -527,7 +528,7 @@ func TestIntegrationIdlePastKeepalive(t *testing.T) {
 	idle := time.Duration(interval*(count+1)+2*interval) * time.Second
 	before := acceptedLogins(t, e, e.user)
 	c := e.checker(t, nil)
-	connects := func(v collector.Verdict) float64 {
+	connects := func(v provider.Verdict) float64 {
 		t.Helper()
 		ch := make(chan prometheus.Metric, 64)
 		v.Facts.Collect(ch, "lab", target)
@@ -542,14 +543,14 @@ func TestIntegrationIdlePastKeepalive(t *testing.T) {
 		return 0
 	}
 	v := check(t, c)
-	want(t, v, collector.ReasonReady)
+	want(t, v, provider.ReasonReady)
 	if n := connects(v); n != 1 {
 		t.Fatalf("connects_total %v after the first check, want 1", n)
 	}
 	for i := range 2 {
 		time.Sleep(idle)
 		v = check(t, c)
-		if v.Reason != collector.ReasonReady || connects(v) != 1 {
+		if v.Reason != provider.ReasonReady || connects(v) != 1 {
 			t.Fatalf("after %d idle spells of %s: reason %s (%s), connects_total %v; want Ready on the first connection",
 				i+1, idle, v.Reason, v.Message, connects(v))
 		}

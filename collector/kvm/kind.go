@@ -1,12 +1,12 @@
 package kvm
 
 import (
-	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // Kind is the kvm kind (a group of hypervisor hosts) as the exporter's table of kinds lists it.
-func Kind() collector.Kind {
-	return collector.NewKind(collector.KindOf[*Entry, *Checker]{
+func Kind() provider.Kind {
+	return provider.NewKind(provider.KindOf[*Entry, *Checker]{
 		Section:     Section(),
 		Reasons:     Reasons(),
 		MultiTarget: true, // one target per host
@@ -14,7 +14,7 @@ func Kind() collector.Kind {
 		// is set (min_pool_available, min_free_memory, min_free_vcpus), the
 		// placement reasons only where volume or network is, on the entry
 		// or one of its hosts (docs/configuration.md).
-		EntryReasons: func(k *Entry) collector.ReasonSet {
+		EntryReasons: func(k *Entry) provider.ReasonSet {
 			pool, memory, cpu := k.MinPoolAvailable != "", k.MinFreeMemory != "", k.MinFreeVCPUs > 0
 			volume, network := k.Volume != "", k.Network != ""
 			for _, h := range k.Hosts {
@@ -46,7 +46,7 @@ func Kind() collector.Kind {
 		},
 		NewChecker: New,
 		FileWarnings: func(v *Entry) []string {
-			out := collector.Warnings(CheckFiles(v)...)
+			out := provider.Warnings(CheckFiles(v)...)
 			if v.InsecureIgnoreHostKey {
 				out = append(out, "insecure_ignore_host_key is true: host keys are not verified")
 			}

@@ -16,15 +16,15 @@ import (
 
 	"github.com/digitalocean/go-libvirt"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 var (
-	_ collector.Checker    = (*Checker)(nil)
-	_ collector.Closer     = (*Checker)(nil)
-	_ collector.Adopter    = (*Checker)(nil)
-	_ collector.FactKeeper = (*Checker)(nil)
-	_ collector.Backoffer  = (*Checker)(nil)
+	_ provider.Checker    = (*Checker)(nil)
+	_ provider.Closer     = (*Checker)(nil)
+	_ provider.Adopter    = (*Checker)(nil)
+	_ provider.FactKeeper = (*Checker)(nil)
+	_ provider.Backoffer  = (*Checker)(nil)
 )
 
 // Checker checks the hosts of one kvm entry.
@@ -52,7 +52,7 @@ type Checker struct {
 	// check's deadline before its connection is closed (lateAnswerGrace).
 	lateGrace time.Duration
 
-	// dialer opens every TCP connection to a host (collector.WithDialer); newClient
+	// dialer opens every TCP connection to a host (provider.WithDialer); newClient
 	// is the seam where tests put a fake libvirt behind the SSH channel.
 	dialer    *net.Dialer
 	newClient func(net.Conn) libvirtClient
@@ -88,7 +88,7 @@ type host struct {
 	notBefore   time.Time
 	// facts are those of the last verdict, handed out again while a check
 	// finds nothing new, so that their metrics are not collected again
-	// (collector.Facts).
+	// (provider.Facts).
 	facts *Facts
 	// volume and network are the host's placement keys ("": not checked).
 	volume, network string
@@ -142,7 +142,7 @@ func backoffDelay(failed int) time.Duration {
 	return d
 }
 
-// NotBefore is when the next check of target may dial (collector.Backoffer);
+// NotBefore is when the next check of target may dial (provider.Backoffer);
 // until then the engine serves its last verdict.
 func (c *Checker) NotBefore(target string) time.Time {
 	h, _ := c.peek(target)
@@ -227,7 +227,7 @@ func (c *Checker) liveHosts() []*host {
 }
 
 // New makes a checker for cfg. It does no network I/O.
-func New(cfg *Entry, logger *slog.Logger, opts ...collector.Option) (*Checker, error) {
+func New(cfg *Entry, logger *slog.Logger, opts ...provider.Option) (*Checker, error) {
 	if cfg == nil {
 		return nil, errors.New("kvm: nil config")
 	}
@@ -247,7 +247,7 @@ func New(cfg *Entry, logger *slog.Logger, opts ...collector.Option) (*Checker, e
 			socket: cfg.LibvirtSocket, uri: cfg.LibvirtURI},
 		dialTimeout: dialTimeout,
 		lateGrace:   lateAnswerGrace,
-		dialer:      collector.Apply(opts).Dialer(&net.Dialer{}),
+		dialer:      provider.Apply(opts).Dialer(&net.Dialer{}),
 		newClient:   newLibvirtClient,
 		material:    newMaterial(),
 		logger:      logger,
@@ -330,26 +330,26 @@ func CheckFiles(cfg *Entry) []error {
 }
 
 // Targets lists the hosts in configuration order.
-func (c *Checker) Targets() []collector.Target {
-	out := make([]collector.Target, len(c.specs))
+func (c *Checker) Targets() []provider.Target {
+	out := make([]provider.Target, len(c.specs))
 	for i, sp := range c.specs {
-		out[i] = collector.Target{Name: sp.name, Address: sp.address}
+		out[i] = provider.Target{Name: sp.name, Address: sp.address}
 	}
 	return out
 }
 
 // Check checks one host: it reuses the kept connection or dials a new one,
 // then asks for the pool.
-func (c *Checker) Check(ctx context.Context, logger *slog.Logger, target string) collector.Verdict {
+func (c *Checker) Check(ctx context.Context, logger *slog.Logger, target string) provider.Verdict {
 	h := c.lookup(target)
 	if h == nil {
-		return collector.Verdict{Reason: collector.ReasonUnknown, Message: fmt.Sprintf("unknown kvm host %q", target)}
+		return provider.Verdict{Reason: provider.ReasonUnknown, Message: fmt.Sprintf("unknown kvm host %q", target)}
 	}
 	r := result{pool: h.pool}
-	if collector.Ended(ctx) {
+	if provider.Ended(ctx) {
 		// Binding a call to a context that is already over would close
 		// the kept connection for nothing.
-		r.reason, r.err = collector.ReasonTimeout, fmt.Errorf("no time left for the check: %w", endedCause(ctx))
+		r.reason, r.err = provider.ReasonTimeout, fmt.Errorf("no time left for the check: %w", endedCause(ctx))
 		return h.verdict(logger, r)
 	}
 	s, kept, transient, err := c.session(ctx, logger, h)
@@ -360,10 +360,10 @@ func (c *Checker) Check(ctx context.Context, logger *slog.Logger, target string)
 	if transient {
 		defer s.goodbye(logger)
 	}
-	if collector.Ended(ctx) {
+	if provider.Ended(ctx) {
 		// The dial ended as the deadline came: a call now would have no
 		// time to answer and would cost the new connection.
-		r.reason, r.err = collector.ReasonTimeout, fmt.Errorf("connected, but no time was left for the check: %w", endedCause(ctx))
+		r.reason, r.err = provider.ReasonTimeout, fmt.Errorf("connected, but no time was left for the check: %w", endedCause(ctx))
 		return h.verdict(logger, r)
 	}
 	r.reason, r.state, r.info, r.handle, r.err = c.checkPool(ctx, logger, h, s, kept)
@@ -386,7 +386,7 @@ func (c *Checker) Check(ctx context.Context, logger *slog.Logger, target string)
 // NetworkMissing, NetworkInactive, HostMemoryLow, HostCPULow. What an
 // earlier one finds is the verdict, and the later ones are not asked.
 func (c *Checker) checkHeadroom(ctx context.Context, logger *slog.Logger, h *host, s *session, r *result) {
-	if r.reason != collector.ReasonReady {
+	if r.reason != provider.ReasonReady {
 		return
 	}
 	if h.mins.FreeMemory > 0 {
@@ -406,24 +406,24 @@ func (c *Checker) checkHeadroom(ctx context.Context, logger *slog.Logger, h *hos
 		r.promised = rd
 	}
 	r.reason, r.message = headroomVerdict(r.reason, h.pool, r.info.available, Minimums{PoolAvailable: h.mins.PoolAvailable}, 0)
-	if r.reason != collector.ReasonReady {
+	if r.reason != provider.ReasonReady {
 		return
 	}
-	if f := diskFit(h.mins, h.pool, r.info.capacity, &r.promised); f.short() {
+	if f := diskConstraint(h.mins, h.pool, r.info.capacity, &r.promised); f.short() {
 		r.reason, r.message = ReasonPoolFull, shortMessage(f, formatBytes(h.mins.PoolAvailable))
 		return
 	}
-	if c.checkPlacement(ctx, logger, h, s, r); r.reason != collector.ReasonReady {
+	if c.checkPlacement(ctx, logger, h, s, r); r.reason != provider.ReasonReady {
 		return
 	}
-	if r.reason, r.message = headroomVerdict(r.reason, h.pool, r.info.available, h.mins, r.free); r.reason != collector.ReasonReady {
+	if r.reason, r.message = headroomVerdict(r.reason, h.pool, r.info.available, h.mins, r.free); r.reason != provider.ReasonReady {
 		return
 	}
-	if f := memoryFit(h.mins, &r.promised); f.short() {
+	if f := memoryConstraint(h.mins, &r.promised); f.short() {
 		r.reason, r.message = ReasonHostMemoryLow, shortMessage(f, formatBytes(h.mins.FreeMemory))
 		return
 	}
-	if f := vcpuFit(h.mins.promised(), &r.promised); f.short() {
+	if f := vcpuConstraint(h.mins.promised(), &r.promised); f.short() {
 		r.reason, r.message = ReasonHostCPULow, shortMessage(f, fmt.Sprintf("%d vCPUs", h.mins.promised().VCPUs))
 	}
 }
@@ -440,7 +440,7 @@ type poolInfo struct {
 // same name with a new UUID. Only when that lookup fails too is the verdict
 // PoolMissing. A pool verdict keeps the connection; a transport failure, or
 // a call still unanswered well past the deadline, drops it.
-func (c *Checker) checkPool(ctx context.Context, logger *slog.Logger, h *host, s *session, kept bool) (collector.Reason, string, poolInfo, libvirt.StoragePool, error) {
+func (c *Checker) checkPool(ctx context.Context, logger *slog.Logger, h *host, s *session, kept bool) (provider.Reason, string, poolInfo, libvirt.StoragePool, error) {
 	lv := loggedClient{next: s.lv, logger: logger}
 	var (
 		state uint8
@@ -472,10 +472,10 @@ func (c *Checker) checkPool(ctx context.Context, logger *slog.Logger, h *host, s
 		return nil
 	})
 	if err != nil {
-		if !collector.Ended(ctx) && libvirtCode(err, libvirt.ErrNoStoragePool) {
+		if !provider.Ended(ctx) && libvirtCode(err, libvirt.ErrNoStoragePool) {
 			return ReasonPoolMissing, "", info, pool, err
 		}
-		if kept && !collector.Ended(ctx) && !libvirtError(err) {
+		if kept && !provider.Ended(ctx) && !libvirtError(err) {
 			err = fmt.Errorf("kept connection lost: %w", err)
 		}
 		reason, err := h.callFailed(ctx, logger, s, err)
@@ -484,7 +484,7 @@ func (c *Checker) checkPool(ctx context.Context, logger *slog.Logger, h *host, s
 	word := poolStateWord(state)
 	switch libvirt.StoragePoolState(state) {
 	case libvirt.StoragePoolRunning:
-		return collector.ReasonReady, word, info, pool, nil
+		return provider.ReasonReady, word, info, pool, nil
 	case libvirt.StoragePoolInactive:
 		return ReasonPoolInactive, word, info, pool, nil
 	case libvirt.StoragePoolBuilding:
@@ -494,7 +494,7 @@ func (c *Checker) checkPool(ctx context.Context, logger *slog.Logger, h *host, s
 	case libvirt.StoragePoolInaccessible:
 		return ReasonPoolInaccessible, word, info, pool, nil
 	}
-	return collector.ReasonUnknown, "", info, pool, fmt.Errorf("pool %q has state %d, which this exporter does not know", h.pool, state)
+	return provider.ReasonUnknown, "", info, pool, fmt.Errorf("pool %q has state %d, which this exporter does not know", h.pool, state)
 }
 
 // libvirtError tells whether libvirtd answered err: the connection is fine.
@@ -504,7 +504,7 @@ func libvirtError(err error) bool {
 }
 
 type result struct {
-	reason collector.Reason
+	reason provider.Reason
 	pool   string
 	state  string
 	info   poolInfo
@@ -520,7 +520,7 @@ type result struct {
 	err      error
 }
 
-func (h *host) verdict(logger *slog.Logger, r result) collector.Verdict {
+func (h *host) verdict(logger *slog.Logger, r result) provider.Verdict {
 	// Built on the stack and compared with the last ones: a steady check
 	// finds what the one before found and hands out the same Facts.
 	f := Facts{Pool: r.pool, PoolState: r.state, Mins: h.mins, FreeMemoryKnown: r.freeKnown, FreeMemoryBytes: r.free,
@@ -541,15 +541,15 @@ func (h *host) verdict(logger *slog.Logger, r result) collector.Verdict {
 	}
 	facts := h.facts
 	h.mu.Unlock()
-	v := collector.Verdict{Reason: r.reason, Facts: facts, Capacity: hostCapacity(&r, h.mins)}
+	v := provider.Verdict{Reason: r.reason, Facts: facts, Capacity: hostCapacity(&r, h.mins)}
 	switch {
 	case r.err != nil:
 		// libvirt's error text is the daemon's, up to a reply's 64 KiB.
-		v.Message = collector.BoundString(r.err.Error())
+		v.Message = provider.BoundString(r.err.Error())
 		logger.Debug("check failed", "reason", r.reason, "err", r.err)
 	case r.message != "":
 		v.Message = r.message
-	case r.reason == collector.ReasonReady:
+	case r.reason == provider.ReasonReady:
 		v.Message = h.readyMessage(r.pool)
 	default:
 		v.Message = fmt.Sprintf("pool %q is %s", r.pool, r.state)

@@ -17,9 +17,9 @@ import (
 	"go.uber.org/goleak"
 	"golang.org/x/crypto/ssh"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
 	"github.com/egress-proxies/provider_health_exporter/config"
 	"github.com/egress-proxies/provider_health_exporter/internal/testnet"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 
 	"github.com/egress-proxies/provider_health_exporter/internal/fakedns"
 )
@@ -86,7 +86,7 @@ func (e *env) writeKnownHosts(content string) {
 	}
 }
 
-func (e *env) checker(opts ...collector.Option) *Checker {
+func (e *env) checker(opts ...provider.Option) *Checker {
 	e.t.Helper()
 	c, err := New(e.cfg, testLogger(e.t), opts...)
 	if err != nil {
@@ -99,11 +99,11 @@ func (e *env) checker(opts ...collector.Option) *Checker {
 
 // check runs one check under budget and fails the test when it does not
 // return within a generous bound past the budget.
-func check(t testing.TB, c *Checker, target string, budget time.Duration) collector.Verdict {
+func check(t testing.TB, c *Checker, target string, budget time.Duration) provider.Verdict {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), budget)
 	defer cancel()
-	done := make(chan collector.Verdict, 1)
+	done := make(chan provider.Verdict, 1)
 	go func() { done <- c.Check(ctx, testLogger(t), target) }()
 	select {
 	case v := <-done:
@@ -113,7 +113,7 @@ func check(t testing.TB, c *Checker, target string, budget time.Duration) collec
 		return v
 	case <-time.After(budget + 10*time.Second):
 		t.Fatalf("check did not return within %s past its budget of %s", 10*time.Second, budget)
-		return collector.Verdict{}
+		return provider.Verdict{}
 	}
 }
 
@@ -162,7 +162,7 @@ func waitDead(t testing.TB, c *Checker) {
 type step struct {
 	before func(e *env, c *Checker)
 	budget time.Duration // default 5s
-	want   collector.Reason
+	want   provider.Reason
 }
 
 // TestReasons produces every kvm reason of docs/metrics.md's "Reasons" and counts the dials: one
@@ -182,7 +182,7 @@ func TestReasons(t *testing.T) {
 	}{
 		{
 			name:      "Ready",
-			steps:     []step{{want: collector.ReasonReady}, {want: collector.ReasonReady}},
+			steps:     []step{{want: provider.ReasonReady}, {want: provider.ReasonReady}},
 			wantDials: 1, wantConnects: 1,
 		},
 		{
@@ -247,7 +247,7 @@ func TestReasons(t *testing.T) {
 				{want: ReasonNetworkInactive},
 				{before: func(e *env, _ *Checker) {
 					e.fake.set(func(f *fakeLibvirt) { f.networks["proxies"].active = true })
-				}, want: collector.ReasonReady},
+				}, want: provider.ReasonReady},
 			},
 			wantDials: 1, wantConnects: 1,
 		},
@@ -278,20 +278,20 @@ func TestReasons(t *testing.T) {
 				{want: ReasonPoolInactive},
 				{before: func(e *env, _ *Checker) {
 					e.fake.set(func(f *fakeLibvirt) { f.state = uint8(libvirt.StoragePoolRunning) })
-				}, want: collector.ReasonReady},
+				}, want: provider.ReasonReady},
 			},
 			wantDials: 1, wantConnects: 1,
 		},
 		{
 			name:      "Unknown: libvirt error other than a missing pool keeps the connection",
 			setup:     func(e *env) { e.fake.infoErr = libvirtErr(libvirt.ErrInternalError, "internal error") },
-			steps:     []step{{want: collector.ReasonUnknown}, {want: collector.ReasonUnknown}},
+			steps:     []step{{want: provider.ReasonUnknown}, {want: provider.ReasonUnknown}},
 			wantDials: 1, wantConnects: 1,
 		},
 		{
 			name:      "Unknown: pool state libvirt may add later",
 			setup:     func(e *env) { e.fake.state = 7 },
-			steps:     []step{{want: collector.ReasonUnknown}, {want: collector.ReasonUnknown}},
+			steps:     []step{{want: provider.ReasonUnknown}, {want: provider.ReasonUnknown}},
 			wantDials: 1, wantConnects: 1,
 		},
 		{
@@ -416,7 +416,7 @@ func TestReasons(t *testing.T) {
 					e.t.Fatal(err)
 				}
 			},
-			steps:     []step{{want: collector.ReasonReady}, {want: collector.ReasonReady}},
+			steps:     []step{{want: provider.ReasonReady}, {want: provider.ReasonReady}},
 			wantDials: 1, wantConnects: 1,
 			budget: slowKDF,
 		},
@@ -440,14 +440,14 @@ func TestReasons(t *testing.T) {
 					if err := os.Rename(e.keyFile+".good", e.keyFile); err != nil {
 						e.t.Fatal(err)
 					}
-				}, want: collector.ReasonReady},
+				}, want: provider.ReasonReady},
 			},
 			wantDials: 1, wantConnects: 1,
 		},
 		{
 			name:      "Ready with insecure_ignore_host_key and no known_hosts",
 			setup:     func(e *env) { os.Remove(e.knownHosts); e.cfg.KnownHostsFile = ""; e.cfg.InsecureIgnoreHostKey = true },
-			steps:     []step{{want: collector.ReasonReady}, {want: collector.ReasonReady}},
+			steps:     []step{{want: provider.ReasonReady}, {want: provider.ReasonReady}},
 			wantDials: 1, wantConnects: 1,
 		},
 		{
@@ -459,13 +459,13 @@ func TestReasons(t *testing.T) {
 		{
 			name:      "Unreachable",
 			setup:     func(e *env) { e.cfg.Hosts[0].Address = testnet.RefusedAddr(e.t) },
-			steps:     []step{{want: collector.ReasonUnreachable}, {want: collector.ReasonUnreachable}},
+			steps:     []step{{want: provider.ReasonUnreachable}, {want: provider.ReasonUnreachable}},
 			wantDials: 0, wantConnects: 0,
 		},
 		{
 			name:      "DNSFailed",
 			setup:     func(e *env) { e.cfg.Hosts[0].Address = "kvm-host.invalid:22" },
-			steps:     []step{{want: collector.ReasonDNSFailed}, {want: collector.ReasonDNSFailed}},
+			steps:     []step{{want: provider.ReasonDNSFailed}, {want: provider.ReasonDNSFailed}},
 			wantDials: 0, wantConnects: 0,
 		},
 		{
@@ -482,39 +482,39 @@ func TestReasons(t *testing.T) {
 				e.cfg.DialTimeout = config.Duration(10 * time.Minute)
 			},
 			steps: []step{
-				{budget: 300 * time.Millisecond, want: collector.ReasonTimeout},
-				{budget: 300 * time.Millisecond, want: collector.ReasonTimeout},
+				{budget: 300 * time.Millisecond, want: provider.ReasonTimeout},
+				{budget: 300 * time.Millisecond, want: provider.ReasonTimeout},
 			},
 			wantDials: 1, wantConnects: 0,
 		},
 		{
 			name: "Timeout: libvirtd hangs on a kept connection, which is then dropped",
 			steps: []step{
-				{want: collector.ReasonReady},
-				{before: func(e *env, _ *Checker) { e.stub.setMode(stubHang) }, budget: 300 * time.Millisecond, want: collector.ReasonTimeout},
-				{before: func(e *env, _ *Checker) { e.stub.setMode(stubEcho) }, want: collector.ReasonReady},
+				{want: provider.ReasonReady},
+				{before: func(e *env, _ *Checker) { e.stub.setMode(stubHang) }, budget: 300 * time.Millisecond, want: provider.ReasonTimeout},
+				{before: func(e *env, _ *Checker) { e.stub.setMode(stubEcho) }, want: provider.ReasonReady},
 			},
 			wantDials: 2, wantConnects: 2,
 		},
 		{
 			name: "LibvirtConnectionLost mid-check, then a redial",
 			steps: []step{
-				{want: collector.ReasonReady},
+				{want: provider.ReasonReady},
 				{before: func(e *env, _ *Checker) { e.stub.setMode(stubDrop) }, want: ReasonLibvirtConnectionLost},
-				{before: func(e *env, _ *Checker) { e.stub.setMode(stubEcho) }, want: collector.ReasonReady},
+				{before: func(e *env, _ *Checker) { e.stub.setMode(stubEcho) }, want: provider.ReasonReady},
 			},
 			wantDials: 2, wantConnects: 2,
 		},
 		{
 			name: "a kept connection known to be gone is redialed at once",
 			steps: []step{
-				{want: collector.ReasonReady},
-				{before: func(e *env, c *Checker) { e.srv.killConns(); waitDead(e.t, c) }, want: collector.ReasonReady},
+				{want: provider.ReasonReady},
+				{before: func(e *env, c *Checker) { e.srv.killConns(); waitDead(e.t, c) }, want: provider.ReasonReady},
 			},
 			wantDials: 2, wantConnects: 2,
 		},
 	}
-	covered := map[collector.Reason]bool{}
+	covered := map[provider.Reason]bool{}
 	for _, tt := range tests {
 		for _, s := range tt.steps {
 			covered[s.want] = true
@@ -532,12 +532,12 @@ func TestReasons(t *testing.T) {
 			if tt.setup != nil {
 				tt.setup(e)
 			}
-			var opts []collector.Option
+			var opts []provider.Option
 			if tt.name == "DNSFailed" {
-				opts = append(opts, collector.WithDialer(fakedns.Dialer(t)))
+				opts = append(opts, provider.WithDialer(fakedns.Dialer(t)))
 			}
 			c := e.checker(opts...)
-			var v collector.Verdict
+			var v provider.Verdict
 			for i, s := range tt.steps {
 				if s.before != nil {
 					s.before(e, c)
@@ -581,7 +581,7 @@ func TestReadyFacts(t *testing.T) {
 	e.fake.version = 10002003
 	c := e.checker()
 	for range 3 {
-		if v := check(t, c, hostName, 5*time.Second); v.Reason != collector.ReasonReady {
+		if v := check(t, c, hostName, 5*time.Second); v.Reason != provider.ReasonReady {
 			t.Fatalf("reason %s (%s), want Ready", v.Reason, v.Message)
 		}
 	}
@@ -619,7 +619,7 @@ func TestUnchangedFactsAreHandedOutAgain(t *testing.T) {
 	c := e.checker()
 	first := check(t, c, hostName, 5*time.Second)
 	second := check(t, c, hostName, 5*time.Second)
-	if first.Reason != collector.ReasonReady || second.Reason != collector.ReasonReady {
+	if first.Reason != provider.ReasonReady || second.Reason != provider.ReasonReady {
 		t.Fatalf("reasons %s, %s (%s), want Ready", first.Reason, second.Reason, second.Message)
 	}
 	if factsOf(t, first) != factsOf(t, second) {
@@ -643,7 +643,7 @@ func TestUnchangedFactsAreHandedOutAgain(t *testing.T) {
 func TestFailureKeepsLastKnownVersion(t *testing.T) {
 	e := newEnv(t)
 	c := e.checker()
-	if v := check(t, c, hostName, 5*time.Second); v.Reason != collector.ReasonReady {
+	if v := check(t, c, hostName, 5*time.Second); v.Reason != provider.ReasonReady {
 		t.Fatalf("reason %s (%s), want Ready", v.Reason, v.Message)
 	}
 	e.stub.setMode(stubDrop)
@@ -662,7 +662,7 @@ func TestConcurrentChecksDialOnce(t *testing.T) {
 	e := newEnv(t)
 	c := e.checker()
 	var wg sync.WaitGroup
-	reasons := make(chan collector.Reason, 8)
+	reasons := make(chan provider.Reason, 8)
 	for range 8 {
 		wg.Add(1)
 		go func() {
@@ -678,7 +678,7 @@ func TestConcurrentChecksDialOnce(t *testing.T) {
 	wg.Wait()
 	close(reasons)
 	for r := range reasons {
-		if r != collector.ReasonReady {
+		if r != provider.ReasonReady {
 			t.Errorf("reason %s, want Ready", r)
 		}
 	}
@@ -716,7 +716,7 @@ func TestMaxConcurrentDials(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if v := c.Check(ctx, testLogger(t), target); v.Reason != collector.ReasonTimeout {
+			if v := c.Check(ctx, testLogger(t), target); v.Reason != provider.ReasonTimeout {
 				t.Errorf("%s: reason %s (%s), want Timeout", target, v.Reason, v.Message)
 			}
 		}()
@@ -759,7 +759,7 @@ func TestAdopt(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t)
 			old := e.checker()
-			if v := check(t, old, hostName, 5*time.Second); v.Reason != collector.ReasonReady {
+			if v := check(t, old, hostName, 5*time.Second); v.Reason != provider.ReasonReady {
 				t.Fatalf("reason %s (%s), want Ready", v.Reason, v.Message)
 			}
 			host := *e.cfg.Hosts[0]
@@ -773,7 +773,7 @@ func TestAdopt(t *testing.T) {
 				t.Fatal(err)
 			}
 			v := check(t, next, hostName, 5*time.Second)
-			if v.Reason != collector.ReasonReady {
+			if v.Reason != provider.ReasonReady {
 				t.Fatalf("after reload: reason %s (%s), want Ready", v.Reason, v.Message)
 			}
 			if got := e.srv.accepted.Load(); got != tt.wantDials {
@@ -791,7 +791,7 @@ func TestAdopt(t *testing.T) {
 func TestCloseClosesKeptConnections(t *testing.T) {
 	e := newEnv(t)
 	c := e.checker()
-	if v := check(t, c, hostName, 5*time.Second); v.Reason != collector.ReasonReady {
+	if v := check(t, c, hostName, 5*time.Second); v.Reason != provider.ReasonReady {
 		t.Fatalf("reason %s (%s), want Ready", v.Reason, v.Message)
 	}
 	if err := c.Close(); err != nil {
@@ -801,7 +801,7 @@ func TestCloseClosesKeptConnections(t *testing.T) {
 		t.Errorf("ConnectClose called %d times on Close, want 1 (a goodbye to libvirtd)", n)
 	}
 	waitNoConns(t, e.srv)
-	if v := check(t, c, hostName, 5*time.Second); v.Reason != collector.ReasonReady {
+	if v := check(t, c, hostName, 5*time.Second); v.Reason != provider.ReasonReady {
 		t.Fatalf("check after Close: reason %s (%s), want Ready", v.Reason, v.Message)
 	}
 	waitNoConns(t, e.srv)
@@ -829,16 +829,16 @@ func waitNoConns(t testing.TB, s *sshServer) {
 func TestEndedContextKeepsConnection(t *testing.T) {
 	e := newEnv(t)
 	c := e.checker()
-	if v := check(t, c, hostName, 5*time.Second); v.Reason != collector.ReasonReady {
+	if v := check(t, c, hostName, 5*time.Second); v.Reason != provider.ReasonReady {
 		t.Fatalf("reason %s (%s), want Ready", v.Reason, v.Message)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if v := c.Check(ctx, testLogger(t), hostName); v.Reason != collector.ReasonTimeout {
+	if v := c.Check(ctx, testLogger(t), hostName); v.Reason != provider.ReasonTimeout {
 		t.Fatalf("reason %s (%s), want Timeout", v.Reason, v.Message)
 	}
 	v := check(t, c, hostName, 5*time.Second)
-	if v.Reason != collector.ReasonReady || factsOf(t, v).Connects != 1 || e.srv.accepted.Load() != 1 {
+	if v.Reason != provider.ReasonReady || factsOf(t, v).Connects != 1 || e.srv.accepted.Load() != 1 {
 		t.Errorf("after an ended check: reason %s, connects %d, dials %d; want Ready on the kept connection", v.Reason, factsOf(t, v).Connects, e.srv.accepted.Load())
 	}
 }
@@ -846,7 +846,7 @@ func TestEndedContextKeepsConnection(t *testing.T) {
 func TestUnknownTarget(t *testing.T) {
 	e := newEnv(t)
 	c := e.checker()
-	if v := check(t, c, "nope", time.Second); v.Reason != collector.ReasonUnknown {
+	if v := check(t, c, "nope", time.Second); v.Reason != provider.ReasonUnknown {
 		t.Errorf("reason %s, want Unknown", v.Reason)
 	}
 	if got := e.srv.accepted.Load(); got != 0 {
@@ -938,7 +938,7 @@ func TestDialTimeoutFreesTheSlot(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var wg sync.WaitGroup
-	verdicts := map[string]*collector.Verdict{hostName: {}, "silent": {}}
+	verdicts := map[string]*provider.Verdict{hostName: {}, "silent": {}}
 	for target, v := range verdicts {
 		wg.Add(1)
 		go func() {
@@ -950,10 +950,10 @@ func TestDialTimeoutFreesTheSlot(t *testing.T) {
 	if ctx.Err() != nil {
 		t.Fatal("the scrape's context ended: the checks were not bounded by dial_timeout")
 	}
-	if v := verdicts["silent"]; v.Reason != collector.ReasonTimeout || !strings.Contains(v.Message, "sent no SSH identification within 1.25s (a quarter of dial_timeout, 5s)") {
+	if v := verdicts["silent"]; v.Reason != provider.ReasonTimeout || !strings.Contains(v.Message, "sent no SSH identification within 1.25s (a quarter of dial_timeout, 5s)") {
 		t.Errorf("silent host: reason %s (%s), want Timeout naming a quarter of dial_timeout", v.Reason, v.Message)
 	}
-	if v := verdicts[hostName]; v.Reason != collector.ReasonReady {
+	if v := verdicts[hostName]; v.Reason != provider.ReasonReady {
 		t.Errorf("healthy host: reason %s (%s), want Ready", v.Reason, v.Message)
 	}
 	if got := silent.accepted.Load(); got != 1 {
@@ -982,7 +982,7 @@ func TestDialTimeoutEveryStage(t *testing.T) {
 			v := check(t, c, hostName, 2*time.Minute)
 			// On a loaded machine dial_timeout may strike in an earlier
 			// stage; the verdict is the same.
-			if v.Reason != collector.ReasonTimeout || !strings.Contains(v.Message, tt.want) && !strings.Contains(v.Message, "dial_timeout (200ms) reached") {
+			if v.Reason != provider.ReasonTimeout || !strings.Contains(v.Message, tt.want) && !strings.Contains(v.Message, "dial_timeout (200ms) reached") {
 				t.Errorf("reason %s (%s), want Timeout saying %q", v.Reason, v.Message, tt.want)
 			}
 		})
@@ -1024,7 +1024,7 @@ func TestFailedDialsBackOff(t *testing.T) {
 		t.Errorf("after two failed dials: not before %v, want %s after the dial (between %v and %v)", nb, backoffBase, before.Add(backoffBase), after.Add(backoffBase))
 	}
 	e.srv.setMode(modeSSH)
-	if v := check(t, c, hostName, time.Minute); v.Reason != collector.ReasonReady {
+	if v := check(t, c, hostName, time.Minute); v.Reason != provider.ReasonReady {
 		t.Fatalf("reason %s (%s), want Ready", v.Reason, v.Message)
 	}
 	if !notBefore().IsZero() {
@@ -1050,7 +1050,7 @@ func TestFailedDialsBackOff(t *testing.T) {
 	s.cfg.DialTimeout = config.Duration(10 * time.Minute)
 	cs := s.checker()
 	for range 3 {
-		if v := check(t, cs, hostName, 200*time.Millisecond); v.Reason != collector.ReasonTimeout {
+		if v := check(t, cs, hostName, 200*time.Millisecond); v.Reason != provider.ReasonTimeout {
 			t.Fatalf("reason %s (%s), want Timeout", v.Reason, v.Message)
 		}
 	}
@@ -1084,12 +1084,12 @@ func TestDialOutlivesItsCheck(t *testing.T) {
 	t.Cleanup(release) // before Close, which waits for the dial
 
 	v := check(t, c, hostName, 200*time.Millisecond)
-	if v.Reason != collector.ReasonTimeout || !strings.Contains(v.Message, "the dial goes on after this check") {
+	if v.Reason != provider.ReasonTimeout || !strings.Contains(v.Message, "the dial goes on after this check") {
 		t.Fatalf("check while the dial is held: reason %s (%s), want Timeout saying the dial goes on", v.Reason, v.Message)
 	}
 	release()
 	v = check(t, c, hostName, 2*time.Minute)
-	if v.Reason != collector.ReasonReady {
+	if v.Reason != provider.ReasonReady {
 		t.Fatalf("next check: reason %s (%s), want Ready", v.Reason, v.Message)
 	}
 	if got, connects := e.srv.accepted.Load(), factsOf(t, v).Connects; got != 1 || connects != 1 {

@@ -10,7 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // age sets the modification time of path to ago in the past, out of the
@@ -46,7 +46,7 @@ func TestMaterialSharedByHosts(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if v := c.Check(ctx, testLogger(t), h.Name); v.Reason != collector.ReasonReady {
+			if v := c.Check(ctx, testLogger(t), h.Name); v.Reason != provider.ReasonReady {
 				t.Errorf("%s: reason %s (%s), want Ready", h.Name, v.Reason, v.Message)
 			}
 		}()
@@ -77,7 +77,7 @@ func TestKnownHostsRotation(t *testing.T) {
 	}
 	c := e.checker()
 	parses := func() int64 { return c.material.knownHostsParses.Load() }
-	expect := func(step string, want collector.Reason, wantParses int64) {
+	expect := func(step string, want provider.Reason, wantParses int64) {
 		t.Helper()
 		if v := check(t, c, hostName, time.Minute); v.Reason != want {
 			t.Fatalf("%s: reason %s (%s), want %s", step, v.Reason, v.Message, want)
@@ -113,7 +113,7 @@ func TestKnownHostsRotation(t *testing.T) {
 	if err := os.Rename(tmp, e.knownHosts); err != nil {
 		t.Fatal(err)
 	}
-	expect("replaced by a rename", collector.ReasonReady, 3)
+	expect("replaced by a rename", provider.ReasonReady, 3)
 }
 
 // TestKnownHostsJustModified: a file modified within the racy window is
@@ -154,7 +154,7 @@ func TestKnownHostsJustModified(t *testing.T) {
 	write(right)
 	// However slow the machine, the next dial is later than this.
 	time.Sleep(racyRecheck)
-	if v := check(t, c, hostName, time.Minute); v.Reason != collector.ReasonReady {
+	if v := check(t, c, hostName, time.Minute); v.Reason != provider.ReasonReady {
 		t.Fatalf("after an edit of the same size and time: reason %s (%s), want Ready", v.Reason, v.Message)
 	}
 	if got := c.material.knownHostsParses.Load(); got != 2 {

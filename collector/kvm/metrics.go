@@ -5,7 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // The kvm families of the metrics table of docs/metrics.md: "Metrics". Only this package knows
@@ -76,34 +76,34 @@ type Facts struct {
 	VolumesKnown                bool
 }
 
-var _ collector.Facts = (*Facts)(nil)
+var _ provider.Facts = (*Facts)(nil)
 
 // Collect sends the kvm metrics of one host.
 func (f *Facts) Collect(ch chan<- prometheus.Metric, name, target string) {
-	ch <- collector.ConstMetric(hostInfoDesc, prometheus.GaugeValue, 1, name, target, f.User, f.LibvirtVersion)
-	ch <- collector.ConstMetric(connectsDesc, prometheus.CounterValue, float64(f.Connects), name, target)
+	ch <- provider.ConstMetric(hostInfoDesc, prometheus.GaugeValue, 1, name, target, f.User, f.LibvirtVersion)
+	ch <- provider.ConstMetric(connectsDesc, prometheus.CounterValue, float64(f.Connects), name, target)
 	if f.FreeMemoryKnown {
-		ch <- collector.ConstMetric(freeMemoryDesc, prometheus.GaugeValue, float64(f.FreeMemoryBytes), name, target)
+		ch <- provider.ConstMetric(freeMemoryDesc, prometheus.GaugeValue, float64(f.FreeMemoryBytes), name, target)
 	}
 	if f.HostKnown {
-		ch <- collector.ConstMetric(hostCPUsDesc, prometheus.GaugeValue, float64(f.HostCPUs), name, target)
-		ch <- collector.ConstMetric(hostMemoryDesc, prometheus.GaugeValue, float64(f.HostMemoryBytes), name, target)
+		ch <- provider.ConstMetric(hostCPUsDesc, prometheus.GaugeValue, float64(f.HostCPUs), name, target)
+		ch <- provider.ConstMetric(hostMemoryDesc, prometheus.GaugeValue, float64(f.HostMemoryBytes), name, target)
 	}
 	if f.DomainsKnown && f.Mins.promised().VCPUs > 0 {
-		ch <- collector.ConstMetric(domainsVCPUsDesc, prometheus.GaugeValue, float64(f.DomainsVCPUs), name, target)
+		ch <- provider.ConstMetric(domainsVCPUsDesc, prometheus.GaugeValue, float64(f.DomainsVCPUs), name, target)
 	}
 	if f.DomainsKnown && f.Mins.promised().MemoryRatio > 0 {
-		ch <- collector.ConstMetric(domainsMemoryDesc, prometheus.GaugeValue, float64(f.DomainsMemory), name, target)
+		ch <- provider.ConstMetric(domainsMemoryDesc, prometheus.GaugeValue, float64(f.DomainsMemory), name, target)
 	}
 	if f.PoolState == "" {
 		return
 	}
 	if f.VolumesKnown {
-		ch <- collector.ConstMetric(volumesCapacityDesc, prometheus.GaugeValue, float64(f.VolumesCapacity), name, target, f.Pool)
+		ch <- provider.ConstMetric(volumesCapacityDesc, prometheus.GaugeValue, float64(f.VolumesCapacity), name, target, f.Pool)
 	}
 	// The current state only: the other states at 0 would be four series
 	// more per host in every Prometheus that scrapes the exporter.
-	ch <- collector.ConstMetric(poolStateDesc, prometheus.GaugeValue, 1, name, target, f.Pool, f.PoolState)
+	ch <- provider.ConstMetric(poolStateDesc, prometheus.GaugeValue, 1, name, target, f.Pool, f.PoolState)
 	for _, m := range []struct {
 		d *prometheus.Desc
 		v uint64
@@ -112,7 +112,7 @@ func (f *Facts) Collect(ch chan<- prometheus.Metric, name, target string) {
 		{poolAllocationDesc, f.AllocationBytes},
 		{poolAvailableDesc, f.AvailableBytes},
 	} {
-		ch <- collector.ConstMetric(m.d, prometheus.GaugeValue, float64(m.v), name, target, f.Pool)
+		ch <- provider.ConstMetric(m.d, prometheus.GaugeValue, float64(m.v), name, target, f.Pool)
 	}
 }
 
@@ -164,7 +164,7 @@ func (f *Facts) Details() map[string]string {
 // check that never answered, a panic, a host not checked yet): the user and
 // pool from the configuration, the libvirt version and connect counter
 // this checker keeps across checks, and nothing of the pool state.
-func (c *Checker) Facts(target string) collector.Facts {
+func (c *Checker) Facts(target string) provider.Facts {
 	h, sp := c.peek(target)
 	if sp == nil {
 		return nil

@@ -8,10 +8,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
-func factsOf(t *testing.T, v collector.Verdict) *Facts {
+func factsOf(t *testing.T, v provider.Verdict) *Facts {
 	t.Helper()
 	f, ok := v.Facts.(*Facts)
 	if !ok {
@@ -21,7 +21,7 @@ func factsOf(t *testing.T, v collector.Verdict) *Facts {
 }
 
 // factsCollector emits one host's facts, as the framework does.
-type factsCollector struct{ f collector.Facts }
+type factsCollector struct{ f provider.Facts }
 
 func (c factsCollector) Describe(chan<- *prometheus.Desc) {}
 func (c factsCollector) Collect(ch chan<- prometheus.Metric) {
@@ -92,7 +92,7 @@ provider_health_kvm_connects_total{name="lab",target="beelink"} 0
 	if d := f.Details(); d["pool"] != "default" || d["user"] != "proxyops" || d["poolState"] != "" {
 		t.Errorf("details of an unchecked host = %v, want the configured user and pool", d)
 	}
-	if v := check(t, c, hostName, 5*time.Second); v.Reason != collector.ReasonReady {
+	if v := check(t, c, hostName, 5*time.Second); v.Reason != provider.ReasonReady {
 		t.Fatalf("reason %s (%s), want Ready", v.Reason, v.Message)
 	}
 	want = strings.ReplaceAll(want, `libvirt_version=""`, `libvirt_version="9.0.0"`)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/digitalocean/go-libvirt"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // The placement reasons of a KVM host (docs/metrics.md: "Reasons"): libvirtd
@@ -17,11 +17,11 @@ import (
 // created from the base volume or attached to the network.
 const (
 	// ReasonVolumeMissing: no volume named volume in the pool.
-	ReasonVolumeMissing collector.Reason = "VolumeMissing"
+	ReasonVolumeMissing provider.Reason = "VolumeMissing"
 	// ReasonNetworkMissing: no libvirt network named network.
-	ReasonNetworkMissing collector.Reason = "NetworkMissing"
+	ReasonNetworkMissing provider.Reason = "NetworkMissing"
 	// ReasonNetworkInactive: the network is defined but not started.
-	ReasonNetworkInactive collector.Reason = "NetworkInactive"
+	ReasonNetworkInactive provider.Reason = "NetworkInactive"
 )
 
 // libvirtCode tells whether err carries libvirt's error code.
@@ -37,7 +37,7 @@ func libvirtCode(err error, code libvirt.ErrorNumber) bool {
 func (c *Checker) checkPlacement(ctx context.Context, logger *slog.Logger, h *host, s *session, r *result) {
 	if h.volume != "" {
 		r.reason, r.err = c.checkVolume(ctx, logger, h, s, r.handle)
-		if r.reason != collector.ReasonReady {
+		if r.reason != provider.ReasonReady {
 			return
 		}
 	}
@@ -50,7 +50,7 @@ func (c *Checker) checkPlacement(ctx context.Context, logger *slog.Logger, h *ho
 // check used: one call. Looking it up by name is also how libvirt answers
 // about a kept volume handle (by its pool and name), so keeping one would
 // save nothing.
-func (c *Checker) checkVolume(ctx context.Context, logger *slog.Logger, h *host, s *session, pool libvirt.StoragePool) (collector.Reason, error) {
+func (c *Checker) checkVolume(ctx context.Context, logger *slog.Logger, h *host, s *session, pool libvirt.StoragePool) (provider.Reason, error) {
 	lv := loggedClient{next: s.lv, logger: logger}
 	err := s.call(ctx, func() error {
 		_, err := lv.StorageVolLookupByName(pool, h.volume)
@@ -58,8 +58,8 @@ func (c *Checker) checkVolume(ctx context.Context, logger *slog.Logger, h *host,
 	})
 	switch {
 	case err == nil:
-		return collector.ReasonReady, nil
-	case collector.Ended(ctx):
+		return provider.ReasonReady, nil
+	case provider.Ended(ctx):
 	case libvirtCode(err, libvirt.ErrNoStorageVol):
 		return ReasonVolumeMissing, fmt.Errorf("volume %q not found in pool %q: %w", h.volume, h.pool, err)
 	case libvirtCode(err, libvirt.ErrNoStoragePool):
@@ -74,7 +74,7 @@ func (c *Checker) checkVolume(ctx context.Context, logger *slog.Logger, h *host,
 // network's kept handle, which is looked up again, once, when libvirt says
 // the network it names is gone (undefined, or defined again under the same
 // name with a new UUID).
-func (c *Checker) checkNetwork(ctx context.Context, logger *slog.Logger, h *host, s *session) (collector.Reason, string, error) {
+func (c *Checker) checkNetwork(ctx context.Context, logger *slog.Logger, h *host, s *session) (provider.Reason, string, error) {
 	lv := loggedClient{next: s.lv, logger: logger}
 	var active int32
 	err := s.call(ctx, func() error {
@@ -105,8 +105,8 @@ func (c *Checker) checkNetwork(ctx context.Context, logger *slog.Logger, h *host
 		return ReasonNetworkInactive, fmt.Sprintf("network %q is defined but not active: start it (virsh net-start %s) and mark it for autostart (virsh net-autostart %s) so that it survives a host reboot",
 			h.network, h.network, h.network), nil
 	case err == nil:
-		return collector.ReasonReady, "", nil
-	case collector.Ended(ctx):
+		return provider.ReasonReady, "", nil
+	case provider.Ended(ctx):
 	case libvirtCode(err, libvirt.ErrNoNetwork):
 		return ReasonNetworkMissing, "", fmt.Errorf("network %q not found: %w", h.network, err)
 	}

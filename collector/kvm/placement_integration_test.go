@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
 	"github.com/egress-proxies/provider_health_exporter/collector/kvm"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // callLog records the libvirt calls a checker makes (its debug lines
@@ -70,7 +70,7 @@ func (h *callLog) take() string {
 }
 
 // checkCalls runs one check of c with a logger that records its calls.
-func checkCalls(t *testing.T, c *kvm.Checker) (collector.Verdict, string) {
+func checkCalls(t *testing.T, c *kvm.Checker) (provider.Verdict, string) {
 	t.Helper()
 	rec := &callLog{next: slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}), rec: &calls{}}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -82,7 +82,7 @@ func checkCalls(t *testing.T, c *kvm.Checker) (collector.Verdict, string) {
 	return v, rec.take()
 }
 
-func wantCheck(t *testing.T, c *kvm.Checker, reason collector.Reason, calls string) collector.Verdict {
+func wantCheck(t *testing.T, c *kvm.Checker, reason provider.Reason, calls string) provider.Verdict {
 	t.Helper()
 	v, got := checkCalls(t, c)
 	if v.Reason != reason {
@@ -103,9 +103,9 @@ func TestIntegrationKeptPoolHandle(t *testing.T) {
 	e := loadEnv(t)
 	t.Cleanup(func() { e.restorePool(t) })
 	c := e.checker(t, nil)
-	wantCheck(t, c, collector.ReasonReady, "ConnectToURI ConnectGetLibVersion StoragePoolLookupByName StoragePoolGetInfo")
+	wantCheck(t, c, provider.ReasonReady, "ConnectToURI ConnectGetLibVersion StoragePoolLookupByName StoragePoolGetInfo")
 	for range 3 {
-		wantCheck(t, c, collector.ReasonReady, "StoragePoolGetInfo")
+		wantCheck(t, c, provider.ReasonReady, "StoragePoolGetInfo")
 	}
 
 	uuid := strings.TrimSpace(e.virsh(t, "pool-uuid", e.pool))
@@ -115,8 +115,8 @@ func TestIntegrationKeptPoolHandle(t *testing.T) {
 	if again := strings.TrimSpace(e.virsh(t, "pool-uuid", e.pool)); again == uuid {
 		t.Fatalf("the pool defined again kept its UUID %s; the test needs a new one", uuid)
 	}
-	wantCheck(t, c, collector.ReasonReady, "StoragePoolGetInfo! StoragePoolLookupByName StoragePoolGetInfo")
-	wantCheck(t, c, collector.ReasonReady, "StoragePoolGetInfo")
+	wantCheck(t, c, provider.ReasonReady, "StoragePoolGetInfo! StoragePoolLookupByName StoragePoolGetInfo")
+	wantCheck(t, c, provider.ReasonReady, "StoragePoolGetInfo")
 
 	e.virsh(t, "pool-destroy", e.pool)
 	e.virsh(t, "pool-undefine", e.pool)
@@ -126,7 +126,7 @@ func TestIntegrationKeptPoolHandle(t *testing.T) {
 	}
 	wantCheck(t, c, kvm.ReasonPoolMissing, "StoragePoolLookupByName!")
 	e.restorePool(t)
-	v = wantCheck(t, c, collector.ReasonReady, "StoragePoolLookupByName StoragePoolGetInfo")
+	v = wantCheck(t, c, provider.ReasonReady, "StoragePoolLookupByName StoragePoolGetInfo")
 	if f := factsOf(t, v); f.Connects != 1 {
 		t.Errorf("connects %d, want 1: every verdict above keeps the connection", f.Connects)
 	}
@@ -141,8 +141,8 @@ func TestIntegrationVolume(t *testing.T) {
 	e.virsh(t, "vol-create-as", e.pool, vol, "1M", "--format", "raw")
 	t.Cleanup(func() { _, _ = e.tryVirsh("vol-delete", "--pool", e.pool, vol) })
 	c := e.checker(t, func(cfg *kvm.Entry) { cfg.Hosts[0].Volume = vol })
-	wantCheck(t, c, collector.ReasonReady, "")
-	v := wantCheck(t, c, collector.ReasonReady, "StoragePoolGetInfo StorageVolLookupByName")
+	wantCheck(t, c, provider.ReasonReady, "")
+	v := wantCheck(t, c, provider.ReasonReady, "StoragePoolGetInfo StorageVolLookupByName")
 	if d := v.Facts.Details(); d["volume"] != vol {
 		t.Errorf("details %v, want the volume", d)
 	}
@@ -194,7 +194,7 @@ func TestIntegrationNetwork(t *testing.T) {
 	wantCheck(t, c, kvm.ReasonNetworkInactive, "StoragePoolGetInfo NetworkIsActive")
 
 	e.virsh(t, "net-start", network)
-	wantCheck(t, c, collector.ReasonReady, "StoragePoolGetInfo NetworkIsActive")
+	wantCheck(t, c, provider.ReasonReady, "StoragePoolGetInfo NetworkIsActive")
 
 	uuid := strings.TrimSpace(e.virsh(t, "net-uuid", network))
 	undefine()
@@ -205,7 +205,7 @@ func TestIntegrationNetwork(t *testing.T) {
 		t.Fatalf("the network defined again kept its UUID %s; the test needs a new one", uuid)
 	}
 	// The handle was dropped with the network: looked up afresh.
-	wantCheck(t, c, collector.ReasonReady, "StoragePoolGetInfo NetworkLookupByName NetworkIsActive")
+	wantCheck(t, c, provider.ReasonReady, "StoragePoolGetInfo NetworkLookupByName NetworkIsActive")
 
 	uuid = strings.TrimSpace(e.virsh(t, "net-uuid", network))
 	undefine()

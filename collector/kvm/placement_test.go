@@ -10,7 +10,7 @@ import (
 
 	"github.com/digitalocean/go-libvirt"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // callsOf runs fn and returns the libvirt calls it made on the fake.
@@ -52,9 +52,9 @@ func TestKeptHandles(t *testing.T) {
 	e.fake.networks["proxies"] = &fakeNetwork{active: true}
 	e.cfg.Hosts[0].Volume, e.cfg.Hosts[0].Network = "proxy-base.qcow2", "proxies"
 	c := e.checker()
-	checkWant := func(want collector.Reason) map[string]int {
+	checkWant := func(want provider.Reason) map[string]int {
 		t.Helper()
-		var v collector.Verdict
+		var v provider.Verdict
 		calls := callsOf(e, func() { v = check(t, c, hostName, time.Minute) })
 		if v.Reason != want {
 			t.Fatalf("reason %s (%s), want %s", v.Reason, v.Message, want)
@@ -62,20 +62,20 @@ func TestKeptHandles(t *testing.T) {
 		return calls
 	}
 
-	wantCalls(t, "first check", checkWant(collector.ReasonReady), map[string]int{
+	wantCalls(t, "first check", checkWant(provider.ReasonReady), map[string]int{
 		"ConnectToURI": 1, "ConnectGetLibVersion": 1, "StoragePoolLookupByName": 1, "StoragePoolGetInfo": 1,
 		"StorageVolLookupByName": 1, "NetworkLookupByName": 1, "NetworkIsActive": 1,
 	})
 	steady := map[string]int{"StoragePoolGetInfo": 1, "StorageVolLookupByName": 1, "NetworkIsActive": 1}
 	for range 3 {
-		wantCalls(t, "steady check", checkWant(collector.ReasonReady), steady)
+		wantCalls(t, "steady check", checkWant(provider.ReasonReady), steady)
 	}
 
 	e.fake.set(func(f *fakeLibvirt) { f.poolGen++ })
-	wantCalls(t, "pool defined again", checkWant(collector.ReasonReady), map[string]int{
+	wantCalls(t, "pool defined again", checkWant(provider.ReasonReady), map[string]int{
 		"StoragePoolGetInfo": 2, "StoragePoolLookupByName": 1, "StorageVolLookupByName": 1, "NetworkIsActive": 1,
 	})
-	wantCalls(t, "steady check after the pool's new lookup", checkWant(collector.ReasonReady), steady)
+	wantCalls(t, "steady check after the pool's new lookup", checkWant(provider.ReasonReady), steady)
 
 	// The pool goes while its handle is used for the volume: the handle is
 	// dropped, so the next check looks the pool up before asking for its
@@ -84,22 +84,22 @@ func TestKeptHandles(t *testing.T) {
 	wantCalls(t, "pool gone at the volume lookup", checkWant(ReasonPoolMissing), map[string]int{
 		"StoragePoolGetInfo": 1, "StorageVolLookupByName": 1,
 	})
-	wantCalls(t, "check after the pool went at the volume lookup", checkWant(collector.ReasonReady), map[string]int{
+	wantCalls(t, "check after the pool went at the volume lookup", checkWant(provider.ReasonReady), map[string]int{
 		"StoragePoolLookupByName": 1, "StoragePoolGetInfo": 1, "StorageVolLookupByName": 1, "NetworkIsActive": 1,
 	})
 
 	e.fake.set(func(f *fakeLibvirt) { f.networks["proxies"] = &fakeNetwork{gen: 1, active: true} })
-	wantCalls(t, "network defined again", checkWant(collector.ReasonReady), map[string]int{
+	wantCalls(t, "network defined again", checkWant(provider.ReasonReady), map[string]int{
 		"StoragePoolGetInfo": 1, "StorageVolLookupByName": 1, "NetworkIsActive": 2, "NetworkLookupByName": 1,
 	})
-	wantCalls(t, "steady check after the network's new lookup", checkWant(collector.ReasonReady), steady)
+	wantCalls(t, "steady check after the network's new lookup", checkWant(provider.ReasonReady), steady)
 
 	e.fake.set(func(f *fakeLibvirt) { delete(f.networks, "proxies") })
 	wantCalls(t, "network undefined", checkWant(ReasonNetworkMissing), map[string]int{
 		"StoragePoolGetInfo": 1, "StorageVolLookupByName": 1, "NetworkIsActive": 1, "NetworkLookupByName": 1,
 	})
 	e.fake.set(func(f *fakeLibvirt) { f.networks["proxies"] = &fakeNetwork{gen: 2, active: true} })
-	checkWant(collector.ReasonReady)
+	checkWant(provider.ReasonReady)
 
 	e.fake.set(func(f *fakeLibvirt) {
 		f.lookupErr = libvirt.Error{Code: uint32(libvirt.ErrNoStoragePool), Message: "Storage pool not found"}
@@ -109,7 +109,7 @@ func TestKeptHandles(t *testing.T) {
 	})
 	wantCalls(t, "pool still undefined", checkWant(ReasonPoolMissing), map[string]int{"StoragePoolLookupByName": 1})
 	e.fake.set(func(f *fakeLibvirt) { f.lookupErr = nil; f.poolGen++ })
-	checkWant(collector.ReasonReady)
+	checkWant(provider.ReasonReady)
 
 	if got := e.srv.accepted.Load(); got != 1 {
 		t.Errorf("%d dials, want 1: every verdict above keeps the connection", got)
@@ -130,7 +130,7 @@ func TestPlacementPrecedence(t *testing.T) {
 	tests := []struct {
 		name   string
 		s      setup
-		want   collector.Reason
+		want   provider.Reason
 		asked  []string // calls of the check after the pool's info
 		absent []string
 		// binding is what binds the capacity, 0 unless Ready: the
@@ -149,7 +149,7 @@ func TestPlacementPrecedence(t *testing.T) {
 			[]string{"StorageVolLookupByName", "NetworkIsActive"}, nil, "NetworkInactive"},
 		{"HostMemoryLow last", setup{state: libvirt.StoragePoolRunning, memoryLow: true, volume: true, network: true, networkActive: true}, ReasonHostMemoryLow,
 			[]string{"StorageVolLookupByName", "NetworkIsActive", "NodeGetFreeMemory"}, nil, "memory"},
-		{"Ready", setup{state: libvirt.StoragePoolRunning, volume: true, network: true, networkActive: true}, collector.ReasonReady,
+		{"Ready", setup{state: libvirt.StoragePoolRunning, volume: true, network: true, networkActive: true}, provider.ReasonReady,
 			[]string{"StorageVolLookupByName", "NetworkIsActive", "NodeGetFreeMemory"}, nil, "memory"},
 	}
 	for _, tt := range tests {
@@ -173,14 +173,14 @@ func TestPlacementPrecedence(t *testing.T) {
 				e.fake.networks["proxies"] = &fakeNetwork{active: tt.s.networkActive}
 			}
 			c := e.checker()
-			var v collector.Verdict
+			var v provider.Verdict
 			calls := callsOf(e, func() { v = check(t, c, hostName, time.Minute) })
 			if v.Reason != tt.want {
 				t.Fatalf("reason %s (%s), want %s", v.Reason, v.Message, tt.want)
 			}
 			// Ready: 8 GiB free, 4 GiB a proxy; the pool has room for more.
-			want := collector.Capacity{Known: true, Binding: tt.binding}
-			if tt.want == collector.ReasonReady {
+			want := provider.Capacity{Known: true, Binding: tt.binding}
+			if tt.want == provider.ReasonReady {
 				want.Proxies = 2
 			}
 			if v.Capacity != want {
@@ -244,9 +244,9 @@ func TestPlacementOverTheWire(t *testing.T) {
 	e.writeKnownHosts(knownHostsLine(srv.addr, srv.hostKey.PublicKey()))
 	for _, tt := range []struct {
 		volume, network string
-		want            collector.Reason
+		want            provider.Reason
 	}{
-		{"proxy-base.qcow2", "proxies", collector.ReasonReady},
+		{"proxy-base.qcow2", "proxies", provider.ReasonReady},
 		{MissingVolume, "proxies", ReasonVolumeMissing},
 		{"proxy-base.qcow2", MissingNetwork, ReasonNetworkMissing},
 		{"proxy-base.qcow2", InactiveNetwork, ReasonNetworkInactive},
@@ -311,7 +311,7 @@ func TestLateAnswerKeepsConnection(t *testing.T) {
 			e := newEnv(t)
 			c := e.checker()
 			c.lateGrace = tt.grace
-			if v := check(t, c, hostName, time.Minute); v.Reason != collector.ReasonReady {
+			if v := check(t, c, hostName, time.Minute); v.Reason != provider.ReasonReady {
 				t.Fatalf("reason %s (%s), want Ready", v.Reason, v.Message)
 			}
 			gate, held := make(chan struct{}), make(chan struct{}, 1)
@@ -321,7 +321,7 @@ func TestLateAnswerKeepsConnection(t *testing.T) {
 				e.stub.setMode(stubHang)
 			}
 			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan collector.Verdict, 1)
+			done := make(chan provider.Verdict, 1)
 			calls := e.fake.callCounts()["StoragePoolGetInfo"]
 			go func() { done <- c.Check(ctx, testLogger(t), hostName) }()
 			if tt.late {
@@ -338,11 +338,11 @@ func TestLateAnswerKeepsConnection(t *testing.T) {
 			}
 			v := <-done
 			e.stub.setMode(stubEcho)
-			if v.Reason != collector.ReasonTimeout {
+			if v.Reason != provider.ReasonTimeout {
 				t.Fatalf("reason %s (%s), want Timeout", v.Reason, v.Message)
 			}
 			v = check(t, c, hostName, time.Minute)
-			if v.Reason != collector.ReasonReady || factsOf(t, v).Connects != tt.wantConnects {
+			if v.Reason != provider.ReasonReady || factsOf(t, v).Connects != tt.wantConnects {
 				t.Errorf("next check: %s (%s), connects %d; want Ready and %d", v.Reason, v.Message, factsOf(t, v).Connects, tt.wantConnects)
 			}
 		})
@@ -401,7 +401,7 @@ func TestDropsAreLogged(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	run := func(want collector.Reason) {
+	run := func(want provider.Reason) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
@@ -413,11 +413,11 @@ func TestDropsAreLogged(t *testing.T) {
 	run(ReasonLibvirtConnectionLost)
 	run(ReasonLibvirtConnectionLost)
 	c.lookup(hostName).pool = "default"
-	run(collector.ReasonReady)
-	run(collector.ReasonReady) // the connection outlived a check
+	run(provider.ReasonReady)
+	run(provider.ReasonReady) // the connection outlived a check
 	srv.killConns()
 	waitDead(t, c)
-	run(collector.ReasonReady)
+	run(provider.ReasonReady)
 	want := []string{
 		"INFO the connection broke during a libvirt call",
 		"DEBUG the connection broke during a libvirt call",

@@ -10,13 +10,13 @@ import (
 
 	"github.com/digitalocean/go-libvirt"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // ReasonHostCPULow is the reason of a host whose defined domains hold so
 // many vCPUs that fewer than min_free_vcpus are left at
 // cpu_allocation_ratio (docs/metrics.md: "Reasons").
-const ReasonHostCPULow collector.Reason = "HostCPULow"
+const ReasonHostCPULow provider.Reason = "HostCPULow"
 
 // What is promised on a host is counted as OpenStack Nova's placement
 // counts it (docs/configuration.md: "Promised resources (KVM)"): per resource,
@@ -57,7 +57,7 @@ type promisedReading struct {
 // StoragePoolListAllVolumes, then one StorageVolGetInfo per volume:
 // libvirt has no call that returns them together). Failures are
 // classified as the pool check's are.
-func (c *Checker) readPromised(ctx context.Context, logger *slog.Logger, h *host, s *session, pool libvirt.StoragePool) (promisedReading, collector.Reason, error) {
+func (c *Checker) readPromised(ctx context.Context, logger *slog.Logger, h *host, s *session, pool libvirt.StoragePool) (promisedReading, provider.Reason, error) {
 	p := h.mins.promised()
 	lv := loggedClient{next: s.lv, logger: logger}
 	var rd promisedReading
@@ -110,10 +110,10 @@ func (c *Checker) readPromised(ctx context.Context, logger *slog.Logger, h *host
 	})
 	switch {
 	case err == nil && missing != nil:
-		return rd, collector.ReasonUnknown, missing
+		return rd, provider.ReasonUnknown, missing
 	case err == nil:
-		return rd, collector.ReasonReady, nil
-	case !collector.Ended(ctx) && libvirtCode(err, libvirt.ErrNoStoragePool):
+		return rd, provider.ReasonReady, nil
+	case !provider.Ended(ctx) && libvirtCode(err, libvirt.ErrNoStoragePool):
 		s.forgetPool()
 		return rd, ReasonPoolMissing, err
 	}
@@ -131,50 +131,50 @@ func allocatable(total, reserved uint64, ratio float64) int64 {
 	return int64(min(math.Floor(float64(total-reserved)*ratio), float64(math.MaxInt64/2)))
 }
 
-// promisedFit is one promised resource's constraint: how many proxies the
+// promisedConstraint is one promised resource's constraint: how many proxies the
 // room left fits, with the words the status shows for it.
-type promisedFit struct {
-	cap     collector.Capacity
+type promisedConstraint struct {
+	cap     provider.Capacity
 	binding string
 }
 
 // short tells whether the constraint leaves no room for one proxy: the
 // comparison its reason makes, so that ready ⇔ capacity ≥ 1.
-func (f promisedFit) short() bool { return f.cap.Known && f.cap.Proxies < 1 }
+func (f promisedConstraint) short() bool { return f.cap.Known && f.cap.Proxies < 1 }
 
-// vcpuFit: floor((cores × ratio − vCPUs of the defined domains) /
+// vcpuConstraint: floor((cores × ratio − vCPUs of the defined domains) /
 // min_free_vcpus).
-func vcpuFit(p Promised, rd *promisedReading) promisedFit {
+func vcpuConstraint(p Promised, rd *promisedReading) promisedConstraint {
 	if p.VCPUs == 0 || !rd.nodeKnown || !rd.domainsKnown {
-		return promisedFit{}
+		return promisedConstraint{}
 	}
 	alloc := allocatable(rd.node.cpus, 0, p.CPURatio)
 	b := fmt.Sprintf("vCPUs: %d of %d at ratio %s", rd.domainVCPUs, alloc, formatRatio(p.CPURatio))
-	return promisedFit{collector.Fit(alloc-int64(min(rd.domainVCPUs, math.MaxInt64/2)), int64(p.VCPUs), b), b}
+	return promisedConstraint{provider.Constraint(alloc-int64(min(rd.domainVCPUs, math.MaxInt64/2)), int64(p.VCPUs), b), b}
 }
 
-// memoryFit: floor(((memory − reserved_memory) × ratio − maximum memory of
+// memoryConstraint: floor(((memory − reserved_memory) × ratio − maximum memory of
 // the defined domains) / min_free_memory).
-func memoryFit(m Minimums, rd *promisedReading) promisedFit {
+func memoryConstraint(m Minimums, rd *promisedReading) promisedConstraint {
 	p := m.promised()
 	if p.MemoryRatio == 0 || m.FreeMemory == 0 || !rd.nodeKnown || !rd.domainsKnown {
-		return promisedFit{}
+		return promisedConstraint{}
 	}
 	alloc := allocatable(rd.node.memoryKiB*1024, p.ReservedMemory, p.MemoryRatio)
 	b := "memory promised: " + promisedOf(rd.domainMemory, alloc, p.MemoryRatio)
-	return promisedFit{collector.Fit(alloc-int64(min(rd.domainMemory, math.MaxInt64/2)), int64(min(m.FreeMemory, math.MaxInt64/2)), b), b}
+	return promisedConstraint{provider.Constraint(alloc-int64(min(rd.domainMemory, math.MaxInt64/2)), int64(min(m.FreeMemory, math.MaxInt64/2)), b), b}
 }
 
-// diskFit: floor((pool capacity × ratio − the volumes' capacities) /
+// diskConstraint: floor((pool capacity × ratio − the volumes' capacities) /
 // min_pool_available).
-func diskFit(m Minimums, pool string, capacity uint64, rd *promisedReading) promisedFit {
+func diskConstraint(m Minimums, pool string, capacity uint64, rd *promisedReading) promisedConstraint {
 	p := m.promised()
 	if p.DiskRatio == 0 || m.PoolAvailable == 0 || !rd.volumesKnown {
-		return promisedFit{}
+		return promisedConstraint{}
 	}
 	alloc := allocatable(capacity, 0, p.DiskRatio)
 	b := "pool " + pool + " promised: " + promisedOf(rd.volumes, alloc, p.DiskRatio)
-	return promisedFit{collector.Fit(alloc-int64(min(rd.volumes, math.MaxInt64/2)), int64(min(m.PoolAvailable, math.MaxInt64/2)), b), b}
+	return promisedConstraint{provider.Constraint(alloc-int64(min(rd.volumes, math.MaxInt64/2)), int64(min(m.PoolAvailable, math.MaxInt64/2)), b), b}
 }
 
 // promisedOf says "28 of 31.5 GiB": the unit once when both read in the
@@ -196,6 +196,6 @@ func formatRatio(r float64) string { return strconv.FormatFloat(r, 'g', -1, 64) 
 
 // shortMessage is the message of a promised resource's reason: what is
 // promised of what may be, and one proxy's need.
-func shortMessage(f promisedFit, need string) string {
+func shortMessage(f promisedConstraint, need string) string {
 	return f.binding + "; one proxy needs " + need
 }

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
 	"github.com/egress-proxies/provider_health_exporter/collector/kvm"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // promisedEnv defines domains and creates volumes in the real session
@@ -68,7 +68,7 @@ func (e promisedEnv) entry(mod func(cfg *kvm.Entry)) *kvm.Checker {
 
 // checkHost checks one host of c and returns its verdict and the calls
 // the check made.
-func checkHost(t *testing.T, c *kvm.Checker, host string) (collector.Verdict, *kvm.Facts, string) {
+func checkHost(t *testing.T, c *kvm.Checker, host string) (provider.Verdict, *kvm.Facts, string) {
 	t.Helper()
 	rec := &callLog{next: slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}), rec: &calls{}}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -82,9 +82,9 @@ func checkHost(t *testing.T, c *kvm.Checker, host string) (collector.Verdict, *k
 
 func ratio(v float64) *float64 { return &v }
 
-func wantCapacity(t *testing.T, what string, v collector.Verdict, reason collector.Reason, proxies int64, binding string) {
+func wantCapacity(t *testing.T, what string, v provider.Verdict, reason provider.Reason, proxies int64, binding string) {
 	t.Helper()
-	if want := (collector.Capacity{Known: true, Proxies: proxies, Binding: binding}); v.Reason != reason || v.Capacity != want {
+	if want := (provider.Capacity{Known: true, Proxies: proxies, Binding: binding}); v.Reason != reason || v.Capacity != want {
 		t.Errorf("%s: %s %s (%q), want %s %s", what, v.Reason, v.Capacity, v.Message, reason, want)
 	}
 	t.Logf("%s: %s, capacity %s, message %q", what, v.Reason, v.Capacity, v.Message)
@@ -129,7 +129,7 @@ func TestIntegrationPromised(t *testing.T) {
 		checkHost(t, c, "a")
 		for range 3 {
 			v, f, calls := checkHost(t, c, "a")
-			if v.Reason != collector.ReasonReady || calls != "StoragePoolGetInfo" || v.Capacity.Known || f.HostKnown || f.DomainsKnown || f.VolumesKnown {
+			if v.Reason != provider.ReasonReady || calls != "StoragePoolGetInfo" || v.Capacity.Known || f.HostKnown || f.DomainsKnown || f.VolumesKnown {
 				t.Errorf("%s %s, calls %q, facts %+v; want Ready with no capacity after StoragePoolGetInfo alone", v.Reason, v.Capacity, calls, f)
 			}
 		}
@@ -147,7 +147,7 @@ func TestIntegrationPromised(t *testing.T) {
 		}
 		alloc := int64(base.HostCPUs) * 4
 		proxies := max(alloc-int64(promised), 0)
-		reason := collector.ReasonReady
+		reason := provider.ReasonReady
 		if proxies < 1 {
 			reason = kvm.ReasonHostCPULow
 		}
@@ -155,18 +155,18 @@ func TestIntegrationPromised(t *testing.T) {
 
 		v, _, _ = checkHost(t, c, "b")
 		alloc8 := int64(base.HostCPUs) * 8
-		wantCapacity(t, "host b's ratio 8", v, collector.ReasonReady, alloc8-int64(promised), fmt.Sprintf("vCPUs: %d of %d at ratio 8", promised, alloc8))
+		wantCapacity(t, "host b's ratio 8", v, provider.ReasonReady, alloc8-int64(promised), fmt.Sprintf("vCPUs: %d of %d at ratio 8", promised, alloc8))
 
 		e.define("phe-it-c", 4, 512)
 		v, _, calls := checkHost(t, c, "b")
-		wantCapacity(t, "host b after defining 4 vCPUs more", v, collector.ReasonReady, alloc8-int64(promised)-4,
+		wantCapacity(t, "host b after defining 4 vCPUs more", v, provider.ReasonReady, alloc8-int64(promised)-4,
 			fmt.Sprintf("vCPUs: %d of %d at ratio 8", promised+4, alloc8))
 		if calls != "StoragePoolGetInfo ConnectGetAllDomainStats" {
 			t.Errorf("steady check's calls %q, want the pool's info and the domains' stats", calls)
 		}
 		e.virsh(t, "undefine", "phe-it-c")
 		v, _, _ = checkHost(t, c, "b")
-		wantCapacity(t, "host b after undefining them", v, collector.ReasonReady, alloc8-int64(promised), fmt.Sprintf("vCPUs: %d of %d at ratio 8", promised, alloc8))
+		wantCapacity(t, "host b after undefining them", v, provider.ReasonReady, alloc8-int64(promised), fmt.Sprintf("vCPUs: %d of %d at ratio 8", promised, alloc8))
 
 		// One proxy of more vCPUs than are left.
 		need := alloc8 - int64(promised) + 1
@@ -191,8 +191,8 @@ func TestIntegrationPromised(t *testing.T) {
 		promised := int64(base.DomainsMemory) + definedMemory + bigMiB<<20
 		for _, tc := range []struct {
 			need   int64
-			reason collector.Reason
-		}{{1 << 30, collector.ReasonReady}, {2 << 30, kvm.ReasonHostMemoryLow}} {
+			reason provider.Reason
+		}{{1 << 30, provider.ReasonReady}, {2 << 30, kvm.ReasonHostMemoryLow}} {
 			c := e.entry(func(cfg *kvm.Entry) {
 				cfg.MinFreeMemory, cfg.MemoryAllocationRatio = fmt.Sprint(tc.need), ratio(1)
 			})
@@ -242,7 +242,7 @@ func TestIntegrationPromised(t *testing.T) {
 		if byAvailable < byPromise {
 			proxies, binding = byAvailable, "pool "+e.pool
 		}
-		wantCapacity(t, "one sparse volume", v, collector.ReasonReady, proxies, binding)
+		wantCapacity(t, "one sparse volume", v, provider.ReasonReady, proxies, binding)
 		if !strings.Contains(calls, "StoragePoolListAllVolumes StorageVolGetInfo") {
 			t.Errorf("calls %q, want the volume list and each volume's info", calls)
 		}
@@ -260,7 +260,7 @@ func TestIntegrationPromised(t *testing.T) {
 		byPromise = (2*int64(f.CapacityBytes) - promised) / (20 << 30)
 		byAvailable = int64(f.AvailableBytes / (20 << 30))
 		want := min(byPromise, byAvailable)
-		if v.Reason != collector.ReasonReady || v.Capacity.Proxies != want {
+		if v.Reason != provider.ReasonReady || v.Capacity.Proxies != want {
 			t.Errorf("ratio 2: %s %s, want Ready with %d", v.Reason, v.Capacity, want)
 		}
 		t.Logf("ratio 2: %s, capacity %s", v.Reason, v.Capacity)
@@ -276,7 +276,7 @@ func TestIntegrationPromised(t *testing.T) {
 			cfg.MinPoolAvailable, cfg.DiskAllocationRatio = "1MiB", ratio(1000)
 		})
 		v, f, _ := checkHost(t, c, "a")
-		if v.Reason != collector.ReasonReady || v.Capacity.Proxies < 1 || !strings.HasPrefix(v.Capacity.Binding, "vCPUs: ") {
+		if v.Reason != provider.ReasonReady || v.Capacity.Proxies < 1 || !strings.HasPrefix(v.Capacity.Binding, "vCPUs: ") {
 			t.Errorf("%s %s, want Ready bound by the vCPUs", v.Reason, v.Capacity)
 		}
 		t.Logf("every key: %s, capacity %s, facts %d vCPUs promised of %d CPUs", v.Reason, v.Capacity, f.DomainsVCPUs, f.HostCPUs)

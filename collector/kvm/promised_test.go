@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/expfmt"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 const gib = 1 << 30
@@ -37,7 +37,7 @@ func TestCheckPromised(t *testing.T) {
 		mins      Minimums
 		doms      []domainStat
 		vols      map[string]uint64
-		want      collector.Reason
+		want      provider.Reason
 		proxies   int64
 		binding   string
 		message   string // of a reason other than Ready
@@ -48,13 +48,13 @@ func TestCheckPromised(t *testing.T) {
 	}{
 		{
 			name: "no keys: the steady check is the pool's info alone",
-			want: collector.ReasonReady, calls: map[string]int{"StoragePoolGetInfo": 1},
+			want: provider.ReasonReady, calls: map[string]int{"StoragePoolGetInfo": 1},
 			noGauges: []string{"host_cpus", "host_memory_bytes", "domains_vcpus", "domains_memory_bytes", "pool_volumes_capacity_bytes"},
 		},
 		{
 			// 8 CPUs × 4 = 32; 10 promised; (32 − 10) / 2 = 11.
 			name: "vCPUs", mins: Minimums{Promised: &Promised{VCPUs: 2, CPURatio: 4}}, doms: domains(4, 4, 4, 2),
-			want: collector.ReasonReady, proxies: 11, binding: "vCPUs: 10 of 32 at ratio 4",
+			want: provider.ReasonReady, proxies: 11, binding: "vCPUs: 10 of 32 at ratio 4",
 			calls:     map[string]int{"StoragePoolGetInfo": 1, "ConnectGetAllDomainStats": 1},
 			firstCall: map[string]int{"NodeGetInfo": 1, "ConnectGetAllDomainStats": 1},
 			gauges:    []string{"host_cpus 8", "host_memory_bytes 3.4359738368e+10", "domains_vcpus 10"},
@@ -83,7 +83,7 @@ func TestCheckPromised(t *testing.T) {
 			name: "least of: free memory binds over memory promised",
 			mins: Minimums{FreeMemory: 4 * gib, Promised: &Promised{MemoryRatio: 1.5}},
 			doms: domains(7, 2, 2, 2, 2),
-			want: collector.ReasonReady, proxies: 4, binding: "memory",
+			want: provider.ReasonReady, proxies: 4, binding: "memory",
 		},
 		{
 			// 100 GiB × 1 − 90 GiB of virtual sizes = 10 < 20; 70 GiB
@@ -101,7 +101,7 @@ func TestCheckPromised(t *testing.T) {
 			name: "least of: pool available binds over pool promised at ratio 2",
 			mins: Minimums{PoolAvailable: 20 * gib, Promised: &Promised{DiskRatio: 2}},
 			vols: map[string]uint64{"a.qcow2": 30 * gib, "b.qcow2": 30 * gib, "c.qcow2": 30 * gib},
-			want: collector.ReasonReady, proxies: 3, binding: "pool default",
+			want: provider.ReasonReady, proxies: 3, binding: "pool default",
 		},
 		{
 			// vCPUs (32 − 26) / 2 = 3; memory (48 − 8) / 4 = 10, free
@@ -111,7 +111,7 @@ func TestCheckPromised(t *testing.T) {
 				Promised: &Promised{VCPUs: 2, CPURatio: 4, MemoryRatio: 1.5, DiskRatio: 2}},
 			doms: domains(2, 8, 8, 8, 2),
 			vols: map[string]uint64{"a.qcow2": 30 * gib, "b.qcow2": 30 * gib, "c.qcow2": 30 * gib},
-			want: collector.ReasonReady, proxies: 3, binding: "vCPUs: 26 of 32 at ratio 4",
+			want: provider.ReasonReady, proxies: 3, binding: "vCPUs: 26 of 32 at ratio 4",
 			calls: map[string]int{"StoragePoolGetInfo": 1, "NodeGetFreeMemory": 1, "ConnectGetAllDomainStats": 1,
 				"StoragePoolListAllVolumes": 1, "StorageVolGetInfo": 3},
 			firstCall: map[string]int{"NodeGetInfo": 1},
@@ -157,11 +157,11 @@ func TestCheckPromised(t *testing.T) {
 			if v.Reason != tt.want {
 				t.Fatalf("reason %s (%s), want %s", v.Reason, v.Message, tt.want)
 			}
-			if tt.want != collector.ReasonReady && v.Message != tt.message && tt.message != "" {
+			if tt.want != provider.ReasonReady && v.Message != tt.message && tt.message != "" {
 				t.Errorf("message %q, want %q", v.Message, tt.message)
 			}
 			if tt.binding != "" {
-				if want := (collector.Capacity{Known: true, Proxies: tt.proxies, Binding: tt.binding}); v.Capacity != want {
+				if want := (provider.Capacity{Known: true, Proxies: tt.proxies, Binding: tt.binding}); v.Capacity != want {
 					t.Errorf("capacity %s, want %s", v.Capacity, want)
 				}
 			}
@@ -211,7 +211,7 @@ func TestPromisedMoves(t *testing.T) {
 	e.cfg.Hosts[0].Promised = &Promised{VCPUs: 2, CPURatio: 2}
 	c := e.checker()
 	// 8 × 2 = 16; 8 promised; 4.
-	if v := check(t, c, hostName, time.Minute); v.Capacity.Proxies != 4 || v.Reason != collector.ReasonReady {
+	if v := check(t, c, hostName, time.Minute); v.Capacity.Proxies != 4 || v.Reason != provider.ReasonReady {
 		t.Fatalf("%s %s, want Ready with 4", v.Reason, v.Capacity)
 	}
 	e.fake.set(func(f *fakeLibvirt) { f.domains = append(f.domains, domains(1, 7)...) })
@@ -219,7 +219,7 @@ func TestPromisedMoves(t *testing.T) {
 		t.Fatalf("after defining a domain of 7 vCPUs: %s %s, want HostCPULow with 0", v.Reason, v.Capacity)
 	}
 	e.fake.set(func(f *fakeLibvirt) { f.domains = f.domains[:1] })
-	if v := check(t, c, hostName, time.Minute); v.Capacity.Proxies != 6 || v.Reason != collector.ReasonReady {
+	if v := check(t, c, hostName, time.Minute); v.Capacity.Proxies != 6 || v.Reason != provider.ReasonReady {
 		t.Fatalf("after undefining two: %s %s, want Ready with 6", v.Reason, v.Capacity)
 	}
 	if n := e.fake.callCounts()["NodeGetInfo"]; n != 1 {
@@ -236,7 +236,7 @@ func TestPromisedDomainWithoutStats(t *testing.T) {
 	e.cfg.Hosts[0].Promised = &Promised{VCPUs: 2, CPURatio: 2}
 	c := e.checker()
 	v := check(t, c, hostName, time.Minute)
-	if v.Reason != collector.ReasonUnknown || !strings.Contains(v.Message, `domain "odd"`) {
+	if v.Reason != provider.ReasonUnknown || !strings.Contains(v.Message, `domain "odd"`) {
 		t.Fatalf("%s %q, want Unknown naming the domain", v.Reason, v.Message)
 	}
 	check(t, c, hostName, time.Minute)

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
 	"github.com/egress-proxies/provider_health_exporter/collector/kvm"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // virshSSHURIEnv names the qemu+ssh URI through which virsh reaches the
@@ -55,11 +55,11 @@ func BenchmarkVirsh(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer c.Close()
-		check := func() collector.Verdict {
+		check := func() provider.Verdict {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			v := c.Check(ctx, logger, target)
-			if v.Reason != collector.ReasonReady {
+			if v.Reason != provider.ReasonReady {
 				b.Fatalf("reason %s (%s), want Ready", v.Reason, v.Message)
 			}
 			return v

@@ -13,8 +13,8 @@ import (
 	"net/http"
 	"net/url"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
 	"github.com/egress-proxies/provider_health_exporter/config"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // Name is the section key and provider label.
@@ -22,12 +22,12 @@ const Name = "toy"
 
 // ReasonHTTPError is the reason of a URL that answered with a status
 // other than 200. The server answered, so it is up.
-const ReasonHTTPError collector.Reason = "HTTPError"
+const ReasonHTTPError provider.Reason = "HTTPError"
 
 // Reasons is the kind's own set; Kind adds the reasons of the Transport
 // classifier its checker calls.
-func Reasons() collector.ReasonSet {
-	return append(collector.BaseReasons(), collector.ReasonDef{Reason: ReasonHTTPError, Up: true}, collector.UnknownReason())
+func Reasons() provider.ReasonSet {
+	return append(provider.BaseReasons(), provider.ReasonDef{Reason: ReasonHTTPError, Up: true}, provider.UnknownReason())
 }
 
 // Entry is one entry of the toy section.
@@ -73,8 +73,8 @@ type Checker struct {
 }
 
 // New builds the checker of one entry; it does no I/O.
-func New(e *Entry, _ *slog.Logger, opts ...collector.Option) (*Checker, error) {
-	dialer := collector.Apply(opts).Dialer(&net.Dialer{})
+func New(e *Entry, _ *slog.Logger, opts ...provider.Option) (*Checker, error) {
+	dialer := provider.Apply(opts).Dialer(&net.Dialer{})
 	if e.Resolver != "" {
 		d := *dialer
 		d.Resolver = &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, _, _ string) (net.Conn, error) {
@@ -86,41 +86,41 @@ func New(e *Entry, _ *slog.Logger, opts ...collector.Option) (*Checker, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.DialContext = dialer.DialContext
 	tr.DisableKeepAlives = true
-	return &Checker{url: e.URL, client: &http.Client{Transport: collector.BoundedTransport(tr)}}, nil
+	return &Checker{url: e.URL, client: &http.Client{Transport: provider.BoundedTransport(tr)}}, nil
 }
 
-// Targets implements collector.Checker.
-func (c *Checker) Targets() []collector.Target {
-	return []collector.Target{{Name: "url", Address: c.url}}
+// Targets implements provider.Checker.
+func (c *Checker) Targets() []provider.Target {
+	return []provider.Target{{Name: "url", Address: c.url}}
 }
 
-// Check implements collector.Checker.
-func (c *Checker) Check(ctx context.Context, logger *slog.Logger, _ string) collector.Verdict {
+// Check implements provider.Checker.
+func (c *Checker) Check(ctx context.Context, logger *slog.Logger, _ string) provider.Verdict {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url, nil)
 	if err != nil {
-		return collector.Verdict{Reason: collector.ReasonUnknown, Message: err.Error()}
+		return provider.Verdict{Reason: provider.ReasonUnknown, Message: err.Error()}
 	}
 	resp, err := c.client.Do(req)
 	if err != nil {
 		logger.Debug("request failed", "err", err)
-		if r, ok := collector.Transport.Classify(ctx, err); ok {
-			return collector.Verdict{Reason: r, Message: err.Error()}
+		if r, ok := provider.TransportErrors.Classify(ctx, err); ok {
+			return provider.Verdict{Reason: r, Message: err.Error()}
 		}
-		return collector.Verdict{Reason: collector.ReasonUnknown, Message: err.Error()}
+		return provider.Verdict{Reason: provider.ReasonUnknown, Message: err.Error()}
 	}
 	_ = resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return collector.Verdict{Reason: ReasonHTTPError, Message: resp.Status}
+		return provider.Verdict{Reason: ReasonHTTPError, Message: resp.Status}
 	}
-	return collector.Verdict{Reason: collector.ReasonReady, Message: resp.Status}
+	return provider.Verdict{Reason: provider.ReasonReady, Message: resp.Status}
 }
 
 // Kind is the toy kind as the table of kinds lists it.
-func Kind() collector.Kind {
-	return collector.NewKind(collector.KindOf[*Entry, *Checker]{
+func Kind() provider.Kind {
+	return provider.NewKind(provider.KindOf[*Entry, *Checker]{
 		Section:     config.Section{Kind: Name, New: func() config.Entry { return &Entry{} }},
 		Reasons:     Reasons(),
-		Classifiers: []collector.Classifier{collector.Transport},
+		Classifiers: []provider.Classifier{provider.TransportErrors},
 		NewChecker:  New,
 	})
 }

@@ -9,13 +9,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // TestToyKindBoundsHeaders: the toy kind, written by the recipe alone
-// (no call of collector.BoundHeaders), refuses an answer with 1 MiB of
-// headers, over collector.MaxHeaderBytes, as BadResponse: its
-// collector.BoundedTransport bounds them. 32 KiB of headers pass.
+// (no call of provider.BoundHeaders), refuses an answer with 1 MiB of
+// headers, over provider.MaxHeaderBytes, as BadResponse: its
+// provider.BoundedTransport bounds them. 32 KiB of headers pass.
 func TestToyKindBoundsHeaders(t *testing.T) {
 	t.Parallel()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -28,7 +28,7 @@ func TestToyKindBoundsHeaders(t *testing.T) {
 		}
 	}))
 	t.Cleanup(srv.Close)
-	for path, want := range map[string]collector.Reason{"/small": collector.ReasonReady, "/": collector.ReasonBadResponse} {
+	for path, want := range map[string]provider.Reason{"/small": provider.ReasonReady, "/": provider.ReasonBadResponse} {
 		c, err := New(&Entry{Name: "t", URL: srv.URL + path}, slog.New(slog.DiscardHandler))
 		if err != nil {
 			t.Fatal(err)
@@ -37,7 +37,7 @@ func TestToyKindBoundsHeaders(t *testing.T) {
 		if v.Reason != want {
 			t.Errorf("%s: %s (%s), want %s", path, v.Reason, v.Message, want)
 		}
-		if want == collector.ReasonBadResponse && !strings.Contains(v.Message, "limit of 64 KiB") {
+		if want == provider.ReasonBadResponse && !strings.Contains(v.Message, "limit of 64 KiB") {
 			t.Errorf("%s: the message %q does not name the limit", path, v.Message)
 		}
 	}
