@@ -274,9 +274,9 @@ func (b *limitedBody) Close() error { return b.rc.Close() }
 // takes AuthenticatedHTTPReasons, so that an unauthenticated kind's set
 // holds no reason it cannot give (docs/development.md: "Adding a
 // provider"). A kind that only tells an answer it wants from the rest has
-// BaseReasons and a reason of its own instead.
+// EngineReasons, NetworkReasons and a reason of its own instead.
 func HTTPReasons(extra ...ReasonDef) ReasonSet {
-	out := BaseReasons()
+	out := slices.Concat(EngineReasons(), NetworkReasons())
 	out = append(out, ReasonSet{
 		{ReasonTLSError, false}, {ReasonUnauthorized, true}, {ReasonForbidden, true},
 	}...)
