@@ -177,11 +177,14 @@ func (e *RedirectError) Error() string {
 // BoundedTransport is the transport every provider HTTP client sends its
 // requests through, below its authentication: a body is read up to
 // MaxBodyBytes and no further, headers over MaxHeaderBytes are a
-// *HeaderTooLargeError, and a 3xx answer (but 304) is an error
+// *HeaderTooLargeError, and every 3xx answer but 304 is an error
 // (*RedirectError) instead of a response, so that no client, whatever its
 // redirect policy, asks another server, let alone with the credentials its
-// authentication layer adds to every request. All three classify as
-// BadResponse (Transport).
+// authentication layer adds to every request, and no target is Ready on
+// the word of a server nobody configured: a kind's status mapping never
+// sees a redirect. 304 passes, as it is no redirect but the answer to a
+// conditional request. All three classify as BadResponse (Transport;
+// docs/development.md: "Adding a provider").
 //
 // The header bound is its own, so that no kind can forget it: it sets
 // MaxHeaderBytes on the *http.Transport below next (as BoundHeaders does;
