@@ -149,6 +149,13 @@ var headerLimitErrors = []string{
 
 const http2Protocol = "connection error: PROTOCOL_ERROR"
 
+// HeaderLimit is err as a *HeaderTooLargeError when it is how net/http
+// says an answer's headers went over the limit BoundHeaders set, and err
+// otherwise: for a client whose transport is bounded by BoundHeaders
+// alone, below no BoundedTransport (Kubernetes' schedule watches, whose
+// streams no body bound may end).
+func HeaderLimit(err error) error { return headerLimit(err) }
+
 // headerLimit wraps err when it is one of the errors above.
 func headerLimit(err error) error {
 	s := err.Error()
