@@ -149,6 +149,13 @@ var headerLimitErrors = []string{
 
 const http2Protocol = "connection error: PROTOCOL_ERROR"
 
+// HeaderLimit is err as a *HeaderTooLargeError when it is how net/http
+// says an answer's headers went over the limit BoundHeaders set, and err
+// otherwise: for a client whose transport is bounded by BoundHeaders
+// alone, below no BoundedTransport (Kubernetes' schedule watches, whose
+// streams no body bound may end).
+func HeaderLimit(err error) error { return headerLimit(err) }
+
 // headerLimit wraps err when it is one of the errors above.
 func headerLimit(err error) error {
 	s := err.Error()
@@ -177,11 +184,14 @@ func (e *RedirectError) Error() string {
 // BoundedTransport is the transport every provider HTTP client sends its
 // requests through, below its authentication: a body is read up to
 // MaxBodyBytes and no further, headers over MaxHeaderBytes are a
-// *HeaderTooLargeError, and a 3xx answer (but 304) is an error
+// *HeaderTooLargeError, and every 3xx answer but 304 is an error
 // (*RedirectError) instead of a response, so that no client, whatever its
 // redirect policy, asks another server, let alone with the credentials its
-// authentication layer adds to every request. All three classify as
-// BadResponse (TransportErrors).
+// authentication layer adds to every request, and no target is Ready on
+// the word of a server nobody configured: a kind's status mapping never
+// sees a redirect. 304 passes, as it is no redirect but the answer to a
+// conditional request. All three classify as BadResponse (TransportErrors;
+// docs/development.md: "Adding a provider").
 //
 // The header bound is its own, so that no kind can forget it: it sets
 // MaxHeaderBytes on the *http.Transport below next (as BoundHeaders does;
@@ -274,9 +284,9 @@ func (b *limitedBody) Close() error { return b.rc.Close() }
 // takes AuthenticatedHTTPReasons, so that an unauthenticated kind's set
 // holds no reason it cannot give (docs/development.md: "Adding a
 // provider"). A kind that only tells an answer it wants from the rest has
-// BaseReasons and a reason of its own instead.
+// EngineReasons, NetworkReasons and a reason of its own instead.
 func HTTPReasons(extra ...ReasonDef) ReasonSet {
-	out := BaseReasons()
+	out := slices.Concat(EngineReasons(), NetworkReasons())
 	out = append(out, ReasonSet{
 		{ReasonTLSError, false}, {ReasonUnauthorized, true}, {ReasonForbidden, true},
 	}...)

@@ -166,8 +166,8 @@ func (k Kind) FileWarnings(e config.Entry) []string {
 // Validate checks the kind's contract with the framework: a name that is
 // a lowercase word, a section whose entries are of the type the kind's
 // functions take, a checker, and a reason set the engine accepts, with
-// the base reasons, the shared reasons' up flags and every reason its
-// classifiers can return. The error names the kind.
+// the reasons every kind can give (EngineReasons, UnknownReason), the
+// shared reasons' up flags and every reason its classifiers can return. The error names the kind.
 func (k Kind) Validate() error {
 	var errs []error
 	if k.Name() == "" {
@@ -199,16 +199,13 @@ func (k Kind) Validate() error {
 	return nil
 }
 
-// sharedReasons checks a kind's set against the shared vocabulary: it has
-// the base reasons, and a shared reason has the up flag it has in every
-// kind, since docs/metrics.md gives each reason one up value.
+// sharedReasons checks a kind's set against the shared vocabulary: a
+// shared reason has the up flag it has in every kind, since
+// docs/metrics.md gives each reason one up value. Which shared reasons a
+// set has is the kind's to say, by what its checker can give: only those
+// the engine itself gives are demanded (ReasonSet.Validate).
 func sharedReasons(set ReasonSet) []error {
 	var errs []error
-	for _, d := range BaseReasons() {
-		if !set.Contains(d.Reason) {
-			errs = append(errs, fmt.Errorf("reason set lacks %s, a base reason (start the set from BaseReasons())", d.Reason))
-		}
-	}
 	shared := AuthenticatedHTTPReasons()
 	for _, d := range set {
 		if shared.Contains(d.Reason) && shared.Up(d.Reason) != d.Up {

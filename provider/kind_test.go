@@ -38,7 +38,7 @@ const reasonOptIn Reason = "OptIn"
 func toyDef() KindOf[*toyEntry, *toyChecker] {
 	return KindOf[*toyEntry, *toyChecker]{
 		Section: config.Section{Kind: "toy", New: func() config.Entry { return &toyEntry{} }},
-		Reasons: append(BaseReasons(), ReasonDef{reasonOptIn, true}, UnknownReason()),
+		Reasons: append(EngineReasons(), ReasonDef{reasonOptIn, true}, UnknownReason()),
 		NewChecker: func(e *toyEntry, _ *slog.Logger, _ ...Option) (*toyChecker, error) {
 			if e.Name == "fail" {
 				return nil, errors.New("cannot build")
@@ -48,9 +48,9 @@ func toyDef() KindOf[*toyEntry, *toyChecker] {
 		FileWarnings: func(e *toyEntry) []string { return Warnings(nil, errors.New("file of "+e.Name), nil) },
 		EntryReasons: func(e *toyEntry) ReasonSet {
 			if e.Opt {
-				return append(BaseReasons(), ReasonDef{reasonOptIn, true}, UnknownReason())
+				return append(EngineReasons(), ReasonDef{reasonOptIn, true}, UnknownReason())
 			}
-			return append(BaseReasons(), UnknownReason())
+			return append(EngineReasons(), UnknownReason())
 		},
 	}
 }
@@ -103,7 +103,7 @@ func TestKindValidate(t *testing.T) {
 		{"section of another type", func(d *KindOf[*toyEntry, *toyChecker]) {
 			d.Section.New = func() config.Entry { return &otherEntry{} }
 		}, `kind "toy": Section.New returns *provider.otherEntry, but the kind's functions take *provider.toyEntry`},
-		{"no Unknown", func(d *KindOf[*toyEntry, *toyChecker]) { d.Reasons = BaseReasons() }, `kind "toy": reason set lacks Unknown`},
+		{"no Unknown", func(d *KindOf[*toyEntry, *toyChecker]) { d.Reasons = EngineReasons() }, `kind "toy": reason set lacks Unknown`},
 	} {
 		def := toyDef()
 		tc.edit(&def)
@@ -145,8 +145,10 @@ func TestNewTable(t *testing.T) {
 	}
 }
 
-// TestKindReasonContracts: the base reasons, the shared reasons' up flags
-// and one-word CamelCase reasons are checked, with the kind named.
+// TestKindReasonContracts: the reasons every kind can give (those the
+// engine itself gives, and Ready), the shared reasons' up flags and
+// one-word CamelCase reasons are checked, with the kind named; a set
+// without the network's reasons, of a kind that dials nothing, is valid.
 func TestKindReasonContracts(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -154,15 +156,16 @@ func TestKindReasonContracts(t *testing.T) {
 		reasons ReasonSet
 		want    string
 	}{
-		{"no DNSFailed", ReasonSet{{ReasonReady, true}, {ReasonTimeout, false}, {ReasonUnreachable, false}, UnknownReason()},
-			`kind "toy": reason set lacks DNSFailed, a base reason`},
+		{"no Timeout", ReasonSet{{ReasonReady, true}, {ReasonUnreachable, false}, {ReasonDNSFailed, false}, UnknownReason()},
+			`kind "toy": reason set lacks Timeout, which every kind can give (start the set from EngineReasons()`},
+		{"no Ready", ReasonSet{{ReasonTimeout, false}, UnknownReason()}, `reason set lacks Ready, which every kind can give`},
 		{"Unreachable up", append(ReasonSet{{ReasonReady, true}, {ReasonTimeout, false}, {ReasonUnreachable, true}, {ReasonDNSFailed, false}}, UnknownReason()),
 			`kind "toy": reason Unreachable must have up=false, as in every kind`},
-		{"Unauthorized not up", append(BaseReasons(), ReasonDef{ReasonUnauthorized, false}, UnknownReason()),
+		{"Unauthorized not up", append(EngineReasons(), ReasonDef{ReasonUnauthorized, false}, UnknownReason()),
 			`reason Unauthorized must have up=true`},
-		{"two words", append(BaseReasons(), ReasonDef{"Pool Full", true}, UnknownReason()), `reason "Pool Full" is not a CamelCase word`},
-		{"lower case", append(BaseReasons(), ReasonDef{"poolFull", true}, UnknownReason()), `reason "poolFull" is not a CamelCase word`},
-		{"Ready not up", append(append(ReasonSet{{ReasonReady, false}}, BaseReasons()[1:]...), UnknownReason()), `reason Ready must have up=true`},
+		{"two words", append(EngineReasons(), ReasonDef{"Pool Full", true}, UnknownReason()), `reason "Pool Full" is not a CamelCase word`},
+		{"lower case", append(EngineReasons(), ReasonDef{"poolFull", true}, UnknownReason()), `reason "poolFull" is not a CamelCase word`},
+		{"Ready not up", append(append(ReasonSet{{ReasonReady, false}}, EngineReasons()[1:]...), UnknownReason()), `reason Ready must have up=true`},
 	} {
 		def := toyDef()
 		def.Reasons = tc.reasons
@@ -170,9 +173,47 @@ func TestKindReasonContracts(t *testing.T) {
 			t.Errorf("%s: Validate = %v, want %q", tc.name, err, tc.want)
 		}
 	}
+	for _, set := range []ReasonSet{
+		append(EngineReasons(), UnknownReason()),
+		append(EngineReasons(), ReasonDef{reasonOptIn, true}, UnknownReason()),
+		slices.Concat(EngineReasons(), NetworkReasons(), ReasonSet{UnknownReason()}),
+	} {
+		def := toyDef()
+		def.Reasons = set
+		if err := NewKind(def).Validate(); err != nil {
+			t.Errorf("set %v: %v", set.Reasons(), err)
+		}
+	}
 }
 
-// TestClassifierComposes: the docs' recipe, BaseReasons and a kind's own
+// TestReasonParts: the parts a kind composes its set from. The engine's
+// part is what ReasonSet.Validate demands and no more; HTTPReasons starts
+// with the engine's and the network's parts, in the order
+// docs/metrics.md lists them.
+func TestReasonParts(t *testing.T) {
+	t.Parallel()
+	if got, want := EngineReasons().Reasons(), []Reason{ReasonReady, ReasonTimeout}; !slices.Equal(got, want) {
+		t.Errorf("EngineReasons = %v, want %v", got, want)
+	}
+	if got, want := NetworkReasons().Reasons(), []Reason{ReasonUnreachable, ReasonDNSFailed}; !slices.Equal(got, want) {
+		t.Errorf("NetworkReasons = %v, want %v", got, want)
+	}
+	// Each reason of the engine's part is demanded.
+	for i := range EngineReasons() {
+		set := append(slices.Delete(EngineReasons(), i, i+1), UnknownReason())
+		if err := set.Validate(); err == nil {
+			t.Errorf("a set without %s is valid", EngineReasons()[i].Reason)
+		}
+	}
+	head := slices.Concat(EngineReasons(), NetworkReasons())
+	for _, set := range []ReasonSet{HTTPReasons(), AuthenticatedHTTPReasons()} {
+		if !slices.Equal(set[:len(head)], head) {
+			t.Errorf("%v does not start with the engine's and the network's reasons %v", set.Reasons(), head.Reasons())
+		}
+	}
+}
+
+// TestClassifierComposes: the docs' recipe, EngineReasons and a kind's own
 // reasons with the TransportErrors classifier listed, gives a set that holds
 // every reason the classifier returns, in front of Unknown, and an
 // entry's set (EntryReasons) holds them too; a set that lacks them is an
@@ -211,7 +252,7 @@ func TestClassifierComposes(t *testing.T) {
 	if i := slices.Index(AuthenticatedHTTPReasons().Reasons(), ReasonCredentialsUnavailable); i < 0 || AuthenticatedHTTPReasons()[i-1].Reason != ReasonTLSError {
 		t.Errorf("CredentialsUnavailable is not after TLSError: %v", AuthenticatedHTTPReasons().Reasons())
 	}
-	err := TransportErrors.Within(append(BaseReasons(), UnknownReason()))
+	err := TransportErrors.Within(slices.Concat(EngineReasons(), NetworkReasons(), ReasonSet{UnknownReason()}))
 	if err == nil || !strings.Contains(err.Error(), "classifier provider.TransportErrors returns BadResponse, TLSError, which the reason set lacks") {
 		t.Errorf("Within = %v", err)
 	}

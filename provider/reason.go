@@ -115,7 +115,7 @@ func (s ReasonSet) Validate() error {
 	for _, must := range []ReasonDef{{ReasonReady, true}, {ReasonTimeout, false}, {ReasonUnknown, false}} {
 		switch {
 		case !seen[must.Reason]:
-			errs = append(errs, fmt.Errorf("reason set lacks %s, which the engine itself reports", must.Reason))
+			errs = append(errs, fmt.Errorf("reason set lacks %s, which every kind can give (start the set from EngineReasons() and end it with UnknownReason())", must.Reason))
 		case s.Up(must.Reason) != must.Up:
 			errs = append(errs, fmt.Errorf("reason %s must have up=%v", must.Reason, must.Up))
 		}
@@ -123,14 +123,28 @@ func (s ReasonSet) Validate() error {
 	return errors.Join(errs...)
 }
 
-// BaseReasons is the start of every kind's set: Ready, Timeout,
-// Unreachable, DNSFailed. A kind appends its own reasons and ends with
-// UnknownReason.
-func BaseReasons() ReasonSet {
-	return ReasonSet{
-		{ReasonReady, true}, {ReasonTimeout, false}, {ReasonUnreachable, false},
-		{ReasonDNSFailed, false},
-	}
+// EngineReasons is the start of every kind's set: Ready, what ready means,
+// and Timeout, which the engine itself gives a target whose check outlived
+// its deadline or was abandoned, or whose caller's budget ran out. With
+// UnknownReason, which ends every set and which the engine gives a checker
+// that panicked or returned a reason outside its set, they are the reasons
+// every kind can give, and the only ones NewKind demands
+// (docs/development.md: "Adding a provider"). A kind adds the parts it can
+// produce: NetworkReasons if its checker connects to a host, HTTPReasons
+// (which has both) behind an HTTP API, and its own.
+func EngineReasons() ReasonSet {
+	return ReasonSet{{ReasonReady, true}, {ReasonTimeout, false}}
+}
+
+// NetworkReasons are the reasons of a checker that connects to a host by
+// name or address: Unreachable (refused, reset, dropped before an answer)
+// and DNSFailed (the name did not resolve). A kind takes them after
+// EngineReasons when its checker dials (kvm's SSH); HTTPReasons has them,
+// and the Transport classifier gives them. A kind that dials nothing (a
+// local socket, a file) leaves them out, so that its documents list no
+// reason it cannot give.
+func NetworkReasons() ReasonSet {
+	return ReasonSet{{ReasonUnreachable, false}, {ReasonDNSFailed, false}}
 }
 
 // UnknownReason ends every kind's set.

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"go/ast"
 	"go/build"
+	"go/parser"
+	"go/token"
 	"io/fs"
 	"path"
 	"path/filepath"
@@ -43,6 +46,86 @@ func TestDocsRecipeKindPackages(t *testing.T) {
 		}
 		owner[pkg] = k.Name()
 	}
+}
+
+// recipeLayout is where docs/development.md's "Adding a provider" puts
+// each part of a kind, by file of the kind's package (<kind>.go is named
+// after the kind): the top-level names each file must declare.
+var recipeLayout = map[string][]string{
+	"classify.go": {"Name", "Reasons"},
+	"config.go":   {"Entry", "Section"},
+	"<kind>.go":   {"Checker", "New"},
+	"kind.go":     {"Kind"},
+}
+
+// TestDocsRecipeKindLayout holds every kind of the table (the toy kind's
+// too under -tags toykind) to the layout of docs/development.md's "Adding
+// a provider": its name and reasons in classify.go, its configuration in
+// config.go, its checker in <kind>.go and its Kind in kind.go, so that
+// the kinds the recipe points to as examples are written the way it says.
+func TestDocsRecipeKindLayout(t *testing.T) {
+	t.Parallel()
+	kinds, err := kindTable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	recipe := mdSection(repoFile(t, "docs/development.md"), "## ", "Adding a provider")
+	for file := range recipeLayout {
+		if !strings.Contains(recipe, "`"+file+"`") && !strings.Contains(recipe, "/"+file+"`") {
+			t.Errorf("docs/development.md, section Adding a provider, does not name %s", file)
+		}
+	}
+	for _, k := range kinds {
+		typ := reflect.TypeOf(k.Section().New())
+		for typ.Kind() == reflect.Pointer {
+			typ = typ.Elem()
+		}
+		dir, ok := strings.CutPrefix(typ.PkgPath(), "github.com/egress-proxies/provider_health_exporter/")
+		if !ok {
+			t.Errorf("kind %s: its package %s is not in this module", k.Name(), typ.PkgPath())
+			continue
+		}
+		for file, names := range recipeLayout {
+			file = strings.ReplaceAll(file, "<kind>", k.Name())
+			path := filepath.Join("..", "..", filepath.FromSlash(dir), file)
+			f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.SkipObjectResolution)
+			if err != nil {
+				t.Errorf("kind %s: %v (docs/development.md: \"Adding a provider\")", k.Name(), err)
+				continue
+			}
+			declared := topLevelNames(f)
+			for _, name := range names {
+				if !declared[name] {
+					t.Errorf("kind %s: %s/%s does not declare %s, which docs/development.md's \"Adding a provider\" puts there", k.Name(), dir, file, name)
+				}
+			}
+		}
+	}
+}
+
+// topLevelNames are the names f declares at its top level, methods aside.
+func topLevelNames(f *ast.File) map[string]bool {
+	out := map[string]bool{}
+	for _, d := range f.Decls {
+		switch d := d.(type) {
+		case *ast.FuncDecl:
+			if d.Recv == nil {
+				out[d.Name.Name] = true
+			}
+		case *ast.GenDecl:
+			for _, s := range d.Specs {
+				switch s := s.(type) {
+				case *ast.TypeSpec:
+					out[s.Name.Name] = true
+				case *ast.ValueSpec:
+					for _, n := range s.Names {
+						out[n.Name] = true
+					}
+				}
+			}
+		}
+	}
+	return out
 }
 
 // stdPackageNames maps the last element of each importable standard

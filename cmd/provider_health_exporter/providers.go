@@ -11,8 +11,10 @@ import (
 	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
-// builtinKinds is the table of kinds: the one place a kind is added (docs/development.md:
-// "Adding a provider"). Each row is the kind's own description of itself;
+// builtinKinds is the table of kinds: the one place a kind is added, one
+// line a kind (docs/development.md: "Adding a provider"), but for a kind
+// compiled in only by a build tag, whose row is a file of its own
+// (taggedKinds). Each row is the kind's own description of itself;
 // main builds the engine's entries from it, the configuration file is read
 // through its sections, --config.check reads files through it and
 // collect[] accepts its names. The order is the order of the summary and

@@ -134,6 +134,9 @@ type hostileAPI struct {
 	// failing, once closed, makes every call of the nodes a 500
 	// (failingStatus) and ends the watches.
 	failing chan struct{}
+	// headerBytes, when set, pads the headers of every answer of the
+	// nodes to about that many bytes.
+	headerBytes int
 }
 
 func newHostileAPI(t *testing.T, w wire) *hostileAPI {
@@ -162,6 +165,11 @@ func (h *hostileAPI) serve(rw http.ResponseWriter, r *http.Request) {
 		}
 	}
 	rw.Header().Set("Content-Type", h.w.contentType())
+	if res == "nodes" {
+		for i := range h.headerBytes / (8 << 10) {
+			rw.Header().Set(fmt.Sprintf("X-Padding-%d", i), strings.Repeat("h", 8<<10))
+		}
+	}
 	q := r.URL.Query()
 	if q.Get("watch") != "true" {
 		_, _ = rw.Write(h.w.list(kind+"List", h.items[res]))
@@ -412,6 +420,27 @@ func TestWatchEventTooLarge(t *testing.T) {
 				t.Errorf("the server wrote %d MiB of the event before the client stopped reading", wrote>>20)
 			}
 		})
+	}
+}
+
+// TestWatchHeadersBounded: the watches read no more of an answer's headers
+// than every other request of the exporter, provider.MaxHeaderBytes
+// (net/http would read 10 MB): an API server that answers the list of
+// nodes with 1 MiB of headers fails the cache as BadResponse naming the
+// limit, though the watches' bodies are not bounded by
+// provider.BoundedTransport.
+func TestWatchHeadersBounded(t *testing.T) {
+	h := newHostileAPI(t, wire{protobuf: true})
+	h.headerBytes = 1 << 20
+	ws := watchUntil(t, h)
+	var msg string
+	waitWithin(t, time.Minute, "a BadResponse verdict", func() bool {
+		var reason provider.Reason
+		reason, msg, _ = ws.verdict(time.Now())
+		return reason == provider.ReasonBadResponse
+	})
+	if !strings.Contains(msg, "the watch of nodes") || !strings.Contains(msg, "limit of 64 KiB") {
+		t.Errorf("message %q does not name the watch and the limit", msg)
 	}
 }
 

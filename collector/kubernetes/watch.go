@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"slices"
 	"sync"
@@ -212,8 +213,24 @@ func watchClient(cl *client) (nodes, pods rest.Interface, core *corev1client.Cor
 	cfg.NextProtos = []string{"http/1.1"}
 	cfg.GroupVersion = &corev1.SchemeGroupVersion
 	cfg.APIPath = "/api"
+	// The headers of every answer are bounded as every other request's
+	// are (docs/security.md: "What the exporter bounds"), the bodies only
+	// by boundedCodecs. A dialer makes the transport the watches' own
+	// (client-go shares those of configs without one), so that its limit
+	// is set before any request; the check's configuration has one.
+	if cfg.Dial == nil {
+		cfg.Dial = (&net.Dialer{}).DialContext
+	}
+	var boundErr error
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		boundErr = provider.BoundHeaders(rt)
+		return watchHeaders{rt}
+	})
 	if hc, err = rest.HTTPClientFor(cfg); err != nil {
 		return nil, nil, nil, nil, fmt.Errorf("watch client: %w", err)
+	}
+	if boundErr != nil {
+		return nil, nil, nil, nil, fmt.Errorf("watch client: %w", boundErr)
 	}
 	rc := func(kind string) (rest.Interface, error) {
 		c := rest.CopyConfig(cfg)
@@ -235,6 +252,26 @@ func watchClient(cl *client) (nodes, pods rest.Interface, core *corev1client.Cor
 	}
 	return nodes, pods, core, hc, nil
 }
+
+// watchHeaders makes an answer whose headers went over the bound a bad
+// response, which the watches' verdict names (watchSet.verdict), instead
+// of a failure of unknown cause.
+type watchHeaders struct{ rt http.RoundTripper }
+
+func (t watchHeaders) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.rt.RoundTrip(req)
+	if err != nil {
+		var headers *provider.HeaderTooLargeError
+		if err := provider.HeaderLimit(err); errors.As(err, &headers) {
+			return nil, &badResponseError{err: err}
+		}
+	}
+	return resp, err
+}
+
+// WrappedRoundTripper lets client-go's utilnet close the idle connections
+// of the transport below.
+func (t watchHeaders) WrappedRoundTripper() http.RoundTripper { return t.rt }
 
 // newWatched builds the informer of resource, whose list and watch calls
 // record their outcome: an informer retries a refused list for ever, and

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/digitalocean/go-libvirt"
@@ -37,9 +38,9 @@ const (
 // Reasons is the closed reason set of a KVM host (docs/metrics.md: "Reasons"): every
 // one of them is exported on every scrape as a state set. libvirtd
 // answering, even with a refusal or a bad pool, is up; everything up to
-// its socket is not.
+// its socket is not. A host is dialled over SSH by name: NetworkReasons.
 func Reasons() provider.ReasonSet {
-	return append(provider.BaseReasons(),
+	return append(slices.Concat(provider.EngineReasons(), provider.NetworkReasons()),
 		provider.ReasonDef{Reason: ReasonSSHMaterialInvalid},
 		provider.ReasonDef{Reason: ReasonSSHAuthFailed},
 		provider.ReasonDef{Reason: ReasonSSHHandshakeFailed},
