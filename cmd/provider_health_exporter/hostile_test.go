@@ -28,8 +28,9 @@ import (
 // turned into named pipes, an exec plugin that never exits — plus 160
 // connections holding half a request header. Every endpoint answers within
 // the scrape's timeout, each affected target says what is wrong, the
-// healthy one stays Ready, the process stays under the Deployment's 128 MiB
-// memory limit, and a reload and SIGTERM still complete (docs/security.md: "What the
+// healthy one stays Ready, the process stays under 128 MiB, the memory
+// limit of a replica of up to 100 hosts, handed to it as that replica's is
+// (PROVIDER_HEALTH_MEMORY_LIMIT; docs/scaling.md: "Sizing"), and a reload and SIGTERM still complete (docs/security.md: "What the
 // exporter bounds").
 func TestNothingReadCanHangOrExhaust(t *testing.T) {
 	t.Parallel()
@@ -176,7 +177,7 @@ func TestNothingReadCanHangOrExhaust(t *testing.T) {
 	writeFile(t, cfgPath, cfg)
 
 	var logs syncBuffer
-	cmd, exited, addr := startExporter(t, dir, &logs, "--config.file="+cfgPath)
+	cmd, exited, addr := startExporterEnv(t, dir, &logs, []string{"PROVIDER_HEALTH_MEMORY_LIMIT=134217728"}, "--config.file="+cfgPath)
 	// Loaded: now files turn into named pipes, a huge file and a symlink to
 	// /dev/zero, as a stalled mount or a mistake would.
 	for _, p := range []string{pipeKubeconfig, key, pipeCreds} {
@@ -276,7 +277,7 @@ func TestNothingReadCanHangOrExhaust(t *testing.T) {
 	rss := residentBytes(t, cmd.Process.Pid)
 	t.Logf("exporter RSS after the hostile scrapes: %d MiB", rss>>20)
 	if rss > 128<<20 {
-		t.Errorf("RSS %d MiB, over the Deployment's 128 MiB limit", rss>>20)
+		t.Errorf("RSS %d MiB, over the 128 MiB limit of a replica of up to 100 hosts", rss>>20)
 	}
 
 	// A reload completes: refused, since the configuration names a
