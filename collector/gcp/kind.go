@@ -8,6 +8,7 @@ import (
 func Kind() collector.Kind {
 	return collector.NewKind(collector.KindOf[*Entry, *Checker]{
 		Section: Section(),
+		Doc:     Doc(),
 		Reasons: Reasons(),
 		// Transport classifies what fails below the HTTP status.
 		Classifiers: []collector.Classifier{collector.Transport},

@@ -13,6 +13,7 @@ func Kind() collector.Kind {
 	hub := newWatchHub()
 	return collector.NewKind(collector.KindOf[*Entry, *Checker]{
 		Section: Section(),
+		Doc:     Doc(),
 		Reasons: Reasons(),
 		// Transport classifies what fails below the HTTP status.
 		Classifiers: []collector.Classifier{collector.Transport},
