@@ -111,7 +111,7 @@ release-check:
 
 # The toy kind of docs/development.md's "Adding a provider" compiled into the
 # real binary (build tag toykind: internal/toykind and its row in
-# cmd/provider_health_exporter/kind_toykind.go) and run through it, beside
+# internal/kinds/toykind.go) and run through it, beside
 # every other test of the command, which must not care how many kinds
 # there are.
 .PHONY: toykind

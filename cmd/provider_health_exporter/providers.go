@@ -4,36 +4,21 @@ import (
 	"log/slog"
 
 	"github.com/egress-proxies/provider_health_exporter/collector"
-	"github.com/egress-proxies/provider_health_exporter/collector/gcp"
-	"github.com/egress-proxies/provider_health_exporter/collector/kubernetes"
-	"github.com/egress-proxies/provider_health_exporter/collector/kvm"
 	"github.com/egress-proxies/provider_health_exporter/config"
+	"github.com/egress-proxies/provider_health_exporter/internal/kinds"
 )
 
-// builtinKinds is the table of kinds: the one place a kind is added (docs/development.md:
-// "Adding a provider"). Each row is the kind's own description of itself;
-// main builds the engine's entries from it, the configuration file is read
-// through its sections, --config.check reads files through it and
-// collect[] accepts its names. The order is the order of the summary and
-// of /api/v1/config.
-func builtinKinds() []collector.Kind {
-	return append([]collector.Kind{
-		kubernetes.Kind(),
-		gcp.Kind(),
-		kvm.Kind(),
-	}, taggedKinds...)
-}
-
-// taggedKinds are the rows that files compiled in by a build tag add to
-// the table, after the others (kind_toykind.go).
-var taggedKinds []collector.Kind
+// builtinKinds is the table of kinds (internal/kinds: the one place a
+// kind is added; docs/development.md: "Adding a provider"): main builds
+// the engine's entries from it, the configuration file is read through
+// its sections, --config.check reads files through it and collect[]
+// accepts its names.
+func builtinKinds() []collector.Kind { return kinds.Builtin() }
 
 // kindTable is the table of kinds with every kind's contract checked
 // (collector.NewTable), which main does first: a kind that breaks one
 // stops the exporter with an error naming it.
-func kindTable() ([]collector.Kind, error) {
-	return collector.NewTable(builtinKinds()...)
-}
+func kindTable() ([]collector.Kind, error) { return kinds.Table() }
 
 // entries lists every configured entry of the built-in kinds.
 func entries(cfg *config.Config, logger *slog.Logger) []collector.Entry {

@@ -1,7 +1,7 @@
 // Package toykind is the toy kind of docs/development.md's "Adding a
 // provider", written by its recipe alone: a "toy" entry is a URL that must
 // answer 200. It is compiled into the exporter only with the toykind build
-// tag (cmd/provider_health_exporter/kind_toykind.go), for the test that
+// tag (internal/kinds/toykind.go), for the test that
 // runs it through the real binary; it is not a kind users configure.
 package toykind
 
@@ -119,6 +119,7 @@ func (c *Checker) Check(ctx context.Context, logger *slog.Logger, _ string) coll
 func Kind() collector.Kind {
 	return collector.NewKind(collector.KindOf[*Entry, *Checker]{
 		Section:     config.Section{Kind: Name, New: func() config.Entry { return &Entry{} }},
+		Doc:         Doc(),
 		Reasons:     Reasons(),
 		Classifiers: []collector.Classifier{collector.Transport},
 		NewChecker:  New,
