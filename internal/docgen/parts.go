@@ -1,0 +1,228 @@
+package docgen
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/egress-proxies/provider_health_exporter/collector"
+	"github.com/egress-proxies/provider_health_exporter/internal/mdlinks"
+)
+
+// sectionLink is the link to kind k's section of docs/configuration.md,
+// from the repository's root.
+func sectionLink(k collector.Kind) string {
+	return fmt.Sprintf("[%s](%s#%s)", k.Doc().Title, ConfigDoc, mdlinks.Slug(k.Doc().Title))
+}
+
+// readmeParts: the README's smallest file, a section per kind, and the
+// links to the kinds' sections.
+func readmeParts(kinds []collector.Kind) map[string]string {
+	var b strings.Builder
+	b.WriteString("```yaml\n")
+	links := make([]string, len(kinds))
+	for i, k := range kinds {
+		if i > 0 {
+			b.WriteString("\n")
+		}
+		fmt.Fprintf(&b, "%s:\n%s", k.Name(), ensureNewline(k.Doc().Example))
+		links[i] = sectionLink(k)
+	}
+	b.WriteString("```\n\n")
+	fmt.Fprintf(&b, "Each provider's keys, what its check does and its reasons: %s.\n", strings.Join(links, ", "))
+	return map[string]string{"kinds": b.String()}
+}
+
+// configExampleHead is the start of docs/configuration.md's example
+// file, before the kinds' sections.
+const configExampleHead = "# yaml-language-server: $schema=https://raw.githubusercontent.com/egress-proxies/provider_health_exporter/main/docs/provider_health.schema.json\n" +
+	"defaults:                  # optional\n" +
+	"  timeout: 10s             # ceiling for one check; the scrape header can only lower it\n" +
+	"  min_interval: 0s         # reuse a verdict younger than this; 0 = check on every scrape\n"
+
+// configParts: docs/configuration.md's example file with every kind's
+// keys, and each kind's Reasons table in its own section.
+func configParts(kinds []collector.Kind) map[string]string {
+	var b strings.Builder
+	b.WriteString("```yaml\n" + configExampleHead)
+	for _, k := range kinds {
+		fmt.Fprintf(&b, "\n%s:\n%s", k.Name(), ensureNewline(k.Doc().Reference))
+	}
+	b.WriteString("```\n")
+	parts := map[string]string{"example": b.String()}
+	for _, k := range kinds {
+		var t strings.Builder
+		t.WriteString("| reason | up | meaning | what to do |\n|---|---|---|---|\n")
+		for _, d := range k.Reasons() {
+			doc, _ := k.ReasonDoc(d.Reason)
+			fmt.Fprintf(&t, "| `%s` | %s | %s | %s |\n", d.Reason, up(d.Up), cell(doc.Means), cell(doc.Action))
+		}
+		parts["reasons "+k.Name()] = t.String()
+	}
+	return parts
+}
+
+// metricsParts: docs/metrics.md's provider and target labels, the shared
+// reasons with the kinds that give them, and a table per kind of its own
+// reasons.
+func metricsParts(kinds []collector.Kind) map[string]string {
+	names, targets := make([]string, len(kinds)), make([]string, len(kinds))
+	for i, k := range kinds {
+		names[i] = "`" + k.Name() + "`"
+		targets[i] = k.Doc().Target + " for " + k.Doc().Title
+	}
+	labels := fmt.Sprintf("Labels: `provider` (%s), `name` (the configured name),\n`target` (%s).\n",
+		strings.Join(names, ", "), strings.Join(targets, ", "))
+
+	var b strings.Builder
+	b.WriteString("The shared reasons, which mean the same whichever kind gives them:\n\n")
+	b.WriteString("| reason | up | kinds | meaning | what to do |\n|---|---|---|---|---|\n")
+	for _, s := range collector.SharedReasonDocs() {
+		var by []string
+		upv := ""
+		for _, k := range kinds {
+			if k.Reasons().Contains(s.Reason) {
+				by = append(by, k.Name())
+				upv = up(k.Reasons().Up(s.Reason))
+			}
+		}
+		if len(by) == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s |\n", s.Reason, upv, strings.Join(by, ", "), cell(s.Doc.Means), cell(s.Doc.Action))
+	}
+	for _, k := range kinds {
+		var rows strings.Builder
+		for _, d := range k.Reasons() {
+			if collector.IsShared(d.Reason) {
+				continue
+			}
+			doc, _ := k.ReasonDoc(d.Reason)
+			fmt.Fprintf(&rows, "| `%s` | %s | %s | %s |\n", d.Reason, up(d.Up), cell(doc.Means), cell(doc.Action))
+		}
+		if rows.Len() == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "\nThe reasons of %s alone (`provider=\"%s\"`; each reason of its set as it gives it is in its section, %s):\n\n",
+			k.Doc().Title, k.Name(), sectionLink(k))
+		b.WriteString("| reason | up | meaning | what to do |\n|---|---|---|---|\n")
+		b.WriteString(rows.String())
+	}
+	return map[string]string{"labels": labels, "reasons": b.String()}
+}
+
+// runbookItem is one item of a runbook's list: reasons whose runbook
+// text is the same, and the kinds that give them.
+type runbookItem struct {
+	reasons []collector.Reason
+	kinds   []string
+	text    string
+}
+
+// runbookParts: the reasons of the ProviderNotReady and
+// ProviderActionRequired runbooks, each under the alert it raises: the
+// shared reasons first in the vocabulary's order, then the kinds' own in
+// the table's order, Unknown last.
+func runbookParts(kinds []collector.Kind, actionRequired map[collector.Reason]bool) map[string]string {
+	items := map[bool][]*runbookItem{}
+	byText := map[bool]map[string]*runbookItem{false: {}, true: {}}
+	add := func(k collector.Kind, r collector.Reason) {
+		if r == collector.ReasonReady {
+			return
+		}
+		text := runbookText(k, r)
+		ar := actionRequired[r]
+		it := byText[ar][text]
+		if it == nil {
+			it = &runbookItem{text: text}
+			byText[ar][text] = it
+			items[ar] = append(items[ar], it)
+		}
+		if !slices.Contains(it.reasons, r) {
+			it.reasons = append(it.reasons, r)
+		}
+		if !slices.Contains(it.kinds, k.Doc().Title) {
+			it.kinds = append(it.kinds, k.Doc().Title)
+		}
+	}
+	for _, s := range collector.SharedReasonDocs() {
+		if s.Reason == collector.ReasonUnknown {
+			continue
+		}
+		for _, k := range kinds {
+			if k.Reasons().Contains(s.Reason) {
+				add(k, s.Reason)
+			}
+		}
+	}
+	for _, k := range kinds {
+		for _, r := range k.Reasons().Reasons() {
+			if !collector.IsShared(r) {
+				add(k, r)
+			}
+		}
+	}
+	for _, k := range kinds {
+		if k.Reasons().Contains(collector.ReasonUnknown) {
+			add(k, collector.ReasonUnknown)
+		}
+	}
+	render := func(its []*runbookItem) string {
+		var b strings.Builder
+		for _, it := range its {
+			rs := make([]string, len(it.reasons))
+			for i, r := range it.reasons {
+				rs[i] = "`" + string(r) + "`"
+			}
+			who := ""
+			if len(it.kinds) < len(kinds) {
+				who = " (" + strings.Join(it.kinds, ", ") + ")"
+			}
+			fmt.Fprintf(&b, "- %s%s: %s\n", strings.Join(rs, ", "), who, it.text)
+		}
+		return b.String()
+	}
+	return map[string]string{
+		"ProviderNotReady reasons":       render(items[false]),
+		"ProviderActionRequired reasons": render(items[true]),
+	}
+}
+
+// runbookText is the runbook's item of reason r of kind k: the kind's
+// own runbook text, else the shared one for a shared reason, else what
+// to do.
+func runbookText(k collector.Kind, r collector.Reason) string {
+	if d, ok := k.Doc().Reasons[r]; ok && d.Runbook != "" {
+		return d.Runbook
+	}
+	for _, s := range collector.SharedReasonDocs() {
+		if s.Reason == r {
+			return s.Doc.RunbookText()
+		}
+	}
+	d, _ := k.ReasonDoc(r)
+	return d.RunbookText()
+}
+
+func up(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
+// cell is text fit for a table cell: one line, its pipes escaped.
+func cell(s string) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	return strings.ReplaceAll(strings.ReplaceAll(s, `\|`, "|"), "|", `\|`)
+}
+
+func ensureNewline(s string) string {
+	if s != "" && !strings.HasSuffix(s, "\n") {
+		return s + "\n"
+	}
+	return s
+}
+
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
