@@ -126,6 +126,7 @@ func Replace(text string, parts map[string]string) (string, []string) {
 		j := strings.Index(rest[m[1]:], end)
 		if j < 0 {
 			probs = append(probs, fmt.Sprintf("marker <!-- BEGIN GENERATED: %s --> has no <!-- END GENERATED: %s --> after it", name, name))
+			seen[name] = true
 			out.WriteString(rest)
 			break
 		}
