@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 
@@ -60,7 +61,7 @@ func Files(root string, kinds []collector.Kind) ([]File, []Problem, error) {
 	var probs []Problem
 	for _, k := range kinds {
 		for _, p := range k.DocProblems() {
-			probs = append(probs, Problem{"the kind's package (KindDoc)", p})
+			probs = append(probs, Problem{kindPackage(k), p})
 		}
 	}
 	out, err := SchemaFiles(root, kinds)
@@ -104,6 +105,22 @@ func Files(root string, kinds []collector.Kind) ([]File, []Problem, error) {
 	}
 	return out, probs, nil
 }
+
+// kindPackage names the directory of kind k's package, where its
+// KindDoc is: the package of its entry type.
+func kindPackage(k collector.Kind) string {
+	if k.Section().New == nil {
+		return "the package of kind " + k.Name()
+	}
+	typ := reflect.TypeOf(k.Section().New())
+	for typ.Kind() == reflect.Pointer {
+		typ = typ.Elem()
+	}
+	return strings.TrimPrefix(typ.PkgPath(), modulePath+"/")
+}
+
+// modulePath is the module's path, which a package's path starts with.
+const modulePath = "github.com/egress-proxies/provider_health_exporter"
 
 var beginRE = regexp.MustCompile(`(?m)^<!-- BEGIN GENERATED: ([^>]*?) -->\n`)
 

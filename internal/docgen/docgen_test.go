@@ -174,3 +174,9 @@ func TestDocProblems(t *testing.T) {
 		t.Errorf("a shared reason without the kind's own description has the shared one:\n%s", got)
 	}
 }
+
+func TestKindPackage(t *testing.T) {
+	if got := kindPackage(toykind.Kind()); got != "internal/toykind" {
+		t.Errorf("kindPackage(toy) = %q, want internal/toykind", got)
+	}
+}
