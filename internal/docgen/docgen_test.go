@@ -75,11 +75,12 @@ func tableReasons(md string) map[collector.Reason][][]string {
 
 // TestPartsListEveryReason: whatever the committed files say, what make
 // generate writes lists every reason of every kind: in docs/metrics.md
-// (a shared reason with each kind that gives it and its up value, a
-// kind's own in the kind's table), in the kind's table of
+// (a shared reason in the shared table with its up value and in the
+// kind's line of the shared reasons it gives, a kind's own in the kind's
+// table), in the kind's table of
 // docs/configuration.md, exactly its set in its order, each with a
 // meaning and what to do, and, Ready aside, in the runbook of the alert
-// it raises, naming the kind when not every kind gives it.
+// it raises, naming the kind for a kind's own reason.
 func TestPartsListEveryReason(t *testing.T) {
 	table, err := kinds.Table()
 	if err != nil {
@@ -113,13 +114,20 @@ func TestPartsListEveryReason(t *testing.T) {
 				}
 			}
 			found := false
-			for _, row := range metricsRows[d.Reason] {
-				switch {
-				case collector.IsShared(d.Reason) && len(row) == 5:
-					found = slices.Contains(strings.Split(row[2], ", "), k.Name()) && row[1] == up(d.Up)
-				case !collector.IsShared(d.Reason) && len(row) == 4 && row[1] == up(d.Up):
-					found = found || strings.Contains(metrics, "The reasons of "+k.Doc().Title+" alone")
+			if collector.IsShared(d.Reason) {
+				line := regexp.MustCompile("(?m)^" + regexp.QuoteMeta(k.Doc().Title) + " \\(`provider=\"" + k.Name() + "\"`.* gives the shared reasons (.*?)[,.]( and these of its own:)?$").FindStringSubmatch(metrics)
+				found = line != nil && slices.Contains(strings.Split(line[1], ", "), "`"+string(d.Reason)+"`")
+				for _, row := range metricsRows[d.Reason] {
+					found = found && len(row) == 4 && row[1] == up(d.Up)
 				}
+			} else {
+				// From the kind's paragraph to the next kind's.
+				start := strings.Index(metrics, "\n"+k.Doc().Title+" (`provider=")
+				section := metrics[start+1:]
+				if next := regexp.MustCompile("\n[A-Z][A-Za-z]* \\(`provider=").FindStringIndex(section); next != nil {
+					section = section[:next[0]]
+				}
+				found = slices.ContainsFunc(tableReasons(section)[d.Reason], func(row []string) bool { return row[1] == up(d.Up) })
 			}
 			if !found {
 				t.Errorf("kind %s: docs/metrics.md does not list %s (up %s) as the kind's", k.Name(), d.Reason, up(d.Up))

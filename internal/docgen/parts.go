@@ -64,8 +64,10 @@ func configParts(kinds []collector.Kind) map[string]string {
 }
 
 // metricsParts: docs/metrics.md's provider and target labels, the shared
-// reasons with the kinds that give them, and a table per kind of its own
-// reasons.
+// reasons, and per kind the shared reasons it gives and a table of its
+// own. A kind added to the table adds lines and changes none of another
+// kind, so that two kinds added at once do not conflict in the text
+// (beyond the labels' one line).
 func metricsParts(kinds []collector.Kind) map[string]string {
 	names, targets := make([]string, len(kinds)), make([]string, len(kinds))
 	for i, k := range kinds {
@@ -77,36 +79,30 @@ func metricsParts(kinds []collector.Kind) map[string]string {
 
 	var b strings.Builder
 	b.WriteString("The shared reasons, which mean the same whichever kind gives them:\n\n")
-	b.WriteString("| reason | up | kinds | meaning | what to do |\n|---|---|---|---|---|\n")
+	b.WriteString("| reason | up | meaning | what to do |\n|---|---|---|---|\n")
 	for _, s := range collector.SharedReasonDocs() {
-		var by []string
-		upv := ""
-		for _, k := range kinds {
-			if k.Reasons().Contains(s.Reason) {
-				by = append(by, k.Name())
-				upv = up(k.Reasons().Up(s.Reason))
-			}
+		if i := slices.IndexFunc(kinds, func(k collector.Kind) bool { return k.Reasons().Contains(s.Reason) }); i >= 0 {
+			fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", s.Reason, up(kinds[i].Reasons().Up(s.Reason)), cell(s.Doc.Means), cell(s.Doc.Action))
 		}
-		if len(by) == 0 {
-			continue
-		}
-		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s |\n", s.Reason, upv, strings.Join(by, ", "), cell(s.Doc.Means), cell(s.Doc.Action))
 	}
 	for _, k := range kinds {
+		var shared []string
 		var rows strings.Builder
 		for _, d := range k.Reasons() {
 			if collector.IsShared(d.Reason) {
+				shared = append(shared, "`"+string(d.Reason)+"`")
 				continue
 			}
 			doc, _ := k.ReasonDoc(d.Reason)
 			fmt.Fprintf(&rows, "| `%s` | %s | %s | %s |\n", d.Reason, up(d.Up), cell(doc.Means), cell(doc.Action))
 		}
+		fmt.Fprintf(&b, "\n%s (`provider=\"%s\"`; its section, %s, says what each of its reasons means for it) gives the shared reasons %s",
+			k.Doc().Title, k.Name(), sectionLink(k), strings.Join(shared, ", "))
 		if rows.Len() == 0 {
+			b.WriteString(".\n")
 			continue
 		}
-		fmt.Fprintf(&b, "\nThe reasons of %s alone (`provider=\"%s\"`; each reason of its set as it gives it is in its section, %s):\n\n",
-			k.Doc().Title, k.Name(), sectionLink(k))
-		b.WriteString("| reason | up | meaning | what to do |\n|---|---|---|---|\n")
+		b.WriteString(", and these of its own:\n\n| reason | up | meaning | what to do |\n|---|---|---|---|\n")
 		b.WriteString(rows.String())
 	}
 	return map[string]string{"labels": labels, "reasons": b.String()}
@@ -175,8 +171,11 @@ func runbookParts(kinds []collector.Kind, actionRequired map[collector.Reason]bo
 			for i, r := range it.reasons {
 				rs[i] = "`" + string(r) + "`"
 			}
+			// The kinds of an item of a kind's own reasons; a shared
+			// reason means the same for every kind, and its item does not
+			// change when a kind is added.
 			who := ""
-			if len(it.kinds) < len(kinds) {
+			if !slices.ContainsFunc(it.reasons, collector.IsShared) {
 				who = " (" + strings.Join(it.kinds, ", ") + ")"
 			}
 			fmt.Fprintf(&b, "- %s%s: %s\n", strings.Join(rs, ", "), who, it.text)
