@@ -31,6 +31,9 @@ func main() {
 }
 
 func run(root string) error {
+	if _, err := os.Stat(filepath.Join(root, "internal", "generate")); err != nil {
+		return fmt.Errorf("%s is not the repository's root: run make generate, or give -root: %w", root, err)
+	}
 	table, err := kinds.Table()
 	if err != nil {
 		return err
