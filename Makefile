@@ -32,14 +32,19 @@ build:
 .PHONY: test
 test: deps lint cross unit toykind exposition integration mixin-test release release-check
 
-# Files generated from the code, each checked by a test that fails when it
-# is stale: the JSON Schema of the configuration file from the table of
-# kinds (docs/provider_health.schema.json and its copy under the chart's
-# config value), then the chart README's values table. `make mixin`
-# generates the mixin's files.
+# Files generated from the code, by programs (no test suite): the JSON
+# Schema of the configuration file (docs/provider_health.schema.json and
+# its copy under the chart's config value), and the parts of README.md,
+# docs/metrics.md, docs/configuration.md and mixin/runbook.md between
+# their <!-- BEGIN GENERATED: ... --> markers (kinds, labels, reasons,
+# runbook items), from the table of kinds (internal/kinds) and each
+# kind's KindDoc (internal/generate); then the chart README's values
+# table. The command's tests fail, naming the file, when one is stale
+# (docs/development.md: "Adding a provider"). `make mixin` generates the
+# mixin's files.
 .PHONY: generate
 generate:
-	$(GO) test -count=1 -run '^TestConfigSchemaCurrent$$' ./cmd/provider_health_exporter/ -args -update
+	$(GO) run ./internal/generate
 	$(GO) -C $(VALIDATE) run ./chart-readme
 
 # The platforms of .promu.yml's crossbuild (and of the Dockerfile's buildx
@@ -111,7 +116,7 @@ release-check:
 
 # The toy kind of docs/development.md's "Adding a provider" compiled into the
 # real binary (build tag toykind: internal/toykind and its row in
-# cmd/provider_health_exporter/kind_toykind.go) and run through it, beside
+# internal/kinds/toykind.go) and run through it, beside
 # every other test of the command, which must not care how many kinds
 # there are.
 .PHONY: toykind

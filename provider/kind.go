@@ -23,6 +23,7 @@ type Kind struct {
 	fileWarnings func(config.Entry) []string
 	entryReasons func(config.Entry) ReasonSet
 	multiTarget  bool
+	doc          KindDoc
 	// entryType is what the kind's functions take, and checkEntry tells
 	// whether an entry is of it, so that Validate can hold the section to
 	// the same type.
@@ -66,6 +67,9 @@ type KindOf[E config.Entry, C Checker] struct {
 	// its own scrape and shard, even in an entry of one item. Otherwise
 	// an entry has exactly one target, which name= alone selects.
 	MultiTarget bool
+	// Doc is what the documentation says of the kind and of each of its
+	// reasons, which `make generate` writes into the docs (KindDoc).
+	Doc KindDoc
 }
 
 // NewKind makes the Kind of def. What is wrong with def is said by the
@@ -76,6 +80,7 @@ func NewKind[E config.Entry, C Checker](def KindOf[E, C]) Kind {
 		reasons:     def.Reasons.With(def.Classifiers...),
 		classifiers: def.Classifiers,
 		multiTarget: def.MultiTarget,
+		doc:         def.Doc,
 		entryType:   fmt.Sprintf("%T", *new(E)),
 		checkEntry:  func(e config.Entry) bool { _, ok := e.(E); return ok },
 	}

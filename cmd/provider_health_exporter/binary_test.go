@@ -27,7 +27,7 @@ import (
 
 var (
 	// buildTags are the tags the binary is built with: those of this
-	// test (kind_toykind.go's toykind adds the toy kind).
+	// test (internal/kinds/toykind.go's toykind adds the toy kind).
 	buildTags string
 	buildOnce sync.Once
 	binPath   string

@@ -11,8 +11,9 @@ import (
 	"github.com/egress-proxies/provider_health_exporter/internal/toykind"
 )
 
-// newKindFiles are the files a new kind must update, besides its own
-// package and its row: what the toy kind fails on.
+// newKindFiles are the files a new kind changes, besides its own package
+// and its row: its own section of docs/configuration.md, and what make
+// generate writes from the table of kinds. What the toy kind fails on.
 var newKindFiles = []string{
 	configDoc,
 	metricsDoc,
@@ -24,8 +25,9 @@ var newKindFiles = []string{
 
 // TestDocsToyKindNamesTheFiles: with the toy kind in the table, the lists
 // of kinds and reasons do not have it (it is a test's kind, documented
-// nowhere), so kindListProblems must find each file a new kind has to
-// update, every problem about the toy kind alone; and docs/development.md's
+// nowhere: no section in docs/configuration.md, make generate not run
+// for it), so kindListProblems must find each file a new kind changes,
+// every problem about the toy kind alone; and docs/development.md's
 // "Adding a provider" must name each of those files, so that the recipe
 // says every step the toy kind needed.
 func TestDocsToyKindNamesTheFiles(t *testing.T) {

@@ -24,7 +24,7 @@ import (
 	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
-// The binary these tests run has the toy kind (kind_toykind.go).
+// The binary these tests run has the toy kind (internal/kinds/toykind.go).
 func init() { buildTags = "toykind" }
 
 // toyEntry is one entry of the toy section and the verdict it must get.

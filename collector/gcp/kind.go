@@ -8,6 +8,7 @@ import (
 func Kind() provider.Kind {
 	return provider.NewKind(provider.KindOf[*Entry, *Checker]{
 		Section: Section(),
+		Doc:     Doc(),
 		Reasons: Reasons(),
 		// Transport classifies what fails below the HTTP status.
 		Classifiers: []provider.Classifier{provider.TransportErrors},

@@ -13,6 +13,7 @@ func Kind() provider.Kind {
 	hub := newWatchHub()
 	return provider.NewKind(provider.KindOf[*Entry, *Checker]{
 		Section: Section(),
+		Doc:     Doc(),
 		Reasons: Reasons(),
 		// Transport classifies what fails below the HTTP status.
 		Classifiers: []provider.Classifier{provider.TransportErrors},

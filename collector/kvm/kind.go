@@ -8,6 +8,7 @@ import (
 func Kind() provider.Kind {
 	return provider.NewKind(provider.KindOf[*Entry, *Checker]{
 		Section:     Section(),
+		Doc:         Doc(),
 		Reasons:     Reasons(),
 		MultiTarget: true, // one target per host
 		// PoolFull, HostMemoryLow and HostCPULow only where their minimum

@@ -3,7 +3,7 @@
 // name and reasons in classify.go, its configuration in config.go, its
 // checker in toy.go and its Kind in kind.go. A "toy" entry is a URL that
 // must answer 200. It is compiled into the exporter only with the toykind
-// build tag (cmd/provider_health_exporter/kind_toykind.go), for the test
+// build tag (internal/kinds/toykind.go), for the test
 // that runs it through the real binary; it is not a kind users configure.
 //
 // The package is named toykind, not toy, only to show the rule the recipe

@@ -6,6 +6,7 @@ import "github.com/egress-proxies/provider_health_exporter/provider"
 func Kind() provider.Kind {
 	return provider.NewKind(provider.KindOf[*Entry, *Checker]{
 		Section: Section(),
+		Doc:     Doc(),
 		Reasons: Reasons(),
 		// Transport classifies what fails below the HTTP status.
 		Classifiers: []provider.Classifier{provider.TransportErrors},
