@@ -140,7 +140,7 @@ func EngineReasons() ReasonSet {
 // name or address: Unreachable (refused, reset, dropped before an answer)
 // and DNSFailed (the name did not resolve). A kind takes them after
 // EngineReasons when its checker dials (kvm's SSH); HTTPReasons has them,
-// and the Transport classifier gives them. A kind that dials nothing (a
+// and the TransportErrors classifier gives them. A kind that dials nothing (a
 // local socket, a file) leaves them out, so that its documents list no
 // reason it cannot give.
 func NetworkReasons() ReasonSet {

@@ -1,6 +1,6 @@
 // Package kinds is the exporter's table of kinds: one row a kind, the one
-// place a kind is added besides its own package (docs/development.md:
-// "Adding a provider"). The command builds everything from it (the
+// place a kind is added besides its own package and its section of
+// docs/configuration.md (docs/development.md: "Adding a provider"). The command builds everything from it (the
 // engine's entries, the configuration file's sections, collect[]), and so
 // does `make generate` (internal/generate), which writes the docs and the
 // configuration's schema from the same rows.

@@ -15,7 +15,7 @@ const ReasonHTTPError provider.Reason = "HTTPError"
 
 // Reasons is the kind's closed set: the engine's, the network's (the
 // checker dials the URL's host) and the kind's own. Kind adds the reasons
-// of the Transport classifier its checker calls (TLSError, BadResponse).
+// of the TransportErrors classifier its checker calls (TLSError, BadResponse).
 func Reasons() provider.ReasonSet {
 	return slices.Concat(provider.EngineReasons(), provider.NetworkReasons(),
 		provider.ReasonSet{{Reason: ReasonHTTPError, Up: true}, provider.UnknownReason()})

@@ -8,7 +8,7 @@ func Kind() provider.Kind {
 		Section: Section(),
 		Doc:     Doc(),
 		Reasons: Reasons(),
-		// Transport classifies what fails below the HTTP status.
+		// TransportErrors classifies what fails below the HTTP status.
 		Classifiers: []provider.Classifier{provider.TransportErrors},
 		NewChecker:  New,
 	})
