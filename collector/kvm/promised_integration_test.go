@@ -180,19 +180,22 @@ func TestIntegrationPromised(t *testing.T) {
 
 	t.Run("memory promised, 512 MiB reserved by default", func(t *testing.T) {
 		alloc := int64(base.HostMemoryBytes) - 512<<20
-		// A domain that leaves 1.5 GiB of what may be promised, in whole
-		// MiB as libvirt keeps memory.
-		left := int64(3 << 29)
-		bigMiB := (alloc - int64(base.DomainsMemory) - definedMemory - left) >> 20
-		if bigMiB < 1 {
-			t.Skip("the host has too little memory for the test's domains")
+		// A domain that leaves 1.5 GiB of what may be promised (half of
+		// what is left on a host with less than 3 GiB to promise), in
+		// whole MiB as libvirt keeps memory; one proxy's memory that fits
+		// in it once (1 GiB) and one that does not (2 GiB), two thirds and
+		// four thirds of it.
+		room := alloc - int64(base.DomainsMemory) - definedMemory
+		left := min(3<<29, room/2) &^ (1<<20 - 1)
+		if left < 6<<20 {
+			t.Fatalf("%d bytes of the host's memory may be promised beyond the domains already defined: the test needs 12 MiB", room)
 		}
-		e.define("phe-it-big", 1, uint64(bigMiB))
-		promised := int64(base.DomainsMemory) + definedMemory + bigMiB<<20
+		e.define("phe-it-big", 1, uint64((room-left)>>20))
+		promised := int64(base.DomainsMemory) + definedMemory + (room-left)&^(1<<20-1)
 		for _, tc := range []struct {
 			need   int64
 			reason provider.Reason
-		}{{1 << 30, provider.ReasonReady}, {2 << 30, kvm.ReasonHostMemoryLow}} {
+		}{{left * 2 / 3 &^ (1<<20 - 1), provider.ReasonReady}, {left * 4 / 3 &^ (1<<20 - 1), kvm.ReasonHostMemoryLow}} {
 			c := e.entry(func(cfg *kvm.Entry) {
 				cfg.MinFreeMemory, cfg.MemoryAllocationRatio = fmt.Sprint(tc.need), ratio(1)
 			})
@@ -214,29 +217,33 @@ func TestIntegrationPromised(t *testing.T) {
 				reason = kvm.ReasonHostMemoryLow
 			}
 			wantCapacity(t, fmt.Sprintf("min_free_memory %d", tc.need), v, reason, proxies, binding)
-			if tc.reason == kvm.ReasonHostMemoryLow && byFree >= 1 && !strings.HasSuffix(v.Message, "; one proxy needs 2 GiB") {
+			if tc.reason == kvm.ReasonHostMemoryLow && byFree >= 1 && !strings.HasSuffix(v.Message, "; one proxy needs "+kvm.FormatBytesForTest(uint64(tc.need))) {
 				t.Errorf("message %q, want it to name one proxy's need", v.Message)
 			}
 		}
 	})
 
 	t.Run("pool promised by sparse volumes", func(t *testing.T) {
-		// A sparse volume that leaves 30 GiB of the pool's capacity
-		// unpromised while holding no byte of it.
+		// One proxy's disk: 20 GiB, or on a smaller pool half of what is
+		// available and unpromised, so that the bytes available never
+		// bind first. A sparse volume that leaves one and a half of it of
+		// the pool's capacity unpromised while holding no byte of it.
 		capacity := int64(base.CapacityBytes)
-		sizeMiB := (capacity - int64(base.VolumesCapacity) - 30<<30) >> 20
-		if sizeMiB < 1 {
-			t.Skip("the pool is too small")
+		room := capacity - int64(base.VolumesCapacity)
+		need := min(20<<30, int64(base.AvailableBytes)/2, room/2) &^ (1<<20 - 1)
+		if need < 4<<20 {
+			t.Fatalf("pool %s: %d bytes available, %d unpromised: the test needs 8 MiB of each", e.pool, base.AvailableBytes, room)
 		}
+		sizeMiB := (room - need*3/2) >> 20
 		e.volume("phe-it-1.img", uint64(sizeMiB))
-		c := e.entry(func(cfg *kvm.Entry) { cfg.MinPoolAvailable, cfg.DiskAllocationRatio = "20GiB", ratio(1) })
+		c := e.entry(func(cfg *kvm.Entry) { cfg.MinPoolAvailable, cfg.DiskAllocationRatio = fmt.Sprint(need), ratio(1) })
 		v, f, calls := checkHost(t, c, "a")
 		promised := int64(base.VolumesCapacity) + sizeMiB<<20
 		if int64(f.VolumesCapacity) != promised {
 			t.Fatalf("volumes of %d bytes, want %d", f.VolumesCapacity, promised)
 		}
 		left := int64(f.CapacityBytes) - promised
-		byPromise, byAvailable := left/(20<<30), int64(f.AvailableBytes/(20<<30))
+		byPromise, byAvailable := left/need, int64(f.AvailableBytes)/need
 		binding := "pool " + e.pool + " promised: " + promisedOfForTest(uint64(promised), f.CapacityBytes)
 		proxies := byPromise
 		if byAvailable < byPromise {
@@ -246,19 +253,22 @@ func TestIntegrationPromised(t *testing.T) {
 		if !strings.Contains(calls, "StoragePoolListAllVolumes StorageVolGetInfo") {
 			t.Errorf("calls %q, want the volume list and each volume's info", calls)
 		}
-		e.volume("phe-it-2.img", 15<<10)
+		// And a second of three quarters of one proxy's disk: what is left
+		// unpromised is less than one.
+		second := need * 3 / 4 &^ (1<<20 - 1)
+		e.volume("phe-it-2.img", uint64(second>>20))
 		v, f, _ = checkHost(t, c, "a")
-		promised += 15 << 30
-		wantCapacity(t, "and a second of 15 GiB", v, kvm.ReasonPoolFull, 0,
+		promised += second
+		wantCapacity(t, "and a second of three quarters of one proxy", v, kvm.ReasonPoolFull, 0,
 			"pool "+e.pool+" promised: "+promisedOfForTest(uint64(promised), f.CapacityBytes))
-		if !strings.HasSuffix(v.Message, "; one proxy needs 20 GiB") || f.AvailableBytes < 20<<30 {
+		if !strings.HasSuffix(v.Message, "; one proxy needs "+kvm.FormatBytesForTest(uint64(need))) || int64(f.AvailableBytes) < need {
 			t.Errorf("message %q with %d bytes available: want the promise, not the bytes available, to be short", v.Message, f.AvailableBytes)
 		}
 		// At ratio 2 the pool may promise twice its capacity.
-		c = e.entry(func(cfg *kvm.Entry) { cfg.MinPoolAvailable, cfg.DiskAllocationRatio = "20GiB", ratio(2) })
+		c = e.entry(func(cfg *kvm.Entry) { cfg.MinPoolAvailable, cfg.DiskAllocationRatio = fmt.Sprint(need), ratio(2) })
 		v, f, _ = checkHost(t, c, "a")
-		byPromise = (2*int64(f.CapacityBytes) - promised) / (20 << 30)
-		byAvailable = int64(f.AvailableBytes / (20 << 30))
+		byPromise = (2*int64(f.CapacityBytes) - promised) / need
+		byAvailable = int64(f.AvailableBytes) / need
 		want := min(byPromise, byAvailable)
 		if v.Reason != provider.ReasonReady || v.Capacity.Proxies != want {
 			t.Errorf("ratio 2: %s %s, want Ready with %d", v.Reason, v.Capacity, want)
