@@ -83,7 +83,7 @@ func TestStatusPageFleetInBrowser(t *testing.T) {
 	page.compareWithStatus(rows)
 	checkFleetVerdicts(t, status)
 	page.checkSummary(status)
-	page.checkLayout()
+	page.checkLayout(status)
 	page.checkDetailsHidden(status)
 	page.scrollTo("#targets")
 	page.viewportScreenshot(filepath.Join(artifacts, "status-page-fleet-targets.png"))
@@ -130,7 +130,7 @@ func TestStatusPageFleetInBrowser(t *testing.T) {
 	// page opens on them, and its cells fit as the whole page's do.
 	page.open(base + prefix + "/?state=notready")
 	page.checkFiltered(status, "?state=notready", func(_ statusProvider, tg statusTarget) bool { return tg.Checked && !tg.Ready })
-	page.checkCells()
+	page.checkCells(status)
 	page.viewportScreenshot(filepath.Join(artifacts, "status-page-fleet-notready.png"))
 	console.assertNoErrors(t, "the filtered pages", false)
 }
@@ -458,8 +458,9 @@ func (p *statusPage) checkSummary(status []statusProvider) {
 // checkLayout checks that the page fits the window, 1366px wide: it does
 // not scroll sideways, however long the names and messages; that every
 // message cell is at least 25 of its own em wide, whatever else the row
-// holds: a readable line, not a few characters a line; and checkCells.
-func (p *statusPage) checkLayout() {
+// holds: a readable line, not a few characters a line; and checkCells
+// against status, the verdicts the page shows.
+func (p *statusPage) checkLayout(status []statusProvider) {
 	t := p.t
 	t.Helper()
 	widths := browserValue(p, "measuring the page", chromedp.Evaluate[[]float64](`(() => {
@@ -486,7 +487,7 @@ func (p *statusPage) checkLayout() {
 	}
 	t.Logf("message column: %d cells, the narrowest %.1fem wide; the page %.0fpx wide in a window of %.0fpx", len(ems), narrowest, widths[0], widths[2])
 
-	if p.checkCells() == 0 {
+	if p.checkCells(status) == 0 {
 		t.Error("no Ready row with a capacity on the page: the test shows nothing of them")
 	}
 }
@@ -494,10 +495,12 @@ func (p *statusPage) checkLayout() {
 // checkCells checks, on the page shown, that no reason or capacity cell
 // overflows (its scroll width is within its client width: nothing cut,
 // no word broken out of it), that every Ready row shows its capacity when
-// it has one (/api/v1/status says it), whole and within its cell, and
-// that on a Ready row only the message is cut, to one line. It returns
-// how many Ready rows show a capacity.
-func (p *statusPage) checkCells() int {
+// it has one (status says it), whole and within its cell, and that on a
+// Ready row only the message is cut, to one line. status must be of the
+// verdicts the page shows (openAtStatus): a capacity can move from one
+// check to the next (the demo's is a host's free memory). It returns how
+// many Ready rows show a capacity.
+func (p *statusPage) checkCells(status []statusProvider) int {
 	t := p.t
 	t.Helper()
 	type cell struct {
@@ -516,7 +519,7 @@ func (p *statusPage) checkCells() int {
 		text: td.innerText, scroll: td.scrollWidth, client: td.clientWidth, scrollH: td.scrollHeight, clientH: td.clientHeight,
 		white: getComputedStyle(td).whiteSpace}))`))
 	capacity := map[string]string{}
-	for _, sp := range p.status() {
+	for _, sp := range status {
 		for _, tg := range sp.Targets {
 			if tg.Ready && tg.Capacity != nil {
 				capacity[sp.Name+"/"+tg.Target] = strings.TrimSpace(tg.CapacityText() + " " + tg.CapacityBinding)

@@ -610,6 +610,50 @@ func (p *statusPage) status() []statusProvider {
 	return st.Providers
 }
 
+// checkStampsJS reads, per checked row of the page, the time of the
+// check it shows (the title of its "last check" cell, RFC 3339).
+const checkStampsJS = `Object.fromEntries(Array.from(document.querySelectorAll('#targets tr[data-target]')).filter(tr => tr.children.length >= 9).map(tr =>
+	[tr.dataset.name + '/' + tr.dataset.target, tr.children[8].title]))`
+
+// openAtStatus opens url and returns /api/v1/status read after it, of the
+// same verdicts as the page: every checked row shows the check time the
+// status gives its target. Where a check ran between the page and the
+// status (a live capacity such as free memory may then differ), it opens
+// the page again, up to maxSettle times: checks of a few seconds' period
+// leave most reads between two of them, however slow the machine.
+func (p *statusPage) openAtStatus(url string) []statusProvider {
+	p.t.Helper()
+	const maxSettle = 30
+	var moved []string
+	for range maxSettle {
+		p.open(url)
+		shown := browserValue(p, "reading the rows' check times", chromedp.Evaluate[map[string]string](checkStampsJS))
+		status := p.status()
+		moved = moved[:0]
+		for _, sp := range status {
+			for _, tg := range sp.Targets {
+				id := sp.Name + "/" + tg.Target
+				stamp, ok := shown[id]
+				if !ok {
+					continue // not on the page, or never checked there
+				}
+				want := ""
+				if tg.LastCheckTime != nil {
+					want = tg.LastCheckTime.Format(time.RFC3339)
+				}
+				if stamp != want {
+					moved = append(moved, fmt.Sprintf("%s: page %q, status %q", id, stamp, want))
+				}
+			}
+		}
+		if len(moved) == 0 {
+			return status
+		}
+	}
+	p.t.Fatalf("%s: in %d tries, a check ran between the page and /api/v1/status every time; last: %q", url, maxSettle, moved)
+	return nil
+}
+
 // stateOf is the state of a target of /api/v1/status, the class of its
 // row and the section it is listed in.
 func stateOf(tg statusTarget) string {
