@@ -32,7 +32,8 @@ const (
 	// min_free_vcpus, respectively memory_allocation_ratio, is set and
 	// the key itself is not (docs/configuration.md: "Promised
 	// resources (KVM)"): OpenStack Nova's initial_cpu_allocation_ratio and
-	// reserved_host_memory_mb.
+	// reserved_host_memory_mb, 4.0 and 512 MB since its 2023.1 release
+	// (nova/conf/compute.py at tag 27.0.0).
 	DefaultCPUAllocationRatio = 4.0
 	DefaultReservedMemory     = "512MiB"
 )
@@ -394,7 +395,7 @@ type Promised struct {
 }
 
 // maxAllocationRatio bounds a ratio: far above any overcommit a host
-// survives (Nova's own defaults are at most 16), far below where a
+// survives (Nova's defaults are at most 16, its CPU ratio before 2023.1), far below where a
 // host's cores times it would lose precision.
 const maxAllocationRatio = 1000
 
