@@ -32,7 +32,8 @@ const (
 	// min_free_vcpus, respectively memory_allocation_ratio, is set and
 	// the key itself is not (docs/configuration.md: "Promised
 	// resources (KVM)"): OpenStack Nova's initial_cpu_allocation_ratio and
-	// reserved_host_memory_mb.
+	// reserved_host_memory_mb, 4.0 and 512 MB since its 2023.1 release
+	// (nova/conf/compute.py at tag 27.0.0).
 	DefaultCPUAllocationRatio = 4.0
 	DefaultReservedMemory     = "512MiB"
 )
@@ -158,8 +159,20 @@ type HostSettings struct {
 	Network string `yaml:"network,omitempty"`
 }
 
-// Validate implements config.Entry.
+// Validate implements config.Entry: the entry's own keys, its files, then
+// each host, resolved against the entry.
 func (v *Entry) Validate(where string) error {
+	if err := v.validateKeys(where); err != nil {
+		return err
+	}
+	if err := v.validateFiles(where); err != nil {
+		return err
+	}
+	return v.resolveHosts(where)
+}
+
+// validateKeys checks the entry's keys but its files and hosts.
+func (v *Entry) validateKeys(where string) error {
 	if v.KnownHostsFile == "" && !v.InsecureIgnoreHostKey {
 		return fmt.Errorf("%s: known_hosts_file: missing (required unless insecure_ignore_host_key is true)", where)
 	}
@@ -191,9 +204,13 @@ func (v *Entry) Validate(where string) error {
 	if err := placementNames(where, v.Volume, v.Network); err != nil {
 		return err
 	}
-	if _, err := promisedKeys(where, v.MinFreeVCPUs, v.CPUAllocationRatio, v.MemoryAllocationRatio, v.ReservedMemory, v.DiskAllocationRatio); err != nil {
-		return err
-	}
+	_, err := promisedKeys(where, v.MinFreeVCPUs, v.CPUAllocationRatio, v.MemoryAllocationRatio, v.ReservedMemory, v.DiskAllocationRatio)
+	return err
+}
+
+// validateFiles checks that the entry's key, passphrase and known_hosts
+// files can be read.
+func (v *Entry) validateFiles(where string) error {
 	for _, f := range []struct {
 		field string
 		kind  boundedfile.Kind
@@ -207,6 +224,12 @@ func (v *Entry) Validate(where string) error {
 			return err
 		}
 	}
+	return nil
+}
+
+// resolveHosts resolves each host's address and settings, and checks that
+// no two hosts share a name.
+func (v *Entry) resolveHosts(where string) error {
 	hostNames := map[string]int{}
 	// The settings of every host that sets none of its own: resolved once,
 	// at the first such host (its errors are the entry's, named as that
@@ -372,7 +395,7 @@ type Promised struct {
 }
 
 // maxAllocationRatio bounds a ratio: far above any overcommit a host
-// survives (Nova's own defaults are at most 16), far below where a
+// survives (Nova's defaults are at most 16, its CPU ratio before 2023.1), far below where a
 // host's cores times it would lose precision.
 const maxAllocationRatio = 1000
 

@@ -31,6 +31,13 @@ type fakeLibvirt struct {
 	node    nodeInfo
 	domains []domainStat
 	volCaps map[string]uint64
+	// goneVols are listed volumes whose info is answered with
+	// VIR_ERR_NO_STORAGE_VOL: deleted between a check's list and its
+	// info. volInfos counts the info calls per volume, and volInfoHook,
+	// when set, is called after each (the lock not held).
+	goneVols    map[string]bool
+	volInfos    map[string]int
+	volInfoHook func(name string)
 	// poolGen is the generation of the pool: the first byte of its
 	// UUID. Redefining the pool under the same name (poolGen++) makes
 	// the handles of the old one stale, as libvirtd does: the info call
@@ -69,6 +76,8 @@ func newFakeLibvirt() *fakeLibvirt {
 		calls:      map[string]int{},
 		node:       nodeInfo{cpus: 8, memoryKiB: 32 << 20},
 		volCaps:    map[string]uint64{},
+		goneVols:   map[string]bool{},
+		volInfos:   map[string]int{},
 	}
 }
 
@@ -97,7 +106,14 @@ func (c *fakeClient) StoragePoolListAllVolumes(p libvirt.StoragePool) ([]libvirt
 	c.f.mu.Lock()
 	defer c.f.mu.Unlock()
 	var out []libvirt.StorageVol
-	for _, name := range slices.Sorted(maps.Keys(c.f.volCaps)) {
+	names := slices.Collect(maps.Keys(c.f.volCaps))
+	for name := range c.f.goneVols {
+		if _, ok := c.f.volCaps[name]; !ok {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	for _, name := range names {
 		out = append(out, libvirt.StorageVol{Pool: p.Name, Name: name, Key: "/pool/" + name})
 	}
 	return out, nil
@@ -108,9 +124,16 @@ func (c *fakeClient) StorageVolGetInfo(v libvirt.StorageVol) (uint64, error) {
 		return 0, err
 	}
 	c.f.mu.Lock()
+	c.f.volInfos[v.Name]++
+	hook := c.f.volInfoHook
+	c.f.mu.Unlock()
+	if hook != nil {
+		defer hook(v.Name)
+	}
+	c.f.mu.Lock()
 	defer c.f.mu.Unlock()
 	n, ok := c.f.volCaps[v.Name]
-	if !ok {
+	if !ok || c.f.goneVols[v.Name] {
 		return 0, libvirt.Error{Code: uint32(libvirt.ErrNoStorageVol), Message: "Storage volume not found"}
 	}
 	return n, nil

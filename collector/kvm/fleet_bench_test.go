@@ -47,6 +47,7 @@ const (
 	fleetLatencyEnv = "KVM_FLEET_LATENCY" // delay of every libvirt reply
 	fleetFirstEnv   = "KVM_FLEET_FIRST"   // index of the process's first host in the fleet
 	fleetSocketEnv  = "KVM_FLEET_SOCKET"  // libvirt socket path the hosts answer for, when not the process's own
+	fleetVolumesEnv = "KVM_FLEET_VOLUMES" // volumes of the pool, when not FakeVolumes (BenchmarkPoolVolumes)
 )
 
 // fleetPerProcess is the most hosts one fleet process serves: each holds
@@ -105,6 +106,14 @@ func serveFleet() int {
 	}()
 	fake := NewFakeLibvirtd(tb)
 	fake.SetLatency(latency)
+	if v := os.Getenv(fleetVolumesEnv); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			fmt.Fprintf(os.Stderr, "%s: not a number of volumes: %q\n", fleetVolumesEnv, v)
+			return 2
+		}
+		fake.SetVolumes(benchVolumes(n))
+	}
 	// The hosts answer libvirt's calls themselves; the socket path is only
 	// the name the exporter asks for, one for the whole fleet.
 	socket := cmp.Or(os.Getenv(fleetSocketEnv), fake.Path())
@@ -189,8 +198,9 @@ func startFleet(b *testing.B, n, hung int, key ssh.PublicKey, knownHosts string,
 
 // startFleetProcess runs one process serving n hosts of the fleet from
 // index first; socket, when set, is the path its hosts answer for. It
-// returns that path, the hosts and their known_hosts lines.
-func startFleetProcess(b *testing.B, first, n, hung int, key ssh.PublicKey, socket string) (string, []fleetHost, string) {
+// returns that path, the hosts and their known_hosts lines. env, in the
+// form NAME=value, is added to its environment last, so it wins.
+func startFleetProcess(b *testing.B, first, n, hung int, key ssh.PublicKey, socket string, env ...string) (string, []fleetHost, string) {
 	b.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(),
@@ -200,6 +210,7 @@ func startFleetProcess(b *testing.B, first, n, hung int, key ssh.PublicKey, sock
 		fleetHungEnv+"="+strconv.Itoa(hung),
 		fleetKeyEnv+"="+strings.TrimSpace(string(ssh.MarshalAuthorizedKey(key))),
 		fleetLatencyEnv+"="+fleetLatency.String())
+	cmd.Env = append(cmd.Env, env...)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {

@@ -525,7 +525,7 @@ func (h *host) verdict(logger *slog.Logger, r result) provider.Verdict {
 	// finds what the one before found and hands out the same Facts.
 	f := Facts{Pool: r.pool, PoolState: r.state, Mins: h.mins, FreeMemoryKnown: r.freeKnown, FreeMemoryBytes: r.free,
 		Volume: h.volume, Network: h.network,
-		HostCPUs: r.promised.node.cpus, HostMemoryBytes: r.promised.node.memoryKiB * 1024, HostKnown: r.promised.nodeKnown,
+		HostCPUs: r.promised.node.cpus, HostMemoryBytes: kibToBytes(r.promised.node.memoryKiB), HostKnown: r.promised.nodeKnown,
 		DomainsVCPUs: r.promised.domainVCPUs, DomainsMemory: r.promised.domainMemory, DomainsKnown: r.promised.domainsKnown,
 		VolumesCapacity: r.promised.volumes, VolumesKnown: r.promised.volumesKnown}
 	if r.state != "" {

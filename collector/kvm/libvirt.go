@@ -35,7 +35,9 @@ type libvirtClient interface {
 	// per connection (a host's cores and memory do not change while
 	// libvirtd runs), ConnectGetAllDomainStats once per check for every
 	// defined domain's vCPUs and maximum memory, and the pool's volumes'
-	// capacities, one StorageVolGetInfo per volume listed.
+	// capacities: the list, then one StorageVolGetInfo per volume whose
+	// capacity the connection does not keep, and one to refresh
+	// (volumeSizes).
 	NodeGetInfo() (nodeInfo, error)
 	ConnectGetAllDomainStats() ([]domainStat, error)
 	StoragePoolListAllVolumes(pool libvirt.StoragePool) ([]libvirt.StorageVol, error)

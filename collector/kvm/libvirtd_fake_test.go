@@ -53,6 +53,99 @@ type FakeLibvirtd struct {
 
 	mu    sync.Mutex
 	calls map[uint32]int
+	// vols, when set (SetVolumes), is the pool's volumes in place of the
+	// FakeVolumes of FakeVolumeCapacity each.
+	vols *fakeVolumes
+}
+
+// FakeVolume is a volume of the fake's pool: its name (its key is
+// "/p/" + name) and its capacity; Gone answers StorageVolGetInfo on it with
+// VIR_ERR_NO_STORAGE_VOL, as for a volume deleted between a check's list
+// and its info.
+type FakeVolume struct {
+	Name     string
+	Capacity uint64
+	Gone     bool
+}
+
+// fakeVolumes is the pool set by SetVolumes: the list reply, encoded once
+// (a pool of libvirt's maximum of 16,384 volumes is the benchmark's), and
+// each volume by name.
+type fakeVolumes struct {
+	list   []byte
+	byName map[string]FakeVolume
+}
+
+// SetVolumes makes the pool hold vols from now on.
+func (f *FakeLibvirtd) SetVolumes(vols []FakeVolume) {
+	fv := &fakeVolumes{byName: make(map[string]FakeVolume, len(vols))}
+	w := xdrWriter{}
+	w.u32(uint32(len(vols)))
+	for _, v := range vols {
+		w.str("default")
+		w.str(v.Name)
+		w.str("/p/" + v.Name)
+		fv.byName[v.Name] = v
+	}
+	w.u32(uint32(len(vols)))
+	fv.list = w.b
+	f.mu.Lock()
+	f.vols = fv
+	f.mu.Unlock()
+}
+
+// AllCalls counts the calls received, of every procedure.
+func (f *FakeLibvirtd) AllCalls() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, c := range f.calls {
+		n += c
+	}
+	return n
+}
+
+// volumeAnswer is the answer to a volume call on the pool SetVolumes set,
+// ok false for another call or while none is set.
+func (f *FakeLibvirtd) volumeAnswer(proc uint32, body []byte) (status uint32, payload []byte, ok bool) {
+	f.mu.Lock()
+	fv := f.vols
+	f.mu.Unlock()
+	if fv == nil {
+		return 0, nil, false
+	}
+	switch proc {
+	case procStoragePoolListAllVolumes:
+		return statusOK, fv.list, true
+	case procStorageVolGetInfo:
+		// The call is the volume: its pool, name and key.
+		name := ""
+		if off := xdrStringEnd(body); off <= len(body) {
+			name = firstString(body[off:])
+		}
+		v, found := fv.byName[name]
+		if !found || v.Gone {
+			return statusError, errorPayload(errNoStorageVol, "Storage volume not found: no storage vol with matching key '/p/"+name+"'"), true
+		}
+		w := xdrWriter{}
+		w.u32(0) // file
+		w.u64(v.Capacity, 1<<20)
+		return statusOK, w.b, true
+	}
+	return 0, nil, false
+}
+
+// xdrStringEnd is where the first XDR string of b ends, padding included;
+// past len(b) when b is too short.
+func xdrStringEnd(b []byte) int {
+	if len(b) < 4 {
+		return len(b) + 1
+	}
+	n := int(binary.BigEndian.Uint32(b))
+	if n > len(b) {
+		return len(b) + 1
+	}
+	return 4 + n + (4-n%4)%4
 }
 
 // NewFakeLibvirtd listens on a socket in a new directory that every user can
@@ -128,7 +221,10 @@ func (f *FakeLibvirtd) handle(c net.Conn) {
 		if name == DropPool && h.procedure == procStoragePoolGetInfo {
 			return // the connection drops in the middle of the check
 		}
-		status, payload := answerTo(h.procedure, name, body)
+		status, payload, ok := f.volumeAnswer(h.procedure, body)
+		if !ok {
+			status, payload = answerTo(h.procedure, name, body)
+		}
 		if _, err := c.Write(replyFrame(remoteProgram, h.procedure, h.serial, status, payload)); err != nil {
 			return
 		}

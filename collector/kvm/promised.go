@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"math/bits"
 	"strconv"
 	"strings"
 
@@ -54,9 +55,11 @@ type promisedReading struct {
 // the host's cores and memory (NodeGetInfo, once per connection), every
 // defined domain's vCPUs and maximum memory in one ConnectGetAllDomainStats
 // whatever the number of domains, and the pool's volumes' capacities (one
-// StoragePoolListAllVolumes, then one StorageVolGetInfo per volume:
-// libvirt has no call that returns them together). Failures are
-// classified as the pool check's are.
+// StoragePoolListAllVolumes, then StorageVolGetInfo for the volumes whose
+// capacity the connection does not keep, and one more: readVolumes).
+// Every sum saturates: what a peer reports (a sparse volume's virtual size
+// up to 2^63 − 1 bytes, maximum memory in KiB) cannot wrap to room.
+// Failures are classified as the pool check's are.
 func (c *Checker) readPromised(ctx context.Context, logger *slog.Logger, h *host, s *session, pool libvirt.StoragePool) (promisedReading, provider.Reason, error) {
 	p := h.mins.promised()
 	lv := loggedClient{next: s.lv, logger: logger}
@@ -83,26 +86,15 @@ func (c *Checker) readPromised(ctx context.Context, logger *slog.Logger, h *host
 						statVCPUMaximum, statBalloonMaximum, d.name)
 					return nil
 				}
-				rd.domainVCPUs += d.vcpus
-				rd.domainMemory += d.memoryKiB * 1024
+				rd.domainVCPUs = addSat(rd.domainVCPUs, d.vcpus)
+				rd.domainMemory = addSat(rd.domainMemory, kibToBytes(d.memoryKiB))
 			}
 			rd.domains, rd.domainsKnown = len(doms), true
 		}
 		if p.DiskRatio > 0 {
-			vols, err := lv.StoragePoolListAllVolumes(pool)
-			if err != nil {
-				return fmt.Errorf("list the volumes of pool %q: %w", h.pool, err)
-			}
-			for _, v := range vols {
-				n, err := lv.StorageVolGetInfo(v)
-				if libvirtCode(err, libvirt.ErrNoStorageVol) {
-					continue // deleted since the list: it promises nothing
-				}
-				if err != nil {
-					return fmt.Errorf("get info of volume %q in pool %q: %w", v.Name, h.pool, err)
-				}
-				rd.volumes += n
-				rd.volumeCount++
+			var err error
+			if rd.volumes, rd.volumeCount, err = readVolumes(ctx, lv, &s.volumes, h.pool, pool); err != nil {
+				return err
 			}
 			rd.volumesKnown = true
 		}
@@ -119,6 +111,24 @@ func (c *Checker) readPromised(ctx context.Context, logger *slog.Logger, h *host
 	}
 	reason, err := h.callFailed(ctx, logger, s, err)
 	return rd, reason, err
+}
+
+// addSat is a + b, or the largest uint64 where that overflows: a sum of
+// what a peer reports that wrapped would read as room.
+func addSat(a, b uint64) uint64 {
+	sum, carry := bits.Add64(a, b, 0)
+	if carry != 0 {
+		return math.MaxUint64
+	}
+	return sum
+}
+
+// kibToBytes is kib × 1024, or the largest uint64 where that overflows.
+func kibToBytes(kib uint64) uint64 {
+	if kib > math.MaxUint64>>10 {
+		return math.MaxUint64
+	}
+	return kib << 10
 }
 
 // allocatable is floor((total − reserved) × ratio), what may be promised of
@@ -160,7 +170,7 @@ func memoryConstraint(m Minimums, rd *promisedReading) promisedConstraint {
 	if p.MemoryRatio == 0 || m.FreeMemory == 0 || !rd.nodeKnown || !rd.domainsKnown {
 		return promisedConstraint{}
 	}
-	alloc := allocatable(rd.node.memoryKiB*1024, p.ReservedMemory, p.MemoryRatio)
+	alloc := allocatable(kibToBytes(rd.node.memoryKiB), p.ReservedMemory, p.MemoryRatio)
 	b := "memory promised: " + promisedOf(rd.domainMemory, alloc, p.MemoryRatio)
 	return promisedConstraint{provider.Constraint(alloc-int64(min(rd.domainMemory, math.MaxInt64/2)), int64(min(m.FreeMemory, math.MaxInt64/2)), b), b}
 }

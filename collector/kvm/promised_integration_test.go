@@ -264,6 +264,12 @@ func TestIntegrationPromised(t *testing.T) {
 		if !strings.HasSuffix(v.Message, "; one proxy needs "+kvm.FormatBytesForTest(uint64(need))) || int64(f.AvailableBytes) < need {
 			t.Errorf("message %q with %d bytes available: want the promise, not the bytes available, to be short", v.Message, f.AvailableBytes)
 		}
+		// The connection keeps the sizes by the volumes' keys: a steady
+		// check of the two volumes lists them and reads one again.
+		v, f, calls = checkHost(t, c, "a")
+		if n := strings.Count(calls, "StorageVolGetInfo"); n != 1 || int64(f.VolumesCapacity) != promised || v.Reason != kvm.ReasonPoolFull {
+			t.Errorf("steady check: %s, %d bytes of volumes, calls %q; want PoolFull with %d bytes and one volume's info", v.Reason, f.VolumesCapacity, calls, promised)
+		}
 		// At ratio 2 the pool may promise twice its capacity.
 		c = e.entry(func(cfg *kvm.Entry) { cfg.MinPoolAvailable, cfg.DiskAllocationRatio = fmt.Sprint(need), ratio(2) })
 		v, f, _ = checkHost(t, c, "a")

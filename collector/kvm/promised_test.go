@@ -3,6 +3,7 @@ package kvm
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"strings"
 	"testing"
@@ -93,8 +94,10 @@ func TestCheckPromised(t *testing.T) {
 			vols: map[string]uint64{"a.qcow2": 30 * gib, "b.qcow2": 30 * gib, "c.qcow2": 30 * gib},
 			want: ReasonPoolFull, binding: "pool default promised: 90 of 100 GiB",
 			message: "pool default promised: 90 of 100 GiB; one proxy needs 20 GiB",
-			calls:   map[string]int{"StoragePoolGetInfo": 1, "StoragePoolListAllVolumes": 1, "StorageVolGetInfo": 3},
-			gauges:  []string{"pool_volumes_capacity_bytes 9.663676416e+10"},
+			// The volumes' sizes are kept: a steady check refreshes one.
+			calls:     map[string]int{"StoragePoolGetInfo": 1, "StoragePoolListAllVolumes": 1, "StorageVolGetInfo": 1},
+			firstCall: map[string]int{"StoragePoolListAllVolumes": 1, "StorageVolGetInfo": 3},
+			gauges:    []string{"pool_volumes_capacity_bytes 9.663676416e+10"},
 		},
 		{
 			// 200 − 90 = 110 / 20 = 5; 70 / 20 = 3: available binds.
@@ -113,8 +116,8 @@ func TestCheckPromised(t *testing.T) {
 			vols: map[string]uint64{"a.qcow2": 30 * gib, "b.qcow2": 30 * gib, "c.qcow2": 30 * gib},
 			want: provider.ReasonReady, proxies: 3, binding: "vCPUs: 26 of 32 at ratio 4",
 			calls: map[string]int{"StoragePoolGetInfo": 1, "NodeGetFreeMemory": 1, "ConnectGetAllDomainStats": 1,
-				"StoragePoolListAllVolumes": 1, "StorageVolGetInfo": 3},
-			firstCall: map[string]int{"NodeGetInfo": 1},
+				"StoragePoolListAllVolumes": 1, "StorageVolGetInfo": 1},
+			firstCall: map[string]int{"NodeGetInfo": 1, "StorageVolGetInfo": 3},
 		},
 		{
 			// Every resource short: PoolFull first, as the order says.
@@ -124,6 +127,73 @@ func TestCheckPromised(t *testing.T) {
 			doms: domains(8, 4, 4),
 			vols: map[string]uint64{"a.qcow2": 100 * gib},
 			want: ReasonPoolFull, binding: "pool default promised: 100 of 100 GiB",
+		},
+		// Room for exactly one proxy is Ready with capacity 1, and one
+		// byte or vCPU less is the reason: ready ⇔ capacity ≥ 1.
+		{
+			// 8 × 1 − 6 = 2 vCPUs left, 2 needed.
+			name: "vCPUs: room for exactly one", mins: Minimums{Promised: &Promised{VCPUs: 2, CPURatio: 1}}, doms: domains(1, 4, 2),
+			want: provider.ReasonReady, proxies: 1, binding: "vCPUs: 6 of 8 at ratio 1",
+		},
+		{
+			name: "vCPUs: one short of one", mins: Minimums{Promised: &Promised{VCPUs: 2, CPURatio: 1}}, doms: domains(1, 4, 3),
+			want: ReasonHostCPULow, binding: "vCPUs: 7 of 8 at ratio 1",
+		},
+		{
+			// 32 GiB × 1 − 28 GiB = 4 GiB left, 4 GiB needed; free 16 / 4 = 4.
+			name: "memory promised: room for exactly one", mins: Minimums{FreeMemory: 4 * gib, Promised: &Promised{MemoryRatio: 1}},
+			doms: domains(7, 1, 1, 1, 1),
+			want: provider.ReasonReady, proxies: 1, binding: "memory promised: 28 of 32 GiB",
+		},
+		{
+			name: "memory promised: one byte short of one", mins: Minimums{FreeMemory: 4 * gib, Promised: &Promised{MemoryRatio: 1, ReservedMemory: 1}},
+			doms: domains(7, 1, 1, 1, 1),
+			want: ReasonHostMemoryLow, binding: "memory promised: 28 of 32 GiB",
+		},
+		{
+			// 100 GiB × 1 − 80 GiB = 20 GiB left, 20 GiB needed; 70 / 20 = 3.
+			name: "pool promised: room for exactly one", mins: Minimums{PoolAvailable: 20 * gib, Promised: &Promised{DiskRatio: 1}},
+			vols: map[string]uint64{"a.qcow2": 40 * gib, "b.qcow2": 40 * gib},
+			want: provider.ReasonReady, proxies: 1, binding: "pool default promised: 80 of 100 GiB",
+		},
+		{
+			name: "pool promised: one byte short of one", mins: Minimums{PoolAvailable: 20 * gib, Promised: &Promised{DiskRatio: 1}},
+			vols: map[string]uint64{"a.qcow2": 40 * gib, "b.qcow2": 40*gib + 1},
+			want: ReasonPoolFull, binding: "pool default promised: 80 of 100 GiB",
+		},
+		// What a peer reports cannot wrap a sum into room: each of these
+		// wraps to little or nothing without saturation, and would read
+		// Ready with the used-now capacity.
+		{
+			// 2 × (2^63 − 1) + 2 = 2^64: 0 when wrapped, whether the
+			// sizes are read (the first check) or kept (the steady
+			// check reads a.qcow2 again and keeps the others').
+			name: "volumes' sizes past 2^64 saturate", mins: Minimums{PoolAvailable: 20 * gib, Promised: &Promised{DiskRatio: 1}},
+			vols: map[string]uint64{"a.qcow2": 10 * gib, "b.qcow2": math.MaxInt64, "c.qcow2": math.MaxInt64, "d.qcow2": 2},
+			want: ReasonPoolFull, binding: "pool default promised: 16 EiB of 100 GiB",
+			message: "pool default promised: 16 EiB of 100 GiB; one proxy needs 20 GiB",
+			gauges:  []string{"pool_volumes_capacity_bytes 1.8446744073709552e+19"},
+		},
+		{
+			// 2 × 2^53 KiB = 2^64 bytes: 0 when wrapped.
+			name: "domains' maximum memory past 2^64 saturates",
+			mins: Minimums{FreeMemory: 4 * gib, Promised: &Promised{MemoryRatio: 1, ReservedMemory: 512 << 20}},
+			doms: domains(1<<33, 1, 1),
+			want: ReasonHostMemoryLow, binding: "memory promised: 16 EiB of 31.5 GiB",
+			message: "memory promised: 16 EiB of 31.5 GiB; one proxy needs 4 GiB",
+		},
+		{
+			// (2^54 + 1) KiB × 1024 = 2^64 + 1024 bytes: 1 KiB when wrapped.
+			name: "a domain's memory in KiB × 1024 saturates",
+			mins: Minimums{FreeMemory: 4 * gib, Promised: &Promised{MemoryRatio: 1, ReservedMemory: 512 << 20}},
+			doms: []domainStat{{name: "huge", vcpus: 1, memoryKiB: 1<<54 + 1, hasVCPUs: true, hasMemory: true}},
+			want: ReasonHostMemoryLow, binding: "memory promised: 16 EiB of 31.5 GiB",
+		},
+		{
+			// 2 × 2^63 vCPUs: 0 when wrapped.
+			name: "domains' vCPUs past 2^64 saturate", mins: Minimums{Promised: &Promised{VCPUs: 2, CPURatio: 4}},
+			doms: domains(1, 1<<63, 1<<63),
+			want: ReasonHostCPULow, binding: "vCPUs: 18446744073709551615 of 32 at ratio 4",
 		},
 		{
 			name: "memory promised before vCPUs",

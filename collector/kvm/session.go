@@ -63,6 +63,9 @@ type session struct {
 	// node is NodeGetInfo's answer: a host's cores and memory do not
 	// change while libvirtd runs, so it is read once per connection.
 	node *nodeInfo
+	// volumes are the capacities of the pool's volumes, kept between
+	// checks (volumeSizes).
+	volumes volumeSizes
 
 	// grace is how long a check's call may go on past the check's
 	// deadline before the session is closed (lateAnswerGrace; tests
