@@ -224,7 +224,7 @@ func countCopies(pod *corev1.Pod, nodes []*corev1.Node, use map[string]*nodeUse,
 	if err := fitCut(j.ctx, "the filters"); err != nil {
 		return FitResult{}, false, err
 	}
-	perUnit := make([]int64, len(units))
+	var perUnit []int64
 	if sh.spread == nil {
 		caps := make([]int64, len(units))
 		for k, u := range units {

@@ -77,9 +77,10 @@ type judge struct {
 	// allowed that the scheduler, which runs PreFilter for every Pod,
 	// refuses. Its PreFilter is run again after each copy instead.
 	spread pluginFilter
-	// all are the NodeInfos PodTopologySpread's PreFilter reads: one per
-	// group of nodes it cannot tell apart (spreadGroups), groupOf each
-	// node's group, which the copies placed on it join.
+	// all are the NodeInfos PodTopologySpread's PreFilter reads: the
+	// nodes', or when copies are placed one by one, one per group of
+	// nodes it cannot tell apart (spreadGroups), groupOf each node's
+	// group, which the copies placed on it join.
 	all     []fwk.NodeInfo
 	groupOf map[string]*framework.NodeInfo
 	// nodes are the snapshot's NodeInfos, one per node; namespaces the
@@ -168,9 +169,6 @@ func newJudge(ctx context.Context, pod *corev1.Pod, nodes []*corev1.Node, pods [
 	j.namespaces = make(map[string]labels.Set, len(namespaces))
 	for _, ns := range namespaces {
 		j.namespaces[ns.Name] = ns.Labels
-	}
-	if len(pod.Spec.TopologySpreadConstraints) > 0 {
-		j.all, j.groupOf = spreadGroups(pod, all)
 	}
 	for _, p := range []fwk.Plugin{ports, spread, ipa} {
 		pf, isFilter := p.(pluginFilter)
@@ -421,6 +419,11 @@ func fitCopies(pod *corev1.Pod, nodes []*corev1.Node, use map[string]*nodeUse, j
 // spread constraint, a domain takes a copy whenever it is within the
 // skew, so every order fills the domains to the same bound.
 func simulate(pod *corev1.Pod, nodes []*corev1.Node, use map[string]*nodeUse, j *judge, limit int64) (FitResult, error) {
+	if j.spread != nil && j.groupOf == nil {
+		// PodTopologySpread's PreFilter runs after each copy: on the
+		// groups, it costs the domains, not the nodes.
+		j.all, j.groupOf = spreadGroups(pod, j.nodes)
+	}
 	need := needOf(pod)
 	affinity := nodeaffinity.GetRequiredNodeAffinity(pod)
 	// placed are the copies on each node, by its index in nodes.
