@@ -2,6 +2,8 @@ package kubernetes
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"sync/atomic"
 	"time"
@@ -87,8 +89,13 @@ func (c *Checker) schedule(ctx context.Context, logger *slog.Logger, cl *client,
 	if err == nil {
 		res, err = fitWithPlugins(ctx, pod, nodes, pods, namespaces, limit)
 	}
+	if err == nil && provider.Ended(ctx) {
+		// The deadline passed as the fit ended: what it counted is no
+		// verdict (docs/configuration.md: "Timeouts").
+		err = fmt.Errorf("the deadline passed as the fit of the Pod on %d nodes ended: %w", len(nodes), context.DeadlineExceeded)
+	}
 	if err != nil {
-		out.Reason, out.Message = provider.ReasonUnknown, "schedule: "+boundedErr(err)
+		out.Reason, out.Message = scheduleErrReason(ctx, err), "schedule: "+boundedErr(err)
 		if apierrors.IsForbidden(err) {
 			out.Reason = provider.ReasonForbidden
 			out.Message += " (list on namespaces: deploy/kubernetes/components/schedule, Helm value rbac.schedule)"
@@ -108,6 +115,16 @@ func (c *Checker) schedule(ctx context.Context, logger *slog.Logger, cl *client,
 	}
 	c.lastFit.Store(out)
 	return v
+}
+
+// scheduleErrReason is the reason of a fit that returned err: Timeout
+// when the deadline cut it (fitCut) or the namespaces' list, whatever the
+// error says, as for every request of a check; Unknown otherwise.
+func scheduleErrReason(ctx context.Context, err error) provider.Reason {
+	if provider.Ended(ctx) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return provider.ReasonTimeout
+	}
+	return provider.ReasonUnknown
 }
 
 // Close stops the watches of schedule; a checker without schedule holds

@@ -3,6 +3,7 @@ package kubernetes
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 
@@ -76,11 +77,18 @@ type judge struct {
 	// allowed that the scheduler, which runs PreFilter for every Pod,
 	// refuses. Its PreFilter is run again after each copy instead.
 	spread pluginFilter
-	// all are the NodeInfos PodTopologySpread's PreFilter reads: one per
-	// group of nodes it cannot tell apart (spreadGroups), groupOf each
-	// node's group, which the copies placed on it join.
+	// all are the NodeInfos PodTopologySpread's PreFilter reads: the
+	// nodes', or when copies are placed one by one, one per group of
+	// nodes it cannot tell apart (spreadGroups), groupOf each node's
+	// group, which the copies placed on it join.
 	all     []fwk.NodeInfo
 	groupOf map[string]*framework.NodeInfo
+	// nodes are the snapshot's NodeInfos, one per node; namespaces the
+	// namespaces' labels by name; fts the feature gates the plugins
+	// were built with (count.go reads them as the plugins do).
+	nodes      []fwk.NodeInfo
+	namespaces map[string]labels.Set
+	fts        feature.Features
 	// unresolvable is the cause every node takes when a PreFilter refused
 	// the Pod outright ("" when none did).
 	unresolvable string
@@ -157,9 +165,10 @@ func newJudge(ctx context.Context, pod *corev1.Pod, nodes []*corev1.Node, pods [
 	if err != nil {
 		return nil, fmt.Errorf("scheduler snapshot: %w", err)
 	}
-	j.all = all
-	if len(pod.Spec.TopologySpreadConstraints) > 0 {
-		j.all, j.groupOf = spreadGroups(pod, all)
+	j.all, j.nodes, j.fts = all, all, fts
+	j.namespaces = make(map[string]labels.Set, len(namespaces))
+	for _, ns := range namespaces {
+		j.namespaces[ns.Name] = ns.Labels
 	}
 	for _, p := range []fwk.Plugin{ports, spread, ipa} {
 		pf, isFilter := p.(pluginFilter)
@@ -167,6 +176,9 @@ func newJudge(ctx context.Context, pod *corev1.Pod, nodes []*corev1.Node, pods [
 			return nil, fmt.Errorf("scheduler plugin %s has no PreFilter and Filter", p.Name())
 		}
 		_, st := pf.PreFilter(ctx, j.state, pod, all)
+		if err := fitCut(ctx, pf.Name()+"'s PreFilter"); err != nil {
+			return nil, err
+		}
 		switch {
 		case st.IsSkip():
 			continue
@@ -248,25 +260,41 @@ func (j *judge) run(ni fwk.NodeInfo, plugins []pluginFilter) (cause string, fina
 	return "", false
 }
 
-// place adds copy number i of the Pod to the node, as the scheduler's
-// cache assumes a bound Pod: in the node's NodeInfo (its ports, its
-// terms) and in each plugin's state (counts per topology domain).
+// place adds a copy of the Pod to the node, as the scheduler's cache
+// assumes a bound Pod (add), and computes PodTopologySpread's state anew.
 func (j *judge) place(ni fwk.NodeInfo) error {
-	name := ni.Node().Name
+	if err := j.add(ni); err != nil {
+		return err
+	}
+	return j.respread()
+}
+
+// copyPodInfo is the PodInfo of every copy: the plugins read a placed
+// Pod's labels, namespace, ports and terms, never its name or node, and
+// parsing its terms once spares a scrape 1,000 parses.
+func (j *judge) copyPodInfo() (*framework.PodInfo, error) {
 	if j.copyInfo == nil {
-		// One PodInfo for every copy: the plugins read a placed Pod's
-		// labels, namespace, ports and terms, never its name or node,
-		// and parsing its terms once spares a scrape 1,000 parses.
 		cp := leanPod(j.pod)
 		cp.Name += "-copy"
 		cp.UID += "-copy"
 		pi, err := framework.NewPodInfo(cp)
 		if err != nil {
-			return fmt.Errorf("scheduler plugins: copy of the pod: %w", err)
+			return nil, fmt.Errorf("scheduler plugins: copy of the pod: %w", err)
 		}
 		j.copyInfo = pi
 	}
-	pi := j.copyInfo
+	return j.copyInfo, nil
+}
+
+// add adds a copy to the node's NodeInfo (its ports, its terms), to its
+// group's (spreadGroups) and to the state of the plugins that follow the
+// copies placed (InterPodAffinity's counts per topology pair).
+func (j *judge) add(ni fwk.NodeInfo) error {
+	name := ni.Node().Name
+	pi, err := j.copyPodInfo()
+	if err != nil {
+		return err
+	}
 	concrete, ok := ni.(*framework.NodeInfo)
 	if !ok {
 		return fmt.Errorf("scheduler snapshot: node %s is a %T", name, ni)
@@ -280,10 +308,35 @@ func (j *judge) place(ni fwk.NodeInfo) error {
 			return fmt.Errorf("scheduler plugins: %s", statusCause(st))
 		}
 	}
+	return nil
+}
+
+// respread runs PodTopologySpread's PreFilter again over the copies
+// placed: its own AddPod keeps the counts per domain but only the two
+// smallest domains, which after copies fill those misses a third.
+func (j *judge) respread() error {
 	if j.spread != nil {
-		if _, st := j.spread.PreFilter(j.ctx, j.state, j.pod, j.all); !st.IsSuccess() {
+		_, st := j.spread.PreFilter(j.ctx, j.state, j.pod, j.all)
+		if err := fitCut(j.ctx, "PodTopologySpread's PreFilter"); err != nil {
+			return err
+		}
+		if !st.IsSuccess() {
 			return fmt.Errorf("scheduler plugin PodTopologySpread: %s", statusCause(st))
 		}
+	}
+	return nil
+}
+
+// fitCut is the error of a fit whose context ended during stage, nil
+// while it has not. kube-scheduler's PreFilters of InterPodAffinity and
+// PodTopologySpread run a parallelizer that stops at a done context and
+// leaves uncounted what it did not reach, without an error: past the
+// deadline their verdicts admit nodes they would refuse. So a fit cut
+// short is no count at all (docs/configuration.md: "Timeouts"), and the
+// check says Timeout (schedule).
+func fitCut(ctx context.Context, stage string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("the fit was cut short by the deadline during %s: %w", stage, err)
 	}
 	return nil
 }
@@ -326,27 +379,54 @@ func fitWithPlugins(ctx context.Context, pod *corev1.Pod, nodes []*corev1.Node, 
 	}
 	defer j.close()
 	use := nodeUsage(pods)
+	var r FitResult
 	if !copiesInteract(pod) {
-		return fitNodes(pod, nodes, use, j), nil
+		r = fitNodes(pod, nodes, use, j)
+	} else if r, err = fitCopies(pod, nodes, use, j, min(limit, maxPlaced)); err != nil {
+		return FitResult{}, err
 	}
-	return simulate(pod, nodes, use, j, min(limit, maxPlaced))
+	// The plugins' Filters and the placing stop at nothing: a context that
+	// ended during them may have cut a PreFilter run since (place).
+	if err := fitCut(ctx, "the filters"); err != nil {
+		return FitResult{}, err
+	}
+	return r, nil
+}
+
+// fitCopies is the fit of copies that constrain each other: counted
+// where their shape has a count (count.go), else placed one by one.
+func fitCopies(pod *corev1.Pod, nodes []*corev1.Node, use map[string]*nodeUse, j *judge, limit int64) (FitResult, error) {
+	sh, ok, err := shapeOf(pod, j)
+	if err != nil {
+		return FitResult{}, err
+	}
+	if ok {
+		r, counted, err := countCopies(pod, nodes, use, j, sh, limit)
+		if err != nil || counted {
+			return r, err
+		}
+	}
+	return simulate(pod, nodes, use, j, limit)
 }
 
 // simulate places copies of the Pod one after another, each on the first
 // node (in the caches' order) that every filter passes, until none does
-// or limit are placed. Where the scheduler's scoring would pick another
-// node the count is the same: with one copy per node (host port,
-// anti-affinity per node) or per domain (anti-affinity per zone) any
-// feasible node takes one; with a spread constraint, a domain takes a copy
-// whenever it is within the skew, so every order fills the domains to the
-// same bound.
+// or limit are placed. It is the fit of the copies whose interaction has
+// no count (count.go), and the reference the count is tested against.
+// Where the scheduler's scoring would pick another node the count is the
+// same: with one copy per node (host port, anti-affinity per node) or per
+// domain (anti-affinity per zone) any feasible node takes one; with a
+// spread constraint, a domain takes a copy whenever it is within the
+// skew, so every order fills the domains to the same bound.
 func simulate(pod *corev1.Pod, nodes []*corev1.Node, use map[string]*nodeUse, j *judge, limit int64) (FitResult, error) {
+	if j.spread != nil && j.groupOf == nil {
+		// PodTopologySpread's PreFilter runs after each copy: on the
+		// groups, it costs the domains, not the nodes.
+		j.all, j.groupOf = spreadGroups(pod, j.nodes)
+	}
 	need := needOf(pod)
 	affinity := nodeaffinity.GetRequiredNodeAffinity(pod)
-	r := FitResult{Nodes: len(nodes), Causes: map[string]int{}}
-	// cause is each node's last refusal, placed its copies, by its index
-	// in nodes.
-	cause := make([]string, len(nodes))
+	// placed are the copies on each node, by its index in nodes.
 	placed := make([]int64, len(nodes))
 	type cand struct {
 		i    int
@@ -356,44 +436,43 @@ func simulate(pod *corev1.Pod, nodes []*corev1.Node, use map[string]*nodeUse, j 
 	}
 	cands := make([]*cand, 0, len(nodes))
 	for i, n := range nodes {
-		if c := nodeCause(pod, n, affinity, use[n.Name]); c != "" {
-			cause[i] = c
+		if nodeCause(pod, n, affinity, use[n.Name]) != "" {
 			continue
 		}
 		ni, err := j.snap.NodeInfos().Get(n.Name)
 		if err != nil {
 			return FitResult{}, fmt.Errorf("scheduler snapshot: %w", err)
 		}
-		u := use[n.Name]
-		if u == nil {
-			u = &nodeUse{}
-			use[n.Name] = u
+		// The copies' use is counted apart: the final causes (fitCauses)
+		// read the bound Pods'.
+		u := &nodeUse{}
+		if b := use[n.Name]; b != nil {
+			*u = *b
+			u.scalar = maps.Clone(b.scalar)
 		}
 		cands = append(cands, &cand{i: i, node: n, ni: ni, use: u})
 	}
 	// next is where the scan resumes: the scheduler too starts each
 	// Pod's search where the last one left off (its nextStartNodeIndex).
 	next := 0
-	for r.Copies < limit && len(cands) > 0 {
+	var copies int64
+	for copies < limit && len(cands) > 0 {
 		var chosen *cand
 		n := len(cands)
 		start := next % n
 		for k := range n {
 			c := cands[(start+k)%n]
 			if reason, final := j.filterPorts(c.ni); reason != "" {
-				cause[c.i] = reason
 				if final {
 					c.node = nil
 				}
 				continue
 			}
-			if copies, short := copiesOn(need, c.node, c.use); copies == 0 {
-				cause[c.i] = joinCauses(short)
+			if n, _ := copiesOn(need, c.node, c.use); n == 0 {
 				c.node = nil // resources only shrink as copies land
 				continue
 			}
 			if reason, final := j.filter(c.ni); reason != "" {
-				cause[c.i] = reason
 				if final {
 					c.node = nil
 				}
@@ -401,6 +480,10 @@ func simulate(pod *corev1.Pod, nodes []*corev1.Node, use map[string]*nodeUse, j 
 			}
 			chosen = c
 			break
+		}
+		// Each round is a pass of the filters over the nodes.
+		if err := fitCut(j.ctx, fmt.Sprintf("the placing of copy %d", copies+1)); err != nil {
+			return FitResult{}, err
 		}
 		if chosen == nil {
 			break
@@ -410,8 +493,7 @@ func simulate(pod *corev1.Pod, nodes []*corev1.Node, use map[string]*nodeUse, j 
 		}
 		chosen.use.add(need)
 		placed[chosen.i]++
-		r.Copies++
-		cause[chosen.i] = ""
+		copies++
 		// Drop the nodes refused for good; resume after the chosen one.
 		keep := cands[:0]
 		next = 0
@@ -426,49 +508,49 @@ func simulate(pod *corev1.Pod, nodes []*corev1.Node, use map[string]*nodeUse, j 
 		}
 		cands = keep
 	}
-	for i := range nodes {
+	return fitCauses(pod, nodes, use, j, placed, copies >= limit)
+}
+
+// fitCauses is the result of copies placed on the nodes (placed, by
+// index in nodes; the judge's state holds them): the nodes that took one
+// or more, and for each of the others the cause the scheduler would give
+// the next copy there, the first filter that refuses it in the scheduler's
+// order (the node filters of fit.go, NodePorts, NodeResourcesFit, then
+// PodTopologySpread and InterPodAffinity), as its FailedScheduling event
+// would. bounded says the placing stopped at the limit, not where no node
+// took another.
+func fitCauses(pod *corev1.Pod, nodes []*corev1.Node, use map[string]*nodeUse, j *judge, placed []int64, bounded bool) (FitResult, error) {
+	need := needOf(pod)
+	affinity := nodeaffinity.GetRequiredNodeAffinity(pod)
+	r := FitResult{Nodes: len(nodes), Causes: map[string]int{}, Bounded: bounded}
+	for i, n := range nodes {
 		if placed[i] > 0 {
 			r.Fitting++
+			r.Copies += placed[i]
 			continue
 		}
-		if cause[i] == "" {
-			// Passed every filter at the last round, but the limit stopped
-			// the placing first.
-			continue
+		cause := nodeCause(pod, n, affinity, use[n.Name])
+		if cause == "" {
+			ni, err := j.snap.NodeInfos().Get(n.Name)
+			if err != nil {
+				return FitResult{}, fmt.Errorf("scheduler snapshot: %w", err)
+			}
+			cause, _ = j.filterPorts(ni)
+			if cause == "" {
+				if c, short := copiesOn(need, n, use[n.Name]); c == 0 {
+					for _, s := range short {
+						r.Causes[s]++
+					}
+					continue
+				}
+				cause, _ = j.filter(ni)
+			}
 		}
-		for _, one := range splitCauses(cause[i]) {
-			r.Causes[one]++
+		if cause != "" {
+			r.Causes[cause]++
 		}
-	}
-	if r.Copies >= limit {
-		r.Bounded = true
 	}
 	return r, nil
-}
-
-// joinCauses and splitCauses keep a node's several resource causes in
-// one map value.
-func joinCauses(c []string) string {
-	out := ""
-	for i, s := range c {
-		if i > 0 {
-			out += "\x00"
-		}
-		out += s
-	}
-	return out
-}
-
-func splitCauses(c string) []string {
-	var out []string
-	start := 0
-	for i := 0; i < len(c); i++ {
-		if c[i] == 0 {
-			out = append(out, c[start:i])
-			start = i + 1
-		}
-	}
-	return append(out, c[start:])
 }
 
 // fitNodes is fit with the plugins' filters, for a Pod whose copies do not

@@ -145,3 +145,91 @@ func cpuTime() time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// spreadCluster is the spread cluster: n Nodes of slots pod
+// slots (and room for as many proxies) in three zones, nothing bound.
+func spreadCluster(n, slots int) []*corev1.Node {
+	nodes := make([]*corev1.Node, 0, n)
+	for i := range n {
+		name := fmt.Sprintf("spread-node-%03d", i)
+		nodes = append(nodes, stripNode(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name,
+			Labels: map[string]string{corev1.LabelHostname: name, corev1.LabelTopologyZone: fmt.Sprintf("zone-%d", i%3)}},
+			Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{corev1.ResourceCPU: *resource.NewMilliQuantity(int64(500*slots), resource.DecimalSI),
+				corev1.ResourceMemory: resource.MustParse("4Ti"), corev1.ResourcePods: *resource.NewQuantity(int64(slots), resource.DecimalSI)}}}))
+	}
+	return nodes
+}
+
+// BenchmarkFitZoneSpread is the fit of a proxy with a zone spread
+// (maxSkew 1, DoNotSchedule), no quota, on 100 Nodes in three zones
+// (34, 33, 33): the copies counted (count.go) at 20 and 1,000 pod slots
+// per Node, and placed one by one (simulate, the fit before the count)
+// at 20, which is quadratic in the copies. The exact counts: with 1,000
+// slots the two zones of 33 Nodes take 33,000 each and the third one
+// more, 99,001; with 20, 1,981.
+func BenchmarkFitZoneSpread(b *testing.B) {
+	pod := proxyPod(zoneSpread(corev1.DoNotSchedule))
+	for _, bc := range []struct {
+		name     string
+		slots    int
+		copies   int64
+		oneByOne bool
+	}{
+		{"counted/slots=1000", 1000, 99_001, false},
+		{"counted/slots=20", 20, 1_981, false},
+		{"one-by-one/slots=20", 20, 1_981, true},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			var r FitResult
+			b.ReportAllocs()
+			cpu0 := cpuTime()
+			for b.Loop() {
+				nodes := spreadCluster(100, bc.slots)
+				j, err := newJudge(context.Background(), pod, nodes, nil, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if bc.oneByOne {
+					r, err = simulate(pod, nodes, nodeUsage(nil), j, maxPlaced)
+				} else {
+					r, err = fitCopies(pod, nodes, nodeUsage(nil), j, maxPlaced)
+				}
+				j.close()
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(float64(r.Copies), "copies")
+			if r.Copies != bc.copies || r.Bounded {
+				b.Errorf("%s", r.Message())
+			}
+		})
+	}
+}
+
+// BenchmarkFitBoundAntiAffinity is one scrape's fit at 1,000 Nodes and
+// 20,000 bound Pods each with one required anti-affinity term (to its own
+// Deployment's Pods, per node: what running proxies look like), the
+// template with a zone spread: the snapshot and the plugins' PreFilter
+// read every bound Pod's term, and the 12,000 copies are counted.
+func BenchmarkFitBoundAntiAffinity(b *testing.B) {
+	nodes, pods := scaleCluster()
+	for _, p := range pods {
+		p.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/instance": p.Labels["app.kubernetes.io/instance"]}},
+			TopologyKey:   corev1.LabelHostname}}}}
+	}
+	pod := proxyPod(zoneSpread(corev1.DoNotSchedule))
+	var r FitResult
+	var err error
+	b.ReportAllocs()
+	cpu0 := cpuTime()
+	for b.Loop() {
+		if r, err = fitWithPlugins(context.Background(), pod, nodes, pods, nil, 1<<53); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64(r.Copies), "copies")
+}

@@ -360,6 +360,36 @@ func TestErrorAfterDeadlineIsTimeout(t *testing.T) {
 	})
 }
 
+// A check that stops quietly at its deadline and then says Ready (as
+// kube-scheduler's plugins do, which count nothing at a done context) is
+// Timeout, its capacity dropped, and min_interval keeps the Timeout, never
+// the late Ready.
+func TestLateReadyIsTimeoutAndNotKept(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		c := &testChecker{targets: one("cluster"), behave: func(ctx context.Context, _ string) provider.Verdict {
+			<-ctx.Done()
+			return provider.Verdict{Reason: provider.ReasonReady, Message: "1000 copies fit",
+				Capacity: provider.Capacity{Known: true, Proxies: 1000, Binding: "nodes"}}
+		}}
+		en := entry(ProviderKubernetes, "k", c)
+		en.MinInterval = time.Minute
+		e := newTestEngine(t, en)
+		first := runOne(t, e, Request{ScrapeTimeout: time.Second})
+		if first.Reason != provider.ReasonTimeout || !strings.Contains(first.Message, "Ready: 1000 copies fit") || first.Capacity.Known {
+			t.Fatalf("late Ready: %s %q capacity %v, want Timeout naming it, no capacity", first.Reason, first.Message, first.Capacity)
+		}
+		time.Sleep(30 * time.Second)
+		got := runOne(t, e, Request{ScrapeTimeout: time.Second})
+		if got.Mode != exposition.ModeCached || got.Reason != provider.ReasonTimeout || got.Capacity.Known {
+			t.Errorf("within min_interval: mode %s %s capacity %v, want the cached Timeout", got.Mode, got.Reason, got.Capacity)
+		}
+		if st := status(t, e); st.Reason != provider.ReasonTimeout {
+			t.Errorf("recorded verdict %s, want Timeout", st.Reason)
+		}
+	})
+}
+
 // A scrape whose client goes away must not record a Timeout for a check
 // that then succeeds: ready would flap on the status page.
 func TestCancelledCallerRecordsNothing(t *testing.T) {

@@ -348,7 +348,13 @@ func (e *Engine) start(ctx context.Context, p *loaded, st *state, t provider.Tar
 		begin := time.Now()
 		v := safeCheck(cctx, p.checker, t, logger)
 		end := time.Now()
-		if v.Reason != provider.ReasonReady && v.Reason != provider.ReasonTimeout && provider.Ended(cctx) {
+		// A verdict that arrives after the deadline is Timeout, whatever
+		// it says and for every kind, Ready included: a check cut short may
+		// have counted with code that stopped quietly at the done context
+		// (the kubernetes fit's scheduler plugins count nothing then), and
+		// min_interval must not keep such a verdict (docs/configuration.md:
+		// "Timeouts").
+		if v.Reason != provider.ReasonTimeout && provider.Ended(cctx) {
 			v.Message = fmt.Sprintf("deadline reached (%s: %s)", v.Reason, v.Message)
 			v.Reason = provider.ReasonTimeout
 		}
