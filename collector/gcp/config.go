@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"regexp"
 	"slices"
+	"sync"
 
 	"github.com/egress-proxies/provider_health_exporter/config"
 	"github.com/egress-proxies/provider_health_exporter/internal/boundedfile"
@@ -151,11 +152,16 @@ type SourceImage struct {
 // sourceImagePattern is the two forms of source_image. A project ID is
 // lowercase letters, digits and hyphens, optionally behind a domain
 // ("example.com:proj"); image and family names are RFC 1035 labels.
-var sourceImagePattern = regexp.MustCompile(`^projects/((?:[a-z0-9.-]+:)?[a-z][-a-z0-9]{0,61}[a-z0-9])/global/images/(family/)?([a-z](?:[-a-z0-9]{0,61}[a-z0-9])?)$`)
+// Compiled when first used: its {0,61} repetitions make a program that a
+// replica without GCP entries would otherwise keep from start to end
+// (docs/scaling.md: "What a kind costs a replica that does not use it").
+var sourceImagePattern = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^projects/((?:[a-z0-9.-]+:)?[a-z][-a-z0-9]{0,61}[a-z0-9])/global/images/(family/)?([a-z](?:[-a-z0-9]{0,61}[a-z0-9])?)$`)
+})
 
 // ParseSourceImage reads a source_image value.
 func ParseSourceImage(s string) (SourceImage, error) {
-	m := sourceImagePattern.FindStringSubmatch(s)
+	m := sourceImagePattern().FindStringSubmatch(s)
 	if m == nil {
 		return SourceImage{}, fmt.Errorf("%q is neither projects/PROJECT/global/images/NAME nor projects/PROJECT/global/images/family/FAMILY", s)
 	}
@@ -200,7 +206,7 @@ func (Entry) SchemaKeywords() map[string]config.Keywords {
 			"additionalProperties": config.Keywords{"type": "number", "minimum": 0},
 		},
 		"source_image": {
-			"pattern":     sourceImagePattern.String(),
+			"pattern":     sourceImagePattern().String(),
 			"description": "Image the proxies boot: projects/P/global/images/NAME or projects/P/global/images/family/F.",
 		},
 	}

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 
@@ -87,7 +88,7 @@ func (k *Entry) validateHeadroom(where string) error {
 	if k.Namespace == "" && (len(k.CanI) > 0 || len(k.MinQuotaHeadroom) > 0) {
 		return fmt.Errorf("%s: namespace: missing (required by can_i and min_quota_headroom)", where)
 	}
-	if k.Namespace != "" && !namespaceName.MatchString(k.Namespace) {
+	if k.Namespace != "" && !namespaceName().MatchString(k.Namespace) {
 		return fmt.Errorf("%s: namespace: %q is not a namespace name (lowercase letters, digits and '-', at most 63)", where, k.Namespace)
 	}
 	if len(k.CanI) > MaxCanI {
@@ -112,7 +113,11 @@ func (k *Entry) validateHeadroom(where string) error {
 const MaxCanI = 32
 
 // namespaceName is a Kubernetes namespace name (an RFC 1123 label).
-var namespaceName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
+// Compiled when first used, as fieldPathRE: 44 KB that a replica without
+// Kubernetes entries would otherwise keep.
+var namespaceName = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
+})
 
 // quantityPattern is a non-negative Kubernetes quantity ("1", "500m",
 // "4Gi", "1e3") whose exponent has at most two digits (internal/quantity's
@@ -134,7 +139,7 @@ func (Entry) SchemaKeywords() map[string]config.Keywords {
 		"context":        {"description": "Context of the kubeconfig; default: its current context. Needs kubeconfig."},
 		"label_selector": {"description": "Label selector of the operator's proxy Pods (default app.kubernetes.io/managed-by=egress-proxies-operator)."},
 		"namespace": {
-			"pattern":     namespaceName.String(),
+			"pattern":     namespaceName().String(),
 			"description": "Namespace of the proxies, for can_i, min_quota_headroom and pod_template.",
 		},
 		"can_i": {

@@ -247,7 +247,7 @@ func (c *frameConn) readFrame() (r reply, started bool, err error) {
 		return r, true, err
 	}
 	if limit := replyLimit(proc); length > limit {
-		return r, true, badFrame("length %d is above the %d bytes of any reply to %s", length, limit, procName(proc))
+		return r, true, replyTooLong(length, limit, proc)
 	}
 	payload := make([]byte, length-minFrameLen)
 	if n, err := io.ReadFull(c.conn, payload); err != nil {
@@ -260,6 +260,15 @@ func (c *frameConn) readFrame() (r reply, started bool, err error) {
 		r.vals, err = decodeReply(proc, payload)
 	}
 	return r, true, err
+}
+
+// replyTooLong is readFrame's error for a reply longer than any reply to
+// its procedure. Not inlined: its arguments would take room in readFrame's
+// frame, which is on every check's stack (values).
+//
+//go:noinline
+func replyTooLong(length, limit, proc uint32) error {
+	return badFrame("length %d is above the %d bytes of any reply to %s", length, limit, procName(proc))
 }
 
 // noEOF turns a clean EOF inside a frame into io.ErrUnexpectedEOF.

@@ -107,7 +107,7 @@ func (c *rpcClient) ConnectToURI(uri libvirt.ConnectURI) error {
 	if err != nil {
 		return err
 	}
-	for _, t := range v.auths {
+	for _, t := range v.auths() {
 		if t == authPolkit {
 			if _, err := c.call(procAuthPolkit, nil); err != nil {
 				return err
@@ -203,14 +203,14 @@ func (c *rpcClient) ConnectGetAllDomainStats() ([]domainStat, error) {
 	// remote_connect_get_all_domain_stats_args: no domains (all of
 	// them), the stats groups, the flags.
 	v, err := c.call(procConnectGetAllDomainStats, xdrArgs(nil).uint32(0).uint32(domainStatsVCPU|domainStatsBalloon).uint32(domainStatsNowait))
-	return v.doms, err
+	return v.doms(), err
 }
 
 func (c *rpcClient) StoragePoolListAllVolumes(pool libvirt.StoragePool) ([]libvirt.StorageVol, error) {
 	// remote_storage_pool_list_all_volumes_args: the pool, need_results
 	// (1: the list, not only its length), flags (none are defined).
 	v, err := c.call(procStoragePoolListAllVolumes, xdrArgs(nil).string(pool.Name).uuid(pool.UUID).uint32(1).uint32(0))
-	return v.vols, err
+	return v.vols(), err
 }
 
 func (c *rpcClient) StorageVolGetInfo(vol libvirt.StorageVol) (uint64, error) {
