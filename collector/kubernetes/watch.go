@@ -150,9 +150,9 @@ func (w *watcher) Close(ctx context.Context) error {
 	return waitStopped(ctx, sets)
 }
 
-// startWatch starts the informers of Nodes and of non-terminal Pods with
-// cl's configuration. Each object is stripped by the informer's transform
-// before it is stored (stripNode, stripPod).
+// startWatch starts the informers of Nodes and of bound, non-terminal Pods
+// with cl's configuration. Each object is stripped by the informer's
+// transform before it is stored (stripNode, keepPod).
 func startWatch(logger *slog.Logger, cl *client) *watchSet {
 	ctx, cancel := context.WithCancel(context.Background())
 	ctx = klog.NewContext(ctx, logr.FromSlogHandler(logger.Handler()))
@@ -172,9 +172,9 @@ func startWatch(logger *slog.Logger, cl *client) *watchSet {
 		}
 		return obj, nil // a tombstone: the store deletes by its key
 	})
-	ws.pods = newWatched("pods", &corev1.Pod{}, podsRC, nonTerminalPods, func(obj any) (any, error) {
+	ws.pods = newWatched("pods", &corev1.Pod{}, podsRC, boundPods, func(obj any) (any, error) {
 		if p, ok := obj.(*corev1.Pod); ok {
-			return stripPod(p), nil
+			return keepPod(p), nil
 		}
 		return obj, nil
 	})
