@@ -149,4 +149,3 @@ func selectorSize(s *metav1.LabelSelector) int {
 	}
 	return n
 }
-
