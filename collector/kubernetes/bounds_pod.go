@@ -85,15 +85,8 @@ func keepPod(p *corev1.Pod) *corev1.Pod {
 // podOverBound says which bound p's labels, terms or host ports are
 // over; "" when none.
 func podOverBound(p *corev1.Pod) string {
-	if len(p.Labels) > maxPodLabels {
-		return fmt.Sprintf("%d labels, over the bound of %d", len(p.Labels), maxPodLabels)
-	}
-	n := 0
-	for k, v := range p.Labels {
-		n += len(k) + len(v)
-	}
-	if n > maxLabelBytes {
-		return fmt.Sprintf("labels of %d bytes, over the bound of %d KiB", n, maxLabelBytes>>10)
+	if why := labelsOverBound(p.Labels); why != "" {
+		return why
 	}
 	terms, size := termsSize(p)
 	if terms > maxPodTerms {
@@ -104,6 +97,21 @@ func podOverBound(p *corev1.Pod) string {
 	}
 	if ports := len(schedutil.GetHostPorts(p)); ports > maxHostPorts {
 		return fmt.Sprintf("%d host ports, over the bound of %d", ports, maxHostPorts)
+	}
+	return ""
+}
+
+// labelsOverBound says which bound of labels l is over; "" when none.
+func labelsOverBound(l map[string]string) string {
+	if len(l) > maxPodLabels {
+		return fmt.Sprintf("%d labels, over the bound of %d", len(l), maxPodLabels)
+	}
+	n := 0
+	for k, v := range l {
+		n += len(k) + len(v)
+	}
+	if n > maxLabelBytes {
+		return fmt.Sprintf("labels of %d bytes, over the bound of %d KiB", n, maxLabelBytes>>10)
 	}
 	return ""
 }

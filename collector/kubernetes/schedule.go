@@ -91,7 +91,7 @@ func (c *Checker) schedule(ctx context.Context, logger *slog.Logger, cl *client,
 		out.Reason, out.Message = provider.ReasonUnknown, "schedule: "+boundedErr(err)
 		if apierrors.IsForbidden(err) {
 			out.Reason = provider.ReasonForbidden
-			out.Message += " (list on namespaces: deploy/kubernetes/components/schedule, Helm value rbac.schedule)"
+			out.Message += " (list and watch on namespaces: deploy/kubernetes/components/schedule, Helm value rbac.schedule)"
 		}
 		c.lastFit.Store(out)
 		v.Reason, v.Message = out.Reason, out.Message
