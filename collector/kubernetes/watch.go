@@ -65,6 +65,10 @@ type watchSet struct {
 	namespaces *watched
 	nsStart    chan struct{}
 	nsOnce     sync.Once
+	// sched is kube-scheduler's cache of the cluster, fed by the nodes'
+	// and pods' events (schedcache.go); regs its handlers' registrations.
+	sched *clusterCache
+	regs  []cache.ResourceEventHandlerRegistration
 }
 
 // watched is one informer and how its list and watch calls fared.
@@ -187,6 +191,11 @@ func startWatch(logger *slog.Logger, cl *client) *watchSet {
 		}
 		return obj, nil
 	})
+	if ws.sched, ws.regs, err = newClusterCache(ctx, ws.nodes.informer, ws.pods.informer); err != nil {
+		// Never happens with informers not yet started; said as the
+		// watch's error all the same.
+		ws.nodes.record(err)
+	}
 	var wg sync.WaitGroup
 	for _, w := range []*watched{ws.nodes, ws.pods} {
 		wg.Go(func() { w.informer.RunWithContext(ctx) })
@@ -344,10 +353,24 @@ func (w *watched) state() (time.Time, error) {
 	return w.since, w.err
 }
 
+// synced says whether both caches hold a full list and the scheduler's
+// cache has seen it.
+func (ws *watchSet) synced() bool {
+	if ws.nodes.informer == nil || ws.pods.informer == nil || !ws.nodes.informer.HasSynced() || !ws.pods.informer.HasSynced() {
+		return false
+	}
+	for _, r := range ws.regs {
+		if !r.HasSynced() {
+			return false
+		}
+	}
+	return true
+}
+
 // waitSynced waits until both caches hold a full list, or ctx ends.
 func (ws *watchSet) waitSynced(ctx context.Context) bool {
 	for {
-		if ws.nodes.informer.HasSynced() && ws.pods.informer.HasSynced() {
+		if ws.synced() {
 			return true
 		}
 		t := time.NewTimer(50 * time.Millisecond)
@@ -385,6 +408,10 @@ func (ws *watchSet) verdict(now time.Time) (reason provider.Reason, msg string, 
 			return provider.ReasonUnknown, fmt.Sprintf("the watch cache of %s is still filling (started %s ago): no fit is judged on a partial cache",
 				w.what, now.Sub(ws.started).Round(time.Second)), false
 		}
+	}
+	if !ws.synced() {
+		return provider.ReasonUnknown, fmt.Sprintf("the scheduler's cache is still filling from the watches (started %s ago): no fit is judged on a partial cache",
+			now.Sub(ws.started).Round(time.Second)), false
 	}
 	return "", "", true
 }
