@@ -63,13 +63,19 @@ func satAdd(a, b int64) (sum int64, saturated bool) {
 
 // causeUnreadable is the cause of a node that takes no copy because a
 // quantity of it, or of a Pod bound to it, could not be read
-// (bounds_watch.go): why says which.
+// (bounds_watch.go), or a Pod bound to it is over the watch's bounds
+// (bounds_pod.go): why says which.
 func causeUnreadable(node *corev1.Node, u *nodeUse) string {
 	if why, ok := node.Annotations[unreadableAnnotation]; ok {
 		return "node(s) with a quantity that cannot be read (" + why + ")"
 	}
 	if u != nil && u.unreadable != "" {
 		return "node(s) with a bound Pod whose quantities cannot be read (" + u.unreadable + ")"
+	}
+	if u != nil && u.overBound != "" {
+		// Its labels and terms were not kept: whether they repel or
+		// attract the Pod is not judged.
+		return "node(s) not judged: a bound Pod's labels or terms are over the exporter's bounds (" + u.overBound + ")"
 	}
 	return ""
 }

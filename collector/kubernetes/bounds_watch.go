@@ -47,6 +47,9 @@ import (
 //     such a Pod, as taking no copy, with the cause in its message;
 //   - an answer of another kind (a ConfigMapList for the Nodes) ends the
 //     list or watch as a bad response naming what came back.
+//
+// The watch of namespaces (namespaces.go) is read with the same framing
+// and kind checks; a Namespace has no quantity.
 
 // maxWatchEvent bounds one event of a watch, or one object of a list: the
 // API server stores objects of at most 1.5 MiB in etcd; 16 MiB is also
@@ -114,7 +117,7 @@ func (d *boundedDecoder) Decode(data []byte, defaults *schema.GroupVersionKind, 
 	want := d.kind
 	list := false
 	switch into.(type) {
-	case *corev1.NodeList, *corev1.PodList:
+	case *corev1.NodeList, *corev1.PodList, *corev1.NamespaceList:
 		want, list = d.kind+"List", true
 	}
 	if kind != want {
@@ -205,6 +208,15 @@ func (d *boundedDecoder) decodeList(raw []byte, into runtime.Object) error {
 			}
 			l.Items = append(l.Items, *obj.(*corev1.Pod))
 		}
+	case *corev1.NamespaceList:
+		l.ListMeta, l.Items = meta, make([]corev1.Namespace, 0, len(items))
+		for i, it := range items {
+			obj, err := d.decodeItem(it)
+			if err != nil {
+				return fmt.Errorf("item %d: %w", i, err)
+			}
+			l.Items = append(l.Items, *obj.(*corev1.Namespace))
+		}
 	}
 	return nil
 }
@@ -213,21 +225,27 @@ func (d *boundedDecoder) decodeList(raw []byte, into runtime.Object) error {
 // message without envelope), or its stub when one of its quantities
 // cannot be read.
 func (d *boundedDecoder) decodeItem(raw []byte) (runtime.Object, error) {
-	sch := quantitySchema(d.kind)
-	var bad error
-	if d.protobuf {
-		bad = sch.checkProto(raw, "")
-	} else {
-		bad = sch.checkJSON(raw, "")
-	}
 	var obj interface {
 		runtime.Object
 		metav1.Object
 	}
-	if d.kind == "Node" {
-		obj = &corev1.Node{}
-	} else {
-		obj = &corev1.Pod{}
+	var bad error
+	switch d.kind {
+	case "Namespace":
+		// No quantity in a Namespace.
+		obj = &corev1.Namespace{}
+	default:
+		sch := quantitySchema(d.kind)
+		if d.protobuf {
+			bad = sch.checkProto(raw, "")
+		} else {
+			bad = sch.checkJSON(raw, "")
+		}
+		if d.kind == "Node" {
+			obj = &corev1.Node{}
+		} else {
+			obj = &corev1.Pod{}
+		}
 	}
 	if bad != nil {
 		return stub(obj, raw, d.protobuf, bad)

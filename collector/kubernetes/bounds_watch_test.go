@@ -141,8 +141,8 @@ type hostileAPI struct {
 
 func newHostileAPI(t *testing.T, w wire) *hostileAPI {
 	t.Helper()
-	h := &hostileAPI{w: w, kinds: map[string]string{"nodes": "Node", "pods": "Pod"}, items: map[string][][]byte{},
-		after: map[string]func(http.ResponseWriter){}, calls: map[string]*atomic.Int64{"nodes": {}, "pods": {}}}
+	h := &hostileAPI{w: w, kinds: map[string]string{"nodes": "Node", "pods": "Pod", "namespaces": "Namespace"}, items: map[string][][]byte{},
+		after: map[string]func(http.ResponseWriter){}, calls: map[string]*atomic.Int64{"nodes": {}, "pods": {}, "namespaces": {}}}
 	h.Server = httptest.NewServer(http.HandlerFunc(h.serve))
 	t.Cleanup(h.Close)
 	return h

@@ -109,8 +109,10 @@ type nodeUse struct {
 	pods int64
 	nodeNeed
 	// unreadable names a bound Pod with a quantity that could not be read,
-	// uncounted a request that could not be counted (bounds_fit.go).
-	unreadable, uncounted string
+	// overBound one whose labels or terms are over the watch's bounds
+	// (bounds_pod.go), uncounted a request that could not be counted
+	// (bounds_fit.go).
+	unreadable, overBound, uncounted string
 }
 
 // add adds n to the sums, saturating: the resource whose sum reached
@@ -155,6 +157,9 @@ func nodeUsage(pods []*corev1.Pod) map[string]*nodeUse {
 		}
 		if why, ok := p.Annotations[unreadableAnnotation]; ok && u.unreadable == "" {
 			u.unreadable = boundedText(p.Namespace) + "/" + boundedText(p.Name) + ": " + why
+		}
+		if why, ok := p.Annotations[overBoundAnnotation]; ok && u.overBound == "" {
+			u.overBound = boundedText(p.Namespace) + "/" + boundedText(p.Name) + ": " + why
 		}
 		if over := u.add(strippedNeed(p)); over != "" && u.uncounted == "" {
 			u.uncounted = noteUncounted(p, over)

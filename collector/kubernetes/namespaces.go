@@ -2,7 +2,9 @@ package kubernetes
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -12,8 +14,8 @@ import (
 // labels: a required pod affinity or anti-affinity term of the Pod with a
 // namespaceSelector that is not empty (an empty one is every namespace),
 // or a bound Pod's anti-affinity term with one (matched against the Pod's
-// namespace). Only then are namespaces listed: no watch of namespaces for
-// the many entries without such terms, and no grant needed for them.
+// namespace). Only then are namespaces watched: no watch of namespaces
+// for the many entries without such terms, and no grant needed for them.
 func needsNamespaces(pod *corev1.Pod, pods []*corev1.Pod) bool {
 	if termsSelectNamespaces(pod) {
 		return true
@@ -46,20 +48,59 @@ func termsSelectNamespaces(p *corev1.Pod) bool {
 	return false
 }
 
-// namespaceList lists the cluster's namespaces (their names and labels)
-// with the watches' client.
+// keepNamespace is what the namespaces' watch stores of a Namespace: its
+// name and labels, within the bounds of a Pod's labels (bounds_pod.go);
+// over them, a stub naming the bound.
+func keepNamespace(n *corev1.Namespace) *corev1.Namespace {
+	meta := metav1.ObjectMeta{Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion}
+	if _, ok := n.Annotations[overBoundAnnotation]; ok {
+		return n // already kept: the transform may run twice
+	}
+	if why := labelsOverBound(n.Labels); why != "" {
+		meta.Annotations = map[string]string{overBoundAnnotation: why}
+	} else {
+		meta.Labels = n.Labels
+	}
+	return &corev1.Namespace{ObjectMeta: meta}
+}
+
+// namespaceList is the cluster's namespaces (their names and labels) from
+// the watch of namespaces, which the first call starts; it waits, at most
+// until ctx ends, for its cache to fill. A namespace whose labels are over
+// the bound is an error naming it: no namespaceSelector is judged on a
+// namespace whose labels were not kept.
 func (ws *watchSet) namespaceList(ctx context.Context) ([]*corev1.Namespace, error) {
-	if ws.core == nil {
-		return nil, fmt.Errorf("no client to list namespaces with")
+	ws.nsOnce.Do(func() { close(ws.nsStart) })
+	w := ws.namespaces
+	for w.informer == nil || !w.informer.HasSynced() {
+		if _, err := w.state(); err != nil {
+			return nil, fmt.Errorf("watch namespaces, which a namespaceSelector term needs: %w", err)
+		}
+		if w.informer == nil {
+			return nil, errors.New("watch namespaces: no watch")
+		}
+		t := time.NewTimer(50 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("the watch cache of namespaces, which a namespaceSelector term needs, is still filling: %w", context.Cause(ctx))
+		case <-t.C:
+		}
 	}
-	l, err := ws.core.Namespaces().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("list namespaces, which a namespaceSelector term needs: %w", err)
+	if since, err := w.state(); err != nil {
+		return nil, fmt.Errorf("the watch of namespaces has been failing for %s, so its cache may be stale: %w", time.Since(since).Round(time.Second), err)
 	}
-	out := make([]*corev1.Namespace, 0, len(l.Items))
-	for i := range l.Items {
-		n := &l.Items[i]
-		out = append(out, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: n.Labels}})
+	l := w.informer.GetStore().List()
+	out := make([]*corev1.Namespace, 0, len(l))
+	for _, o := range l {
+		n, ok := o.(*corev1.Namespace)
+		if !ok {
+			continue
+		}
+		if why, over := n.Annotations[overBoundAnnotation]; over {
+			return nil, fmt.Errorf("namespace %s has labels over the exporter's bounds (%s): no namespaceSelector term is judged", boundedText(n.Name), why)
+		}
+		out = append(out, n)
 	}
 	return out, nil
 }

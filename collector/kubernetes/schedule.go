@@ -71,7 +71,18 @@ func (c *Checker) schedule(ctx context.Context, logger *slog.Logger, cl *client,
 		v.Reason, v.Message = reason, msg
 		return v
 	}
-	nodes, pods := ws.snapshot()
+	_, pods := ws.snapshot()
+	// The fit's own snapshot of the cluster's scheduler cache, brought up
+	// to date incrementally, restored and kept for the next fit.
+	fs, err := ws.sched.acquire()
+	if err != nil {
+		out.Reason, out.Message = provider.ReasonUnknown, "schedule: "+boundedErr(err)
+		c.lastFit.Store(out)
+		v.Reason, v.Message = out.Reason, out.Message
+		return v
+	}
+	defer fs.release()
+	nodes := fs.nodes()
 	// The copies are placed up to the quota's capacity, past which the
 	// capacity is the quota's whatever the nodes take.
 	limit := int64(provider.MaxCapacity)
@@ -81,13 +92,12 @@ func (c *Checker) schedule(ctx context.Context, logger *slog.Logger, cl *client,
 		limit = max(q.Proxies, 1)
 	}
 	var namespaces []*corev1.Namespace
-	var err error
 	if needsNamespaces(pod, pods) {
 		namespaces, err = ws.namespaceList(ctx)
 	}
 	var res FitResult
 	if err == nil {
-		res, err = fitWithPlugins(ctx, pod, nodes, pods, namespaces, limit)
+		res, err = fitWithPluginsOn(ctx, pod, fs, nodes, pods, namespaces, limit)
 	}
 	if err == nil && provider.Ended(ctx) {
 		// The deadline passed as the fit ended: what it counted is no
@@ -98,7 +108,7 @@ func (c *Checker) schedule(ctx context.Context, logger *slog.Logger, cl *client,
 		out.Reason, out.Message = scheduleErrReason(ctx, err), "schedule: "+boundedErr(err)
 		if apierrors.IsForbidden(err) {
 			out.Reason = provider.ReasonForbidden
-			out.Message += " (list on namespaces: deploy/kubernetes/components/schedule, Helm value rbac.schedule)"
+			out.Message += " (list and watch on namespaces: deploy/kubernetes/components/schedule, Helm value rbac.schedule)"
 		}
 		c.lastFit.Store(out)
 		v.Reason, v.Message = out.Reason, out.Message

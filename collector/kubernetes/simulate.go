@@ -96,29 +96,40 @@ type judge struct {
 	copyInfo *framework.PodInfo
 	// close ends the framework's goroutines.
 	close func()
+	// fs is the cluster cache's snapshot the fit runs on (schedcache.go),
+	// nil for one built for this fit alone: place saves each NodeInfo it
+	// changes first, so that the snapshot is restored for the next fit.
+	fs *fitSnapshot
 }
 
 // newJudge builds the plugins on a Snapshot of the caches' Nodes and bound
 // Pods, with the namespaces (for namespaceSelector terms), and runs their
 // PreFilter for pod. The feature gates are the scheduler's defaults at
 // this release.
-func newJudge(ctx context.Context, pod *corev1.Pod, nodes []*corev1.Node, pods []*corev1.Pod, namespaces []*corev1.Namespace) (*judge, error) {
+func newJudge(ctx context.Context, pod *corev1.Pod, fs *fitSnapshot, nodes []*corev1.Node, pods []*corev1.Pod, namespaces []*corev1.Namespace) (*judge, error) {
 	ctx = klog.NewContext(ctx, klog.Background().V(10)) // the plugins' own logs stay quiet
 	initSchedulerMetrics()
-	known := make(map[string]bool, len(nodes))
-	for _, n := range nodes {
-		known[n.Name] = true
-	}
-	sel := termSelectors(pod)
-	var bound []*corev1.Pod
-	for _, p := range pods {
-		// A Pod bound to a node the cache does not hold (deleted, or not
-		// listed yet) has no node for the plugins to read labels from.
-		if p.Spec.NodeName != "" && known[p.Spec.NodeName] && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed && sel.relevant(p) {
-			bound = append(bound, leanPod(p))
+	var snap *schedcache.Snapshot
+	if fs != nil {
+		// The cluster cache's: every bound Pod, its terms parsed when its
+		// event arrived.
+		snap = fs.snap
+	} else {
+		known := make(map[string]bool, len(nodes))
+		for _, n := range nodes {
+			known[n.Name] = true
 		}
+		sel := termSelectors(pod)
+		var bound []*corev1.Pod
+		for _, p := range pods {
+			// A Pod bound to a node the cache does not hold (deleted, or not
+			// listed yet) has no node for the plugins to read labels from.
+			if p.Spec.NodeName != "" && known[p.Spec.NodeName] && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed && sel.relevant(p) {
+				bound = append(bound, leanPod(p))
+			}
+		}
+		snap = schedcache.NewSnapshot(bound, nodes)
 	}
-	snap := schedcache.NewSnapshot(bound, nodes)
 	// The plugins read namespaces through an informer's lister; its store
 	// is filled here from the exporter's own cache, and never started.
 	factory := informers.NewSharedInformerFactory(nil, 0)
@@ -138,7 +149,7 @@ func newJudge(ctx context.Context, pod *corev1.Pod, nodes []*corev1.Node, pods [
 		cancel()
 		return nil, fmt.Errorf("scheduler framework: %w", err)
 	}
-	j := &judge{ctx: ctx, state: framework.NewCycleState(), snap: snap, pod: pod,
+	j := &judge{ctx: ctx, state: framework.NewCycleState(), snap: snap, pod: pod, fs: fs,
 		close: func() { cancel(); frameworkruntime.WaitForShutdown(fh) }}
 	ok := false
 	defer func() {
@@ -299,6 +310,7 @@ func (j *judge) add(ni fwk.NodeInfo) error {
 	if !ok {
 		return fmt.Errorf("scheduler snapshot: node %s is a %T", name, ni)
 	}
+	j.fs.save(concrete)
 	concrete.AddPodInfo(pi)
 	if g := j.groupOf[name]; g != nil {
 		g.AddPodInfo(pi)
@@ -373,7 +385,14 @@ const maxPlaced = 100_000
 // counted per node, as fit does; those that do are placed one after
 // another (simulate).
 func fitWithPlugins(ctx context.Context, pod *corev1.Pod, nodes []*corev1.Node, pods []*corev1.Pod, namespaces []*corev1.Namespace, limit int64) (FitResult, error) {
-	j, err := newJudge(ctx, pod, nodes, pods, namespaces)
+	return fitWithPluginsOn(ctx, pod, nil, nodes, pods, namespaces, limit)
+}
+
+// fitWithPluginsOn is fitWithPlugins on the cluster cache's snapshot fs
+// (the nodes are fs.nodes()), or on one built from nodes and pods when fs
+// is nil.
+func fitWithPluginsOn(ctx context.Context, pod *corev1.Pod, fs *fitSnapshot, nodes []*corev1.Node, pods []*corev1.Pod, namespaces []*corev1.Namespace, limit int64) (FitResult, error) {
+	j, err := newJudge(ctx, pod, fs, nodes, pods, namespaces)
 	if err != nil {
 		return FitResult{}, err
 	}
@@ -715,6 +734,7 @@ func spreadGroups(pod *corev1.Pod, all []fwk.NodeInfo) ([]fwk.NodeInfo, map[stri
 		keys = append(keys, c.TopologyKey)
 	}
 	affinity := nodeaffinity.GetRequiredNodeAffinity(pod)
+	sel := termSelectors(pod)
 	groups := map[string]*framework.NodeInfo{}
 	groupOf := make(map[string]*framework.NodeInfo, len(all))
 	var out []fwk.NodeInfo
@@ -742,7 +762,11 @@ func spreadGroups(pod *corev1.Pod, all []fwk.NodeInfo) ([]fwk.NodeInfo, map[stri
 			out = append(out, g)
 		}
 		for _, p := range ni.GetPods() {
-			g.AddPodInfo(p)
+			// The cluster cache's NodeInfos hold every bound Pod: only
+			// those a spread selector can match are counted.
+			if sel.relevant(p.GetPod()) {
+				g.AddPodInfo(p)
+			}
 		}
 		groupOf[node.Name] = g
 	}

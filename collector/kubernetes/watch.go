@@ -20,7 +20,6 @@ import (
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/scheme"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -60,9 +59,16 @@ type watchSet struct {
 	done    chan struct{} // closed when every informer goroutine ended
 	nodes   *watched
 	pods    *watched
-	// core is the watches' client, which also lists namespaces when a
-	// namespaceSelector term needs their labels (namespacesFor).
-	core *corev1client.CoreV1Client
+	// namespaces is the third watch, of namespaces' names and labels,
+	// started only when a namespaceSelector term needs them: the first
+	// such fit closes nsStart (namespaces.go).
+	namespaces *watched
+	nsStart    chan struct{}
+	nsOnce     sync.Once
+	// sched is kube-scheduler's cache of the cluster, fed by the nodes'
+	// and pods' events (schedcache.go); regs its handlers' registrations.
+	sched *clusterCache
+	regs  []cache.ResourceEventHandlerRegistration
 }
 
 // watched is one informer and how its list and watch calls fared.
@@ -150,38 +156,58 @@ func (w *watcher) Close(ctx context.Context) error {
 	return waitStopped(ctx, sets)
 }
 
-// startWatch starts the informers of Nodes and of non-terminal Pods with
-// cl's configuration. Each object is stripped by the informer's transform
-// before it is stored (stripNode, stripPod).
+// startWatch starts the informers of Nodes and of bound, non-terminal Pods
+// with cl's configuration. Each object is stripped by the informer's
+// transform before it is stored (stripNode, keepPod).
 func startWatch(logger *slog.Logger, cl *client) *watchSet {
 	ctx, cancel := context.WithCancel(context.Background())
 	ctx = klog.NewContext(ctx, logr.FromSlogHandler(logger.Handler()))
 	ws := &watchSet{cl: cl, started: time.Now(), cancel: cancel, done: make(chan struct{})}
-	nodesRC, podsRC, core, hc, err := watchClient(cl)
+	ws.nsStart = make(chan struct{})
+	nodesRC, podsRC, nsRC, hc, err := watchClient(cl)
 	if err != nil {
 		// Never happens with a configuration the check's client was
 		// built from; said as the watch's error all the same.
 		ws.nodes, ws.pods = &watched{what: "nodes", err: err, since: ws.started}, &watched{what: "pods", err: err, since: ws.started}
+		ws.namespaces = &watched{what: "namespaces", err: err, since: ws.started}
 		close(ws.done)
 		return ws
 	}
-	ws.core = core
 	ws.nodes = newWatched("nodes", &corev1.Node{}, nodesRC, "", func(obj any) (any, error) {
 		if n, ok := obj.(*corev1.Node); ok {
 			return stripNode(n), nil
 		}
 		return obj, nil // a tombstone: the store deletes by its key
 	})
-	ws.pods = newWatched("pods", &corev1.Pod{}, podsRC, nonTerminalPods, func(obj any) (any, error) {
+	ws.pods = newWatched("pods", &corev1.Pod{}, podsRC, boundPods, func(obj any) (any, error) {
 		if p, ok := obj.(*corev1.Pod); ok {
-			return stripPod(p), nil
+			return keepPod(p), nil
 		}
 		return obj, nil
 	})
+	ws.namespaces = newWatched("namespaces", &corev1.Namespace{}, nsRC, "", func(obj any) (any, error) {
+		if n, ok := obj.(*corev1.Namespace); ok {
+			return keepNamespace(n), nil
+		}
+		return obj, nil
+	})
+	if ws.sched, ws.regs, err = newClusterCache(ctx, ws.nodes.informer, ws.pods.informer); err != nil {
+		// Never happens with informers not yet started; said as the
+		// watch's error all the same.
+		ws.nodes.record(err)
+	}
 	var wg sync.WaitGroup
 	for _, w := range []*watched{ws.nodes, ws.pods} {
 		wg.Go(func() { w.informer.RunWithContext(ctx) })
 	}
+	wg.Go(func() {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ws.nsStart:
+		}
+		ws.namespaces.informer.RunWithContext(ctx)
+	})
 	go func() {
 		wg.Wait()
 		// The list calls' idle connections end with the informers:
@@ -192,17 +218,14 @@ func startWatch(logger *slog.Logger, cl *client) *watchSet {
 	return ws
 }
 
-// watchClient is the core/v1 clients of the watches of nodes and of pods:
+// watchClient is the core/v1 clients of the watches of nodes, of pods and
+// of namespaces:
 // the check's configuration (credentials, dialer) without the check's
 // per-request bounds, which a watch that lasts for hours and a list of
 // 20,000 Pods would break, and with protobuf, which the API server encodes
 // and the exporter decodes at a fraction of JSON's cost. Each decodes its
 // answers with the bounds of boundedCodecs (bounds_watch.go).
-//
-// core lists namespaces, which only a namespaceSelector term needs
-// (namespaces.go): one list per fit, of names and labels, under the
-// check's deadline, not a watch cache.
-func watchClient(cl *client) (nodes, pods rest.Interface, core *corev1client.CoreV1Client, hc *http.Client, err error) {
+func watchClient(cl *client) (nodes, pods, namespaces rest.Interface, hc *http.Client, err error) {
 	cfg := rest.CopyConfig(cl.watchCfg)
 	cfg.RateLimiter = nil // client-go's default: a few requests a second, enough for relists
 	cfg.ContentType = "application/vnd.kubernetes.protobuf"
@@ -247,10 +270,10 @@ func watchClient(cl *client) (nodes, pods rest.Interface, core *corev1client.Cor
 	if pods, err = rc("Pod"); err != nil {
 		return nil, nil, nil, nil, err
 	}
-	if core, err = corev1client.NewForConfigAndClient(cfg, hc); err != nil {
-		return nil, nil, nil, nil, fmt.Errorf("watch client: %w", err)
+	if namespaces, err = rc("Namespace"); err != nil {
+		return nil, nil, nil, nil, err
 	}
-	return nodes, pods, core, hc, nil
+	return nodes, pods, namespaces, hc, nil
 }
 
 // watchHeaders makes an answer whose headers went over the bound a bad
@@ -282,8 +305,11 @@ func newWatched(resource string, example runtime.Object, rc rest.Interface, fiel
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 			opts.FieldSelector = fieldSelector
 			var out runtime.Object = &corev1.NodeList{}
-			if resource == "pods" {
+			switch resource {
+			case "pods":
 				out = &corev1.PodList{}
+			case "namespaces":
+				out = &corev1.NamespaceList{}
 			}
 			err := rc.Get().Resource(resource).VersionedParams(&opts, metav1.ParameterCodec).Do(ctx).Into(out)
 			w.record(err)
@@ -327,10 +353,24 @@ func (w *watched) state() (time.Time, error) {
 	return w.since, w.err
 }
 
+// synced says whether both caches hold a full list and the scheduler's
+// cache has seen it.
+func (ws *watchSet) synced() bool {
+	if ws.nodes.informer == nil || ws.pods.informer == nil || !ws.nodes.informer.HasSynced() || !ws.pods.informer.HasSynced() {
+		return false
+	}
+	for _, r := range ws.regs {
+		if !r.HasSynced() {
+			return false
+		}
+	}
+	return true
+}
+
 // waitSynced waits until both caches hold a full list, or ctx ends.
 func (ws *watchSet) waitSynced(ctx context.Context) bool {
 	for {
-		if ws.nodes.informer.HasSynced() && ws.pods.informer.HasSynced() {
+		if ws.synced() {
 			return true
 		}
 		t := time.NewTimer(50 * time.Millisecond)
@@ -368,6 +408,10 @@ func (ws *watchSet) verdict(now time.Time) (reason provider.Reason, msg string, 
 			return provider.ReasonUnknown, fmt.Sprintf("the watch cache of %s is still filling (started %s ago): no fit is judged on a partial cache",
 				w.what, now.Sub(ws.started).Round(time.Second)), false
 		}
+	}
+	if !ws.synced() {
+		return provider.ReasonUnknown, fmt.Sprintf("the scheduler's cache is still filling from the watches (started %s ago): no fit is judged on a partial cache",
+			now.Sub(ws.started).Round(time.Second)), false
 	}
 	return "", "", true
 }

@@ -147,8 +147,8 @@ func TestWatchSyncsStripsAndStops(t *testing.T) {
 	srv.mu.Lock()
 	sel := srv.podSelectors[0]
 	srv.mu.Unlock()
-	if sel != "status.phase!=Succeeded,status.phase!=Failed" {
-		t.Errorf("pods watched with field selector %q, want the non-terminal ones", sel)
+	if sel != "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed" {
+		t.Errorf("pods watched with field selector %q, want the bound, non-terminal ones", sel)
 	}
 
 	// Another client of the same server and credentials (a reread
