@@ -190,7 +190,11 @@ func TestDecodeLargeRefusesByteOrderMarks(t *testing.T) {
 	const why = "a byte order mark (U+FEFF), which yaml reads by where it falls in its buffer; "
 	for host := 30; host < 40; host++ {
 		name := fmt.Sprintf("\"host-%d\"", host)
-		line := strings.Count(fleet[:strings.Index(fleet, name)], "\n") + 1
+		before, _, ok := strings.Cut(fleet, name)
+		if !ok {
+			t.Fatalf("no %s in the fleet", name)
+		}
+		line := strings.Count(before, "\n") + 1
 		for pad := range 70 {
 			text := strings.Replace(fleet, name, fmt.Sprintf("\"host-%d%s\uFEFF\"", host, strings.Repeat("p", pad)), 1)
 			_, err := config.ParseWith([]byte(text), dir, sections, strict)
