@@ -432,6 +432,16 @@ func pieceErr(err error, text []byte, first int, lines []int) error {
 	return &pieceError{err: fmt.Errorf("yaml: line %d: %s", line, rest)}
 }
 
+// errorLine is the line (from 1) of a yaml error msg that says "line
+// n": n for the scanner's errors, n+1 for the parser's (parserProblems).
+func errorLine(msg string, n int) int {
+	rest := strings.TrimPrefix(msg, yamlLineRE.FindString(msg))
+	if slices.ContainsFunc(parserProblems, func(p string) bool { return strings.HasPrefix(rest, p) }) {
+		return n + 1
+	}
+	return n
+}
+
 func shiftLines(n *yaml.Node, offset int) {
 	n.Line += offset
 	for _, c := range n.Content {
@@ -488,52 +498,11 @@ func (c *Config) decodeLarge(data []byte, sections []Section, ch chunking) (file
 	root := nextLine(l, 0, l.count())
 	top, err := rootMapping(skeleton(l, 0, l.count(), holes))
 	if err != nil {
-		if !strings.HasPrefix(err.Error(), "yaml: ") {
-			return nil, err
-		}
-		if strings.HasSuffix(err.Error(), "found unexpected end of stream") {
-			line := 1
-			if m := yamlLineRE.FindStringSubmatch(err.Error()); m != nil {
-				line, _ = strconv.Atoi(m[1])
-			}
-			return nil, &notCut{line: line, why: "a quoted or flow value that runs on past a list (a quote or bracket not closed?)"}
-		}
-		pe := &pieceError{err: err}
-		// The skeleton keeps every line's number; a list above its
-		// error may hold the file's first.
-		return nil, firstError(pe, holes, func(h hole) error {
-			s, ok := sectionOf(sections, h.key)
-			if !ok {
-				// Not a section: its pieces parsed, not decoded, and an
-				// item larger than a batch too, up to 1 MiB of it (a
-				// tree of some 13 MiB).
-				w := within{root: root, top: h}
-				return batches(l, w, h.items(l), ch, func(items []*yaml.Node, first, end int) error {
-					if items != nil || l.at(end)-l.at(first) > 1<<20 {
-						return nil
-					}
-					_, err := parsePiece(l.data[l.at(first):l.at(end)], first, w)
-					return err
-				})
-			}
-			_, err := decodeEntries(l, within{root: root, top: h}, s, ch, new([]string))
-			return err
-		})
+		return nil, skeletonError(err, l, holes, root, sections, ch)
 	}
-	var cut []hole
-	for _, h := range holes {
-		if _, ok := sectionOf(sections, h.key); !ok {
-			return nil, &notCut{line: h.keyLine + 1, why: fmt.Sprintf("%s is not a section with a list of entries", QuoteKey(h.key))}
-		}
-		found, again := emptyValue(top, h)
-		if !found {
-			return nil, &notCut{line: h.keyLine + 1, why: fmt.Sprintf("the list under %s is not that key's value as its lines say", QuoteKey(h.key))}
-		}
-		// A section's second key: its error comes from decoding top,
-		// and its list is not decoded, as when decoding the whole file.
-		if !again {
-			cut = append(cut, h)
-		}
+	cut, err := sectionLists(top, holes, sections)
+	if err != nil {
+		return nil, err
 	}
 	var errs []string
 	if err := c.decode(top, sections); err != nil {
@@ -553,12 +522,74 @@ func (c *Config) decodeLarge(data []byte, sections []Section, ch chunking) (file
 	return nil, nil
 }
 
+// skeletonError is the error of a file whose skeleton (the file with its
+// lists cut out, holes) does not parse (err): yaml's, unless a list above
+// its line has an error of its own, which decoding the whole file meets
+// first; or the line of a quote or bracket the skeleton leaves open.
+func skeletonError(err error, l *lines, holes []hole, root int, sections []Section, ch chunking) error {
+	if !strings.HasPrefix(err.Error(), "yaml: ") {
+		return err
+	}
+	if strings.HasSuffix(err.Error(), "found unexpected end of stream") {
+		line := 1
+		if m := yamlLineRE.FindStringSubmatch(err.Error()); m != nil {
+			line, _ = strconv.Atoi(m[1])
+		}
+		return &notCut{line: line, why: "a quoted or flow value that runs on past a list (a quote or bracket not closed?)"}
+	}
+	pe := &pieceError{err: err}
+	// The skeleton keeps every line's number; a list above its
+	// error may hold the file's first.
+	return firstError(pe, holes, func(h hole) error {
+		s, ok := sectionOf(sections, h.key)
+		if !ok {
+			// Not a section: its pieces parsed, not decoded, and an
+			// item larger than a batch too, up to 1 MiB of it (a
+			// tree of some 13 MiB).
+			w := within{root: root, top: h}
+			return batches(l, w, h.items(l), ch, func(items []*yaml.Node, first, end int) error {
+				if items != nil || l.at(end)-l.at(first) > 1<<20 {
+					return nil
+				}
+				_, err := parsePiece(l.data[l.at(first):l.at(end)], first, w)
+				return err
+			})
+		}
+		_, err := decodeEntries(l, within{root: root, top: h}, s, ch, new([]string))
+		return err
+	})
+}
+
+// sectionLists checks that each hole is the list of a section, the value
+// of its key in top, the skeleton's root mapping (emptyValue, which puts
+// a null in its place), and returns the holes to decode: a section's
+// second key is not, as decoding the whole file decodes only its first.
+func sectionLists(top *yaml.Node, holes []hole, sections []Section) ([]hole, error) {
+	var cut []hole
+	for _, h := range holes {
+		if _, ok := sectionOf(sections, h.key); !ok {
+			return nil, &notCut{line: h.keyLine + 1, why: fmt.Sprintf("%s is not a section with a list of entries", QuoteKey(h.key))}
+		}
+		found, again := emptyValue(top, h)
+		if !found {
+			return nil, &notCut{line: h.keyLine + 1, why: fmt.Sprintf("the list under %s is not that key's value as its lines say", QuoteKey(h.key))}
+		}
+		// A section's second key: its error comes from decoding top,
+		// and its list is not decoded, as when decoding the whole file.
+		if !again {
+			cut = append(cut, h)
+		}
+	}
+	return cut, nil
+}
+
 // firstError is err, a piece's YAML error, unless one of the holes above
 // its line has an error of its own (check): yaml stops at the first.
 func firstError(err *pieceError, holes []hole, check func(hole) error) error {
-	line := math.MaxInt
+	line, at := math.MaxInt, math.MaxInt
 	if m := yamlLineRE.FindStringSubmatch(err.Error()); m != nil {
 		line, _ = strconv.Atoi(m[1])
+		at = errorLine(err.Error(), line)
 	}
 	// yaml's line is from 0 for a parser error, from 1 for the scanner's:
 	// a list starting on it may be above the error.
@@ -570,8 +601,12 @@ func firstError(err *pieceError, holes []hole, check func(hole) error) error {
 		var nc *notCut
 		switch e := check(h); {
 		case errors.As(e, &pe):
+			// Two errors that yaml words with one line number may be
+			// on two lines: a list's scanner error on line n comes
+			// before the skeleton's parser error "line n", which is on
+			// line n+1. On one line, the skeleton's is the file's.
 			if m := yamlLineRE.FindStringSubmatch(pe.Error()); m != nil {
-				if n, _ := strconv.Atoi(m[1]); n < line {
+				if n, _ := strconv.Atoi(m[1]); errorLine(pe.Error(), n) < at {
 					return pe
 				}
 			}
@@ -588,7 +623,10 @@ func firstError(err *pieceError, holes []hole, check func(hole) error) error {
 // what its spaces say), the file starts with neither a byte order mark
 // nor a directive, which the pieces would not have, and has none of the
 // line breaks yaml counts besides "\n" and "\r" (NEL, U+2028, U+2029),
-// which would put its lines where the cut does not. Otherwise a *notCut
+// which would put its lines where the cut does not, nor a U+FEFF (a byte
+// order mark) anywhere: yaml.v3 skips a character at a line's start when
+// its read buffer happens to start with one, so the same text can parse
+// whole and not in pieces, or the other way round. Otherwise a *notCut
 // naming the first.
 func cuttable(data []byte) error {
 	if len(data) > 0 && (data[0] >= 0x80 || data[0] == '%') {
@@ -606,6 +644,9 @@ func cuttable(data []byte) error {
 		}
 		if bytes.Contains(b, []byte("\u0085")) || bytes.Contains(b, []byte("\u2028")) || bytes.Contains(b, []byte("\u2029")) {
 			return &notCut{line: line, why: "a Unicode line break (NEL, U+2028 or U+2029)"}
+		}
+		if bytes.Contains(b, []byte("\uFEFF")) {
+			return &notCut{line: line, why: "a byte order mark (U+FEFF), which yaml reads by where it falls in its buffer"}
 		}
 		off += end + 1
 	}

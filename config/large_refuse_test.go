@@ -122,3 +122,114 @@ func TestDecodeLargeCutsEveryList(t *testing.T) {
 		t.Errorf("lists cut: %v, want %v", got, want)
 	}
 }
+
+// TestDecodeLargeRefusesUnicodeBreaks: yaml counts NEL (U+0085), U+2028
+// and U+2029 as line breaks, the cutter only "\n": a file with one, at a
+// line's start or end, in a comment or after the indentation, on any
+// line, is refused naming that line, never cut where its lines are not
+// (a valid file was refused with a YAML error of the wrong line, or the
+// wrong items decoded). A 2 MiB file too, the exporter's own chunking.
+func TestDecodeLargeRefusesUnicodeBreaks(t *testing.T) {
+	t.Parallel()
+	lines := strings.SplitAfter(fleetText(40), "\n")
+	dir := filepath.Join("..", "testdata")
+	const why = "a Unicode line break (NEL, U+2028 or U+2029); a configuration of "
+	for _, c := range []string{"\u0085", "\u2028", "\u2029"} {
+		// From line 2: a file whose first byte is not ASCII is refused
+		// as one that starts with a byte order mark.
+		for at := 1; at < len(lines)-1; at++ {
+			for _, put := range []func(string) string{
+				func(l string) string { return c + l },
+				func(l string) string { return strings.TrimSuffix(l, "\n") + c + "\n" },
+				func(l string) string { return strings.TrimSuffix(l, "\n") + " # a" + c + "b\n" },
+				func(l string) string { i := len(l) - len(strings.TrimLeft(l, " ")); return l[:i] + c + l[i:] },
+			} {
+				text := strings.Join(lines[:at], "") + put(lines[at]) + strings.Join(lines[at+1:], "")
+				_, err := config.ParseWith([]byte(text), dir, sections, strict)
+				if want := fmt.Sprintf("line %d: %s", at+1, why); err == nil || !strings.HasPrefix(err.Error(), want) {
+					t.Fatalf("%q on line %d: %v, want %s...", c, at+1, err, want)
+				}
+			}
+		}
+		big := fleetText(50_000)
+		if len(big) <= 2<<20 {
+			t.Fatalf("a file of %d bytes, want over 2 MiB", len(big))
+		}
+		at := strings.Index(big, "\n        name: \"host-49000\"")
+		text := big[:at] + c + big[at:]
+		_, err := config.ParseWith([]byte(text), dir, sections, config.LargeFiles)
+		if want := fmt.Sprintf("line %d: %s", strings.Count(big[:at], "\n")+1, why); err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("%q in a file of %d KiB: %v, want %s...", c, len(text)>>10, err, want)
+		}
+	}
+}
+
+// TestDecodeLargeRefusesByteOrderMarks: a file that starts with a byte
+// order mark (UTF-8's, or UTF-16's, whose text the cutter cannot read) is
+// refused naming line 1 and the mark, and so is one with a U+FEFF
+// anywhere else: yaml.v3 skips a character at a line's start when its
+// read buffer happens to begin with a U+FEFF, so where the mark falls
+// decides what the text means. Here a mark inside a quoted name, at 700
+// places, never gives a list-by-list decode that differs from the whole
+// file's (one of them, in fleetText(40), decodes whole to "did not find
+// expected key", and was accepted list by list).
+func TestDecodeLargeRefusesByteOrderMarks(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join("..", "testdata")
+	fleet := fleetText(40)
+	utf16 := []byte{0xff, 0xfe}
+	for _, r := range fleet {
+		utf16 = append(utf16, byte(r), byte(r>>8))
+	}
+	for name, text := range map[string][]byte{"UTF-8": []byte("\uFEFF" + fleet), "UTF-16": utf16} {
+		_, err := config.ParseWith(text, dir, sections, strict)
+		if want := "line 1: a byte order mark or a directive (%) before the configuration; "; err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("%s byte order mark: %v, want %s...", name, err, want)
+		}
+	}
+	const why = "a byte order mark (U+FEFF), which yaml reads by where it falls in its buffer; "
+	for host := 30; host < 40; host++ {
+		name := fmt.Sprintf("\"host-%d\"", host)
+		before, _, ok := strings.Cut(fleet, name)
+		if !ok {
+			t.Fatalf("no %s in the fleet", name)
+		}
+		line := strings.Count(before, "\n") + 1
+		for pad := range 70 {
+			text := strings.Replace(fleet, name, fmt.Sprintf("\"host-%d%s\uFEFF\"", host, strings.Repeat("p", pad)), 1)
+			_, err := config.ParseWith([]byte(text), dir, sections, strict)
+			if want := fmt.Sprintf("line %d: %s", line, why); err == nil || !strings.HasPrefix(err.Error(), want) {
+				t.Fatalf("U+FEFF on line %d after %d bytes of padding: %v, want %s...", line, pad, err, want)
+			}
+		}
+	}
+}
+
+// TestDecodeLargeErrorTies: a list's YAML error and the skeleton's that
+// yaml words with the same line number: the file's is the one decoding it
+// whole reports. yaml numbers a parser error's line from 0, a scanner
+// error's from 1, so "line 3" of the skeleton's parser error is below
+// "line 3" of a list's scanner error (the list's is the file's); two
+// parser errors on one line give the skeleton's. Each found by comparing
+// the decodes of 30,000 small random files.
+func TestDecodeLargeErrorTies(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join("..", "testdata")
+	for _, text := range []string{
+		// The list's scanner error first.
+		"0:\n  - &a 1\n      - address: x\n: x\n",
+		"0:\n    - 1\n      - address: x\n}\n]\n0:\n",
+		"kvm:\n  - 0\n    b: 2\n: x\n}\n: x\n",
+		"0:\n0:\n  - &a 1\n      - [\n      - address: x\n,\n}\n",
+		// The skeleton's error first.
+		"]\n0\n  - *b\n0:\n  - \"0\n  - 0\n  - \"0\n",
+		"0\ngcp:\n  - {\n    b: 2\n",
+		"  - {\n0:\n  - a: 1\n    - 1\n  - \"0\n,\n",
+	} {
+		_, werr := config.ParseWith([]byte(text), dir, sections, config.NewChunking(len(text)+1, 0))
+		_, cerr := config.ParseWith([]byte(text), dir, sections, strict)
+		if werr == nil || cerr == nil || cerr.Error() != werr.Error() {
+			t.Errorf("%q:\nwhole:        %v\nlist by list: %v", text, werr, cerr)
+		}
+	}
+}

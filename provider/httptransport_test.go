@@ -416,3 +416,58 @@ func TestBoundedTransportBoundsHeadersItself(t *testing.T) {
 		t.Errorf("classified %s (%v), want BadResponse", r, ok)
 	}
 }
+
+// TestBoundHeadersLowersAHigherLimit: a transport that accepts more than
+// MaxHeaderBytes of headers (net/http's 10 MB default written out, or
+// one byte over the bound) is lowered to MaxHeaderBytes, by
+// BoundedTransport and by BoundHeaders; one at the bound is left at it.
+func TestBoundHeadersLowersAHigherLimit(t *testing.T) {
+	t.Parallel()
+	for _, limit := range []int64{10 << 20, MaxHeaderBytes + 1, MaxHeaderBytes, 0, -1} {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxResponseHeaderBytes = limit
+		BoundedTransport(wrapper{tr})
+		if tr.MaxResponseHeaderBytes != MaxHeaderBytes {
+			t.Errorf("BoundedTransport: a transport that accepted %d bytes of headers now accepts %d, want %d", limit, tr.MaxResponseHeaderBytes, MaxHeaderBytes)
+		}
+		tr = http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxResponseHeaderBytes = limit
+		if err := BoundHeaders(wrapper{tr}); err != nil || tr.MaxResponseHeaderBytes != MaxHeaderBytes {
+			t.Errorf("BoundHeaders: a transport that accepted %d bytes of headers now accepts %d (%v), want %d", limit, tr.MaxResponseHeaderBytes, err, MaxHeaderBytes)
+		}
+	}
+}
+
+// fixedAnswer answers every request with a 200 whose headers are h.
+type fixedAnswer struct{ h http.Header }
+
+func (f fixedAnswer) RoundTrip(r *http.Request) (*http.Response, error) {
+	return &http.Response{StatusCode: http.StatusOK, Status: "200 OK", Header: f.h, Body: io.NopCloser(strings.NewReader("{}")), Request: r}, nil
+}
+
+// TestHeaderBoundAtTheLimit: headers of exactly MaxHeaderBytes, as
+// headerBytes counts them ("Key: value\r\n"), pass BoundedTransport's own
+// check ("over the limit" is refused), and one byte more is a
+// *HeaderTooLargeError, from a transport it cannot bound.
+func TestHeaderBoundAtTheLimit(t *testing.T) {
+	t.Parallel()
+	const key = "X-Padding"
+	for _, c := range []struct {
+		size    int64
+		refused bool
+	}{{MaxHeaderBytes - 1, false}, {MaxHeaderBytes, false}, {MaxHeaderBytes + 1, true}} {
+		h := http.Header{key: {strings.Repeat("h", int(c.size)-len(key)-4)}}
+		if n := headerBytes(h); n != c.size {
+			t.Fatalf("headers of %d bytes, want %d", n, c.size)
+		}
+		client := &http.Client{Transport: BoundedTransport(opaque{fixedAnswer{h}})}
+		err := get(context.Background(), t, client, "http://127.0.0.1:1/")
+		var tooLarge *HeaderTooLargeError
+		switch {
+		case c.refused && !errors.As(err, &tooLarge):
+			t.Errorf("%d bytes of headers: %v, want a HeaderTooLargeError", c.size, err)
+		case !c.refused && err != nil:
+			t.Errorf("%d bytes of headers: %v, want the answer", c.size, err)
+		}
+	}
+}

@@ -21,6 +21,8 @@ import (
 	"github.com/egress-proxies/provider_health_exporter/collector/gcp"
 	"github.com/egress-proxies/provider_health_exporter/collector/kubernetes"
 	"github.com/egress-proxies/provider_health_exporter/collector/kvm"
+	"github.com/egress-proxies/provider_health_exporter/internal/engine"
+	"github.com/egress-proxies/provider_health_exporter/internal/exposition"
 	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
@@ -767,6 +769,75 @@ func TestBreakable(t *testing.T) {
 	} {
 		if got := string(breakable(in)); got != want {
 			t.Errorf("breakable(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestStatusPageSummaryCapacitySaturates: 1,024 targets each with room
+// for provider.MaxCapacity (2^53) proxies sum to 2^63, past int64: the
+// summary's sum stops at MaxCapacity, per kind and in all, where an
+// unsaturated sum wraps to a negative total.
+func TestStatusPageSummaryCapacitySaturates(t *testing.T) {
+	t.Parallel()
+	full := provider.Capacity{Known: true, Proxies: provider.MaxCapacity, Binding: "memory"}
+	var providers []engine.ProviderResult
+	for _, kind := range []string{kvm.Name, gcp.Name} {
+		p := engine.ProviderResult{Provider: exposition.Provider{Kind: kind, Name: kind + "-fleet", Reasons: provider.HTTPReasons()}}
+		for i := range 1024 {
+			p.Targets = append(p.Targets, engine.TargetResult{Checked: true, Series: exposition.Series{Result: exposition.Result{
+				Target:  provider.Target{Name: fmt.Sprintf("t%d", i)},
+				Verdict: provider.Verdict{Reason: provider.ReasonReady, Capacity: full},
+			}}})
+		}
+		providers = append(providers, p)
+	}
+	v := buildPage(providers, nil, pageFilter{})
+	rows := v.SummaryRows()
+	if len(rows) != 3 {
+		t.Fatalf("%d summary rows, want two kinds and the total", len(rows))
+	}
+	for _, s := range rows {
+		if s.Capacity != provider.MaxCapacity || s.Least != provider.MaxCapacity || s.CapacityTargets != 1024*(1+btoi(s.Provider == "")) {
+			t.Errorf("summary %q: capacity %d, least %d of %d targets; want %d", s.Provider, s.Capacity, s.Least, s.CapacityTargets, int64(provider.MaxCapacity))
+		}
+		if got, want := s.CapacityText(), "9,007,199,254,740,992"; got != want {
+			t.Errorf("summary %q: capacity written %q, want %q", s.Provider, got, want)
+		}
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// TestStatusPageSummaryFullFleet: a fleet whose every capacity known is 0
+// (rack's four hosts PoolFull; lab's without a capacity) is full, not
+// unknown: its summary says 0 (sum and least) where a fleet without any
+// capacity known says "–".
+func TestStatusPageSummaryFullFleet(t *testing.T) {
+	t.Parallel()
+	behaviours := map[string]func(context.Context, *slog.Logger, string) provider.Verdict{
+		"rack": func(context.Context, *slog.Logger, string) provider.Verdict {
+			return provider.Verdict{Reason: kvm.ReasonPoolFull, Capacity: provider.Capacity{Known: true, Proxies: 0, Binding: "pool default"}}
+		},
+	}
+	_, srv, _ := newTestExporter(t, fleetPageConfig, behaviours, 0)
+	if code, body := get(t, http.DefaultClient, srv.URL+"/?refresh=true", nil); code != http.StatusOK {
+		t.Fatalf("refresh: %d %s", code, body)
+	}
+	_, page := get(t, http.DefaultClient, srv.URL+"/", nil)
+	summary, _, _ := pageTables(t, page)
+	for provider, want := range map[string][2]string{kvm.Name: {"0", "0"}, "": {"0", "0"}, gcp.Name: {"–", "–"}} {
+		tr := summary[provider]
+		if tr == nil {
+			t.Fatalf("no summary row %q", provider)
+		}
+		got := [2]string{strings.TrimSpace(text(findClass(tr, "capacity"))), strings.TrimSpace(text(findClass(tr, "least")))}
+		if got != want {
+			t.Errorf("summary of %q: capacity and least %q, want %q", provider, got, want)
 		}
 	}
 }
