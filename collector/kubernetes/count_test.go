@@ -117,7 +117,7 @@ func randomProxy(rng *rand.Rand) *corev1.Pod {
 // (simulate), the reference the count must equal.
 func placeOneByOne(t *testing.T, pod *corev1.Pod, nodes []*corev1.Node, pods []*corev1.Pod, limit int64) (FitResult, []int64) {
 	t.Helper()
-	j, err := newJudge(context.Background(), pod, nodes, pods, nil)
+	j, err := newJudge(context.Background(), pod, nil, nodes, pods, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func placeOneByOne(t *testing.T, pod *corev1.Pod, nodes []*corev1.Node, pods []*
 // counted is the fit through fitCopies, and whether it counted.
 func counted(t *testing.T, pod *corev1.Pod, nodes []*corev1.Node, pods []*corev1.Pod, limit int64) (FitResult, []int64, bool) {
 	t.Helper()
-	j, err := newJudge(context.Background(), pod, nodes, pods, nil)
+	j, err := newJudge(context.Background(), pod, nil, nodes, pods, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

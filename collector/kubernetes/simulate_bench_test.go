@@ -185,7 +185,7 @@ func BenchmarkFitZoneSpread(b *testing.B) {
 			cpu0 := cpuTime()
 			for b.Loop() {
 				nodes := spreadCluster(100, bc.slots)
-				j, err := newJudge(context.Background(), pod, nodes, nil, nil)
+				j, err := newJudge(context.Background(), pod, nil, nodes, nil, nil)
 				if err != nil {
 					b.Fatal(err)
 				}
