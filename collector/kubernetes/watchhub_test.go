@@ -3,6 +3,8 @@ package kubernetes
 import (
 	"context"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 )
@@ -13,6 +15,38 @@ import (
 // that a reference never released fails the test in seconds instead of
 // hanging it.
 const stopBound = 30 * time.Second
+
+// newEndingWatchServer is newWatchServer whose watches end when the test
+// does, whether or not the client stopped them: a test whose watches were
+// never released fails instead of hanging in the server's Close.
+func newEndingWatchServer(t *testing.T) *watchServer {
+	t.Helper()
+	ws := &watchServer{}
+	end := make(chan struct{})
+	ws.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		go func() {
+			select {
+			case <-end:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		ws.serve(w, r.WithContext(ctx))
+	}))
+	t.Cleanup(ws.Close)
+	t.Cleanup(func() { close(end) }) // first: cleanups run last-in first-out
+	return ws
+}
+
+// closeQuietly is the cleanup of a watcher the test may have closed
+// already: a failure was reported by the test itself.
+func closeQuietly(w *watcher) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = w.Close(ctx)
+}
 
 // closeWithin closes w, failing the test if its watches do not stop within
 // stopBound.
@@ -41,16 +75,14 @@ func stoppedWithin(t *testing.T, ws *watchSet, what string) {
 // release stops the set and empties the hub, within seconds. A reference
 // never released fails here, not at the test binary's timeout.
 func TestWatchHubReleasesEveryReference(t *testing.T) {
-	srv := newWatchServer(t, false, nil)
+	srv := newEndingWatchServer(t)
 	hub := newWatchHub()
 	logger := slog.New(slog.DiscardHandler)
 	a, b, c := &watcher{logger: logger, hub: hub}, &watcher{logger: logger, hub: hub}, &watcher{logger: logger, hub: hub}
 	// Never left running past the test, whatever fails below.
 	t.Cleanup(func() {
 		for _, w := range []*watcher{a, b, c} {
-			ctx, cancel := context.WithTimeout(context.Background(), stopBound)
-			_ = w.Close(ctx)
-			cancel()
+			closeQuietly(w)
 		}
 	})
 	first := a.ensure(srv.client())
@@ -87,13 +119,9 @@ func TestWatchHubReleasesEveryReference(t *testing.T) {
 // TestWatchRotationStopsTheOldSet: a watcher alone on a set that moves to
 // another credential stops the old set at once, before any Close.
 func TestWatchRotationStopsTheOldSet(t *testing.T) {
-	srv := newWatchServer(t, false, nil)
+	srv := newEndingWatchServer(t)
 	w := &watcher{logger: slog.New(slog.DiscardHandler)}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), stopBound)
-		defer cancel()
-		_ = w.Close(ctx)
-	})
+	t.Cleanup(func() { closeQuietly(w) })
 	old := w.ensure(srv.client())
 	rotated := srv.client()
 	rotated.watchCfg.BearerToken = "rotated"
