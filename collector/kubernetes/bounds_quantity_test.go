@@ -48,9 +48,9 @@ func TestQuantityCheckEveryWriting(t *testing.T) {
 		{"bare number, signed exponent", `status.allocatable[cpu]: quantity "-1E+2147483647"`, bare(jsonNode, "-1E+2147483647")},
 		{"bare number, long mantissa", `status.allocatable[cpu]: quantity "11111111111111111111111111111111…": 100000 characters`, bare(jsonNode, strings.Repeat("1", 100_000))},
 		{"a key given twice", `status.allocatable[cpu]: quantity "1e-1000000000"`,
-			bytes.Replace(jsonNode, []byte(`"cpu":"7777m"`), []byte(`"cpu":1e-1000000000,"cpu":"7777m"`), 1)},
+			bytes.Replace(jsonNode, []byte(`"cpu":"7777m"`), []byte(`"cpu":"1e-1000000000","cpu":"7777m"`), 1)},
 		{"a field given twice", `status.allocatable[cpu]: quantity "1e-1000000000"`,
-			bytes.Replace(jsonNode, []byte(`"status":{`), []byte(`"status":{"allocatable":{"cpu":1e-1000000000}},"status":{`), 1)},
+			bytes.Replace(jsonNode, []byte(`"status":{`), []byte(`"status":{"allocatable":{"cpu":"1e-1000000000"}},"status":{`), 1)},
 	} {
 		if !bytes.Contains(tc.raw, []byte("1")) || bytes.Equal(tc.raw, jsonNode) {
 			t.Fatalf("%s: the input was not changed", tc.name)
