@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 
 	"github.com/egress-proxies/provider_health_exporter/config"
 )
@@ -138,6 +139,9 @@ func (k Kind) Section() config.Section { return k.section }
 
 // Reasons is the kind's closed reason set.
 func (k Kind) Reasons() ReasonSet { return k.reasons }
+
+// Classifiers are the shared classifiers the kind lists (KindOf.Classifiers).
+func (k Kind) Classifiers() []Classifier { return slices.Clone(k.classifiers) }
 
 // MultiTarget tells whether an entry of the kind has a target per item of
 // its configuration (KindOf.MultiTarget).

@@ -32,6 +32,65 @@ type KindDoc struct {
 	// it. A reason of the shared vocabulary (SharedReasonDocs) that the
 	// kind does not describe has the shared description.
 	Reasons map[Reason]ReasonDoc
+	// Words are the kind's own words in the shared descriptions, which
+	// name no kind: a kind whose set has a shared reason it does not
+	// describe itself supplies the words its text needs (DocProblems).
+	Words KindWords
+}
+
+// KindWords are the phrases a shared reason's description takes from the
+// kind that gives it, so that no kind inherits another kind's advice: a
+// shared text writes {api}, {credentials}, {permission} or {status} where
+// the kind's word goes (SharedReasonDocs).
+type KindWords struct {
+	// API is what the kind's checks call, in prose ("the API server").
+	API string
+	// Credentials is where the kind's credentials come from, for
+	// CredentialsUnavailable ("the kubeconfig or …").
+	Credentials string
+	// Permission is what the kind's identity must be allowed, and how to
+	// see what it lacks, for Unauthorized and Forbidden.
+	Permission string
+	// Status is where to look when the API is degraded, a sentence, for
+	// RateLimited, ServerError and BadResponse.
+	Status string
+}
+
+// Compose is text with the kind's words in place of their placeholders;
+// missing names each placeholder of text whose word is empty.
+func (w KindWords) Compose(text string) (out string, missing []string) {
+	var pairs []string
+	for _, f := range []struct{ placeholder, field, word string }{
+		{"{api}", "API", w.API}, {"{credentials}", "Credentials", w.Credentials},
+		{"{permission}", "Permission", w.Permission}, {"{status}", "Status", w.Status},
+	} {
+		if !strings.Contains(text, f.placeholder) {
+			continue
+		}
+		if strings.TrimSpace(f.word) == "" {
+			missing = append(missing, "KindDoc.Words."+f.field)
+		}
+		pairs = append(pairs, f.placeholder, f.word)
+	}
+	if len(pairs) == 0 {
+		return text, nil
+	}
+	return strings.NewReplacer(pairs...).Replace(text), missing
+}
+
+// composed is d in the kind's words.
+func (w KindWords) composed(d ReasonDoc) (ReasonDoc, []string) {
+	var missing []string
+	for _, f := range []*string{&d.Means, &d.Action, &d.Runbook} {
+		var m []string
+		*f, m = w.Compose(*f)
+		for _, one := range m {
+			if !slices.Contains(missing, one) {
+				missing = append(missing, one)
+			}
+		}
+	}
+	return d, missing
 }
 
 // ReasonDoc is what one reason means and what to do about it: a row of
@@ -63,12 +122,31 @@ func (d ReasonDoc) RunbookText() string {
 func (k Kind) Doc() KindDoc { return k.doc }
 
 // ReasonDoc is the description of reason r as kind k gives it: its own,
-// else the shared one; ok is false when neither has one.
+// else the shared one in the kind's words (KindDoc.Words); ok is false
+// when neither has one.
 func (k Kind) ReasonDoc(r Reason) (d ReasonDoc, ok bool) {
 	if d, ok := k.doc.Reasons[r]; ok {
 		return d, true
 	}
-	return sharedReasonDoc(r)
+	d, ok = sharedReasonDoc(r)
+	d, _ = k.doc.Words.composed(d)
+	return d, ok
+}
+
+// RunbookText is reason r's item in the runbook as kind k gives it: the
+// kind's own runbook text, else the shared one in the kind's words, else
+// what to do. own is false for a shared text that takes no word of the
+// kind, the same for every kind that gives r.
+func (k Kind) RunbookText(r Reason) (text string, own bool) {
+	if d, ok := k.doc.Reasons[r]; ok && d.Runbook != "" {
+		return d.Runbook, true
+	}
+	if d, ok := sharedReasonDoc(r); ok {
+		text, _ := k.doc.Words.Compose(d.RunbookText())
+		return text, text != d.RunbookText()
+	}
+	d, _ := k.ReasonDoc(r)
+	return d.RunbookText(), true
 }
 
 // sharedReasonDoc is the shared description of r; ok is false for a
@@ -104,6 +182,9 @@ func (k Kind) DocProblems() []string {
 		case d.Means == "" || d.Action == "":
 			out = append(out, fmt.Sprintf("kind %s: reason %s does not say what it means and what to do (ReasonDoc.Means, Action)", k.Name(), r))
 		}
+		if missing := k.sharedWordsMissing(r); len(missing) > 0 {
+			out = append(out, fmt.Sprintf("kind %s: the shared description of reason %s needs the kind's words: %s", k.Name(), r, strings.Join(missing, ", ")))
+		}
 	}
 	for _, r := range slices.Sorted(maps.Keys(k.doc.Reasons)) {
 		if !k.reasons.Contains(r) {
@@ -123,4 +204,24 @@ type ReasonDocOf struct {
 func IsShared(r Reason) bool {
 	_, ok := sharedReasonDoc(r)
 	return ok
+}
+
+// sharedWordsMissing names the kind's words that the shared description
+// of r needs and the kind leaves empty, where the kind shows it: what it
+// does not describe itself, and the runbook item it does not write.
+func (k Kind) sharedWordsMissing(r Reason) []string {
+	shared, ok := sharedReasonDoc(r)
+	if !ok {
+		return nil
+	}
+	if own, ok := k.doc.Reasons[r]; ok {
+		if own.Runbook != "" {
+			return nil
+		}
+		// Its own meaning and action; the runbook's item is the shared
+		// one (RunbookText).
+		shared = ReasonDoc{Runbook: shared.RunbookText()}
+	}
+	_, missing := k.doc.Words.composed(shared)
+	return missing
 }

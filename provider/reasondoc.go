@@ -5,17 +5,20 @@ package provider
 // docs/metrics.md's "Reasons", and the description of such a reason in a
 // kind's own table where the kind has none of its own (KindDoc.Reasons).
 // Held here, beside the vocabulary (reason.go), and written into the docs
-// by `make generate`.
+// by `make generate`. The texts name no kind: where a kind's word is
+// needed (which API, which credentials, which permission), they hold its
+// placeholder, and a kind's description is composed with its
+// KindDoc.Words (Kind.ReasonDoc, Kind.RunbookText).
 func SharedReasonDocs() []ReasonDocOf {
 	// Reasons of one runbook item share its text.
 	const (
 		runbookNetwork  = "network path or name resolution from the exporter's host to the target address (`provider_health_target_info`)."
-		runbookDegraded = "the provider's API is degraded; check its status page, and for GCP the project's quota. Raising `min_interval` lowers the exporter's own API use."
-		runbookIdentity = "the identity is not accepted, or lacks the permission to list Pods cluster-wide (Kubernetes) or instances (`compute.instances.list`, GCP). A Kubernetes `Forbidden` whose message reads \"cannot VERB RESOURCE in namespace NS\" comes from a `can_i` entry: the list call passed, but the operator's own permission (checked with a SelfSubjectAccessReview as the exporter's identity) is missing; compare `kubectl auth can-i VERB RESOURCE -n NS --as system:serviceaccount:...`."
+		runbookDegraded = "{api} is degraded, or something else answers at its address; {status} Raising `min_interval` lowers the exporter's own API use."
+		runbookIdentity = "the identity is not accepted, or lacks a permission a step of the check needs (the message names it): {permission}"
 	)
 	return []ReasonDocOf{
 		{ReasonReady, ReasonDoc{
-			Means:  "the check passed (zero managed Pods/instances is still Ready)",
+			Means:  "the check passed (nothing managed yet is still Ready)",
 			Action: "nothing",
 		}},
 		{ReasonTimeout, ReasonDoc{
@@ -25,7 +28,7 @@ func SharedReasonDocs() []ReasonDocOf {
 		}},
 		{ReasonUnreachable, ReasonDoc{
 			Means:   "TCP refused, reset or unreachable; connection dropped before an answer",
-			Action:  "is the API server / sshd running, the address and port right, a firewall in the way?",
+			Action:  "is the service at the address running, the address and port right, a firewall in the way?",
 			Runbook: runbookNetwork,
 		}},
 		{ReasonDNSFailed, ReasonDoc{
@@ -39,9 +42,9 @@ func SharedReasonDocs() []ReasonDocOf {
 			Runbook: "certificate or CA mismatch, or plain HTTP answering HTTPS.",
 		}},
 		{ReasonCredentialsUnavailable, ReasonDoc{
-			Means:   "no credentials: token fetch failed, no default credentials, exec plugin failed, not in a cluster",
-			Action:  "fix the credentials file, kubeconfig, exec plugin or service-account mount",
-			Runbook: "no token could be obtained (GCP credentials file or Application Default Credentials, kubeconfig exec plugin, not running in a cluster).",
+			Means:   "no credentials could be obtained: a credentials file unreadable, a token fetch or a credential plugin failed, none configured",
+			Action:  "fix the credentials the message names",
+			Runbook: "no credentials could be obtained from {credentials}.",
 		}},
 		{ReasonUnauthorized, ReasonDoc{
 			Means:   "401",
@@ -55,27 +58,27 @@ func SharedReasonDocs() []ReasonDocOf {
 		}},
 		{ReasonNotFound, ReasonDoc{
 			Means:   "404",
-			Action:  "wrong project ID, or the address is not the API's root",
-			Runbook: "the project or API path does not exist.",
+			Action:  "what the entry names does not exist, or the address is not the API's root",
+			Runbook: "{api} has no such path: what the entry names does not exist, or the address is not the API's root.",
 		}},
 		{ReasonInvalidRequest, ReasonDoc{
 			Means:   "400 (bad selector or filter)",
-			Action:  "fix `label_selector` / `filter`; the message has the server's words",
-			Runbook: "the configured `label_selector` or `filter` is invalid.",
+			Action:  "fix the entry's selector or filter; the message has the server's words",
+			Runbook: "{api} refused the request as invalid: a selector or filter of the entry it cannot parse; the message has its words.",
 		}},
 		{ReasonRateLimited, ReasonDoc{
 			Means:   "429, `rateLimitExceeded`, `RESOURCE_EXHAUSTED`",
-			Action:  "the API is shedding load or the quota is spent; raise `min_interval` (GCP), check API Priority and Fairness (Kubernetes)",
+			Action:  "the API is shedding load or its quota is spent; the exporter does not retry, raise `min_interval` to call it less",
 			Runbook: runbookDegraded,
 		}},
 		{ReasonServerError, ReasonDoc{
 			Means:   "5xx",
-			Action:  "provider-side trouble: look at the API server/etcd, or GCP's status",
+			Action:  "provider-side trouble: look at the API's health or its status page",
 			Runbook: runbookDegraded,
 		}},
 		{ReasonBadResponse, ReasonDoc{
-			Means:   "an answer that does not decode, is over its size limit, or holds a quantity no cluster could mean (beyond 10^±64, e.g. a ResourceQuota of `1e1000000000`)",
-			Action:  "something other than the API answers at that address (a proxy, a captive portal), or the API server or an admission webhook wrote a broken object: the message names it ([docs/security.md](docs/security.md#strings-labels-and-pages))",
+			Means:   "an answer that does not decode, is over its size limit, or holds a quantity no API could mean (beyond 10^±64, e.g. `1e1000000000`)",
+			Action:  "something other than the API answers at that address (a proxy, a captive portal), or the API wrote a broken object: the message names it ([docs/security.md](docs/security.md#strings-labels-and-pages))",
 			Runbook: runbookDegraded,
 		}},
 		{ReasonUnknown, ReasonDoc{

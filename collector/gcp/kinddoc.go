@@ -20,6 +20,12 @@ func Doc() provider.KindDoc {
     endpoint: https://compute.googleapis.com         # optional; tests and private endpoints
     min_interval: 60s
 `,
+		Words: provider.KindWords{
+			API:         "the Compute Engine API",
+			Credentials: "the `credentials_file` or, without one, Application Default Credentials",
+			Permission:  "`compute.instances.list` on the project, and what the opt-in checks add ([docs/configuration.md](docs/configuration.md#gcp)).",
+			Status:      "check the Google Cloud status page, and the project's API quota (`gcloud services quota`), which a 429 may have spent.",
+		},
 		Reasons: map[provider.Reason]provider.ReasonDoc{
 			provider.ReasonReady: {
 				Means:  "Compute listed instances (zero matching is fine)",

@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -482,21 +483,29 @@ func (n *qnode) checkProtoField(v []byte, path string) error {
 	case qSlice:
 		return n.elem.checkProtoField(v, path)
 	case qMap:
+		// The generated decoder parses every value field of an entry,
+		// not only the last: each is checked, under the entry's key
+		// (which may come after its values).
 		var key string
-		var value []byte
+		var values [][]byte
 		err := fields(v, func(num protowire.Number, v []byte) error {
 			switch num {
 			case entryKey:
 				key = string(v)
 			case entryValue:
-				value = v
+				values = append(values, v)
 			}
 			return nil
 		})
 		if err != nil {
 			return err
 		}
-		return n.elem.checkProtoField(value, path+"["+boundedText(key)+"]")
+		for _, value := range values {
+			if err := n.elem.checkProtoField(value, path+"["+boundedText(key)+"]"); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	return n.checkProto(v, path)
 }
@@ -509,7 +518,8 @@ func (n *qnode) checkJSON(raw json.RawMessage, path string) error {
 	}
 	switch n.kind {
 	case qQuantity:
-		// As resource.Quantity reads JSON: a string or a bare number.
+		// As resource.Quantity reads JSON: a string, or a bare number
+		// ("memory": 1e2147483647), whose text is the quantity's.
 		text := string(raw)
 		if raw[0] == '"' {
 			if err := json.Unmarshal(raw, &text); err != nil {
@@ -520,17 +530,12 @@ func (n *qnode) checkJSON(raw json.RawMessage, path string) error {
 			return fmt.Errorf("%s: %w", path, err)
 		}
 	case qStruct:
-		var m map[string]json.RawMessage
-		if err := json.Unmarshal(raw, &m); err != nil {
-			return fmt.Errorf("%s: %w", path, err)
-		}
-		for k, v := range m {
+		return members(raw, path, func(k string, v json.RawMessage) error {
 			if f, ok := n.json[k]; ok {
-				if err := f.node.checkJSON(v, join(path, f.name)); err != nil {
-					return err
-				}
+				return f.node.checkJSON(v, join(path, f.name))
 			}
-		}
+			return nil
+		})
 	case qSlice:
 		var l []json.RawMessage
 		if err := json.Unmarshal(raw, &l); err != nil {
@@ -542,14 +547,33 @@ func (n *qnode) checkJSON(raw json.RawMessage, path string) error {
 			}
 		}
 	case qMap:
-		var m map[string]json.RawMessage
-		if err := json.Unmarshal(raw, &m); err != nil {
+		return members(raw, path, func(k string, v json.RawMessage) error {
+			return n.elem.checkJSON(v, path+"["+boundedText(k)+"]")
+		})
+	}
+	return nil
+}
+
+// members calls f with each member of the JSON object raw, in order, a
+// key given twice included: the decoder client-go uses parses every
+// occurrence of a key, not only the last that a Go map would keep.
+func members(raw json.RawMessage, path string, f func(string, json.RawMessage) error) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return fmt.Errorf("%s: not a JSON object", path)
+	}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
 			return fmt.Errorf("%s: %w", path, err)
 		}
-		for k, v := range m {
-			if err := n.elem.checkJSON(v, path+"["+boundedText(k)+"]"); err != nil {
-				return err
-			}
+		k, _ := t.(string) // an object's key is always a string
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		if err := f(k, v); err != nil {
+			return err
 		}
 	}
 	return nil

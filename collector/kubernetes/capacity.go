@@ -118,7 +118,7 @@ func resourceList(m map[string]jsonQuantity, err error) (corev1.ResourceList, er
 	}
 	out := make(corev1.ResourceList, len(m))
 	for name, text := range m {
-		if _, err := quantity.Parse(string(text)); err != nil {
+		if err := quantity.Check(string(text)); err != nil {
 			return nil, fmt.Errorf("the dry run's Pod: %s: %w", boundedText(name), err)
 		}
 		q, err := resource.ParseQuantity(string(text))

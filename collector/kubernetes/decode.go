@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
+	sigsjson "sigs.k8s.io/json"
 )
 
 // The list call and the quota list are decoded here rather than by
@@ -389,8 +390,12 @@ func boundedText(s string) string {
 
 // decodeWholePod reads the dry run's answer as a whole Pod, for
 // schedule. Its quantities are resource.Quantity's, as client-go's
-// informers read every Node and Pod; the answer is bounded by the body
-// limit of every answer (provider.BoundedTransport).
+// informers read every Node and Pod, and so each is checked first as the
+// watches check theirs (bounds_watch.go: a string, a bare number, a
+// protobuf Quantity, a key given twice): one no cluster could mean is a
+// bad response naming its field, never minutes of
+// resource.ParseQuantity. The answer is bounded by the body limit of
+// every answer (provider.BoundedTransport).
 func decodeWholePod(body []byte, protobuf bool) (*corev1.Pod, error) {
 	pod := &corev1.Pod{}
 	kind := ""
@@ -399,12 +404,20 @@ func decodeWholePod(body []byte, protobuf bool) (*corev1.Pod, error) {
 		if err != nil {
 			return nil, &badResponseError{err: err}
 		}
+		if err := quantitySchema("Pod").checkProto(raw, ""); err != nil {
+			return nil, &badResponseError{err: fmt.Errorf("the dry run's Pod: %w", err)}
+		}
 		if err := pod.Unmarshal(raw); err != nil {
 			return nil, &badResponseError{err: fmt.Errorf("protobuf %s: %w", boundedText(k), err)}
 		}
 		kind = k
 	} else {
-		if err := json.Unmarshal(body, pod); err != nil {
+		if err := quantitySchema("Pod").checkJSON(body, ""); err != nil {
+			return nil, &badResponseError{err: fmt.Errorf("the dry run's Pod: %w", err)}
+		}
+		// Case-sensitive, as client-go decodes: encoding/json would
+		// also read "SPEC", which the check does not follow.
+		if err := sigsjson.UnmarshalCaseSensitivePreserveInts(body, pod); err != nil {
 			return nil, &badResponseError{err: err}
 		}
 		kind = pod.Kind

@@ -18,6 +18,12 @@ func Doc() provider.KindDoc {
     label_selector: app.kubernetes.io/managed-by=egress-proxies-operator   # the default
     timeout: 5s            # optional override; min_interval likewise
 `,
+		Words: provider.KindWords{
+			API:         "the API server",
+			Credentials: "the kubeconfig (its exec credential plugin, its token or certificate files) or, without one, the in-cluster ServiceAccount token (is the exporter running in a cluster, with `automountServiceAccountToken`?)",
+			Permission:  "listing Pods cluster-wide, and what `min_quota_headroom`, `pod_template` and `schedule` add ([docs/configuration.md](docs/configuration.md#kubernetes)). A `Forbidden` whose message reads \"cannot VERB RESOURCE in namespace NS\" comes from a `can_i` entry: the list call passed, but the operator's own permission (checked with a SelfSubjectAccessReview as the exporter's identity) is missing; compare `kubectl auth can-i VERB RESOURCE -n NS --as system:serviceaccount:...`.",
+			Status:      "look at the API server's and etcd's health, and at API Priority and Fairness, which answers 429 when it sheds load.",
+		},
 		Reasons: map[provider.Reason]provider.ReasonDoc{
 			provider.ReasonReady: {
 				Means:  "the API server listed Pods for us (zero matching Pods included)",

@@ -114,6 +114,8 @@ type runbookItem struct {
 	reasons []provider.Reason
 	kinds   []string
 	text    string
+	// own is set for a text in a kind's words: the item names its kinds.
+	own bool
 }
 
 // runbookParts: the reasons of the ProviderNotReady and
@@ -127,11 +129,11 @@ func runbookParts(kinds []provider.Kind, actionRequired map[provider.Reason]bool
 		if r == provider.ReasonReady {
 			return
 		}
-		text := runbookText(k, r)
+		text, own := k.RunbookText(r)
 		ar := actionRequired[r]
 		it := byText[ar][text]
 		if it == nil {
-			it = &runbookItem{text: text}
+			it = &runbookItem{text: text, own: own}
 			byText[ar][text] = it
 			items[ar] = append(items[ar], it)
 		}
@@ -171,11 +173,12 @@ func runbookParts(kinds []provider.Kind, actionRequired map[provider.Reason]bool
 			for i, r := range it.reasons {
 				rs[i] = "`" + string(r) + "`"
 			}
-			// The kinds of an item of a kind's own reasons; a shared
-			// reason means the same for every kind, and its item does not
-			// change when a kind is added.
+			// The kinds of an item in a kind's words (its own reasons, a
+			// shared reason's text composed with its KindDoc.Words); a
+			// shared text without them means the same for every kind,
+			// and its item does not change when a kind is added.
 			who := ""
-			if !slices.ContainsFunc(it.reasons, provider.IsShared) {
+			if it.own {
 				who = " (" + strings.Join(it.kinds, ", ") + ")"
 			}
 			fmt.Fprintf(&b, "- %s%s: %s\n", strings.Join(rs, ", "), who, it.text)
@@ -186,22 +189,6 @@ func runbookParts(kinds []provider.Kind, actionRequired map[provider.Reason]bool
 		"ProviderNotReady reasons":       render(items[false]),
 		"ProviderActionRequired reasons": render(items[true]),
 	}
-}
-
-// runbookText is the runbook's item of reason r of kind k: the kind's
-// own runbook text, else the shared one for a shared reason, else what
-// to do.
-func runbookText(k provider.Kind, r provider.Reason) string {
-	if d, ok := k.Doc().Reasons[r]; ok && d.Runbook != "" {
-		return d.Runbook
-	}
-	for _, s := range provider.SharedReasonDocs() {
-		if s.Reason == r {
-			return s.Doc.RunbookText()
-		}
-	}
-	d, _ := k.ReasonDoc(r)
-	return d.RunbookText()
 }
 
 func up(b bool) string {
