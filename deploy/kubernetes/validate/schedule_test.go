@@ -13,10 +13,11 @@ const schedule = "../components/schedule"
 
 // scheduleRules are the rules of components/schedule and of the chart's
 // rbac.schedule: list and watch Nodes and Pods, cluster-wide, and list
-// namespaces (for namespaceSelector terms), nothing more.
+// and watch namespaces (their labels, for namespaceSelector terms),
+// nothing more.
 var scheduleRules = []rbacv1.PolicyRule{
 	{APIGroups: []string{""}, Resources: []string{"nodes", "pods"}, Verbs: []string{"list", "watch"}},
-	{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"list"}},
+	{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"list", "watch"}},
 }
 
 // TestScheduleComponent: components/schedule adds exactly a ClusterRole
