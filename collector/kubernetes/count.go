@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
@@ -379,41 +380,16 @@ func spreadCounts(pod *corev1.Pod, nodes []*corev1.Node, units []*unit, j *judge
 // as a placing that takes the nodes in turn does: the least level L with
 // every slot at min(cap, L) or L+1, the first ones (in order) at L+1.
 func evenFill(caps []int64, n int64) []int64 {
-	out := make([]int64, len(caps))
 	var total int64
 	for _, c := range caps {
 		total, _ = satAdd(total, c)
 	}
 	if n >= total {
-		copy(out, caps)
-		return out
+		return slices.Clone(caps)
 	}
-	level := func(l int64) int64 {
-		var s int64
-		for _, c := range caps {
-			s, _ = satAdd(s, min(c, l))
-		}
-		return s
-	}
-	// The largest level whose fill stays within n.
-	lo, hi := int64(0), n
-	for lo < hi {
-		mid := lo + (hi-lo+1)/2
-		if level(mid) <= n {
-			lo = mid
-		} else {
-			hi = mid - 1
-		}
-	}
-	left := n - level(lo)
-	for k, c := range caps {
-		out[k] = min(c, lo)
-		if left > 0 && c > lo {
-			out[k]++
-			left--
-		}
-	}
-	return out
+	// levelFill from nothing: every slot at min(cap, L), the first of
+	// those below their cap at L+1.
+	return levelFill(make([]int64, len(caps)), caps, n)
 }
 
 // levelFill raises counts from have by at most want each, n in all, the
