@@ -77,6 +77,9 @@ type Verdict struct {
 	// it (capacity.go: Capacity says how a provider sets it); the zero
 	// value, unknown, exports no capacity series.
 	Capacity Capacity
+	// Domains are the capacity per failure domain (domain.go), in the
+	// order the provider found them; nil when the entry asks for none.
+	Domains []Domain
 }
 
 // Facts are a provider's own facts about one target. The provider declares
