@@ -155,17 +155,22 @@ func nodeUsage(pods []*corev1.Pod) map[string]*nodeUse {
 			u = &nodeUse{}
 			use[p.Spec.NodeName] = u
 		}
-		if why, ok := p.Annotations[unreadableAnnotation]; ok && u.unreadable == "" {
-			u.unreadable = boundedText(p.Namespace) + "/" + boundedText(p.Name) + ": " + why
-		}
-		if why, ok := p.Annotations[overBoundAnnotation]; ok && u.overBound == "" {
-			u.overBound = boundedText(p.Namespace) + "/" + boundedText(p.Name) + ": " + why
-		}
-		if over := u.add(strippedNeed(p)); over != "" && u.uncounted == "" {
-			u.uncounted = noteUncounted(p, over)
-		}
+		u.addPod(p)
 	}
 	return use
+}
+
+// addPod counts the bound Pod p on its node's sums.
+func (u *nodeUse) addPod(p *corev1.Pod) {
+	if why, ok := p.Annotations[unreadableAnnotation]; ok && u.unreadable == "" {
+		u.unreadable = boundedText(p.Namespace) + "/" + boundedText(p.Name) + ": " + why
+	}
+	if why, ok := p.Annotations[overBoundAnnotation]; ok && u.overBound == "" {
+		u.overBound = boundedText(p.Namespace) + "/" + boundedText(p.Name) + ": " + why
+	}
+	if over := u.add(strippedNeed(p)); over != "" && u.uncounted == "" {
+		u.uncounted = noteUncounted(p, over)
+	}
 }
 
 // strippedNeed is needOf for a Pod of the watch cache, whose one

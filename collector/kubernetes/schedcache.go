@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
+	ktypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	schedcache "k8s.io/kubernetes/pkg/scheduler/backend/cache"
@@ -35,6 +37,25 @@ type clusterCache struct {
 
 	mu   sync.Mutex
 	idle []*schedcache.Snapshot
+
+	// usage is the bound Pods' requests per node as the last fit summed
+	// them, by node name, with the generation of the NodeInfo they were
+	// summed from (fitSnapshot.usage).
+	usageMu sync.Mutex
+	usage   map[string]usageAt
+
+	// events counts the watch events applied to the cache: the state a
+	// shared fit is keyed by (sharedfit.go).
+	events atomic.Uint64
+	fitsMu sync.Mutex
+	fits   map[fitKey]*sharedFit
+}
+
+// usageAt is one node's summed requests and the NodeInfo generation they
+// were summed at; use is nil for a node with no bound Pod.
+type usageAt struct {
+	gen int64
+	use *nodeUse
 }
 
 // maxIdleSnapshots bounds the snapshots kept between fits; a snapshot is
@@ -54,6 +75,7 @@ func newClusterCache(ctx context.Context, nodes, pods cache.SharedIndexInformer)
 		AddFunc: func(obj any) {
 			if n, ok := obj.(*corev1.Node); ok {
 				cc.cache.AddNode(logger, n)
+				cc.events.Add(1)
 			}
 		},
 		UpdateFunc: func(oldObj, newObj any) {
@@ -61,23 +83,28 @@ func newClusterCache(ctx context.Context, nodes, pods cache.SharedIndexInformer)
 			n, ok2 := newObj.(*corev1.Node)
 			if ok1 && ok2 {
 				cc.cache.UpdateNode(logger, o, n)
+				cc.events.Add(1)
 			}
 		},
 		DeleteFunc: func(obj any) {
 			if n, ok := tombstone(obj).(*corev1.Node); ok {
 				_ = cc.cache.RemoveNode(logger, n)
+				cc.events.Add(1)
 			}
 		},
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("scheduler cache: %w", err)
 	}
-	// Errors of the cache's Pod calls are a Pod without a UID (no API
-	// server sends one) or one it does not hold: nothing to add.
+	// Errors of the cache's Pod calls are a Pod it does not hold: nothing
+	// to add. A Pod without a UID (no API server sends one) is keyed by its
+	// name instead (withUID), so that its requests count as the watch's
+	// list counts them.
 	preg, err := pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			if p, ok := obj.(*corev1.Pod); ok && cachedPod(p) {
-				_ = cc.cache.AddPod(logger, p)
+				_ = cc.cache.AddPod(logger, withUID(p))
+				cc.events.Add(1)
 			}
 		},
 		UpdateFunc: func(oldObj, newObj any) {
@@ -86,18 +113,20 @@ func newClusterCache(ctx context.Context, nodes, pods cache.SharedIndexInformer)
 			if !ok1 || !ok2 {
 				return
 			}
+			defer cc.events.Add(1)
 			switch {
 			case cachedPod(o) && cachedPod(n):
-				_ = cc.cache.UpdatePod(logger, o, n)
+				_ = cc.cache.UpdatePod(logger, withUID(o), withUID(n))
 			case cachedPod(n):
-				_ = cc.cache.AddPod(logger, n)
+				_ = cc.cache.AddPod(logger, withUID(n))
 			case cachedPod(o):
-				_ = cc.cache.RemovePod(logger, o)
+				_ = cc.cache.RemovePod(logger, withUID(o))
 			}
 		},
 		DeleteFunc: func(obj any) {
 			if p, ok := tombstone(obj).(*corev1.Pod); ok && cachedPod(p) {
-				_ = cc.cache.RemovePod(logger, p)
+				_ = cc.cache.RemovePod(logger, withUID(p))
+				cc.events.Add(1)
 			}
 		},
 	})
@@ -112,6 +141,17 @@ func newClusterCache(ctx context.Context, nodes, pods cache.SharedIndexInformer)
 // selector sends no other; a server that ignores it may).
 func cachedPod(p *corev1.Pod) bool {
 	return p.Spec.NodeName != "" && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
+}
+
+// withUID is p, or a copy of it keyed by namespace and name when it has
+// no UID: the scheduler's cache keys Pods by UID and refuses one without.
+func withUID(p *corev1.Pod) *corev1.Pod {
+	if p.UID != "" {
+		return p
+	}
+	c := *p
+	c.UID = ktypes.UID("no-uid/" + p.Namespace + "/" + p.Name)
+	return &c
 }
 
 func tombstone(obj any) any {
@@ -206,4 +246,44 @@ func (fs *fitSnapshot) release() {
 	if len(fs.cc.idle) < maxIdleSnapshots {
 		fs.cc.idle = append(fs.cc.idle, fs.snap)
 	}
+}
+
+// usage is the requests of the Pods bound to each of the snapshot's nodes
+// (nodeUsage), summed again only for the NodeInfos whose generation moved
+// since a fit last summed them: a steady scrape reads one generation per
+// node instead of every bound Pod's quantities, which at 20,000 Pods was
+// most of a fit's CPU (docs/scaling.md). A generation is never reused for
+// other contents (the cache's counter is global), and release restores a
+// NodeInfo with its generation, so equal generations are equal Pods. The
+// sums are shared by fits and never written: a fit that places copies
+// counts them apart (simulate). It must be called before the fit places
+// any copy on the snapshot.
+func (fs *fitSnapshot) usage() map[string]*nodeUse {
+	all, _ := fs.snap.NodeInfos().List()
+	use := make(map[string]*nodeUse, len(all))
+	next := make(map[string]usageAt, len(all))
+	cc := fs.cc
+	cc.usageMu.Lock()
+	defer cc.usageMu.Unlock()
+	for _, ni := range all {
+		name := ni.Node().Name
+		m, ok := cc.usage[name]
+		if !ok || m.gen != ni.GetGeneration() {
+			m = usageAt{gen: ni.GetGeneration()}
+			for _, pi := range ni.GetPods() {
+				if m.use == nil {
+					m.use = &nodeUse{}
+				}
+				m.use.addPod(pi.GetPod())
+			}
+		}
+		// Rebuilt at every fit, so that Nodes gone from the cluster
+		// leave the map: it holds at most one entry per Node.
+		next[name] = m
+		if m.use != nil {
+			use[name] = m.use
+		}
+	}
+	cc.usage = next
+	return use
 }

@@ -37,10 +37,10 @@ func fakeInformer(t *testing.T, list runtime.Object, example runtime.Object, fw 
 // Pods; a fit that places copies leaves the kept snapshot as it was (the
 // NodeInfos it changed are restored), and a Pod's events reach the next
 // fit's snapshot incrementally.
-func TestClusterCache(t *testing.T) {
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute) // a bound on a failure, never measured
-	defer cancel()
-	nodes, pods := proxyCluster()
+// informedCache is the cluster cache of nodes and pods fed by informers
+// as the watches' are, each with a watch the test drives.
+func informedCache(ctx context.Context, t *testing.T, nodes []*corev1.Node, pods []*corev1.Pod) (*clusterCache, *watch.FakeWatcher, *watch.FakeWatcher) {
+	t.Helper()
 	for i, p := range pods {
 		p.UID = ktypes.UID(fmt.Sprintf("uid-%d", i))
 		p.ResourceVersion = "1"
@@ -65,6 +65,14 @@ func TestClusterCache(t *testing.T) {
 	if !cache.WaitForCacheSync(ctx.Done(), regs[0].HasSynced, regs[1].HasSynced) {
 		t.Fatal("never synced")
 	}
+	return cc, nw, pw
+}
+
+func TestClusterCache(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute) // a bound on a failure, never measured
+	defer cancel()
+	nodes, pods := proxyCluster()
+	cc, _, pw := informedCache(ctx, t, nodes, pods)
 	pod := proxyPod(antiAffinity(corev1.LabelHostname))
 	fitOn := func() (FitResult, []int) {
 		t.Helper()

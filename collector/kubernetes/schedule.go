@@ -72,17 +72,6 @@ func (c *Checker) schedule(ctx context.Context, logger *slog.Logger, cl *client,
 		return v
 	}
 	_, pods := ws.snapshot()
-	// The fit's own snapshot of the cluster's scheduler cache, brought up
-	// to date incrementally, restored and kept for the next fit.
-	fs, err := ws.sched.acquire()
-	if err != nil {
-		out.Reason, out.Message = provider.ReasonUnknown, "schedule: "+boundedErr(err)
-		c.lastFit.Store(out)
-		v.Reason, v.Message = out.Reason, out.Message
-		return v
-	}
-	defer fs.release()
-	nodes := fs.nodes()
 	// The copies are placed up to the quota's capacity, past which the
 	// capacity is the quota's whatever the nodes take.
 	limit := int64(provider.MaxCapacity)
@@ -92,17 +81,30 @@ func (c *Checker) schedule(ctx context.Context, logger *slog.Logger, cl *client,
 		limit = max(q.Proxies, 1)
 	}
 	var namespaces []*corev1.Namespace
+	var err error
 	if needsNamespaces(pod, pods) {
 		namespaces, err = ws.namespaceList(ctx)
 	}
 	var res FitResult
 	if err == nil {
-		res, err = fitWithPluginsOn(ctx, pod, fs, nodes, pods, namespaces, limit)
+		// The fit runs on its own snapshot of the cluster's scheduler
+		// cache, brought up to date incrementally, restored and kept for
+		// the next fit; entries fitting the same Pod at the same state
+		// share it (sharedfit.go). One that reads namespaces fits on its
+		// own: their watch is not part of the cache's state.
+		fit := func(fs *fitSnapshot) (FitResult, error) {
+			return fitWithPluginsOn(ctx, pod, fs, fs.nodes(), pods, namespaces, limit)
+		}
+		if namespaces != nil {
+			res, err = ws.sched.fitOwn(fit)
+		} else {
+			res, err = ws.sched.fitShared(ctx, pod, limit, fit)
+		}
 	}
 	if err == nil && provider.Ended(ctx) {
 		// The deadline passed as the fit ended: what it counted is no
 		// verdict (docs/configuration.md: "Timeouts").
-		err = fmt.Errorf("the deadline passed as the fit of the Pod on %d nodes ended: %w", len(nodes), context.DeadlineExceeded)
+		err = fmt.Errorf("the deadline passed as the fit of the Pod on %d nodes ended: %w", res.Nodes, context.DeadlineExceeded)
 	}
 	if err != nil {
 		out.Reason, out.Message = scheduleErrReason(ctx, err), "schedule: "+boundedErr(err)

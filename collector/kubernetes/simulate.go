@@ -397,7 +397,12 @@ func fitWithPluginsOn(ctx context.Context, pod *corev1.Pod, fs *fitSnapshot, nod
 		return FitResult{}, err
 	}
 	defer j.close()
-	use := nodeUsage(pods)
+	var use map[string]*nodeUse
+	if fs != nil {
+		use = fs.usage()
+	} else {
+		use = nodeUsage(pods)
+	}
 	var r FitResult
 	if !copiesInteract(pod) {
 		r = fitNodes(pod, nodes, use, j)
