@@ -6,8 +6,8 @@ import (
 	"maps"
 	"reflect"
 	"sync/atomic"
-	"testing/synctest"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
