@@ -594,7 +594,23 @@ func TestDashboardStructure(t *testing.T) {
 // provider-health and every provider and name selected, to be the ones
 // tests/reasons.yaml evaluates over series as the exporter sends them.
 func TestDashboardReasonPanelsTested(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("tests", "reasons.yaml"))
+	checkPanelsTested(t, "reasons.yaml", []string{"Reason per target", "Targets per reason"}, 2)
+}
+
+// TestDashboardDomainPanelsTested: the same for the panels per failure
+// domain, which tests/domains.yaml evaluates over the exporter's series and
+// the recording rule's.
+func TestDashboardDomainPanelsTested(t *testing.T) {
+	checkPanelsTested(t, "domains.yaml", []string{"Capacity per domain", "Survives losing a domain"}, 3)
+}
+
+// checkPanelsTested requires every query of the panels titled titles (want
+// in all) to be a promql_expr_test of tests/file, with the dashboard's
+// variables as Grafana sends them with every instance, provider and name
+// selected.
+func checkPanelsTested(t *testing.T, file string, titles []string, want int) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("tests", file))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -618,18 +634,18 @@ func TestDashboardReasonPanelsTested(t *testing.T) {
 	for f, d := range loadDashboards(t) {
 		n := 0
 		for _, p := range flatten(d.Panels) {
-			if p.Title != "Reason per target" && p.Title != "Targets per reason" {
+			if !slices.Contains(titles, p.Title) {
 				continue
 			}
 			for _, tg := range p.Targets {
 				n++
 				if expr := vars.Replace(tg.Expr); !tested[expr] {
-					t.Errorf("%s panel %q: %s is not tested in tests/reasons.yaml", f, p.Title, expr)
+					t.Errorf("%s panel %q: %s is not tested in tests/%s", f, p.Title, expr, file)
 				}
 			}
 		}
-		if n != 2 {
-			t.Errorf("%s: %d reason panel queries, want 2", f, n)
+		if n != want {
+			t.Errorf("%s: %d queries of the panels %q, want %d", f, n, titles, want)
 		}
 	}
 }

@@ -416,7 +416,7 @@ local exporterDownExpr(c) =
                 '{{ $labels.provider }} entry {{ $labels.name }}{{ with $labels.target }} (target {{ . }}){{ end }}' + c.inCluster
                 + ': if domain {{ $labels.domain }} were lost, {{ $value | printf "%.0f" }} of the proxies it runs'
                 + ' would find no place in the other domains, for more than ' + c.capacityNotDomainResilientFor
-                + '. The status page shows each domain\'s capacity, proxies and capacity after its loss.',
+                + ". The status page shows each domain's capacity, proxies and capacity after its loss.",
             },
           },
         ],
