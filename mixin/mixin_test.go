@@ -1186,6 +1186,7 @@ var multiClusterMutants = []mutant{
 	{"KVMPoolLowSpace", "quotes another cluster's pool", dropCluster},
 	{"KVMPoolFillingUp", "quotes another cluster's pool", dropCluster},
 	{"ProviderQuotaNearLimit", "quotes another cluster's quota", dropCluster},
+	{afterLoss, "merges the clusters' hosts", func(r *rule) bool { return replaceAllIn(&r.Expr, "(cluster, ", "(") }},
 	// Not a cluster mistake: this rendering is also the one with a KVM pool
 	// minimum (tests/multicluster/alerts.jsonnet), and its test must see it.
 	{"KVMPoolFillingUp", "forecasts zero instead of the minimum", exprReplace("< 21474836480", "< 0")},
