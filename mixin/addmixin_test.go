@@ -61,18 +61,16 @@ func addMixinRead(t *testing.T, config string) addMixinFields {
 }
 
 // TestKubePrometheusAddMixin: the mixin has the fields addMixin reads, of
-// the shape it expects: alert groups (and no recording rules, so addMixin's
-// PrometheusRule holds exactly mixin/alerts.yaml's groups) and a dashboards
+// the shape it expects: alert groups and recording rule groups (which
+// addMixin's PrometheusRule holds in the order of mixin/alerts.yaml, alerts
+// first) and a dashboards
 // object keyed by file name, whose dashboards are those of
 // mixin/dashboards_out; a _config override, as the docs' addMixin example
 // passes, reaches the groups addMixin reads.
 func TestKubePrometheusAddMixin(t *testing.T) {
 	f := addMixinRead(t, "{}")
-	if !f.HasAlerts || !f.HasDashboards {
-		t.Fatalf("the mixin lacks prometheusAlerts (%v) or grafanaDashboards (%v), which addMixin reads", f.HasAlerts, f.HasDashboards)
-	}
-	if f.HasRules {
-		t.Error("the mixin has prometheusRules: addMixin appends their groups after the alerts'; check that docs/deployment.md still says what addMixin renders")
+	if !f.HasAlerts || !f.HasRules || !f.HasDashboards {
+		t.Fatalf("the mixin lacks prometheusAlerts (%v), prometheusRules (%v) or grafanaDashboards (%v), which addMixin reads", f.HasAlerts, f.HasRules, f.HasDashboards)
 	}
 	raw, err := os.ReadFile("alerts.yaml")
 	if err != nil {

@@ -75,6 +75,10 @@
     capacityWindow: '6h',
     capacityHorizon: '24h',
     capacityRunningOutFor: '1h',
+    // ProviderCapacityNotDomainResilient fires when losing some failure
+    // domain (a zone, region or rack: docs/metrics.md: "Capacity") would
+    // leave proxies without a place for this long.
+    capacityNotDomainResilientFor: '15m',
 
     // Kept KVM connections are reused across scrapes, so sessions established
     // per hour stay near zero in steady state; more than this means the

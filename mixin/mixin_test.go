@@ -59,6 +59,17 @@ var headroomMetrics = map[string][]string{
 	"provider_health_capacity": {"provider", "name", "target"},
 }
 
+// domainMetrics are exported only for entries with failure domains
+// (docs/configuration.md: capacity_domain, a GCP entry's regions, a KVM
+// host's domain), which the golden file's configuration does not set; their
+// labels are those of docs/metrics.md's "Metrics". The after-loss of a KVM
+// entry is the recording rule's (rules/rules.libsonnet), without target.
+var domainMetrics = map[string][]string{
+	"provider_health_domain_capacity":     {"provider", "name", "target", "domain"},
+	"provider_health_domain_proxies":      {"provider", "name", "target", "domain"},
+	"provider_health_capacity_after_loss": {"provider", "name", "target", "domain"},
+}
+
 var goldenSeriesRE = regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? `)
 var goldenLabelRE = regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)="(?:[^"\\]|\\.)*"`)
 
@@ -72,6 +83,9 @@ func goldenMetrics() map[string][]string {
 		out[k] = v
 	}
 	for k, v := range headroomMetrics {
+		out[k] = v
+	}
+	for k, v := range domainMetrics {
 		out[k] = v
 	}
 	for _, line := range strings.Split(string(b), "\n") {
@@ -121,6 +135,7 @@ var specAlerts = []string{
 	"ProviderHealthConfigReloadFailed",
 	"ProviderQuotaNearLimit",
 	"KVMPoolFillingUp",
+	"ProviderCapacityNotDomainResilient",
 }
 
 const runbookURLPrefix = "https://github.com/egress-proxies/provider_health_exporter/blob/main/mixin/runbook.md#"
@@ -173,6 +188,18 @@ func (rf ruleFile) alerts() []rule {
 	for _, g := range rf.Groups {
 		for _, r := range g.Rules {
 			if r.Alert != "" {
+				out = append(out, r)
+			}
+		}
+	}
+	return out
+}
+
+func (rf ruleFile) records() []rule {
+	var out []rule
+	for _, g := range rf.Groups {
+		for _, r := range g.Rules {
+			if r.Record != "" {
 				out = append(out, r)
 			}
 		}
@@ -406,14 +433,18 @@ func TestMetricNames(t *testing.T) {
 	}
 }
 
-// allQueries returns every alert expression and every dashboard expression,
-// Grafana variables substituted.
+// allQueries returns every alert and recording rule expression and every
+// dashboard expression, Grafana variables substituted.
 func allQueries(t *testing.T) []query {
 	t.Helper()
 	var qs []query
 	for _, file := range []string{"alerts.yaml", multiClusterRules} {
-		for _, r := range loadRules(t, file).alerts() {
+		rf := loadRules(t, file)
+		for _, r := range rf.alerts() {
 			qs = append(qs, query{file + " alert " + r.Alert, r.Expr})
+		}
+		for i, r := range rf.records() {
+			qs = append(qs, query{fmt.Sprintf("%s record %d %s", file, i, r.Record), r.Expr})
 		}
 	}
 	for f, d := range loadDashboards(t) {
@@ -563,7 +594,23 @@ func TestDashboardStructure(t *testing.T) {
 // provider-health and every provider and name selected, to be the ones
 // tests/reasons.yaml evaluates over series as the exporter sends them.
 func TestDashboardReasonPanelsTested(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("tests", "reasons.yaml"))
+	checkPanelsTested(t, "reasons.yaml", []string{"Reason per target", "Targets per reason"}, 2)
+}
+
+// TestDashboardDomainPanelsTested: the same for the panels per failure
+// domain, which tests/domains.yaml evaluates over the exporter's series and
+// the recording rule's.
+func TestDashboardDomainPanelsTested(t *testing.T) {
+	checkPanelsTested(t, "domains.yaml", []string{"Capacity per domain", "Survives losing a domain"}, 3)
+}
+
+// checkPanelsTested requires every query of the panels titled titles (want
+// in all) to be a promql_expr_test of tests/file, with the dashboard's
+// variables as Grafana sends them with every instance, provider and name
+// selected.
+func checkPanelsTested(t *testing.T, file string, titles []string, want int) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("tests", file))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -587,18 +634,18 @@ func TestDashboardReasonPanelsTested(t *testing.T) {
 	for f, d := range loadDashboards(t) {
 		n := 0
 		for _, p := range flatten(d.Panels) {
-			if p.Title != "Reason per target" && p.Title != "Targets per reason" {
+			if !slices.Contains(titles, p.Title) {
 				continue
 			}
 			for _, tg := range p.Targets {
 				n++
 				if expr := vars.Replace(tg.Expr); !tested[expr] {
-					t.Errorf("%s panel %q: %s is not tested in tests/reasons.yaml", f, p.Title, expr)
+					t.Errorf("%s panel %q: %s is not tested in tests/%s", f, p.Title, expr, file)
 				}
 			}
 		}
-		if n != 2 {
-			t.Errorf("%s: %d reason panel queries, want 2", f, n)
+		if n != want {
+			t.Errorf("%s: %d queries of the panels %q, want %d", f, n, titles, want)
 		}
 	}
 }
@@ -905,11 +952,26 @@ func ruleTestCoverage(t *testing.T) (fired, quiet map[string]bool) {
 	return fired, quiet
 }
 
-// mutant is a deliberately broken alert rule the promtool tests must reject.
+// mutant is a deliberately broken rule the promtool tests must reject: an
+// alert, or a recording rule (alert then names the record), whose breakage
+// the tests of the alert that reads it (recordReaders) must see.
 type mutant struct {
 	alert  string
 	what   string
 	mutate func(r *rule) bool // reports whether it changed anything
+}
+
+// recordReaders names, for each recording rule, the alert that reads it.
+var recordReaders = map[string]string{
+	afterLoss: "ProviderCapacityNotDomainResilient",
+}
+
+// failingAlert is the alert whose tests must fail when m's rule is broken.
+func (m mutant) failingAlert() string {
+	if a, ok := recordReaders[m.alert]; ok {
+		return a
+	}
+	return m.alert
 }
 
 func replaceIn(field *string, old, repl string) bool {
@@ -992,7 +1054,24 @@ var mutants = []mutant{
 	{"ProviderCapacityRunningOut", "looks a shorter horizon ahead", exprReplace("[6h], 86400)", "[6h], 3600)")},
 	{"KVMConnectionFlapping", "fires at once", noFor},
 	{"KVMConnectionFlapping", "counts an exporter restart", exprReplace("[1h]) > 6", "[1h]) > 0")},
+	{"ProviderCapacityNotDomainResilient", "fires at once", noFor},
+	{"ProviderCapacityNotDomainResilient", "fires when a loss leaves no room but strands no proxy", exprReplace("} > 0", "} >= 0")},
+	{afterLoss, "counts a host of an HA pair twice", exprReplace("max by (job, provider, name, target, domain)", "sum by (job, provider, name, target, domain)")},
+	{afterLoss, "sums each shard's hosts apart", exprReplace("sum by (job, provider, name) (max by (job, provider, name, target, domain)",
+		"sum by (job, instance, provider, name) (max by (job, instance, provider, name, target, domain)")},
+	{afterLoss, "leaves out the lost domain's proxies", exprReplace("\n  - on (job, provider, name, domain)\n    sum by (job, provider, name, domain) ("+kvmProxies+")", "")},
+	{afterLoss, "counts an unknown room as none", exprReplace("    ("+kvmProxies+" unless on (job, provider, name, target, domain) "+kvmCapacity+")\n", "    vector(0)\n")},
+	{afterLoss, "counts unknown proxies as none", exprReplace("    ("+kvmCapacity+" unless on (job, provider, name, target, domain) "+kvmProxies+")\n", "    vector(0)\n")},
 }
+
+// afterLoss is the recording rule of a KVM entry's capacity after losing a
+// domain, and kvmCapacity and kvmProxies its per-host inputs as alerts.yaml
+// writes them.
+const (
+	afterLoss   = "provider_health_capacity_after_loss"
+	kvmCapacity = `max by (job, provider, name, target, domain) (provider_health_domain_capacity{job="provider-health", provider="kvm"})`
+	kvmProxies  = `max by (job, provider, name, target, domain) (provider_health_domain_proxies{job="provider-health", provider="kvm"})`
+)
 
 // TestRuleTestsCatchBrokenRules breaks one rule at a time and requires the
 // promtool tests to fail on that alert: a test case that cannot fail proves
@@ -1008,6 +1087,11 @@ func TestRuleTestsCatchBrokenRules(t *testing.T) {
 			t.Errorf("%s: no mutant proves its tests can fail", r.Alert)
 		}
 	}
+	for _, r := range orig.records() {
+		if !covered[r.Record] {
+			t.Errorf("recording rule %s: no mutant proves the tests of the alerts that read it can fail", r.Record)
+		}
+	}
 	checkMutants(t, "alerts.yaml", orig, ruleTestFiles(t), mutants)
 }
 
@@ -1017,8 +1101,8 @@ var (
 )
 
 // TestMultiClusterAlerts: with showMultiCluster, the same alerts as
-// alerts.yaml (names, for, labels), every join and aggregation keeps the
-// cluster label, and every query of a description selects the alert's own
+// alerts.yaml (names, for, labels), every join and aggregation of an alert
+// or a recording rule keeps the cluster label, and every query of a description selects the alert's own
 // cluster, so that a global ruler never merges two clusters' series.
 func TestMultiClusterAlerts(t *testing.T) {
 	single := map[string]rule{}
@@ -1046,6 +1130,17 @@ func TestMultiClusterAlerts(t *testing.T) {
 		for _, m := range templateQueryRE.FindAllStringSubmatch(r.Annotations["description"], -1) {
 			if !strings.Contains(m[1], "cluster=%q") {
 				t.Errorf("%s: description queries %q in every cluster", r.Alert, m[0])
+			}
+		}
+	}
+	records := loadRules(t, multiClusterRules).records()
+	if len(records) != len(loadAlerts(t).records()) {
+		t.Errorf("%s has %d recording rules, alerts.yaml %d", multiClusterRules, len(records), len(loadAlerts(t).records()))
+	}
+	for _, r := range records {
+		for _, m := range groupingClauseRE.FindAllStringSubmatch(r.Expr, -1) {
+			if !slices.Contains(strings.Split(strings.ReplaceAll(m[1], " ", ""), ","), "cluster") {
+				t.Errorf("recording rule %s: %q drops the cluster label", r.Record, m[0])
 			}
 		}
 	}
@@ -1091,6 +1186,7 @@ var multiClusterMutants = []mutant{
 	{"KVMPoolLowSpace", "quotes another cluster's pool", dropCluster},
 	{"KVMPoolFillingUp", "quotes another cluster's pool", dropCluster},
 	{"ProviderQuotaNearLimit", "quotes another cluster's quota", dropCluster},
+	{afterLoss, "merges the clusters' hosts", func(r *rule) bool { return replaceAllIn(&r.Expr, "(cluster, ", "(") }},
 	// Not a cluster mistake: this rendering is also the one with a KVM pool
 	// minimum (tests/multicluster/alerts.jsonnet), and its test must see it.
 	{"KVMPoolFillingUp", "forecasts zero instead of the minimum", exprReplace("< 21474836480", "< 0")},
@@ -1156,7 +1252,8 @@ func checkMutants(t *testing.T, rulesPath string, orig ruleFile, files []string,
 			changed := false
 			for gi := range rf.Groups {
 				for ri := range rf.Groups[gi].Rules {
-					if r := &rf.Groups[gi].Rules[ri]; r.Alert == m.alert {
+					r := &rf.Groups[gi].Rules[ri]
+					if r.Alert == m.alert || r.Record == m.alert {
 						changed = m.mutate(r) || changed
 					}
 				}
@@ -1164,14 +1261,15 @@ func checkMutants(t *testing.T, rulesPath string, orig ruleFile, files []string,
 			if !changed {
 				t.Fatalf("mutation did not apply: the rule changed, update the mutant")
 			}
-			out, err := run(t, rf, m.alert)
+			alert := m.failingAlert()
+			out, err := run(t, rf, alert)
 			if err == nil {
 				t.Fatalf("promtool tests pass with a broken %s (%s)", m.alert, m.what)
 			}
 			// A failed expectation names the alert; an evaluation error
 			// names the rule.
-			if !strings.Contains(out, "alertname: "+m.alert+",") && !strings.Contains(out, "rule: "+m.alert+",") {
-				t.Fatalf("promtool tests failed, but not on %s:\n%s", m.alert, out)
+			if !strings.Contains(out, "alertname: "+alert+",") && !strings.Contains(out, "rule: "+m.alert+",") {
+				t.Fatalf("promtool tests failed, but not on %s:\n%s", alert, out)
 			}
 		})
 	}

@@ -1,5 +1,6 @@
 // Renders deploy/kubernetes/components/prometheus-operator/prometheusrule.yaml:
-// the same alerts wrapped in a Prometheus Operator PrometheusRule.
+// the same alerts and recording rules wrapped in a Prometheus Operator
+// PrometheusRule.
 local mixin = import 'mixin.libsonnet';
 local c = mixin._config;
 
@@ -12,5 +13,5 @@ local c = mixin._config;
     namespace: c.prometheusRuleNamespace,
     labels: c.prometheusRuleLabels,
   },
-  spec: mixin.prometheusAlerts,
+  spec: { groups: mixin.prometheusAlerts.groups + mixin.prometheusRules.groups },
 }, indent_array_in_object=true, quote_keys=false)

@@ -397,6 +397,28 @@ local exporterDownExpr(c) =
                 + c.capacityWindow + ' none is left within ' + c.capacityHorizon + '.',
             },
           },
+          {
+            alert: 'ProviderCapacityNotDomainResilient',
+            // provider_health_capacity_after_loss below 0, negated so that
+            // the value is the number of proxies left without a place. The
+            // exporter exports it for kubernetes and gcp entries (one series
+            // per target and domain); the recording rule of
+            // rules/rules.libsonnet makes it for kvm entries, per entry and
+            // domain, without a target.
+            expr: |||
+              -provider_health_capacity_after_loss{%(providerHealthSelector)s} > 0
+            ||| % c,
+            'for': c.capacityNotDomainResilientFor,
+            labels: { severity: c.warningSeverity },
+            annotations: {
+              summary: 'Losing one failure domain would leave proxies without a place.',
+              description:
+                '{{ $labels.provider }} entry {{ $labels.name }}{{ with $labels.target }} (target {{ . }}){{ end }}' + c.inCluster
+                + ': if domain {{ $labels.domain }} were lost, {{ $value | printf "%.0f" }} of the proxies it runs'
+                + ' would find no place in the other domains, for more than ' + c.capacityNotDomainResilientFor
+                + ". The status page shows each domain's capacity, proxies and capacity after its loss.",
+            },
+          },
         ],
       },
     ],

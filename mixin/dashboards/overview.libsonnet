@@ -226,6 +226,36 @@ local duration = import '../lib/duration.libsonnet';
       ]) + g.size(8, 8) + g.unit('short')
       + g.thresholds([[null, 'red'], [1, 'orange'], [c.capacityLowProxies, 'green']])
       + { fieldConfig+: { defaults+: { decimals: 0, min: 0 } } },
+
+      // Per failure domain (a zone, node pool, region or KVM rack), for the
+      // entries that configure domains. A KVM host is a target of its own,
+      // so a domain's numbers are the sum over its hosts, each counted once
+      // however many exporter replicas see it.
+      g.timeseries('Capacity per domain', 'How many more proxies fit in each failure domain alone (provider_health_domain_capacity, solid) and how many run there (provider_health_domain_proxies, dashed), for entries with domains; a KVM domain sums its hosts.', [
+        g.target('sum by (provider, name, domain) (max by (%s, domain) (provider_health_domain_capacity{%s}))' % [byTarget, sel], '{{provider}}/{{name}} {{domain}}'),
+        g.target('sum by (provider, name, domain) (max by (%s, domain) (provider_health_domain_proxies{%s}))' % [byTarget, sel], 'proxies {{provider}}/{{name}} {{domain}}'),
+      ]) + g.size(14, 8) + g.unit('short')
+      + { fieldConfig+: { defaults+: { decimals: 0, min: 0 } } }
+      + g.overrideByRegexp('/^proxies /', { 'custom.lineStyle': { fill: 'dash', dash: [10, 10] } }),
+
+      // KVM entries' rows come from the mixin's recording rule, which sums
+      // the hosts of every exporter replica and so has no instance label:
+      // they show while Instance is All.
+      g.table('Survives losing a domain', "How many more proxies fit after each failure domain is lost and its proxies are created again elsewhere (provider_health_capacity_after_loss); red when negative, the number of proxies left without a place, which ProviderCapacityNotDomainResilient alerts on. KVM entries' rows (the mixin's recording rule, over every exporter replica) have no target and show while Instance is All.", [
+        g.tableTarget('max by (%s, domain) (provider_health_capacity_after_loss{%s})' % [byTarget, sel]),
+      ]) + g.size(10, 8)
+      + g.organize({ provider: 'Provider', name: 'Name', target: 'Target', domain: 'Domain lost', Value: 'Capacity after loss' })
+      + g.thresholds([[null, 'red'], [0, 'green']])
+      + {
+        fieldConfig+: { overrides+: [
+          { matcher: { id: 'byName', options: 'Capacity after loss' }, properties: [
+            { id: 'custom.cellOptions', value: { type: 'color-background' } },
+            { id: 'color', value: { mode: 'thresholds' } },
+            { id: 'decimals', value: 0 },
+          ] },
+        ] },
+        options+: { sortBy: [{ displayName: 'Capacity after loss', desc: false }] },
+      },
     ]),
   },
 }

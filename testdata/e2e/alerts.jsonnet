@@ -18,10 +18,13 @@ local mixin = (import '../../mixin/mixin.libsonnet') + {
     providerQuotaNearLimitFor: '5s',
     kvmPoolFillingUpFor: '5s',
     capacityLowFor: '5s',
+    capacityNotDomainResilientFor: '5s',
     // Not shortened: the real host's free memory moves within seconds, and
     // a trend of seconds extrapolated over capacityHorizon is noise, which
     // the mixin's hour of `for` is there to ignore.
   },
 };
 
-std.manifestYamlDoc(mixin.prometheusAlerts, indent_array_in_object=true, quote_keys=false)
+// The recording rules too: ProviderCapacityNotDomainResilient reads KVM
+// entries' provider_health_capacity_after_loss from one.
+std.manifestYamlDoc({ groups: mixin.prometheusAlerts.groups + mixin.prometheusRules.groups }, indent_array_in_object=true, quote_keys=false)
