@@ -38,6 +38,11 @@ type flags struct {
 	timeoutOff                                        float64
 	toolkit                                           *web.FlagConfig
 	log                                               *promslog.Config
+	// once is the one-shot mode's flags (once.go).
+	once onceFlags
+	// logLevelSet is true when --log.level was given: --check.once logs
+	// only warnings and errors otherwise, its answer being the output.
+	logLevelSet bool
 }
 
 // parseFlags reads args; the error is kingpin's, for a usage message.
@@ -46,6 +51,7 @@ func parseFlags(args []string, stdout, stderr *os.File) (flags, error) {
 	f := flags{log: &promslog.Config{}}
 	app.Flag("config.file", "Provider health configuration file.").Default("provider_health.yml").StringVar(&f.configFile)
 	app.Flag("config.check", "Validate the configuration file (and the files it references), then exit.").Default("false").BoolVar(&f.configCheck)
+	addOnceFlags(app, &f.once)
 	app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").StringVar(&f.metricsPath)
 	app.Flag("web.max-requests", "Maximum number of concurrent scrape requests; 0 disables the limit.").Default("40").IntVar(&f.maxRequests)
 	app.Flag("web.external-url", "The URL under which the exporter is reachable, e.g. behind a reverse proxy. Its path prefixes every link the exporter writes and, unless --web.route-prefix is set, every route.").PlaceHolder("<url>").StringVar(&f.externalURL)
@@ -55,6 +61,7 @@ func parseFlags(args []string, stdout, stderr *os.File) (flags, error) {
 	app.Flag("timeout-offset", "Seconds to subtract from the scrape timeout of Prometheus to get the check budget.").Default("0.5").Float64Var(&f.timeoutOff)
 	f.toolkit = kingpinflag.AddFlags(app, ":9877")
 	promslogflag.AddFlags(app, f.log)
+	app.GetFlag(promslogflag.LevelFlagName).IsSetByUser(&f.logLevelSet)
 	app.Version(version.Print(program))
 	app.HelpFlag.Short('h')
 	app.UsageWriter(stdout)
@@ -70,6 +77,12 @@ func run(args []string, stdout, stderr *os.File) int {
 		return 2
 	}
 	fl.log.Writer = stderr
+	if fl.once.run && !fl.logLevelSet {
+		if err := fl.log.Level.Set("warn"); err != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", program, err)
+			return onceUsage
+		}
+	}
 	logger := promslog.New(fl.log)
 	// client-go logs some failures (in-cluster config, exec plugins) through
 	// klog's process-wide logger; send them to ours so they keep our format.
@@ -82,7 +95,16 @@ func run(args []string, stdout, stderr *os.File) int {
 		fmt.Fprintf(stderr, "%s: %v\n", program, err)
 		return 1
 	}
-	if fl.configCheck {
+	switch {
+	case fl.once.run && fl.configCheck:
+		fmt.Fprintf(stderr, "%s: %v\n", program, errOnceConflict)
+		return onceUsage
+	case fl.once.run:
+		return runOnce(kinds, fl.configFile, fl.once, logger, stdout, stderr)
+	case fl.once.modifiers:
+		fmt.Fprintf(stderr, "%s: --check.format, --check.entry, --check.need and --check.survive-loss apply only with --check.once\n", program)
+		return onceUsage
+	case fl.configCheck:
 		return checkConfig(kinds, fl.configFile, stdout, stderr)
 	}
 	paths, err := checkRunFlags(fl, logger)

@@ -42,3 +42,40 @@ func TestToyKindBoundsHeaders(t *testing.T) {
 		}
 	}
 }
+
+// TestToyKindCapacityHeaders: the answer's X-Toy-Capacity and X-Toy-Domain
+// give the verdict its capacity and domains; a header that does not
+// parse is a BadResponse naming it, never a capacity made up.
+func TestToyKindCapacityHeaders(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/good":
+			w.Header().Set("X-Toy-Capacity", "5")
+			w.Header().Add("X-Toy-Domain", "a 3 2 -2")
+			w.Header().Add("X-Toy-Domain", "b 2 0 -")
+		case "/badcap":
+			w.Header().Set("X-Toy-Capacity", "-1")
+		case "/baddomain":
+			w.Header().Set("X-Toy-Domain", "a 3 2")
+		}
+	}))
+	t.Cleanup(srv.Close)
+	check := func(path string) provider.Verdict {
+		c, err := New(&Entry{Name: "t", URL: srv.URL + path}, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.Check(context.Background(), slog.New(slog.DiscardHandler), "")
+	}
+	v := check("/good")
+	want := []provider.Domain{{Name: "a", Capacity: 3, Proxies: 2, AfterLoss: -2, HasAfterLoss: true}, {Name: "b", Capacity: 2}}
+	if v.Reason != provider.ReasonReady || v.Capacity != (provider.Capacity{Known: true, Proxies: 5, Binding: "toy"}) || fmt.Sprint(v.Domains) != fmt.Sprint(want) {
+		t.Errorf("/good: %+v", v)
+	}
+	for path, header := range map[string]string{"/badcap": "X-Toy-Capacity", "/baddomain": "X-Toy-Domain"} {
+		if v := check(path); v.Reason != provider.ReasonBadResponse || !strings.Contains(v.Message, header) || v.Capacity.Known || v.Domains != nil {
+			t.Errorf("%s: %+v, want BadResponse naming %s", path, v, header)
+		}
+	}
+}
