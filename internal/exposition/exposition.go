@@ -250,6 +250,9 @@ func addDomains(capF, proxF, lossF *family, ds []targetDomain) {
 			strings.Compare(a.p.Name, b.p.Name), strings.Compare(a.p.Kind, b.p.Kind),
 			strings.Compare(a.t.Target.Name, b.t.Target.Name))
 	})
+	for _, f := range []*family{capF, proxF, lossF} {
+		f.values, f.nums = make([]string, 0, 4*len(ds)), make([]float64, 0, len(ds))
+	}
 	for _, td := range ds {
 		d := td.t.Domains[td.i]
 		lv := []string{d.Name, td.p.Name, td.p.Kind, td.t.Target.Name}
