@@ -643,7 +643,8 @@ func TestStatusShowsCapacity(t *testing.T) {
 // TestStatusShowsDomains: a target whose verdict carries failure domains
 // shows them in /api/v1/status in the kind's order, on the page under its
 // message (the domains whose loss leaves proxies without a place first and
-// marked), in the debug probe and as the three families; one without has
+// marked), in the debug probe (a control character escaped, as the
+// terminal reading it would act on it) and as the three families; one without has
 // neither key nor line nor series.
 func TestStatusShowsDomains(t *testing.T) {
 	t.Parallel()
@@ -653,7 +654,7 @@ func TestStatusShowsDomains(t *testing.T) {
 			if target == "nuc" {
 				v.Domains = []provider.Domain{
 					{Name: "zone-a", Capacity: 40, Proxies: 5, AfterLoss: 0, HasAfterLoss: true},
-					{Name: "rack-<x>", Capacity: 3, Proxies: 2},
+					{Name: "rack-<x>\x1b[31m", Capacity: 3, Proxies: 2},
 					{Name: "zone-b", Capacity: 12, Proxies: 1234, AfterLoss: -3, HasAfterLoss: true},
 				}
 			}
@@ -688,7 +689,7 @@ func TestStatusShowsDomains(t *testing.T) {
 		if tg.Target == "nuc" {
 			want = []string{
 				`{"domain":"zone-a","capacity":40,"proxies":5,"afterLoss":0}`,
-				`{"domain":"rack-\u003cx\u003e","capacity":3,"proxies":2}`,
+				`{"domain":"rack-\u003cx\u003e\u001b[31m","capacity":3,"proxies":2}`,
 				`{"domain":"zone-b","capacity":12,"proxies":1234,"afterLoss":-3}`,
 			}
 		}
@@ -727,7 +728,7 @@ func TestStatusShowsDomains(t *testing.T) {
 	}
 	walk(doc)
 	want := map[string][]string{
-		"nuc":     {"short|zone-b: 12 fit, 1,234 proxies, after loss \u22123", "|zone-a: 40 fit, 5 proxies, after loss 0", "|rack-<x>: 3 fit, 2 proxies"},
+		"nuc":     {"short|zone-b: 12 fit, 1,234 proxies, after loss \u22123", "|zone-a: 40 fit, 5 proxies, after loss 0", "|rack-<x>\x1b[31m: 3 fit, 2 proxies"},
 		"beelink": nil,
 	}
 	if !maps.EqualFunc(lines, want, slices.Equal) {
@@ -738,7 +739,7 @@ func TestStatusShowsDomains(t *testing.T) {
 	// The domains follow the verdict's line, whatever its duration.
 	if want := "s: fits\n" +
 		"  domain zone-a: capacity=40 proxies=5 after_loss=0\n" +
-		"  domain rack-<x>: capacity=3 proxies=2\n" +
+		"  domain rack-<x>\\x1b[31m: capacity=3 proxies=2\n" +
 		"  domain zone-b: capacity=12 proxies=1234 after_loss=-3\n"; !strings.Contains(debug, want) {
 		t.Errorf("the debug probe does not show the domains:\n%s\nwant:\n%s", debug, want)
 	}
@@ -752,10 +753,10 @@ func TestStatusShowsDomains(t *testing.T) {
 	if want := []string{
 		`provider_health_capacity_after_loss{domain="zone-a",name="lab",provider="kvm",target="nuc"} 0`,
 		`provider_health_capacity_after_loss{domain="zone-b",name="lab",provider="kvm",target="nuc"} -3`,
-		`provider_health_domain_capacity{domain="rack-<x>",name="lab",provider="kvm",target="nuc"} 3`,
+		"provider_health_domain_capacity{domain=\"rack-<x>\x1b[31m\",name=\"lab\",provider=\"kvm\",target=\"nuc\"} 3",
 		`provider_health_domain_capacity{domain="zone-a",name="lab",provider="kvm",target="nuc"} 40`,
 		`provider_health_domain_capacity{domain="zone-b",name="lab",provider="kvm",target="nuc"} 12`,
-		`provider_health_domain_proxies{domain="rack-<x>",name="lab",provider="kvm",target="nuc"} 2`,
+		"provider_health_domain_proxies{domain=\"rack-<x>\x1b[31m\",name=\"lab\",provider=\"kvm\",target=\"nuc\"} 2",
 		`provider_health_domain_proxies{domain="zone-a",name="lab",provider="kvm",target="nuc"} 5`,
 		`provider_health_domain_proxies{domain="zone-b",name="lab",provider="kvm",target="nuc"} 1234`,
 	}; !slices.Equal(series, want) {
