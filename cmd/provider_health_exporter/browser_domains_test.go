@@ -28,7 +28,7 @@ func TestStatusPageDomainsInBrowser(t *testing.T) {
 	for i := range provider.MaxDomains {
 		name := fmt.Sprintf("zone-%02d", i)
 		if i%16 == 3 {
-			name = strings.Repeat("x", provider.MaxLabelValue) // no word to break at
+			name = fmt.Sprintf("%s%02d", strings.Repeat("x", provider.MaxLabelValue-2), i) // no word to break at
 		}
 		ds = append(ds, provider.Domain{Name: name, Capacity: int64(i) * 1000, Proxies: int64(i), AfterLoss: 5 - int64(i), HasAfterLoss: i%2 == 0})
 	}
