@@ -283,7 +283,8 @@ integration-e2e:
 # The status page in headless Chromium (Debian's chromium) against the real
 # binary (build tag browser), at 1366x768: a small fleet, a fleet of 1,000
 # targets, and make demo's ten entries (the demo's script, as root, with
-# kube-apiserver built: after integration-kubernetes, like integration-demo).
+# kube-apiserver built: after integration-kubernetes, like integration-demo),
+# and, in process, a target with as many failure domains as an entry may have.
 # It fails, never skips, without Chromium. The screenshots and the logs of
 # the exporter, the demo and Chromium of the last run are kept under
 # $(BROWSER_ARTIFACTS)/_artifacts.
@@ -292,7 +293,7 @@ BROWSER_ARTIFACTS ?= $(CURDIR)/.artifacts/browser
 integration-browser:
 	testdata/kubernetes/build-apiserver.sh >/dev/null
 	rm -rf $(BROWSER_ARTIFACTS)/_artifacts && mkdir -p $(BROWSER_ARTIFACTS)
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -tags browser -run '^TestStatusPage(InBrowser|FleetInBrowser|DemoInBrowser)$$' -v \
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -tags browser -run '^TestStatusPage(InBrowser|FleetInBrowser|DemoInBrowser|DomainsInBrowser)$$' -v \
 	  -artifacts -outputdir $(BROWSER_ARTIFACTS) ./cmd/provider_health_exporter/
 
 # --- mixin ----------------------------------------------------------------

@@ -62,7 +62,7 @@ func BenchmarkServeMetrics(b *testing.B) {
 		for _, mode := range []string{"cached", "live"} {
 			for _, f := range formats {
 				b.Run(fmt.Sprintf("hosts=%d/%s/%s", hosts, mode, f.name), func(b *testing.B) {
-					benchServeMetrics(b, hosts, mode == "cached", f.accept, f.encoding)
+					benchServeMetrics(b, hosts, mode == "cached", f.accept, f.encoding, false)
 				})
 			}
 		}
@@ -70,14 +70,19 @@ func BenchmarkServeMetrics(b *testing.B) {
 	// What Prometheus asks for by default: compressed, and the protobuf
 	// format of native histograms' users.
 	b.Run("hosts=1000/live/text+gzip", func(b *testing.B) {
-		benchServeMetrics(b, 1000, false, "text/plain;version=0.0.4", "gzip")
+		benchServeMetrics(b, 1000, false, "text/plain;version=0.0.4", "gzip", false)
 	})
 	b.Run("hosts=1000/live/protobuf", func(b *testing.B) {
-		benchServeMetrics(b, 1000, false, "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited", "")
+		benchServeMetrics(b, 1000, false, "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited", "", false)
+	})
+	// Every host in a rack of ten (a KVM host's domain): two more series
+	// per host (docs/metrics.md: "Capacity per failure domain").
+	b.Run("hosts=1000/cached/text/domains", func(b *testing.B) {
+		benchServeMetrics(b, 1000, true, "text/plain;version=0.0.4", "", true)
 	})
 }
 
-func benchServeMetrics(b *testing.B, hosts int, cached bool, accept, encoding string) {
+func benchServeMetrics(b *testing.B, hosts int, cached bool, accept, encoding string, domains bool) {
 	var cfg strings.Builder
 	cfg.WriteString("kvm:\n  - name: fleet\n    user: proxyops\n    private_key_file: placeholder\n    insecure_ignore_host_key: true\n")
 	if cached {
@@ -88,10 +93,14 @@ func benchServeMetrics(b *testing.B, hosts int, cached bool, accept, encoding st
 		fmt.Fprintf(&cfg, "      - address: 127.0.0.1:%d\n        name: h%04d\n", 10000+i, i)
 	}
 	x, _, _ := newTestExporterWith(b, b.TempDir(), cfg.String(), map[string]func(context.Context, *slog.Logger, string) provider.Verdict{
-		"fleet": func(context.Context, *slog.Logger, string) provider.Verdict {
-			return provider.Verdict{Reason: provider.ReasonReady, Facts: &kvm.Facts{
+		"fleet": func(_ context.Context, _ *slog.Logger, target string) provider.Verdict {
+			v := provider.Verdict{Reason: provider.ReasonReady, Facts: &kvm.Facts{
 				User: "proxyops", LibvirtVersion: "9.0.0", Pool: "default", PoolState: "running",
 				CapacityBytes: 107374182400, AllocationBytes: 21474836480, AvailableBytes: 85899345920, Connects: 1}}
+			if domains {
+				v.Domains = []provider.Domain{{Name: "rack-" + target[len(target)-1:], Capacity: 20, Proxies: 3}}
+			}
+			return v
 		},
 	}, 0)
 	h := x.handler()

@@ -502,6 +502,7 @@ type pageRow struct {
 	Class        string            `json:"class"`
 	Cells        []string          `json:"cells"`        // innerText of each cell, the message's without its details, the target's without its probe links
 	Details      map[string]string `json:"details"`      // the details under the message
+	Domains      []string          `json:"domains"`      // the failure domains under the message and the details
 	DetailsShown bool              `json:"detailsShown"` // whether the browser shows them
 	Titles       []string          `json:"titles"`       // title attribute of each cell
 	StateBg      []string          `json:"stateBg"`      // computed background of the td.state cells
@@ -521,9 +522,17 @@ const rowsJS = `Array.from(document.querySelectorAll('#targets tr[data-target]')
 		if (td.classList.contains('target')) {
 			return td.lastChild.textContent;
 		}
-		const d = td.querySelector('div.facts');
-		return d ? td.innerText.slice(0, -d.innerText.length).replace(/\s$/, '') : td.innerText;
+		// The message without the lines under it: the domains (last),
+		// then the details.
+		let text = td.innerText;
+		for (const d of [td.querySelector('div.domains'), td.querySelector('div.facts')]) {
+			if (d) {
+				text = text.slice(0, -d.innerText.length).replace(/\s$/, '');
+			}
+		}
+		return text;
 	}),
+	domains: Array.from(tr.querySelectorAll('td.message div.domains span')).map(s => s.textContent),
 	details: Object.fromEntries(Array.from(tr.querySelectorAll('td.message div.facts span')).map(s => {
 		const i = s.textContent.indexOf(': ');
 		return [s.textContent.slice(0, i), s.textContent.slice(i + 2)];
@@ -733,6 +742,14 @@ func (p *statusPage) compareWithStatus(rows []pageRow) {
 			// The details with a value: an empty one is left out.
 			if want := shownDetails(tg.Details); !maps.Equal(r.Details, want) || !r.DetailsShown {
 				t.Errorf("%s: details %q (shown: %v), want %q shown", id, r.Details, r.DetailsShown, want)
+			}
+			// The failure domains, as the page writes them.
+			var wantDomains []string
+			for _, d := range tg.ShownDomains() {
+				wantDomains = append(wantDomains, d.Text)
+			}
+			if !slices.Equal(r.Domains, wantDomains) {
+				t.Errorf("%s: domains %q, want %q", id, r.Domains, wantDomains)
 			}
 			if r.Titles[2] != tg.Address || r.Titles[7] != stamp(tg.LastTransitionTime) || r.Titles[8] != stamp(tg.LastCheckTime) {
 				t.Errorf("%s: titles (address, since, last check) %q, want %q, %q, %q", id, r.Titles, tg.Address, stamp(tg.LastTransitionTime), stamp(tg.LastCheckTime))

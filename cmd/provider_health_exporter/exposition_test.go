@@ -69,9 +69,13 @@ func TestExpositionFormats(t *testing.T) {
 	_, srv, _ := newTestExporter(t, baseConfig, map[string]func(context.Context, *slog.Logger, string) provider.Verdict{
 		"crawl-prod": fixed(provider.ReasonRateLimited, "quota"),
 		"lab": func(context.Context, *slog.Logger, string) provider.Verdict {
+			// Failure domains, a negative after-loss and one without
+			// (docs/metrics.md: "Capacity per failure domain").
 			return provider.Verdict{Reason: provider.ReasonReady, Facts: &kvm.Facts{
 				User: "proxyops", LibvirtVersion: "9.0.0", Pool: "default", PoolState: "running",
-				CapacityBytes: 100, AllocationBytes: 20, AvailableBytes: 80, Connects: 1}}
+				CapacityBytes: 100, AllocationBytes: 20, AvailableBytes: 80, Connects: 1},
+				Domains: []provider.Domain{{Name: "zone-a", Capacity: 12, Proxies: 5, AfterLoss: -3, HasAfterLoss: true},
+					{Name: `rack "b"`, Capacity: 1, Proxies: 2}}}
 		},
 	}, 0)
 
@@ -132,6 +136,9 @@ func TestExpositionFormats(t *testing.T) {
 					text = reencode(t, &body, expfmt.Format(ct))
 				} else if !strings.Contains(text, "# TYPE provider_health_ready gauge") {
 					t.Errorf("text body lacks provider_health_ready:\n%s", text)
+				}
+				if !strings.Contains(text, `provider_health_capacity_after_loss{domain="zone-a",name="lab",provider="kvm",target=`) {
+					t.Errorf("body lacks the domain families:\n%s", text)
 				}
 				if mt == "application/openmetrics-text" && !strings.HasSuffix(body.String(), "# EOF\n") {
 					t.Errorf("OpenMetrics body does not end with # EOF")

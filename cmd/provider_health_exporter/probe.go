@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/common/expfmt"
@@ -74,6 +75,15 @@ func (x *exporter) serveProbe(w http.ResponseWriter, r *http.Request) {
 			fmt.Fprintf(out, "Verdict for %s/%s/%s: %s (up=%v ready=%v%s) in %ss: %s\n",
 				provider.EscapeText(p.Kind), provider.EscapeText(p.Name), provider.EscapeText(t.Target.Name), provider.EscapeText(string(t.Reason)),
 				p.Reasons.Up(t.Reason), t.Reason.Ready(), capacity, trimFloat(t.Duration.Seconds()), provider.EscapeText(t.Message))
+			// Its failure domains, one line each, as the status page shows
+			// them: "  domain zone-a: capacity=12 proxies=5 after_loss=-3".
+			for _, d := range t.Domains {
+				loss := ""
+				if d.HasAfterLoss {
+					loss = " after_loss=" + strconv.FormatInt(d.AfterLoss, 10)
+				}
+				fmt.Fprintf(out, "  domain %s: capacity=%d proxies=%d%s\n", provider.EscapeText(d.Name), d.Capacity, d.Proxies, loss)
+			}
 		}
 	}
 	fmt.Fprintln(out, "\nMetrics that would have been returned:")

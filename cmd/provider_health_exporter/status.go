@@ -27,8 +27,12 @@ type statusTarget struct {
 	Message string          `json:"message"`
 	// Capacity is how many more proxies fit, and CapacityBinding the
 	// constraint that binds it; both absent when no capacity is known.
-	Capacity           *int64             `json:"capacity,omitempty"`
-	CapacityBinding    string             `json:"capacityBinding,omitempty"`
+	Capacity        *int64 `json:"capacity,omitempty"`
+	CapacityBinding string `json:"capacityBinding,omitempty"`
+	// Domains are the capacity per failure domain, in the order the kind
+	// found them; absent when the entry asks for none (docs/metrics.md:
+	// "Capacity per failure domain").
+	Domains            []statusDomain     `json:"domains,omitempty"`
 	LastTransitionTime *time.Time         `json:"lastTransitionTime"`
 	LastCheckTime      *time.Time         `json:"lastCheckTime"`
 	DurationSeconds    float64            `json:"durationSeconds"`
@@ -38,6 +42,17 @@ type statusTarget struct {
 	// cost to the others (a Backoffer's) is not checked; scrapes serve its
 	// last verdict until then.
 	BackoffUntil *time.Time `json:"backoffUntil,omitempty"`
+}
+
+// statusDomain is one failure domain of a target: how many more proxies
+// fit in it alone, how many run there, and how many more would fit once it
+// is lost and its proxies are created again elsewhere (absent where the
+// kind cannot say: a KVM host's comes from the mixin's recording rule).
+type statusDomain struct {
+	Domain    string `json:"domain"`
+	Capacity  int64  `json:"capacity"`
+	Proxies   int64  `json:"proxies"`
+	AfterLoss *int64 `json:"afterLoss,omitempty"`
 }
 
 // statusTransition is one change of a target's reason.
@@ -122,6 +137,15 @@ func newStatusTarget(p engine.ProviderResult, t engine.TargetResult) statusTarge
 	if t.Capacity.Known {
 		n := t.Capacity.Proxies
 		st.Capacity, st.CapacityBinding = &n, t.Capacity.Binding
+	}
+	if len(t.Domains) > 0 {
+		st.Domains = make([]statusDomain, len(t.Domains))
+		for i, d := range t.Domains {
+			st.Domains[i] = statusDomain{Domain: d.Name, Capacity: d.Capacity, Proxies: d.Proxies}
+			if d.HasAfterLoss {
+				st.Domains[i].AfterLoss = &d.AfterLoss
+			}
+		}
 	}
 	if t.Checked {
 		st.LastTransitionTime, st.LastCheckTime = utc(t.LastTransition), utc(t.CheckedAt)

@@ -74,6 +74,56 @@ func (t statusTarget) CapacityText() string {
 	return strconv.FormatInt(*t.Capacity, 10)
 }
 
+// shownDomain is one failure domain as the page writes it.
+type shownDomain struct {
+	Text string
+	// Short is set when losing the domain leaves some of its proxies
+	// without a place: the page marks it.
+	Short bool
+}
+
+// ShownDomains are the target's failure domains as the page writes them,
+// "zone-a: 12 fit, 5 proxies, after loss −3", those whose loss hurts most
+// first (least after loss; those without one last, in the kind's order):
+// a Ready row shows them on one line, cut at the cell's width, and its
+// start must say whether the entry survives losing a domain.
+func (t statusTarget) ShownDomains() []shownDomain {
+	if len(t.Domains) == 0 {
+		return nil
+	}
+	ds := slices.Clone(t.Domains)
+	slices.SortStableFunc(ds, func(a, b statusDomain) int {
+		switch {
+		case a.AfterLoss != nil && b.AfterLoss != nil:
+			return cmp.Compare(*a.AfterLoss, *b.AfterLoss)
+		case a.AfterLoss != nil:
+			return -1
+		case b.AfterLoss != nil:
+			return 1
+		}
+		return 0
+	})
+	out := make([]shownDomain, len(ds))
+	for i, d := range ds {
+		text := d.Domain + ": " + thousands64(d.Capacity) + " fit, " + thousands64(d.Proxies) + " proxies"
+		if d.AfterLoss != nil {
+			text += ", after loss " + signed(*d.AfterLoss)
+		}
+		out[i] = shownDomain{Text: text, Short: d.AfterLoss != nil && *d.AfterLoss < 0}
+	}
+	return out
+}
+
+// signed writes n as thousands64 does, with a minus sign (U+2212) when it
+// is negative: an after-loss figure below zero is the proxies left
+// without a place.
+func signed(n int64) string {
+	if n < 0 {
+		return "\u2212" + thousands64(-n)
+	}
+	return thousands64(n)
+}
+
 // pageFilter is what the page's query parameters select; "" selects all.
 type pageFilter struct {
 	Provider, Name, Reason, State string

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -637,6 +638,144 @@ func TestStatusShowsCapacity(t *testing.T) {
 	if want := []string{`provider_health_capacity{name="lab",provider="kvm",target="beelink"} 5`, `provider_health_capacity{name="lab",provider="kvm",target="nuc"} 1234`}; !slices.Equal(series, want) {
 		t.Errorf("capacity series %q, want %q", series, want)
 	}
+}
+
+// TestStatusShowsDomains: a target whose verdict carries failure domains
+// shows them in /api/v1/status in the kind's order, on the page under its
+// message (the domains whose loss leaves proxies without a place first and
+// marked), in the debug probe (a control character escaped, as the
+// terminal reading it would act on it) and as the three families; one without has
+// neither key nor line nor series.
+func TestStatusShowsDomains(t *testing.T) {
+	t.Parallel()
+	behaviours := map[string]func(context.Context, *slog.Logger, string) provider.Verdict{
+		"lab": func(_ context.Context, _ *slog.Logger, target string) provider.Verdict {
+			v := provider.Verdict{Reason: provider.ReasonReady, Message: "fits", Capacity: provider.Capacity{Known: true, Proxies: 55, Binding: "nodes"}}
+			if target == "nuc" {
+				v.Domains = []provider.Domain{
+					{Name: "zone-a", Capacity: 40, Proxies: 5, AfterLoss: 0, HasAfterLoss: true},
+					{Name: "rack-<x>\x1b[31m", Capacity: 3, Proxies: 2},
+					{Name: "zone-b", Capacity: 12, Proxies: 1234, AfterLoss: -3, HasAfterLoss: true},
+				}
+			}
+			return v
+		},
+	}
+	_, srv, _ := newTestExporter(t, baseConfig, behaviours, 0)
+	if code, body := get(t, http.DefaultClient, srv.URL+"/?refresh=true", nil); code != http.StatusOK {
+		t.Fatalf("refresh: %d %s", code, body)
+	}
+	_, raw := get(t, http.DefaultClient, srv.URL+"/api/v1/status?name=lab", nil)
+	var st struct {
+		Providers []struct {
+			Targets []struct {
+				Target  string            `json:"target"`
+				Domains []json.RawMessage `json:"domains"`
+			} `json:"targets"`
+		} `json:"providers"`
+	}
+	if err := json.Unmarshal([]byte(raw), &st); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Providers) != 1 || len(st.Providers[0].Targets) != 2 {
+		t.Fatalf("want lab's two targets:\n%s", raw)
+	}
+	for _, tg := range st.Providers[0].Targets {
+		var got []string
+		for _, d := range tg.Domains {
+			got = append(got, string(d))
+		}
+		var want []string
+		if tg.Target == "nuc" {
+			want = []string{
+				`{"domain":"zone-a","capacity":40,"proxies":5,"afterLoss":0}`,
+				`{"domain":"rack-\u003cx\u003e\u001b[31m","capacity":3,"proxies":2}`,
+				`{"domain":"zone-b","capacity":12,"proxies":1234,"afterLoss":-3}`,
+			}
+		}
+		if !slices.Equal(compactJSON(t, got), want) {
+			t.Errorf("%s: domains %q, want %q", tg.Target, got, want)
+		}
+	}
+	if strings.Count(raw, `"domains"`) != 1 {
+		t.Errorf("want the domains key on nuc only:\n%s", raw)
+	}
+
+	_, page := get(t, http.DefaultClient, srv.URL+"/", nil)
+	doc, err := html.Parse(strings.NewReader(page))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := map[string][]string{}
+	var walk func(n *html.Node)
+	walk = func(n *html.Node) {
+		if n.Type == html.ElementNode && n.Data == "tr" && attr(n, "data-name") == "lab" {
+			var spans []string
+			if d := findClass(n, "domains"); d != nil {
+				if d.Parent == nil || !slices.Contains(strings.Fields(attr(d.Parent, "class")), "message") {
+					t.Errorf("the domains are not in the message cell")
+				}
+				for c := d.FirstChild; c != nil; c = c.NextSibling {
+					spans = append(spans, attr(c, "class")+"|"+text(c))
+				}
+			}
+			lines[attr(n, "data-target")] = spans
+			return
+		}
+		for c := n.FirstChild; c != nil; c = c.NextSibling {
+			walk(c)
+		}
+	}
+	walk(doc)
+	want := map[string][]string{
+		"nuc":     {"short|zone-b: 12 fit, 1,234 proxies, after loss \u22123", "|zone-a: 40 fit, 5 proxies, after loss 0", "|rack-<x>\x1b[31m: 3 fit, 2 proxies"},
+		"beelink": nil,
+	}
+	if !maps.EqualFunc(lines, want, slices.Equal) {
+		t.Errorf("domains on the page %q, want %q", lines, want)
+	}
+
+	_, debug := get(t, http.DefaultClient, srv.URL+"/probe?name=lab&target=nuc&debug=true", nil)
+	// The domains follow the verdict's line, whatever its duration.
+	if want := "s: fits\n" +
+		"  domain zone-a: capacity=40 proxies=5 after_loss=0\n" +
+		"  domain rack-<x>\\x1b[31m: capacity=3 proxies=2\n" +
+		"  domain zone-b: capacity=12 proxies=1234 after_loss=-3\n"; !strings.Contains(debug, want) {
+		t.Errorf("the debug probe does not show the domains:\n%s\nwant:\n%s", debug, want)
+	}
+	_, metrics := get(t, http.DefaultClient, srv.URL+"/metrics", nil)
+	var series []string
+	for line := range strings.Lines(metrics) {
+		if strings.HasPrefix(line, "provider_health_domain_") || strings.HasPrefix(line, "provider_health_capacity_after_loss{") {
+			series = append(series, strings.TrimSpace(line))
+		}
+	}
+	if want := []string{
+		`provider_health_capacity_after_loss{domain="zone-a",name="lab",provider="kvm",target="nuc"} 0`,
+		`provider_health_capacity_after_loss{domain="zone-b",name="lab",provider="kvm",target="nuc"} -3`,
+		"provider_health_domain_capacity{domain=\"rack-<x>\x1b[31m\",name=\"lab\",provider=\"kvm\",target=\"nuc\"} 3",
+		`provider_health_domain_capacity{domain="zone-a",name="lab",provider="kvm",target="nuc"} 40`,
+		`provider_health_domain_capacity{domain="zone-b",name="lab",provider="kvm",target="nuc"} 12`,
+		"provider_health_domain_proxies{domain=\"rack-<x>\x1b[31m\",name=\"lab\",provider=\"kvm\",target=\"nuc\"} 2",
+		`provider_health_domain_proxies{domain="zone-a",name="lab",provider="kvm",target="nuc"} 5`,
+		`provider_health_domain_proxies{domain="zone-b",name="lab",provider="kvm",target="nuc"} 1234`,
+	}; !slices.Equal(series, want) {
+		t.Errorf("domain series %q, want %q", series, want)
+	}
+}
+
+// compactJSON is each of js without its insignificant spaces.
+func compactJSON(t *testing.T, js []string) []string {
+	t.Helper()
+	var out []string
+	for _, j := range js {
+		var b bytes.Buffer
+		if err := json.Compact(&b, []byte(j)); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, b.String())
+	}
+	return out
 }
 
 // filterForm is the page's filter form, from its start tag to its end.

@@ -67,6 +67,10 @@ func richResults() []ProviderResult {
 		tr.Capacity = provider.Capacity{Known: true, Proxies: n, Binding: "pool default"}
 		return tr
 	}
+	withDomains := func(tr TargetResult, ds ...provider.Domain) TargetResult {
+		tr.Domains = ds
+		return tr
+	}
 	return []ProviderResult{
 		{
 			Provider: exposition.Provider{
@@ -75,7 +79,10 @@ func richResults() []ProviderResult {
 			},
 			Targets: []TargetResult{
 				withCapacity(tr("nuc", "127.0.0.1:22", ReasonPoolInactive, 20*time.Millisecond, at, richFacts{1}), 0),
-				withCapacity(tr("a\"quoted\\name\nwith newline", "127.0.0.1:22", provider.ReasonReady, 0, time.Time{}, richFacts{2.5e-7}), provider.MaxCapacity),
+				withDomains(withCapacity(tr("a\"quoted\\name\nwith newline", "127.0.0.1:22", provider.ReasonReady, 0, time.Time{}, richFacts{2.5e-7}), provider.MaxCapacity),
+					provider.Domain{Name: "zone-b", Capacity: provider.MaxCapacity, Proxies: 3, AfterLoss: -provider.MaxCapacity, HasAfterLoss: true},
+					provider.Domain{Name: "a \"zone\"\nwith\\newline", Capacity: 0, Proxies: 0, AfterLoss: 0, HasAfterLoss: true},
+					provider.Domain{Name: "ünïcode", Capacity: 7, Proxies: 1 << 40}),
 				tr("ünïcode", "[::1]:22", provider.ReasonTimeout, 4500*time.Millisecond, at.Add(-time.Hour), richFacts{0}),
 				tr("beelink", "127.0.0.2:22", provider.ReasonUnknown, time.Nanosecond, at, nil),
 			},
@@ -85,7 +92,9 @@ func richResults() []ProviderResult {
 				Kind: ProviderGCP, Name: "alpha", Reasons: testReasons(), Budget: time.Nanosecond,
 				Checks: map[string]uint64{},
 			},
-			Targets: []TargetResult{tr("compute", "projects/p", ReasonAPIDisabled, 250*time.Millisecond, at, nil)},
+			Targets: []TargetResult{withDomains(tr("compute", "projects/p", ReasonAPIDisabled, 250*time.Millisecond, at, nil),
+				provider.Domain{Name: "us-central1", Capacity: 2, Proxies: 5, AfterLoss: -3, HasAfterLoss: true},
+				provider.Domain{Name: "zone-b", Capacity: 40, Proxies: 0, AfterLoss: 37, HasAfterLoss: true})},
 		},
 		{Provider: exposition.Provider{Kind: ProviderKubernetes, Name: "empty", Reasons: testReasons(), Budget: time.Second, Checks: map[string]uint64{exposition.ModeShared: 2}}},
 	}

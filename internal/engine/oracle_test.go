@@ -32,6 +32,9 @@ var (
 	upDesc             = prometheus.NewDesc(namespace+"_up", exposition.UpHelp, targetLabels, nil)
 	readyDesc          = prometheus.NewDesc(namespace+"_ready", exposition.ReadyHelp, targetLabels, nil)
 	capacityDesc       = prometheus.NewDesc(namespace+"_capacity", exposition.CapacityHelp, targetLabels, nil)
+	domainCapacityDesc = prometheus.NewDesc(namespace+"_domain_capacity", exposition.DomainCapacityHelp, append(targetLabels, "domain"), nil)
+	domainProxiesDesc  = prometheus.NewDesc(namespace+"_domain_proxies", exposition.DomainProxiesHelp, append(targetLabels, "domain"), nil)
+	afterLossDesc      = prometheus.NewDesc(namespace+"_capacity_after_loss", exposition.AfterLossHelp, append(targetLabels, "domain"), nil)
 	reasonDesc         = prometheus.NewDesc(namespace+"_reason", exposition.ReasonHelp, append(targetLabels, "reason"), nil)
 	durationDesc       = prometheus.NewDesc(namespace+"_check_duration_seconds", exposition.DurationHelp, targetLabels, nil)
 	timeoutDesc        = prometheus.NewDesc(namespace+"_check_timeout_seconds", exposition.TimeoutHelp, []string{"provider", "name"}, nil)
@@ -77,6 +80,13 @@ func collectTarget(ch chan<- prometheus.Metric, p ProviderResult, t TargetResult
 	gauge(readyDesc, boolFloat(t.Reason.Ready()))
 	if t.Capacity.Known {
 		gauge(capacityDesc, float64(t.Capacity.Proxies))
+	}
+	for _, d := range t.Domains {
+		gauge(domainCapacityDesc, float64(d.Capacity), d.Name)
+		gauge(domainProxiesDesc, float64(d.Proxies), d.Name)
+		if d.HasAfterLoss {
+			gauge(afterLossDesc, float64(d.AfterLoss), d.Name)
+		}
 	}
 	if p.Reasons.Contains(t.Reason) {
 		gauge(reasonDesc, 1, string(t.Reason))

@@ -369,6 +369,10 @@ func (e *Engine) start(ctx context.Context, p *loaded, st *state, t provider.Tar
 		if v.Capacity, capErr = settleCapacity(v.Capacity, v.Reason); capErr != "" {
 			logger.Error("checker returned a capacity its verdict contradicts", "reason", v.Reason, "problem", capErr)
 		}
+		var domErr string
+		if v.Domains, domErr = settleDomains(v.Domains, v.Reason); domErr != "" {
+			logger.Error("checker returned domains the engine cannot export", "reason", v.Reason, "problem", domErr)
+		}
 		st.mu.Lock()
 		prev := st.cached
 		st.mu.Unlock()

@@ -120,6 +120,9 @@ func New(results []Results) (*Exposition, error) {
 		durationF  = perTarget(namespace+"_check_duration_seconds", DurationHelp)
 		lastCheckF = perTarget(namespace+"_last_check_timestamp_seconds", LastCheckHelp)
 		lastTransF = perTarget(namespace+"_last_transition_timestamp_seconds", LastTransitionHelp)
+		domCapF    = newFamily(namespace+"_domain_capacity", DomainCapacityHelp, dto.MetricType_GAUGE, "domain", "name", "provider", "target")
+		domProxF   = newFamily(namespace+"_domain_proxies", DomainProxiesHelp, dto.MetricType_GAUGE, "domain", "name", "provider", "target")
+		afterLossF = newFamily(namespace+"_capacity_after_loss", AfterLossHelp, dto.MetricType_GAUGE, "domain", "name", "provider", "target")
 		reasonF    = newFamily(namespace+"_reason", ReasonHelp, dto.MetricType_GAUGE, "name", "provider", "reason", "target")
 		infoF      = newFamily(namespace+"_target_info", TargetInfoHelp, dto.MetricType_GAUGE, "address", "name", "provider", "target")
 	)
@@ -132,6 +135,7 @@ func New(results []Results) (*Exposition, error) {
 		}
 	}
 	infos := make([]targetInfo, 0, n)
+	var domains []targetDomain
 	for i, p := range ps {
 		timeout.add(p.Budget.Seconds(), p.Name, p.Kind)
 		abandoned.add(float64(p.Abandoned), p.Name, p.Kind)
@@ -147,13 +151,17 @@ func New(results []Results) (*Exposition, error) {
 				lastTransF.add(unixSeconds(t.LastTransition), p.Name, p.Kind, t.Target.Name)
 			}
 			infos = append(infos, targetInfo{p, t})
+			for d := range t.Domains {
+				domains = append(domains, targetDomain{p, t, d})
+			}
 		}
 		addReasons(reasonF, p, order[i])
 	}
 	addTargetInfo(infoF, infos)
+	addDomains(domCapF, domProxF, afterLossF, domains)
 
 	x := &Exposition{}
-	for _, f := range []*family{timeout, checks, abandoned, upF, readyF, capF, durationF, lastCheckF, lastTransF, reasonF, infoF} {
+	for _, f := range []*family{timeout, checks, abandoned, upF, readyF, capF, domCapF, domProxF, afterLossF, durationF, lastCheckF, lastTransF, reasonF, infoF} {
 		if f.len() > 0 {
 			x.fams = append(x.fams, f)
 		}
@@ -221,5 +229,37 @@ func addTargetInfo(infoF *family, infos []targetInfo) {
 	})
 	for _, in := range infos {
 		infoF.add(1, in.t.Target.Address, in.p.Name, in.p.Kind, in.t.Target.Name)
+	}
+}
+
+// targetDomain is one failure domain of a target (provider.Domain): its
+// families are sorted by domain first, the first label.
+type targetDomain struct {
+	p *Results
+	t *Series
+	i int // in t.Domains
+}
+
+// addDomains adds the series of every target's failure domains, which the
+// engine has settled (one series per name and target, figures in range).
+// The after-loss series is there only where the kind could say it
+// (HasAfterLoss): a KVM host's comes from the mixin's recording rule.
+func addDomains(capF, proxF, lossF *family, ds []targetDomain) {
+	slices.SortFunc(ds, func(a, b targetDomain) int {
+		return cmp.Or(strings.Compare(a.t.Domains[a.i].Name, b.t.Domains[b.i].Name),
+			strings.Compare(a.p.Name, b.p.Name), strings.Compare(a.p.Kind, b.p.Kind),
+			strings.Compare(a.t.Target.Name, b.t.Target.Name))
+	})
+	for _, f := range []*family{capF, proxF, lossF} {
+		f.values, f.nums = make([]string, 0, 4*len(ds)), make([]float64, 0, len(ds))
+	}
+	for _, td := range ds {
+		d := td.t.Domains[td.i]
+		lv := []string{d.Name, td.p.Name, td.p.Kind, td.t.Target.Name}
+		capF.add(float64(d.Capacity), lv...)
+		proxF.add(float64(d.Proxies), lv...)
+		if d.HasAfterLoss {
+			lossF.add(float64(d.AfterLoss), lv...)
+		}
 	}
 }
