@@ -1,7 +1,9 @@
 // Package gcp checks that the Compute Engine API of a project can be used to
 // host proxies: one live check fetches exactly one page of the project's
 // aggregated instance list (maxResults=1, the managed-instance filter) and
-// classifies whatever comes back into a reason of docs/metrics.md's "Reasons".
+// classifies whatever comes back into a reason of docs/metrics.md's "Reasons";
+// with regions, their quotas, and the list paged once more to count the
+// proxies per region (docs/configuration.md: "Capacity per region").
 package gcp
 
 import (
@@ -156,8 +158,10 @@ func (c *Checker) Targets() []provider.Target {
 
 // Check implements provider.Checker: exactly one HTTP request to Compute
 // (plus a token fetch when the cached token has expired), no retries;
-// with regions, one regions.get per region after it, and with
-// source_image one images.get while the verdict is still Ready. Its
+// with regions, one regions.get per region after it, then the list paged
+// with the filter (at most maxDomainPages pages) to count the proxies per
+// region, and with source_image one images.get while the verdict is still
+// Ready. Its
 // message is bounded (provider.BoundString) whatever Compute said.
 func (c *Checker) Check(ctx context.Context, logger *slog.Logger, target string) provider.Verdict {
 	if target != TargetName {
