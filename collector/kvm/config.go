@@ -18,9 +18,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/egress-proxies/provider_health_exporter/config"
-	"github.com/egress-proxies/provider_health_exporter/provider"
 	"github.com/egress-proxies/provider_health_exporter/internal/boundedfile"
 	"github.com/egress-proxies/provider_health_exporter/internal/quantity"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // The defaults of a kvm entry's keys (docs/configuration.md: "KVM").
