@@ -73,6 +73,10 @@ func TestHostDomain(t *testing.T) {
 			calls: map[string]int{"StoragePoolGetInfo": 1},
 		},
 		{
+			name: "a domain without capacity: none", domain: "rack-a", want: provider.ReasonReady,
+			calls: map[string]int{"StoragePoolGetInfo": 1},
+		},
+		{
 			name: "a count libvirtd refuses: the verdict's, no domain", domain: "rack-a", glob: "egress-?", mins: pool20,
 			listErr: libvirt.Error{Code: 1, Message: "internal error"}, want: provider.ReasonUnknown,
 			calls: map[string]int{"StoragePoolGetInfo": 1, "ConnectListAllDomains": 1},
