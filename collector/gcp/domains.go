@@ -64,7 +64,9 @@ func (c *Checker) countProxies(ctx context.Context, logger *slog.Logger, client 
 			return nil, false, fmt.Errorf("list instances of project %s, page %d: %w", c.project, page+1, err)
 		}
 		if resp, _ := it.Response.(*computepb.InstanceAggregatedList); resp == nil || resp.GetKind() != aggregatedListKind {
-			return nil, false, answerOf("a page of instances", fmt.Errorf("page %d of the instances is not a %s", page+1, aggregatedListKind))
+			// As the list call's answer of another kind: BadResponse
+			// (classify reads proto.Error as a body that is not the answer).
+			return nil, false, fmt.Errorf("page %d has kind %q instead of %s: %w", page+1, provider.BoundString(resp.GetKind()), aggregatedListKind, proto.Error)
 		}
 		for _, p := range pairs {
 			if r, ok := zoneRegion(p.Key); ok {

@@ -142,6 +142,13 @@ func TestRegionDomains(t *testing.T) {
 			asked: []string{"", "ClgKVnpvbmVzL3VzLWVhc3Q0LWMvaW5zdGFuY2VzL2VncmVzcy1wcm94eS1lNGMwbg=="}, message: "backendError",
 		},
 		{
+			name: "a page of another kind is a bad response", regions: []string{"us-central1"}, mins: testMins,
+			pages: map[string]recorded{"": {http.StatusOK, "aggregated-proxies-page1.json"},
+				"ClgKVnpvbmVzL3VzLWVhc3Q0LWMvaW5zdGFuY2VzL2VncmVzcy1wcm94eS1lNGMwbg==": {http.StatusOK, "bad-200-other-kind.json"}},
+			want:  provider.ReasonBadResponse,
+			asked: []string{"", "ClgKVnpvbmVzL3VzLWVhc3Q0LWMvaW5zdGFuY2VzL2VncmVzcy1wcm94eS1lNGMwbg=="}, message: `page 2 has kind "compute#project"`,
+		},
+		{
 			name: "no regions: no domains, no paging", want: provider.ReasonReady, message: "Compute answered",
 		},
 	} {
