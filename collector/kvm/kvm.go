@@ -163,19 +163,19 @@ func (c *Checker) NotBefore(target string) time.Time {
 // that share them share.
 type hostSpec struct {
 	name, address string
-	// domain is the host's configured failure domain ("": none).
-	domain string
-	own    *hostOwn
+	own           *hostOwn
 }
 
 // hostOwn are the settings of a host that may differ from another's of
 // the same entry.
 type hostOwn struct {
 	user, pool, keyFile, volume, network string
-	// proxyVMName is the glob of the proxies' domain names ("": not
+	// domain is the host's configured failure domain ("": none), in
+	// hostOwn rather than in every hostSpec: the hosts of a rack share
+	// it. proxyVMName is the glob of the proxies' domain names ("": not
 	// counted).
-	proxyVMName string
-	mins        Minimums
+	domain, proxyVMName string
+	mins                Minimums
 }
 
 // find is the index of the host named name, or -1.
@@ -218,7 +218,7 @@ func (c *Checker) hostAt(i int) *host {
 	set := c.base
 	set.address, set.user, set.keyFile = sp.address, sp.own.user, sp.own.keyFile
 	h := &host{name: sp.name, pool: sp.own.pool, mins: sp.own.mins, volume: sp.own.volume, network: sp.own.network, set: set,
-		domain: sp.domain, proxyVMName: sp.own.proxyVMName}
+		domain: sp.own.domain, proxyVMName: sp.own.proxyVMName}
 	if c.live[i].CompareAndSwap(nil, h) {
 		return h
 	}
@@ -282,14 +282,14 @@ func (c *Checker) setHosts(hosts []*Host) error {
 	c.live = make([]atomic.Pointer[host], len(hosts))
 	shared := map[hostOwn]*hostOwn{}
 	for i, h := range hosts {
-		own := hostOwn{user: h.User, pool: h.Pool, keyFile: h.PrivateKeyFile, volume: h.Volume, network: h.Network, proxyVMName: h.ProxyVMName,
+		own := hostOwn{user: h.User, pool: h.Pool, keyFile: h.PrivateKeyFile, volume: h.Volume, network: h.Network, domain: h.Domain, proxyVMName: h.ProxyVMName,
 			mins: Minimums{PoolAvailable: h.MinPoolAvailableBytes, FreeMemory: h.MinFreeMemoryBytes, Promised: h.Promised}}
 		p := shared[own]
 		if p == nil {
 			p = &own
 			shared[own] = p
 		}
-		c.specs[i] = hostSpec{name: h.Name, address: h.Address, domain: h.Domain, own: p}
+		c.specs[i] = hostSpec{name: h.Name, address: h.Address, own: p}
 		c.order[i] = int32(i)
 	}
 	slices.SortFunc(c.order, func(a, b int32) int { return strings.Compare(c.specs[a].name, c.specs[b].name) })
