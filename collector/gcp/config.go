@@ -198,7 +198,7 @@ func (Entry) SchemaKeywords() map[string]config.Keywords {
 			"maxItems":    MaxRegions,
 			"uniqueItems": true,
 			"items":       config.Keywords{"pattern": gcpRegion.String()},
-			"description": "Regions whose quotas min_quota_headroom checks; set together with it.",
+			"description": "Regions whose quotas min_quota_headroom checks, set together with it; also the entry's failure domains: capacity, proxies and capacity after losing each region.",
 		},
 		"min_quota_headroom": {
 			"description":          "Least limit - usage per Compute quota metric (CPUS: 8) in every region; set together with regions.",

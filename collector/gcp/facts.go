@@ -26,33 +26,39 @@ var (
 // call when one fails; a region Compute reports DOWN gives RegionDown,
 // else the quotas are judged against min_quota_headroom. A region (or a
 // metric) without usable quota data is not judged: the message says why,
-// and it is logged once per change.
-func (c *Checker) checkQuotas(ctx context.Context, logger *slog.Logger, client *compute.RegionsClient, v provider.Verdict) provider.Verdict {
+// and it is logged once per change. It also returns each region's own
+// capacity, in configured order (nil when the regions were not read), for
+// the entry's domains.
+func (c *Checker) checkQuotas(ctx context.Context, logger *slog.Logger, client *compute.RegionsClient, v provider.Verdict) (provider.Verdict, []provider.Capacity) {
 	if client == nil {
-		return verdict(ctx, logger, errNoRegionsClient)
+		return verdict(ctx, logger, errNoRegionsClient), nil
 	}
 	regions, err := c.fetchRegionQuotas(ctx, logger, client, c.regions, c.metrics)
 	if err != nil {
-		return verdict(ctx, logger, err)
+		return verdict(ctx, logger, err), nil
 	}
 	// Judged before labelSafe: what cannot be a label is still judged.
 	downReason, downMsg := downRegions(regions)
 	reason, msg := evaluateQuotas(regions, c.mins)
 	v.Capacity = regionsCapacity(regions, c.mins, c.metrics)
+	caps := make([]provider.Capacity, len(regions))
+	for i, rq := range regions {
+		caps[i] = regionCapacity(rq, c.mins, c.metrics)
+	}
 	v.Facts = &Facts{Regions: labelSafe(logger, regions), metrics: c.metrics}
 	if downReason != provider.ReasonReady {
 		v.Reason, v.Message = downReason, downMsg
-		return v
+		return v, caps
 	}
 	if reason != provider.ReasonReady {
 		v.Reason, v.Message = reason, msg
-		return v
+		return v, caps
 	}
 	c.logNoData(msg)
 	if msg != "" {
 		v.Message += "; " + msg
 	}
-	return v
+	return v, caps
 }
 
 // logNoData logs what regions could not be judged when it changed: Compute

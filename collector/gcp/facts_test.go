@@ -24,7 +24,12 @@ func quotaAPI(t *testing.T, answers map[string]recorded) (*httptest.Server, *com
 	t.Helper()
 	list := newComputeServer(t, http.StatusOK, "aggregated-instances.json")
 	regions := newRegionsServer(t, answers, false)
+	pages := &pagesServer{t: t, pages: proxyPages()}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == apiPath && isPage(r) {
+			pages.serve(w, r)
+			return
+		}
 		if r.URL.Path == apiPath {
 			list.serve(w, r)
 			return

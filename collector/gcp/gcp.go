@@ -1,7 +1,9 @@
 // Package gcp checks that the Compute Engine API of a project can be used to
 // host proxies: one live check fetches exactly one page of the project's
 // aggregated instance list (maxResults=1, the managed-instance filter) and
-// classifies whatever comes back into a reason of docs/metrics.md's "Reasons".
+// classifies whatever comes back into a reason of docs/metrics.md's "Reasons";
+// with regions, their quotas, and the list paged once more to count the
+// proxies per region (docs/configuration.md: "Capacity per region").
 package gcp
 
 import (
@@ -156,8 +158,10 @@ func (c *Checker) Targets() []provider.Target {
 
 // Check implements provider.Checker: exactly one HTTP request to Compute
 // (plus a token fetch when the cached token has expired), no retries;
-// with regions, one regions.get per region after it, and with
-// source_image one images.get while the verdict is still Ready. Its
+// with regions, one regions.get per region after it, then the list paged
+// with the filter (at most maxDomainPages pages) to count the proxies per
+// region, and with source_image one images.get while the verdict is still
+// Ready. Its
 // message is bounded (provider.BoundString) whatever Compute said.
 func (c *Checker) Check(ctx context.Context, logger *slog.Logger, target string) provider.Verdict {
 	if target != TargetName {
@@ -213,8 +217,23 @@ func (c *Checker) check(ctx context.Context, logger *slog.Logger) provider.Verdi
 		return provider.Verdict{Reason: provider.ReasonBadResponse, Message: msg}
 	}
 	v := provider.Verdict{Reason: provider.ReasonReady, Message: readyMessage(pairs)}
+	// caps are the regions' own capacities, proxies the proxies counted
+	// per region: both set only when the entry's domains are exported.
+	var (
+		caps    []provider.Capacity
+		proxies map[string]int64
+	)
 	if len(c.regions) > 0 {
-		v = c.checkQuotas(ctx, logger, cl.regions, v)
+		v, caps = c.checkQuotas(ctx, logger, cl.regions, v)
+	}
+	if caps != nil {
+		var why string
+		if proxies, why, err = c.domainProxies(ctx, logger, client, caps); err != nil {
+			return verdict(ctx, logger, err)
+		}
+		if why != "" {
+			v.Message += "; " + why
+		}
 	}
 	// A reason of higher precedence stands whatever the image is, so the
 	// image is not asked for.
@@ -223,7 +242,33 @@ func (c *Checker) check(ctx context.Context, logger *slog.Logger) provider.Verdi
 	}
 	// An image that is unavailable leaves no room however much quota is.
 	v.Capacity = v.Capacity.Blocked(v.Reason)
+	if proxies != nil {
+		blocked := v.Reason != provider.ReasonReady && v.Reason != ReasonQuotaExhausted && v.Reason != ReasonRegionDown
+		v.Domains = regionDomains(c.regions, caps, proxies, blocked)
+	}
 	return v
+}
+
+// domainProxies counts the proxies per region for the entry's domains
+// (countProxies), or says why the entry exports none: a region whose
+// capacity is not known (no quota data, needs of 0 only) leaves the others'
+// after-loss unknown, and a count past the page bound is not a count. An
+// error of a page is the check's, classified as the list call's.
+func (c *Checker) domainProxies(ctx context.Context, logger *slog.Logger, client *compute.InstancesClient, caps []provider.Capacity) (map[string]int64, string, error) {
+	for i, cp := range caps {
+		if !cp.Known {
+			return nil, fmt.Sprintf("no domain series: region %s has no known capacity", c.regions[i]), nil
+		}
+	}
+	counts, more, err := c.countProxies(ctx, logger, client)
+	if err != nil {
+		return nil, "", err
+	}
+	if more {
+		return nil, fmt.Sprintf("no domain series: more than %d pages of %d instances match the filter, the proxies per region are not counted past them",
+			maxDomainPages, domainPageSize), nil
+	}
+	return counts, "", nil
 }
 
 // readyMessage says what the one page showed; with maxResults=1 that is at

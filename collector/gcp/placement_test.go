@@ -63,6 +63,7 @@ func (is *imagesServer) asked() []string {
 type placementAPI struct {
 	*httptest.Server
 	list    *computeServer
+	pages   *pagesServer
 	regions *regionsServer
 	images  *imagesServer
 }
@@ -73,9 +74,12 @@ func newPlacementAPI(t *testing.T, listStatus int, listFile string, regions, ima
 		list:    newComputeServer(t, listStatus, listFile),
 		regions: newRegionsServer(t, regions, false),
 		images:  &imagesServer{t: t, answers: images},
+		pages:   &pagesServer{t: t, pages: proxyPages()},
 	}
 	api.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch {
+		case r.URL.Path == apiPath && isPage(r):
+			api.pages.serve(w, r)
 		case r.URL.Path == apiPath:
 			api.list.serve(w, r)
 		case strings.Contains(r.URL.Path, "/global/images/"):

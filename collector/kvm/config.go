@@ -9,15 +9,18 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"path"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/egress-proxies/provider_health_exporter/config"
 	"github.com/egress-proxies/provider_health_exporter/internal/boundedfile"
 	"github.com/egress-proxies/provider_health_exporter/internal/quantity"
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // The defaults of a kvm entry's keys (docs/configuration.md: "KVM").
@@ -96,6 +99,10 @@ type Entry struct {
 	// the pool and the libvirt network proxies attach to.
 	Volume  string `yaml:"volume,omitempty"`
 	Network string `yaml:"network,omitempty"`
+	// ProxyVMName is the glob (path.Match) of the proxy VMs' libvirt
+	// domain names, overridable per host: with it each host counts its
+	// proxies (docs/configuration.md: "Failure domains (KVM)").
+	ProxyVMName string `yaml:"proxy_vm_name,omitempty"`
 }
 
 // EntryName implements config.Entry.
@@ -122,11 +129,16 @@ func (v *Entry) TargetCount() int { return len(v.Hosts) }
 type Host struct {
 	Address string `yaml:"address"`
 	Name    string `yaml:"name,omitempty"`
+	// Domain is the failure domain the host shares with others (a rack,
+	// a room, a zone), the domain label of its domain series; a host's
+	// own, never the entry's (docs/configuration.md: "Failure domains
+	// (KVM)").
+	Domain string `yaml:"domain,omitempty"`
 	// HostSettings holds the keys a host may set over its entry's. Read
 	// from the file it is nil unless the host sets one of them. After
 	// Load it is never nil, and every host that sets none shares the
 	// entry's one value: a 16 MiB file's 261,571 hosts are held twice
-	// during a reload, and a host costs 56 bytes instead of 232
+	// during a reload, and a host costs 72 bytes (its domain included) instead of 264
 	// (docs/scaling.md: "Large configurations"). Write to it only
 	// through a host's own copy.
 	*HostSettings `yaml:",inline"`
@@ -157,6 +169,9 @@ type HostSettings struct {
 	// effective values ("": not checked).
 	Volume  string `yaml:"volume,omitempty"`
 	Network string `yaml:"network,omitempty"`
+	// ProxyVMName overrides the entry's; after Load it holds the
+	// effective value ("": proxies not counted).
+	ProxyVMName string `yaml:"proxy_vm_name,omitempty"`
 }
 
 // Validate implements config.Entry: the entry's own keys, its files, then
@@ -202,6 +217,9 @@ func (v *Entry) validateKeys(where string) error {
 		return err
 	}
 	if err := placementNames(where, v.Volume, v.Network); err != nil {
+		return err
+	}
+	if err := proxyVMName(where, v.ProxyVMName); err != nil {
 		return err
 	}
 	_, err := promisedKeys(where, v.MinFreeVCPUs, v.CPUAllocationRatio, v.MemoryAllocationRatio, v.ReservedMemory, v.DiskAllocationRatio)
@@ -285,7 +303,43 @@ func (h *Host) resolveAddress(where string) error {
 	if h.Name == "" {
 		h.Name = host
 	}
-	return config.ValidName(where, h.Name)
+	if err := config.ValidName(where, h.Name); err != nil {
+		return err
+	}
+	return failureDomain(where, h.Domain)
+}
+
+// failureDomain checks a host's domain, which becomes a label value: no
+// control character, valid UTF-8, at most provider.MaxLabelValue bytes.
+// Empty is not set: the host is a domain of its own.
+func failureDomain(where, domain string) error {
+	switch {
+	case strings.ContainsFunc(domain, func(r rune) bool { return r < 0x20 || r == 0x7f }):
+		return fmt.Errorf("%s: domain: %q contains a control character", where, domain)
+	case !utf8.ValidString(domain):
+		return fmt.Errorf("%s: domain: %q is not valid UTF-8", where, domain)
+	case len(domain) > provider.MaxLabelValue:
+		return fmt.Errorf("%s: domain: %d bytes, at most %d", where, len(domain), provider.MaxLabelValue)
+	}
+	return nil
+}
+
+// proxyVMName checks a proxy_vm_name glob: a pattern path.Match takes
+// (a bad one would match nothing, silently), bounded as a libvirt name.
+func proxyVMName(where, glob string) error {
+	if glob == "" {
+		return nil
+	}
+	switch {
+	case strings.ContainsFunc(glob, func(r rune) bool { return r < 0x20 || r == 0x7f }):
+		return fmt.Errorf("%s: proxy_vm_name: %q contains a control character", where, glob)
+	case len(glob) > maxLibvirtName:
+		return fmt.Errorf("%s: proxy_vm_name: %d bytes, at most %d", where, len(glob), maxLibvirtName)
+	}
+	if _, err := path.Match(glob, ""); err != nil {
+		return fmt.Errorf("%s: proxy_vm_name: %q is not a glob (as path.Match: *, ?, [a-z], \\ escapes): %w", where, glob, err)
+	}
+	return nil
 }
 
 // resolve fills in the entry's settings where h.HostSettings (h's own, not
@@ -302,6 +356,12 @@ func (h *HostSettings) resolve(v *Entry, where string) error {
 	}
 	if err := placementNames(where, h.Volume, h.Network); err != nil {
 		return err
+	}
+	if err := proxyVMName(where, h.ProxyVMName); err != nil {
+		return err
+	}
+	if h.ProxyVMName == "" {
+		h.ProxyVMName = v.ProxyVMName
 	}
 	if h.Volume == "" {
 		h.Volume = v.Volume
@@ -526,6 +586,7 @@ func (Entry) SchemaKeywords() map[string]config.Keywords {
 		"hosts":                    {"minItems": 1, "description": "The hosts, each a target."},
 		"volume":                   libvirtName("Base image volume that must exist in the pool; overridable per host.", config.NoControlCharacters),
 		"network":                  libvirtName("libvirt network the proxies attach to, which must be active; overridable per host.", `^[^\x00-\x1f\x7f/]*$`),
+		"proxy_vm_name":            libvirtName("Glob (as Go's path.Match) of the proxy VMs' libvirt domain names: each host counts the defined domains it matches as its proxies; overridable per host.", config.NoControlCharacters),
 	}
 }
 
@@ -550,6 +611,8 @@ func (Host) SchemaKeywords() map[string]config.Keywords {
 		"disk_allocation_ratio":   allocationRatio("Disk allocation ratio; default: the entry's."),
 		"volume":                  libvirtName("Base image volume; default: the entry's.", config.NoControlCharacters),
 		"network":                 libvirtName("libvirt network; default: the entry's.", `^[^\x00-\x1f\x7f/]*$`),
+		"proxy_vm_name":           libvirtName("Glob of the proxy VMs' domain names; default: the entry's.", config.NoControlCharacters),
+		"domain":                  {"pattern": config.NoControlCharacters, "maxLength": provider.MaxLabelValue, "description": "The failure domain (rack, room, zone) the host shares with others, the domain label of its domain series; default: none, the host is a domain of its own. Per host only."},
 	}
 }
 

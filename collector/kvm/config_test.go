@@ -2,7 +2,10 @@ package kvm
 
 import (
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/egress-proxies/provider_health_exporter/config"
 )
 
 // TestHostsWithoutSettingsTakeTheEntrys: a host that sets none of its own
@@ -48,5 +51,45 @@ func TestHostsWithoutSettingsTakeTheEntrys(t *testing.T) {
 	if h := v.Hosts[0]; h.User != "other" || h.Pool != "fast" || h.PrivateKeyFile != own || h.MinPoolAvailableBytes != 40<<30 ||
 		h.Promised == nil || *h.Promised != (Promised{VCPUs: 4, CPURatio: 2, DiskRatio: 2}) || h.Volume != "other.qcow2" {
 		t.Errorf("hosts[0]: %+v (promised %+v), want its own settings", *h.HostSettings, h.Promised)
+	}
+}
+
+// TestFailureDomainKeys: a host's domain is its own, never inherited;
+// proxy_vm_name is the entry's unless a host sets its own, as volume is;
+// a bad glob, a control character or an overlong value is a load error
+// naming the key.
+func TestFailureDomainKeys(t *testing.T) {
+	const head = "kvm:\n  - name: lab\n    user: u\n    private_key_file: ../../testdata/files/placeholder\n    insecure_ignore_host_key: true\n"
+	cfg, err := config.Parse([]byte(head+`    proxy_vm_name: egress-*
+    hosts:
+      - address: a.lab
+        domain: rack-a
+      - address: b.lab
+      - address: c.lab
+        domain: rack-b
+        proxy_vm_name: proxy-[0-9]*
+`), []config.Section{Section()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []struct{ domain, glob string }{{"rack-a", "egress-*"}, {"", "egress-*"}, {"rack-b", "proxy-[0-9]*"}} {
+		h := config.EntriesOf[*Entry](cfg, "kvm")[0].Hosts[i]
+		if h.Domain != want.domain || h.ProxyVMName != want.glob {
+			t.Errorf("hosts[%d]: domain %q, proxy_vm_name %q; want %q, %q", i, h.Domain, h.ProxyVMName, want.domain, want.glob)
+		}
+	}
+	for _, tt := range []struct{ yaml, want string }{
+		{"    proxy_vm_name: egress-[\n    hosts:\n      - address: h\n", `kvm[0] "lab": proxy_vm_name: "egress-[" is not a glob`},
+		{"    hosts:\n      - address: h\n        proxy_vm_name: \"a\\\\\"\n", `kvm[0] "lab": hosts[0]: proxy_vm_name: "a\\" is not a glob`},
+		{"    hosts:\n      - address: h\n        proxy_vm_name: \"a\\tb\"\n", `kvm[0] "lab": hosts[0]: proxy_vm_name: "a\tb" contains a control character`},
+		{"    proxy_vm_name: " + strings.Repeat("p", 1025) + "\n    hosts:\n      - address: h\n", `kvm[0] "lab": proxy_vm_name: 1025 bytes, at most 1024`},
+		{"    hosts:\n      - address: h\n        domain: \"rack\\na\"\n", `kvm[0] "lab": hosts[0]: domain: "rack\na" contains a control character`},
+		{"    hosts:\n      - address: h\n        domain: " + strings.Repeat("r", 257) + "\n", `kvm[0] "lab": hosts[0]: domain: 257 bytes, at most 256`},
+		{"    domain: rack-a\n    hosts:\n      - address: h\n", `kvm[0] "lab": unknown field "domain"`},
+	} {
+		_, err := config.Parse([]byte(head+tt.yaml), []config.Section{Section()})
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("error %v, want one containing %q", err, tt.want)
+		}
 	}
 }

@@ -31,6 +31,8 @@ type fakeLibvirt struct {
 	node    nodeInfo
 	domains []domainStat
 	volCaps map[string]uint64
+	// listErr, when set, is the answer to ConnectListAllDomains.
+	listErr error
 	// goneVols are listed volumes whose info is answered with
 	// VIR_ERR_NO_STORAGE_VOL: deleted between a check's list and its
 	// info. volInfos counts the info calls per volume, and volInfoHook,
@@ -97,6 +99,22 @@ func (c *fakeClient) ConnectGetAllDomainStats() ([]domainStat, error) {
 	c.f.mu.Lock()
 	defer c.f.mu.Unlock()
 	return slices.Clone(c.f.domains), nil
+}
+
+func (c *fakeClient) ConnectListAllDomains() ([]string, error) {
+	if err := c.roundTrip("ConnectListAllDomains"); err != nil {
+		return nil, err
+	}
+	c.f.mu.Lock()
+	defer c.f.mu.Unlock()
+	if c.f.listErr != nil {
+		return nil, c.f.listErr
+	}
+	names := make([]string, len(c.f.domains))
+	for i, d := range c.f.domains {
+		names[i] = d.name
+	}
+	return names, nil
 }
 
 func (c *fakeClient) StoragePoolListAllVolumes(p libvirt.StoragePool) ([]libvirt.StorageVol, error) {

@@ -900,6 +900,11 @@ func (c countingClient) StoragePoolListAllVolumes(p libvirt.StoragePool) ([]libv
 	return c.libvirtClient.StoragePoolListAllVolumes(p)
 }
 
+func (c countingClient) ConnectListAllDomains() ([]string, error) {
+	c.calls.Add(1)
+	return c.libvirtClient.ConnectListAllDomains()
+}
+
 func (c countingClient) StorageVolGetInfo(v libvirt.StorageVol) (uint64, error) {
 	c.calls.Add(1)
 	return c.libvirtClient.StorageVolGetInfo(v)

@@ -262,4 +262,6 @@ func (c *rawClient) StoragePoolListAllVolumes(libvirt.StoragePool) ([]libvirt.St
 	return nil, errNotRaw
 }
 
+func (c *rawClient) ConnectListAllDomains() ([]string, error) { return nil, errNotRaw }
+
 func (c *rawClient) StorageVolGetInfo(libvirt.StorageVol) (uint64, error) { return 0, errNotRaw }

@@ -41,7 +41,11 @@ func TestMisbehavingLibvirtPeer(t *testing.T) {
 		cfg := *e.cfg
 		cfg.LibvirtSocket = socket
 		cfg.Hosts = []*Host{{Address: addr, Name: hostName, HostSettings: &HostSettings{User: "proxyops", Pool: "default", PrivateKeyFile: e.keyFile}}}
-		if len(promised) > 0 {
+		if len(promised) > 0 && !promised[0].counts() {
+			// The proxies' count: a glob, and a capacity for the
+			// domain to have.
+			cfg.Hosts[0].ProxyVMName, cfg.Hosts[0].MinPoolAvailableBytes = "proxy-*", 1<<30
+		} else if len(promised) > 0 {
 			// The fake's host and pool leave room for one proxy of 1
 			// vCPU, 1 GiB and 1 GiB at these ratios.
 			cfg.Hosts[0].Promised = &promised[0]
@@ -83,7 +87,9 @@ func TestMisbehavingLibvirtPeer(t *testing.T) {
 			tc{f, procNodeGetInfo, poolWant, msg},
 			tc{f, procConnectGetAllDomainStats, poolWant, msg},
 			tc{f, procStoragePoolListAllVolumes, poolWant, msg},
-			tc{f, procStorageVolGetInfo, poolWant, msg})
+			tc{f, procStorageVolGetInfo, poolWant, msg},
+			// The proxies' count, on a kept connection.
+			tc{f, procConnectListAllDomains, poolWant, msg})
 	}
 	promised := map[uint32]bool{procNodeGetInfo: true, procConnectGetAllDomainStats: true, procStoragePoolListAllVolumes: true, procStorageVolGetInfo: true}
 	for _, tt := range cases {
@@ -92,7 +98,10 @@ func TestMisbehavingLibvirtPeer(t *testing.T) {
 			if promised[tt.proc] {
 				badC = newChecker(badSrv.addr, bad.Path(), Promised{VCPUs: 1, CPURatio: 4, MemoryRatio: 1, DiskRatio: 2})
 			}
-			if tt.proc == procStoragePoolGetInfo || promised[tt.proc] && tt.proc != procNodeGetInfo {
+			if tt.proc == procConnectListAllDomains {
+				badC = newChecker(badSrv.addr, bad.Path(), Promised{})
+			}
+			if tt.proc == procStoragePoolGetInfo || tt.proc == procConnectListAllDomains || promised[tt.proc] && tt.proc != procNodeGetInfo {
 				// The pool's info goes over a kept connection; its
 				// lookup is the first call on a new one.
 				if v := check(t, badC, hostName, 10*time.Second); v.Reason != provider.ReasonReady {
@@ -256,7 +265,7 @@ func TestFrameConnWritesSplit(t *testing.T) {
 // flight.
 func FuzzFrameConn(f *testing.F) {
 	for _, proc := range []uint32{procAuthList, procConnectOpen, procConnectGetLibVersion, procStoragePoolLookupByName, procStoragePoolGetInfo,
-		procNodeGetInfo, procConnectGetAllDomainStats, procStoragePoolListAllVolumes, procStorageVolGetInfo} {
+		procNodeGetInfo, procConnectGetAllDomainStats, procStoragePoolListAllVolumes, procStorageVolGetInfo, procConnectListAllDomains} {
 		status, payload := answer(proc)
 		f.Add(proc, replyFrame(remoteProgram, proc, 1, status, payload))
 		for fault := range FaultNames {
@@ -289,7 +298,7 @@ func FuzzFrameConn(f *testing.F) {
 func FuzzLibvirtReply(f *testing.F) {
 	for _, proc := range []uint32{procAuthList, procAuthPolkit, procConnectGetLibVersion, procStoragePoolLookupByName, procStoragePoolGetInfo,
 		procNodeGetFreeMemory, procStorageVolLookupByName, procNetworkLookupByName, procNetworkIsActive,
-		procNodeGetInfo, procConnectGetAllDomainStats, procStoragePoolListAllVolumes, procStorageVolGetInfo} {
+		procNodeGetInfo, procConnectGetAllDomainStats, procStoragePoolListAllVolumes, procStorageVolGetInfo, procConnectListAllDomains} {
 		_, payload := answerTo(proc, "default", nil)
 		f.Add(proc, uint32(statusOK), payload)
 		f.Add(proc, uint32(statusError), errorPayload(49, "no pool"))
@@ -345,6 +354,7 @@ func FuzzLibvirtReply(f *testing.F) {
 		}
 		_, _ = lv.NodeGetInfo()
 		_, _ = lv.ConnectGetAllDomainStats()
+		_, _ = lv.ConnectListAllDomains()
 		if vols, err := lv.StoragePoolListAllVolumes(p); err == nil && len(vols) > 0 {
 			_, _ = lv.StorageVolGetInfo(vols[0])
 		}

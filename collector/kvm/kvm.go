@@ -92,6 +92,10 @@ type host struct {
 	facts *Facts
 	// volume and network are the host's placement keys ("": not checked).
 	volume, network string
+	// domain is the host's configured failure domain ("": none, the host
+	// is its own), proxyVMName the glob of its proxies' domain names ("":
+	// not counted); with either the verdict carries the host's domain.
+	domain, proxyVMName string
 	// ready is the message of a Ready verdict for its pool.
 	ready struct{ pool, msg string }
 	// lastDrop is why the host's last connection was dropped, until a
@@ -166,7 +170,12 @@ type hostSpec struct {
 // the same entry.
 type hostOwn struct {
 	user, pool, keyFile, volume, network string
-	mins                                 Minimums
+	// domain is the host's configured failure domain ("": none), in
+	// hostOwn rather than in every hostSpec: the hosts of a rack share
+	// it. proxyVMName is the glob of the proxies' domain names ("": not
+	// counted).
+	domain, proxyVMName string
+	mins                Minimums
 }
 
 // find is the index of the host named name, or -1.
@@ -208,7 +217,8 @@ func (c *Checker) hostAt(i int) *host {
 	sp := &c.specs[i]
 	set := c.base
 	set.address, set.user, set.keyFile = sp.address, sp.own.user, sp.own.keyFile
-	h := &host{name: sp.name, pool: sp.own.pool, mins: sp.own.mins, volume: sp.own.volume, network: sp.own.network, set: set}
+	h := &host{name: sp.name, pool: sp.own.pool, mins: sp.own.mins, volume: sp.own.volume, network: sp.own.network, set: set,
+		domain: sp.own.domain, proxyVMName: sp.own.proxyVMName}
 	if c.live[i].CompareAndSwap(nil, h) {
 		return h
 	}
@@ -272,7 +282,7 @@ func (c *Checker) setHosts(hosts []*Host) error {
 	c.live = make([]atomic.Pointer[host], len(hosts))
 	shared := map[hostOwn]*hostOwn{}
 	for i, h := range hosts {
-		own := hostOwn{user: h.User, pool: h.Pool, keyFile: h.PrivateKeyFile, volume: h.Volume, network: h.Network,
+		own := hostOwn{user: h.User, pool: h.Pool, keyFile: h.PrivateKeyFile, volume: h.Volume, network: h.Network, domain: h.Domain, proxyVMName: h.ProxyVMName,
 			mins: Minimums{PoolAvailable: h.MinPoolAvailableBytes, FreeMemory: h.MinFreeMemoryBytes, Promised: h.Promised}}
 		p := shared[own]
 		if p == nil {
@@ -368,6 +378,7 @@ func (c *Checker) Check(ctx context.Context, logger *slog.Logger, target string)
 	}
 	r.reason, r.state, r.info, r.handle, r.err = c.checkPool(ctx, logger, h, s, kept)
 	c.checkHeadroom(ctx, logger, h, s, &r)
+	c.countProxies(ctx, logger, h, s, &r)
 	if kept && !s.isDead() {
 		// The connection outlived a check: a later drop is news.
 		h.mu.Lock()
@@ -516,8 +527,12 @@ type result struct {
 	freeKnown bool
 	// promised is what the promised-resource keys read.
 	promised promisedReading
-	message  string
-	err      error
+	// proxies are the defined domains proxy_vm_name matches, when
+	// proxiesKnown.
+	proxies      int64
+	proxiesKnown bool
+	message      string
+	err          error
 }
 
 func (h *host) verdict(logger *slog.Logger, r result) provider.Verdict {
@@ -542,6 +557,7 @@ func (h *host) verdict(logger *slog.Logger, r result) provider.Verdict {
 	facts := h.facts
 	h.mu.Unlock()
 	v := provider.Verdict{Reason: r.reason, Facts: facts, Capacity: hostCapacity(&r, h.mins)}
+	v.Domains = h.domains(v.Capacity, &r)
 	switch {
 	case r.err != nil:
 		// libvirt's error text is the daemon's, up to a reply's 64 KiB.

@@ -42,6 +42,10 @@ type libvirtClient interface {
 	ConnectGetAllDomainStats() ([]domainStat, error)
 	StoragePoolListAllVolumes(pool libvirt.StoragePool) ([]libvirt.StorageVol, error)
 	StorageVolGetInfo(vol libvirt.StorageVol) (capacity uint64, err error)
+	// ConnectListAllDomains names every defined domain, running or not:
+	// the proxies' count of a host with proxy_vm_name whose check does
+	// not read the domain stats anyway.
+	ConnectListAllDomains() ([]string, error)
 	// ConnectClose says goodbye when a kept connection is closed on
 	// purpose, so libvirtd does not log an error for a vanished client.
 	ConnectClose() error
@@ -140,6 +144,13 @@ func (c loggedClient) ConnectGetAllDomainStats() ([]domainStat, error) {
 	start := time.Now()
 	d, err := c.next.ConnectGetAllDomainStats()
 	c.log("ConnectGetAllDomainStats", start, err, slog.Int("domains", len(d)))
+	return d, err
+}
+
+func (c loggedClient) ConnectListAllDomains() ([]string, error) {
+	start := time.Now()
+	d, err := c.next.ConnectListAllDomains()
+	c.log("ConnectListAllDomains", start, err, slog.Int("domains", len(d)))
 	return d, err
 }
 

@@ -377,6 +377,14 @@ func answer(proc uint32) (uint32, []byte) {
 			w.u32(typedParamString)
 			w.str("proxy")
 		}
+	case procConnectListAllDomains:
+		w.u32(FakeDomains)
+		for i := range FakeDomains {
+			w.str(fmt.Sprintf("proxy-%d", i))
+			w.b = append(w.b, make([]byte, 16)...) // uuid
+			w.u32(uint32(i + 1))                   // id
+		}
+		w.u32(FakeDomains)
 	case procStoragePoolListAllVolumes:
 		w.u32(FakeVolumes)
 		for i := range FakeVolumes {

@@ -29,6 +29,11 @@ func (r *recordingClient) StoragePoolListAllVolumes(libvirt.StoragePool) ([]libv
 	return nil, nil
 }
 
+func (r *recordingClient) ConnectListAllDomains() ([]string, error) {
+	r.calls = append(r.calls, "ConnectListAllDomains")
+	return nil, nil
+}
+
 func (r *recordingClient) StorageVolGetInfo(libvirt.StorageVol) (uint64, error) {
 	r.calls = append(r.calls, "StorageVolGetInfo")
 	return 0, nil

@@ -28,6 +28,10 @@ const (
 	// "Promised resources (KVM)").
 	procStoragePoolListAllVolumes = 282
 	procConnectGetAllDomainStats  = 344
+	// The proxies' count (docs/configuration.md: "Failure domains
+	// (KVM)"), made only where proxy_vm_name is set and the domain stats
+	// are not read anyway.
+	procConnectListAllDomains = 273
 )
 
 // field is one XDR field of a reply's shape.
@@ -43,6 +47,7 @@ const (
 	fieldChars32                  // char model[32]: 32 chars of 4 bytes each, read and dropped
 	fieldVols                     // remote_nonnull_storage_vol vols<REMOTE_STORAGE_VOL_LIST_MAX>
 	fieldDomainStats              // remote_domain_stats_record retStats<REMOTE_DOMAIN_LIST_MAX>
+	fieldDomains                  // remote_nonnull_domain domains<REMOTE_DOMAIN_LIST_MAX>
 )
 
 // Bounds of the lists of the promised-resource replies (remote_protocol.x).
@@ -107,6 +112,8 @@ var procedures = map[uint32]procedure{
 	procStoragePoolListAllVolumes: {"StoragePoolListAllVolumes", []field{fieldVols, fieldInt}, maxListReplyLen},
 	// remote_connect_get_all_domain_stats_ret: one record per domain
 	procConnectGetAllDomainStats: {"ConnectGetAllDomainStats", []field{fieldDomainStats}, maxListReplyLen},
+	// remote_connect_list_all_domains_ret: the domains, then their count
+	procConnectListAllDomains: {"ConnectListAllDomains", []field{fieldDomains, fieldInt}, maxListReplyLen},
 }
 
 // replyLimit is the largest frame a reply to proc may have.
@@ -151,6 +158,7 @@ type replyLists struct {
 	auths []uint32
 	vols  []libvirt.StorageVol
 	doms  []domainStat
+	names []string
 }
 
 // list is v's lists, made when the first is decoded.
@@ -181,6 +189,13 @@ func (v *values) doms() []domainStat {
 		return nil
 	}
 	return v.lists.doms
+}
+
+func (v *values) names() []string {
+	if v.lists == nil {
+		return nil
+	}
+	return v.lists.names
 }
 
 // domainStat is what ConnectGetAllDomainStats says of one domain that the
@@ -233,6 +248,21 @@ func decodeReply(proc uint32, payload []byte) (values, error) {
 				}
 				vol := libvirt.StorageVol{Pool: r.string("volume pool"), Name: r.string("volume name"), Key: r.string("volume key")}
 				v.list().vols = append(v.list().vols, vol)
+			}
+		case fieldDomains:
+			// Each a name, a UUID and an id: only the name is kept.
+			n := r.uint32s(1)
+			if r.err == nil && n > domainListMax {
+				return v, badFrame("reply to %s has %d domains, libvirt sends at most %d", p.name, n, domainListMax)
+			}
+			for range n {
+				name := r.string("domain name")
+				r.opaque(16, "domain uuid")
+				r.uint32s(1) // id
+				if r.err != nil {
+					break
+				}
+				v.list().names = append(v.list().names, name)
 			}
 		case fieldDomainStats:
 			doms, err := decodeDomainStats(&r, p.name)

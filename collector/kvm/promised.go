@@ -44,6 +44,9 @@ type promisedReading struct {
 	domainVCPUs, domainMemory uint64
 	domains                   int
 	domainsKnown              bool
+	// proxies counts the domains proxy_vm_name matches, known with
+	// domainsKnown.
+	proxies int64
 	// volumes is the sum of the pool's volumes' capacities (virtual
 	// sizes), volumeCount counts them.
 	volumes      uint64
@@ -81,6 +84,9 @@ func (c *Checker) readPromised(ctx context.Context, logger *slog.Logger, h *host
 				return fmt.Errorf("get the domains' vCPUs and memory: %w", err)
 			}
 			for _, d := range doms {
+				if h.proxyVMName != "" && proxyName(h.proxyVMName, d.name) {
+					rd.proxies++
+				}
 				if p.VCPUs > 0 && !d.hasVCPUs || p.MemoryRatio > 0 && !d.hasMemory {
 					missing = fmt.Errorf("libvirtd reported no %s and %s of domain %q: its driver does not report what a domain is defined with",
 						statVCPUMaximum, statBalloonMaximum, d.name)

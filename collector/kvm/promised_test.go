@@ -469,6 +469,8 @@ func TestDecodePromisedBounds(t *testing.T) {
 			w.str("vcpu.maximum")
 			w.u32(8, 2)
 		}, "type 8"},
+		{"domain names", procConnectListAllDomains, func(w *xdrWriter) { w.u32(domainListMax + 1) }, "16385 domains"},
+		{"domain name cut off", procConnectListAllDomains, func(w *xdrWriter) { w.u32(1); w.str("egress-a") }, "reply to ConnectListAllDomains"},
 		{"model cut off", procNodeGetInfo, func(w *xdrWriter) { w.u32(1, 2, 3) }, "reply to NodeGetInfo"},
 		{"trailing bytes", procStorageVolGetInfo, func(w *xdrWriter) { w.u32(0); w.u64(1, 2); w.u32(0) }, "4 bytes after its value"},
 	} {

@@ -206,6 +206,13 @@ func (c *rpcClient) ConnectGetAllDomainStats() ([]domainStat, error) {
 	return v.doms(), err
 }
 
+func (c *rpcClient) ConnectListAllDomains() ([]string, error) {
+	// remote_connect_list_all_domains_args: need_results (1: the list,
+	// not only its length), flags (0: every domain, running or not).
+	v, err := c.call(procConnectListAllDomains, xdrArgs(nil).uint32(1).uint32(0))
+	return v.names(), err
+}
+
 func (c *rpcClient) StoragePoolListAllVolumes(pool libvirt.StoragePool) ([]libvirt.StorageVol, error) {
 	// remote_storage_pool_list_all_volumes_args: the pool, need_results
 	// (1: the list, not only its length), flags (none are defined).

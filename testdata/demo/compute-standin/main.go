@@ -11,7 +11,10 @@
 //
 // Every project answers the aggregated instance list with
 // aggregated-instances.json, except those of -disabled, whose Compute API
-// answers error-403-service-disabled.json. regions.get answers
+// answers error-403-service-disabled.json; the pages of 500 that count the
+// proxies per region (an entry with regions) are
+// aggregated-proxies-page1.json, then, at its nextPageToken,
+// aggregated-proxies-page2.json. regions.get answers
 // regions-exhausted.json for the regions of -exhausted (IN_USE_ADDRESSES
 // used up) and regions-ok.json for the others. Anything else is the
 // recorded 404.
@@ -79,7 +82,7 @@ func run() error {
 		return b, nil
 	}
 	files := map[string][]byte{}
-	for _, name := range []string{"aggregated-instances.json", "error-403-service-disabled.json", "regions-ok.json", "regions-exhausted.json", "error-404-not-found.json"} {
+	for _, name := range []string{"aggregated-instances.json", "aggregated-proxies-page1.json", "aggregated-proxies-page2.json", "error-403-service-disabled.json", "regions-ok.json", "regions-exhausted.json", "error-404-not-found.json"} {
 		if files[name], err = read(name); err != nil {
 			return err
 		}
@@ -148,7 +151,14 @@ func (s *standin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			s.answer(w, http.StatusForbidden, "error-403-service-disabled.json", m[1])
 			return
 		}
-		s.answer(w, http.StatusOK, "aggregated-instances.json", m[1])
+		switch q := r.URL.Query(); {
+		case q.Get("maxResults") == "1":
+			s.answer(w, http.StatusOK, "aggregated-instances.json", m[1])
+		case q.Get("pageToken") == "":
+			s.answer(w, http.StatusOK, "aggregated-proxies-page1.json", m[1])
+		default:
+			s.answer(w, http.StatusOK, "aggregated-proxies-page2.json", m[1])
+		}
 		return
 	}
 	if m := regionPath.FindStringSubmatch(r.URL.Path); m != nil {
