@@ -49,8 +49,8 @@ const overBoundAnnotation = "provider-health-exporter.internal/over-bound"
 // boundPods is the Pod watch's field selector: bound to a node and not
 // terminal, as kube-scheduler's cache holds Pods (a Succeeded or Failed
 // Pod holds nothing on its node). A Pod only nominated to a node
-// (status.nominatedNodeName, set while preemption makes room for it) is
-// left out with the Pending ones: the fit does not count nominated Pods.
+// (status.nominatedNodeName, set while preemption makes room for it)
+// comes from a watch of its own (nominated.go).
 var boundPods = "spec.nodeName!=," + nonTerminalPods
 
 // keepPod is what the Pod watch stores of p: stripPod's copy, or a stub

@@ -171,6 +171,9 @@ type fitSnapshot struct {
 	// one that moved and was not saved is a change release cannot undo.
 	gens  []int64
 	saved map[*framework.NodeInfo]*framework.NodeInfo
+	// nominated are the Pods nominated to nodes that the fit adds to
+	// their NodeInfos before it counts (nominated.go); set by the caller.
+	nominated []*corev1.Pod
 }
 
 // acquire is an up-to-date snapshot for one fit, its own until release.
@@ -286,4 +289,19 @@ func (fs *fitSnapshot) usage() map[string]*nodeUse {
 	}
 	cc.usage = next
 	return use
+}
+
+// followNominated counts the nominated watch's events in the cache's
+// state (events): a fit reads those Pods too (nominated.go), so a result
+// shared at one state must not outlive a change of them.
+func (cc *clusterCache) followNominated(nominated cache.SharedIndexInformer) (cache.ResourceEventHandlerRegistration, error) {
+	reg, err := nominated.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { cc.events.Add(1) },
+		UpdateFunc: func(any, any) { cc.events.Add(1) },
+		DeleteFunc: func(any) { cc.events.Add(1) },
+	})
+	if err != nil {
+		return nil, fmt.Errorf("scheduler cache: nominated pods: %w", err)
+	}
+	return reg, nil
 }

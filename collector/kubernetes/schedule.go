@@ -92,7 +92,9 @@ func (c *Checker) schedule(ctx context.Context, logger *slog.Logger, cl *client,
 		// the next fit; entries fitting the same Pod at the same state
 		// share it (sharedfit.go). One that reads namespaces fits on its
 		// own: their watch is not part of the cache's state.
+		nominated := ws.nominatedList()
 		fit := func(fs *fitSnapshot) (FitResult, error) {
+			fs.nominated = nominated
 			return fitWithPluginsOn(ctx, pod, fs, fs.nodes(), pods, namespaces, limit)
 		}
 		if namespaces != nil {

@@ -399,6 +399,10 @@ func fitWithPluginsOn(ctx context.Context, pod *corev1.Pod, fs *fitSnapshot, nod
 	defer j.close()
 	var use map[string]*nodeUse
 	if fs != nil {
+		// Nominated Pods join their nodes before the requests are summed.
+		if err := j.addNominated(fs.nominated); err != nil {
+			return FitResult{}, err
+		}
 		use = fs.usage()
 	} else {
 		use = nodeUsage(pods)

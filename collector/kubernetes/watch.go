@@ -59,6 +59,9 @@ type watchSet struct {
 	done    chan struct{} // closed when every informer goroutine ended
 	nodes   *watched
 	pods    *watched
+	// nominated is the watch of the Pods a preemption nominated to a node
+	// and that are not bound yet (nominated.go).
+	nominated *watched
 	// namespaces is the third watch, of namespaces' names and labels,
 	// started only when a namespaceSelector term needs them: the first
 	// such fit closes nsStart (namespaces.go).
@@ -169,6 +172,7 @@ func startWatch(logger *slog.Logger, cl *client) *watchSet {
 		// Never happens with a configuration the check's client was
 		// built from; said as the watch's error all the same.
 		ws.nodes, ws.pods = &watched{what: "nodes", err: err, since: ws.started}, &watched{what: "pods", err: err, since: ws.started}
+		ws.nominated = &watched{what: "nominated pods", err: err, since: ws.started}
 		ws.namespaces = &watched{what: "namespaces", err: err, since: ws.started}
 		close(ws.done)
 		return ws
@@ -185,6 +189,13 @@ func startWatch(logger *slog.Logger, cl *client) *watchSet {
 		}
 		return obj, nil
 	})
+	ws.nominated = newWatched("pods", &corev1.Pod{}, podsRC, nominatedPods, func(obj any) (any, error) {
+		if p, ok := obj.(*corev1.Pod); ok {
+			return keepNominated(p), nil
+		}
+		return obj, nil
+	})
+	ws.nominated.what = "nominated pods"
 	ws.namespaces = newWatched("namespaces", &corev1.Namespace{}, nsRC, "", func(obj any) (any, error) {
 		if n, ok := obj.(*corev1.Namespace); ok {
 			return keepNamespace(n), nil
@@ -195,9 +206,13 @@ func startWatch(logger *slog.Logger, cl *client) *watchSet {
 		// Never happens with informers not yet started; said as the
 		// watch's error all the same.
 		ws.nodes.record(err)
+	} else if reg, err := ws.sched.followNominated(ws.nominated.informer); err != nil {
+		ws.nominated.record(err)
+	} else {
+		ws.regs = append(ws.regs, reg)
 	}
 	var wg sync.WaitGroup
-	for _, w := range []*watched{ws.nodes, ws.pods} {
+	for _, w := range []*watched{ws.nodes, ws.pods, ws.nominated} {
 		wg.Go(func() { w.informer.RunWithContext(ctx) })
 	}
 	wg.Go(func() {
@@ -356,8 +371,10 @@ func (w *watched) state() (time.Time, error) {
 // synced says whether both caches hold a full list and the scheduler's
 // cache has seen it.
 func (ws *watchSet) synced() bool {
-	if ws.nodes.informer == nil || ws.pods.informer == nil || !ws.nodes.informer.HasSynced() || !ws.pods.informer.HasSynced() {
-		return false
+	for _, w := range []*watched{ws.nodes, ws.pods, ws.nominated} {
+		if w.informer == nil || !w.informer.HasSynced() {
+			return false
+		}
 	}
 	for _, r := range ws.regs {
 		if !r.HasSynced() {
@@ -387,7 +404,7 @@ func (ws *watchSet) waitSynced(ctx context.Context) bool {
 // list or watch is Forbidden, naming what to grant; a failing one, or
 // caches still filling, Unknown, never a fit on a stale or partial cache.
 func (ws *watchSet) verdict(now time.Time) (reason provider.Reason, msg string, ok bool) {
-	for _, w := range []*watched{ws.nodes, ws.pods} {
+	for _, w := range []*watched{ws.nodes, ws.pods, ws.nominated} {
 		since, err := w.state()
 		if err == nil {
 			continue
@@ -403,7 +420,7 @@ func (ws *watchSet) verdict(now time.Time) (reason provider.Reason, msg string, 
 		return provider.ReasonUnknown, fmt.Sprintf("the watch of %s has been failing for %s, so its cache may be stale: %s",
 			w.what, now.Sub(since).Round(time.Second), boundedErr(err)), false
 	}
-	for _, w := range []*watched{ws.nodes, ws.pods} {
+	for _, w := range []*watched{ws.nodes, ws.pods, ws.nominated} {
 		if !w.informer.HasSynced() {
 			return provider.ReasonUnknown, fmt.Sprintf("the watch cache of %s is still filling (started %s ago): no fit is judged on a partial cache",
 				w.what, now.Sub(ws.started).Round(time.Second)), false

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -145,10 +146,18 @@ func TestWatchSyncsStripsAndStops(t *testing.T) {
 		t.Errorf("pod not stripped to node and requests: %+v", p.Spec)
 	}
 	srv.mu.Lock()
-	sel := srv.podSelectors[0]
+	sels := slices.Clone(srv.podSelectors)
 	srv.mu.Unlock()
-	if sel != "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed" {
-		t.Errorf("pods watched with field selector %q, want the bound, non-terminal ones", sel)
+	// Two Pod watches: the bound ones, and those a preemption nominated
+	// to a node (nominated.go), each non-terminal.
+	for _, want := range []string{"spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed",
+		"spec.nodeName=,status.nominatedNodeName!=,status.phase!=Succeeded,status.phase!=Failed"} {
+		if !slices.Contains(sels, want) {
+			t.Errorf("pods watched with field selectors %q, want %q among them", sels, want)
+		}
+	}
+	if nominated := ws.nominatedList(); len(nominated) != 0 {
+		t.Errorf("a server whose Pods are all bound: %d nominated Pods kept, want none", len(nominated))
 	}
 
 	// Another client of the same server and credentials (a reread
