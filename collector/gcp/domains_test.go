@@ -130,19 +130,19 @@ func TestRegionDomains(t *testing.T) {
 			mins: testMins, want: provider.ReasonReady, message: "no domain series: region asia-east1 has no known capacity",
 		},
 		{
-			name: "past the page bound: no domains", regions: []string{"us-central1"}, mins: testMins, pages: loopPage,
+			name: "past the page bound: no domains", regions: []string{"us-central1", "europe-west4"}, mins: testMins, pages: loopPage,
 			want: provider.ReasonReady, message: "no domain series: more than 20 pages of 500 instances",
 			asked: append([]string{""}, slices.Repeat([]string{"ClgKVnpvbmVzL3VzLWNlbnRyYWwxLWEvaW5zdGFuY2VzL2VncmVzcy1wcm94eS03ZjljMg=="}, 19)...),
 		},
 		{
-			name: "a page that fails is the check's failure", regions: []string{"us-central1"}, mins: testMins,
+			name: "a page that fails is the check's failure", regions: []string{"us-central1", "europe-west4"}, mins: testMins,
 			pages: map[string]recorded{"": {http.StatusOK, "aggregated-proxies-page1.json"},
 				"ClgKVnpvbmVzL3VzLWVhc3Q0LWMvaW5zdGFuY2VzL2VncmVzcy1wcm94eS1lNGMwbg==": {http.StatusInternalServerError, "error-500-backend.json"}},
 			want:  provider.ReasonServerError,
 			asked: []string{"", "ClgKVnpvbmVzL3VzLWVhc3Q0LWMvaW5zdGFuY2VzL2VncmVzcy1wcm94eS1lNGMwbg=="}, message: "backendError",
 		},
 		{
-			name: "a page of another kind is a bad response", regions: []string{"us-central1"}, mins: testMins,
+			name: "a page of another kind is a bad response", regions: []string{"us-central1", "europe-west4"}, mins: testMins,
 			pages: map[string]recorded{"": {http.StatusOK, "aggregated-proxies-page1.json"},
 				"ClgKVnpvbmVzL3VzLWVhc3Q0LWMvaW5zdGFuY2VzL2VncmVzcy1wcm94eS1lNGMwbg==": {http.StatusOK, "bad-200-other-kind.json"}},
 			want:  provider.ReasonBadResponse,
@@ -150,6 +150,11 @@ func TestRegionDomains(t *testing.T) {
 		},
 		{
 			name: "no regions: no domains, no paging", want: provider.ReasonReady, message: "Compute answered",
+		},
+		{
+			// Losing the only region leaves nowhere to go: no domains.
+			name: "one region: no domains, no paging", regions: []string{"us-central1"}, mins: testMins,
+			want: provider.ReasonReady, message: "Compute answered",
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -226,7 +226,11 @@ func (c *Checker) check(ctx context.Context, logger *slog.Logger) provider.Verdi
 	if len(c.regions) > 0 {
 		v, caps = c.checkQuotas(ctx, logger, cl.regions, v)
 	}
-	if caps != nil {
+	// One region is no set of failure domains: losing it leaves nothing
+	// to move to, and its after-loss would always be minus its proxies.
+	// Domains are the regions of an entry with two or more
+	// (docs/configuration.md: "Capacity per region").
+	if caps != nil && len(c.regions) > 1 {
 		var why string
 		if proxies, why, err = c.domainProxies(ctx, logger, client, caps); err != nil {
 			return verdict(ctx, logger, err)

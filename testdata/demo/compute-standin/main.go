@@ -12,7 +12,7 @@
 // Every project answers the aggregated instance list with
 // aggregated-instances.json, except those of -disabled, whose Compute API
 // answers error-403-service-disabled.json; the pages of 500 that count the
-// proxies per region (an entry with regions) are
+// proxies per region (an entry with two regions or more) are
 // aggregated-proxies-page1.json, then, at its nextPageToken,
 // aggregated-proxies-page2.json. regions.get answers
 // regions-exhausted.json for the regions of -exhausted (IN_USE_ADDRESSES
