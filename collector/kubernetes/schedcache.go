@@ -186,12 +186,21 @@ func (fs *fitSnapshot) nodes() []*corev1.Node {
 	return out
 }
 
-// release restores what the fit changed and keeps the snapshot for the
-// next fit; one with a change it cannot undo is dropped.
-func (fs *fitSnapshot) release() {
+// restore puts back the NodeInfos the fit changed, as they were when
+// acquired: the next fit on the snapshot (a domain's, domains.go) starts
+// from the cluster cache's state. The copies saved are dropped, since the
+// NodeInfos now hold their maps and slices; the next change saves anew.
+func (fs *fitSnapshot) restore() {
 	for ni, orig := range fs.saved {
 		*ni = *orig // the same pointer: the snapshot's lists hold it
 	}
+	clear(fs.saved)
+}
+
+// release restores what the fit changed and keeps the snapshot for the
+// next fit; one with a change it cannot undo is dropped.
+func (fs *fitSnapshot) release() {
+	fs.restore()
 	all, err := fs.snap.NodeInfos().List()
 	if err != nil || len(all) != len(fs.gens) {
 		return

@@ -96,12 +96,24 @@ func (c *Checker) schedule(ctx context.Context, logger *slog.Logger, cl *client,
 		namespaces, err = ws.namespaceList(ctx)
 	}
 	var res FitResult
+	// The bound Pods' requests per node, summed once for the fit and the
+	// domains' fits.
+	use := nodeUsage(pods)
 	if err == nil {
-		res, err = fitWithPluginsOn(ctx, pod, fs, nodes, pods, namespaces, limit)
+		res, err = fitOn(ctx, pod, fs, nodes, pods, use, namespaces, limit)
+	}
+	var doms domainFit
+	if err == nil && c.cfg.CapacityDomain != "" {
+		// From the same snapshot, with no request (docs/configuration.md:
+		// "Capacity per failure domain: capacity_domain"); node-fit
+		// figures, which no quota bounds.
+		doms, err = fitDomains(ctx, pod, fs, nodes, use, namespaces, c.cfg.CapacityDomain, c.cfg.Namespace)
 	}
 	if err == nil && provider.Ended(ctx) {
 		// The deadline passed as the fit ended: what it counted is no
 		// verdict (docs/configuration.md: "Timeouts").
+		// The domains' fits included: a verdict's figures are all of one
+		// uncut fit, or none.
 		err = fmt.Errorf("the deadline passed as the fit of the Pod on %d nodes ended: %w", len(nodes), context.DeadlineExceeded)
 	}
 	if err != nil {
@@ -115,6 +127,10 @@ func (c *Checker) schedule(ctx context.Context, logger *slog.Logger, cl *client,
 		return v
 	}
 	out.Fit, out.Message, out.Reason = &res, res.Message(), provider.ReasonReady
+	if doms.note != "" {
+		out.Message += "; " + doms.note
+	}
+	v.Domains = doms.domains
 	f.fit = &res
 	logger.Debug("fitted the admitted pod on the nodes", "nodes", res.Nodes, "fitting", res.Fitting, "copies", res.Copies, "pods_bound", len(pods))
 	if res.Copies == 0 {

@@ -392,12 +392,19 @@ func fitWithPlugins(ctx context.Context, pod *corev1.Pod, nodes []*corev1.Node, 
 // (the nodes are fs.nodes()), or on one built from nodes and pods when fs
 // is nil.
 func fitWithPluginsOn(ctx context.Context, pod *corev1.Pod, fs *fitSnapshot, nodes []*corev1.Node, pods []*corev1.Pod, namespaces []*corev1.Namespace, limit int64) (FitResult, error) {
+	return fitOn(ctx, pod, fs, nodes, pods, nodeUsage(pods), namespaces, limit)
+}
+
+// fitOn is fitWithPluginsOn with the bound Pods' requests per node
+// already summed (use): the domains' fits (domains.go) share one sum, the
+// most costly part of a fit on the cluster cache. pods are read only
+// when fs is nil.
+func fitOn(ctx context.Context, pod *corev1.Pod, fs *fitSnapshot, nodes []*corev1.Node, pods []*corev1.Pod, use map[string]*nodeUse, namespaces []*corev1.Namespace, limit int64) (FitResult, error) {
 	j, err := newJudge(ctx, pod, fs, nodes, pods, namespaces)
 	if err != nil {
 		return FitResult{}, err
 	}
 	defer j.close()
-	use := nodeUsage(pods)
 	var r FitResult
 	if !copiesInteract(pod) {
 		r = fitNodes(pod, nodes, use, j)
