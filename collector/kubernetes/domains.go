@@ -74,29 +74,50 @@ func fitDomains(ctx context.Context, pod *corev1.Pod, fs *fitSnapshot, nodes []*
 			key, len(names), provider.MaxDomains)}, nil
 	}
 	defer fs.restore()
+	// Each fit starts from the cluster cache's state: the copies the
+	// entry's fit placed are not proxies.
+	fs.restore()
+	// InterPodAffinity's PreFilter once, on the snapshot as it is; the
+	// fits below start from its state (ipaReuse).
+	base, err := newJudge(ctx, pod, fs, nodes, nil, namespaces)
+	if err != nil {
+		return domainFit{}, fmt.Errorf("domains: %w", err)
+	}
+	defer base.close()
+	var reuse *ipaReuse
+	if base.unresolvable == "" {
+		reuse = &ipaReuse{}
+		if st, err := base.state.Read(ipaStateKey); err == nil {
+			reuse.state = st
+		}
+	}
 	out := make([]provider.Domain, len(names))
 	for k, v := range names {
 		d := &out[k]
 		d.Name = v
-		// Each fit starts from the cluster cache's state: the copies
-		// the last one placed are not proxies.
 		fs.restore()
 		proxies, err := domainProxies(fs, nodes, members[v], pod.Labels, namespace)
 		if err != nil {
 			return domainFit{}, err
 		}
 		d.Proxies = proxies
-		r, err := fitOn(ctx, pinPod(pod, key, v), fs, nodes, nil, use, namespaces, provider.MaxCapacity)
+		r, err := fitOnWith(ctx, pinPod(pod, key, v), fs, nodes, nil, use, namespaces, provider.MaxCapacity,
+			fitOptions{countOnly: true, ipa: reuse})
 		if err != nil {
 			return domainFit{}, fmt.Errorf("domain %s=%s: %w", key, v, err)
 		}
 		d.Capacity = min(r.Copies, provider.MaxCapacity)
 		fs.restore()
+		lostReuse, err := removeDomainPods(ctx, base, reuse, fs, nodes, members[v])
+		if err != nil {
+			return domainFit{}, err
+		}
 		lostNodes, lostUse, err := loseDomain(fs, nodes, use, members[v])
 		if err != nil {
 			return domainFit{}, err
 		}
-		r, err = fitOn(ctx, pod, fs, lostNodes, nil, lostUse, namespaces, provider.MaxCapacity)
+		r, err = fitOnWith(ctx, pod, fs, lostNodes, nil, lostUse, namespaces, provider.MaxCapacity,
+			fitOptions{countOnly: true, ipa: lostReuse})
 		if err != nil {
 			return domainFit{}, fmt.Errorf("the loss of domain %s=%s: %w", key, v, err)
 		}
@@ -177,6 +198,35 @@ func pinPod(pod *corev1.Pod, key, value string) *corev1.Pod {
 		terms[t].MatchExpressions = append(terms[t].MatchExpressions, req)
 	}
 	return p
+}
+
+// removeDomainPods is reuse without the Pods bound to the domain's nodes
+// (indexes in nodes), as InterPodAffinity's RemovePod takes them out of its
+// state: what its PreFilter would count once they are gone. Called before
+// loseDomain empties the nodes.
+func removeDomainPods(ctx context.Context, base *judge, reuse *ipaReuse, fs *fitSnapshot, nodes []*corev1.Node, member []int) (*ipaReuse, error) {
+	if reuse == nil || reuse.state == nil || base.ipa == nil {
+		// Skipped before the loss: no Pod was counted, none is removed.
+		return reuse, nil
+	}
+	cs := framework.NewCycleState()
+	cs.Write(ipaStateKey, reuse.state.Clone())
+	for _, i := range member {
+		ni, err := fs.snap.NodeInfos().Get(nodes[i].Name)
+		if err != nil {
+			return nil, fmt.Errorf("scheduler snapshot: %w", err)
+		}
+		for _, pi := range ni.GetPods() {
+			if st := base.ipa.RemovePod(ctx, cs, base.pod, pi, ni); !st.IsSuccess() {
+				return nil, fmt.Errorf("scheduler plugin InterPodAffinity: %s", statusCause(st))
+			}
+		}
+	}
+	st, err := cs.Read(ipaStateKey)
+	if err != nil {
+		return nil, fmt.Errorf("scheduler plugin InterPodAffinity: %w", err)
+	}
+	return &ipaReuse{state: st}, nil
 }
 
 // loseDomain makes the domain's nodes (indexes in nodes) lost in the

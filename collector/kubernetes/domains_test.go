@@ -14,8 +14,8 @@ import (
 	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
-// domainCluster: six Nodes of 2 CPUs in zones zone-a, zone-b, zone-c
-// (4 proxies of 500m each when empty). Bound: on a1 two proxies (one with
+// domainCluster: six Nodes of 2 CPUs in zones zone-a, zone-b, zone-c,
+// a1, b1 and c1 in rack-1, the others in rack-2 (4 proxies of 500m each when empty). Bound: on a1 two proxies (one with
 // a label more), a Pod labelled app=proxy in another namespace and one of
 // the proxies' namespace labelled app=other, 500m each: a1 is full; one
 // proxy on a2, one on b1. Proxies: zone-a 3, zone-b 1, zone-c 0.
@@ -23,7 +23,7 @@ func domainCluster() ([]*corev1.Node, []*corev1.Pod) {
 	var nodes []*corev1.Node
 	for _, z := range []string{"a", "b", "c"} {
 		for _, i := range []string{"1", "2"} {
-			nodes = append(nodes, fitNode(z+i, func(n *corev1.Node) { n.Labels[corev1.LabelTopologyZone] = "zone-" + z },
+			nodes = append(nodes, fitNode(z+i, func(n *corev1.Node) { n.Labels[corev1.LabelTopologyZone], n.Labels["rack"] = "zone-"+z, "rack-"+i },
 				"cpu", "2", "memory", "8Gi", "pods", "110"))
 		}
 	}
@@ -48,6 +48,11 @@ func domainCluster() ([]*corev1.Node, []*corev1.Pod) {
 // fed with nodes and pods, as schedule runs them.
 func fitDomainsOn(ctx context.Context, t *testing.T, pod *corev1.Pod, nodes []*corev1.Node, pods []*corev1.Pod) (FitResult, domainFit, error) {
 	t.Helper()
+	return fitDomainsBy(ctx, t, corev1.LabelTopologyZone, pod, nodes, pods)
+}
+
+func fitDomainsBy(ctx context.Context, t *testing.T, key string, pod *corev1.Pod, nodes []*corev1.Node, pods []*corev1.Pod) (FitResult, domainFit, error) {
+	t.Helper()
 	cctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	fs, err := fedCache(cctx, nodes, pods).acquire()
@@ -61,7 +66,7 @@ func fitDomainsOn(ctx context.Context, t *testing.T, pod *corev1.Pod, nodes []*c
 	if err != nil {
 		return r, domainFit{}, err
 	}
-	d, err := fitDomains(ctx, pod, fs, snapNodes, use, nil, corev1.LabelTopologyZone, "egress-proxies")
+	d, err := fitDomains(ctx, pod, fs, snapNodes, use, nil, key, "egress-proxies")
 	return r, d, err
 }
 
@@ -81,11 +86,19 @@ func TestFitDomains(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name   string
+		key    string
 		pod    *corev1.Pod
 		copies int64
 		want   []provider.Domain
 		note   string
 	}{
+		// One per zone: only zone-c has none. Losing rack-1 takes p4,
+		// b1's proxy, with it: zone-b takes one on b2, and c one on c2;
+		// zone-a keeps p3 on a2. Losing rack-2 takes p3, but a1 still
+		// holds two: c1 only.
+		{name: "anti-affinity per zone, domains per rack", key: "rack", pod: proxyPod(antiAffinity(corev1.LabelTopologyZone)), copies: 1,
+			want: []provider.Domain{dom("rack-1", 1, 3, 2-3), dom("rack-2", 1, 1, 1-1)},
+			note: "losing rack-1 leaves 1 proxy without a place"},
 		// Losing a: b and c take 7 + 8, less a's 3 proxies.
 		{name: "plain", pod: proxyPod(nil), copies: 18,
 			want: []provider.Domain{dom("zone-a", 3, 3, 15-3), dom("zone-b", 7, 1, 11-1), dom("zone-c", 8, 0, 10)}},
@@ -113,7 +126,11 @@ func TestFitDomains(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			nodes, pods := domainCluster()
-			r, got, err := fitDomainsOn(context.Background(), t, tc.pod, nodes, pods)
+			key := tc.key
+			if key == "" {
+				key = corev1.LabelTopologyZone
+			}
+			r, got, err := fitDomainsBy(context.Background(), t, key, tc.pod, nodes, pods)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -13,6 +13,8 @@ import (
 	ktypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	schedcache "k8s.io/kubernetes/pkg/scheduler/backend/cache"
+
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // termCluster is issue 52's cluster: nodes Nodes of 8 CPUs in three
@@ -167,4 +169,43 @@ func BenchmarkClusterCacheBytes(b *testing.B) {
 	}
 	b.ReportMetric(perNode, "heap-B/node")
 	b.ReportMetric(perPod, "heap-B/pod")
+}
+
+// BenchmarkFitDomains is one scrape's fit of the zone-spread proxy on
+// issue 52's cluster (1,000 Nodes in 3 zones, 20,000 bound Pods with an
+// anti-affinity term each) without and with capacity_domain
+// topology.kubernetes.io/zone: the domains' figures (each zone's pinned
+// fit, its proxies, the fit after losing it) from the same snapshot
+// (docs/scaling.md). cpu-ns/scrape is the process's CPU time per scrape.
+func BenchmarkFitDomains(b *testing.B) {
+	nodes, pods := termCluster(benchNodes)
+	pod := proxyPod(zoneSpread(corev1.DoNotSchedule))
+	for _, domains := range []bool{false, true} {
+		b.Run(fmt.Sprintf("domains=%v", domains), func(b *testing.B) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			cc := fedCache(ctx, nodes, pods)
+			b.ReportAllocs()
+			cpu0 := cpuTime()
+			for b.Loop() {
+				fs, err := cc.acquire()
+				if err != nil {
+					b.Fatal(err)
+				}
+				snapNodes := fs.nodes()
+				use := nodeUsage(pods)
+				if _, err := fitOn(ctx, pod, fs, snapNodes, pods, use, nil, provider.MaxCapacity); err != nil {
+					b.Fatal(err)
+				}
+				if domains {
+					d, err := fitDomains(ctx, pod, fs, snapNodes, use, nil, corev1.LabelTopologyZone, "egress-proxies")
+					if err != nil || len(d.domains) != 3 {
+						b.Fatalf("domains %+v, %v; want 3", d, err)
+					}
+				}
+				fs.release()
+			}
+			b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/scrape")
+		})
+	}
 }
