@@ -53,10 +53,12 @@ type domainFit struct {
 
 // fitDomains computes the figures of every value of the Node label key on
 // the nodes of fs (nodes, in its order; use their bound Pods' requests),
-// the Pod's proxies counted in namespace. An error is the fits': the
+// the Pod's proxies counted in namespace, after the entry's fit on fs,
+// which kept its InterPodAffinity state in reuse (fitOptions.keepIPA;
+// nil: the fits run every PreFilter). An error is the fits': the
 // deadline cut one (fitCut) or the snapshot failed, and no figure holds.
 func fitDomains(ctx context.Context, pod *corev1.Pod, fs *fitSnapshot, nodes []*corev1.Node, use map[string]*nodeUse,
-	namespaces []*corev1.Namespace, key, namespace string) (domainFit, error) {
+	namespaces []*corev1.Namespace, key, namespace string, reuse *ipaReuse) (domainFit, error) {
 	members := map[string][]int{}
 	for i, n := range nodes {
 		if v, ok := n.Labels[key]; ok {
@@ -74,27 +76,12 @@ func fitDomains(ctx context.Context, pod *corev1.Pod, fs *fitSnapshot, nodes []*
 			key, len(names), provider.MaxDomains)}, nil
 	}
 	defer fs.restore()
-	// Each fit starts from the cluster cache's state: the copies the
-	// entry's fit placed are not proxies.
-	fs.restore()
-	// InterPodAffinity's PreFilter once, on the snapshot as it is; the
-	// fits below start from its state (ipaReuse).
-	base, err := newJudge(ctx, pod, fs, nodes, nil, namespaces)
-	if err != nil {
-		return domainFit{}, fmt.Errorf("domains: %w", err)
-	}
-	defer base.close()
-	var reuse *ipaReuse
-	if base.unresolvable == "" {
-		reuse = &ipaReuse{}
-		if st, err := base.state.Read(ipaStateKey); err == nil {
-			reuse.state = st
-		}
-	}
 	out := make([]provider.Domain, len(names))
 	for k, v := range names {
 		d := &out[k]
 		d.Name = v
+		// Each fit starts from the cluster cache's state: the copies the
+		// last one placed are not proxies.
 		fs.restore()
 		proxies, err := domainProxies(fs, nodes, members[v], pod.Labels, namespace)
 		if err != nil {
@@ -108,7 +95,7 @@ func fitDomains(ctx context.Context, pod *corev1.Pod, fs *fitSnapshot, nodes []*
 		}
 		d.Capacity = min(r.Copies, provider.MaxCapacity)
 		fs.restore()
-		lostReuse, err := removeDomainPods(ctx, base, reuse, fs, nodes, members[v])
+		lostReuse, err := removeDomainPods(ctx, pod, reuse, fs, nodes, members[v])
 		if err != nil {
 			return domainFit{}, err
 		}
@@ -204,8 +191,8 @@ func pinPod(pod *corev1.Pod, key, value string) *corev1.Pod {
 // (indexes in nodes), as InterPodAffinity's RemovePod takes them out of its
 // state: what its PreFilter would count once they are gone. Called before
 // loseDomain empties the nodes.
-func removeDomainPods(ctx context.Context, base *judge, reuse *ipaReuse, fs *fitSnapshot, nodes []*corev1.Node, member []int) (*ipaReuse, error) {
-	if reuse == nil || reuse.state == nil || base.ipa == nil {
+func removeDomainPods(ctx context.Context, pod *corev1.Pod, reuse *ipaReuse, fs *fitSnapshot, nodes []*corev1.Node, member []int) (*ipaReuse, error) {
+	if reuse == nil || reuse.state == nil || reuse.ext == nil {
 		// Skipped before the loss: no Pod was counted, none is removed.
 		return reuse, nil
 	}
@@ -217,7 +204,7 @@ func removeDomainPods(ctx context.Context, base *judge, reuse *ipaReuse, fs *fit
 			return nil, fmt.Errorf("scheduler snapshot: %w", err)
 		}
 		for _, pi := range ni.GetPods() {
-			if st := base.ipa.RemovePod(ctx, cs, base.pod, pi, ni); !st.IsSuccess() {
+			if st := reuse.ext.RemovePod(ctx, cs, pod, pi, ni); !st.IsSuccess() {
 				return nil, fmt.Errorf("scheduler plugin InterPodAffinity: %s", statusCause(st))
 			}
 		}
@@ -226,7 +213,7 @@ func removeDomainPods(ctx context.Context, base *judge, reuse *ipaReuse, fs *fit
 	if err != nil {
 		return nil, fmt.Errorf("scheduler plugin InterPodAffinity: %w", err)
 	}
-	return &ipaReuse{state: st}, nil
+	return &ipaReuse{state: st, ext: reuse.ext}, nil
 }
 
 // loseDomain makes the domain's nodes (indexes in nodes) lost in the
@@ -237,7 +224,11 @@ func loseDomain(fs *fitSnapshot, nodes []*corev1.Node, use map[string]*nodeUse, 
 	lostNodes := slices.Clone(nodes)
 	lostUse := maps.Clone(use)
 	for _, i := range member {
-		tainted := nodes[i].DeepCopy()
+		// A shallow copy with taints of its own: nothing else of the
+		// Node is changed.
+		node := *nodes[i]
+		tainted := &node
+		tainted.Spec.Taints = slices.Clone(tainted.Spec.Taints)
 		for _, t := range unreachableTaints {
 			if !slices.ContainsFunc(tainted.Spec.Taints, func(have corev1.Taint) bool { return have.MatchTaint(&t) }) {
 				tainted.Spec.Taints = append(tainted.Spec.Taints, t)
@@ -253,10 +244,9 @@ func loseDomain(fs *fitSnapshot, nodes []*corev1.Node, use map[string]*nodeUse, 
 		if !ok {
 			return nil, nil, fmt.Errorf("scheduler snapshot: node %s is a %T", tainted.Name, ni)
 		}
-		fs.save(concrete)
 		empty := framework.NewNodeInfo()
 		empty.SetNode(tainted)
-		*concrete = *empty // the same pointer: the snapshot's lists hold it
+		fs.replace(concrete, empty)
 	}
 	return lostNodes, lostUse, nil
 }

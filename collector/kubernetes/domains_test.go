@@ -62,11 +62,12 @@ func fitDomainsBy(ctx context.Context, t *testing.T, key string, pod *corev1.Pod
 	defer fs.release()
 	use := nodeUsage(pods)
 	snapNodes := fs.nodes()
-	r, err := fitOn(ctx, pod, fs, snapNodes, pods, use, nil, provider.MaxCapacity)
+	var reuse *ipaReuse
+	r, err := fitOnWith(ctx, pod, fs, snapNodes, pods, use, nil, provider.MaxCapacity, fitOptions{keepIPA: &reuse})
 	if err != nil {
 		return r, domainFit{}, err
 	}
-	d, err := fitDomains(ctx, pod, fs, snapNodes, use, nil, key, "egress-proxies")
+	d, err := fitDomains(ctx, pod, fs, snapNodes, use, nil, key, "egress-proxies", reuse)
 	return r, d, err
 }
 
@@ -162,11 +163,12 @@ func TestFitDomainsRestoresTheSnapshot(t *testing.T) {
 			t.Fatal(err)
 		}
 		use := nodeUsage(pods)
-		r, err := fitOn(ctx, pod, fs, fs.nodes(), pods, use, nil, provider.MaxCapacity)
+		var reuse *ipaReuse
+		r, err := fitOnWith(ctx, pod, fs, fs.nodes(), pods, use, nil, provider.MaxCapacity, fitOptions{keepIPA: &reuse})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := fitDomains(ctx, pod, fs, fs.nodes(), use, nil, corev1.LabelTopologyZone, "egress-proxies"); err != nil {
+		if _, err := fitDomains(ctx, pod, fs, fs.nodes(), use, nil, corev1.LabelTopologyZone, "egress-proxies", reuse); err != nil {
 			t.Fatal(err)
 		}
 		again, err := fitOn(ctx, pod, fs, fs.nodes(), pods, use, nil, provider.MaxCapacity)

@@ -175,6 +175,21 @@ func (fs *fitSnapshot) save(ni *framework.NodeInfo) {
 	fs.saved[ni] = ni.SnapshotConcrete()
 }
 
+// replace puts with in ni's place (a lost domain's node, domains.go),
+// keeping ni as it was for restore. A shallow copy is enough: ni's maps
+// and slices are not changed, only no longer referenced, until restore
+// puts them back.
+func (fs *fitSnapshot) replace(ni, with *framework.NodeInfo) {
+	if _, ok := fs.saved[ni]; !ok {
+		if fs.saved == nil {
+			fs.saved = map[*framework.NodeInfo]*framework.NodeInfo{}
+		}
+		orig := *ni
+		fs.saved[ni] = &orig
+	}
+	*ni = *with // the same pointer: the snapshot's lists hold it
+}
+
 // nodes are the snapshot's Nodes, in its order: the fit judges the
 // nodes its NodeInfos hold, not another moment's list.
 func (fs *fitSnapshot) nodes() []*corev1.Node {

@@ -194,11 +194,16 @@ func BenchmarkFitDomains(b *testing.B) {
 				}
 				snapNodes := fs.nodes()
 				use := nodeUsage(pods)
-				if _, err := fitOn(ctx, pod, fs, snapNodes, pods, use, nil, provider.MaxCapacity); err != nil {
+				var reuse *ipaReuse
+				opts := fitOptions{}
+				if domains {
+					opts.keepIPA = &reuse
+				}
+				if _, err := fitOnWith(ctx, pod, fs, snapNodes, pods, use, nil, provider.MaxCapacity, opts); err != nil {
 					b.Fatal(err)
 				}
 				if domains {
-					d, err := fitDomains(ctx, pod, fs, snapNodes, use, nil, corev1.LabelTopologyZone, "egress-proxies")
+					d, err := fitDomains(ctx, pod, fs, snapNodes, use, nil, corev1.LabelTopologyZone, "egress-proxies", reuse)
 					if err != nil || len(d.domains) != 3 {
 						b.Fatalf("domains %+v, %v; want 3", d, err)
 					}

@@ -99,15 +99,18 @@ func (c *Checker) schedule(ctx context.Context, logger *slog.Logger, cl *client,
 	// The bound Pods' requests per node, summed once for the fit and the
 	// domains' fits.
 	use := nodeUsage(pods)
+	// InterPodAffinity's state as the fit's PreFilter left it, which the
+	// domains' fits start from.
+	var reuse *ipaReuse
 	if err == nil {
-		res, err = fitOn(ctx, pod, fs, nodes, pods, use, namespaces, limit)
+		res, err = fitOnWith(ctx, pod, fs, nodes, pods, use, namespaces, limit, fitOptions{keepIPA: &reuse})
 	}
 	var doms domainFit
 	if err == nil && c.cfg.CapacityDomain != "" {
 		// From the same snapshot, with no request (docs/configuration.md:
 		// "Capacity per failure domain: capacity_domain"); node-fit
 		// figures, which no quota bounds.
-		doms, err = fitDomains(ctx, pod, fs, nodes, use, namespaces, c.cfg.CapacityDomain, c.cfg.Namespace)
+		doms, err = fitDomains(ctx, pod, fs, nodes, use, namespaces, c.cfg.CapacityDomain, c.cfg.Namespace, reuse)
 	}
 	if err == nil && provider.Ended(ctx) {
 		// The deadline passed as the fit ended: what it counted is no

@@ -122,6 +122,9 @@ const ipaStateKey fwk.StateKey = "PreFilter" + interpodaffinity.Name
 // skipped the Pod.
 type ipaReuse struct {
 	state fwk.StateData
+	// ext is the plugin that made state (nil when it skipped the Pod),
+	// whose RemovePod takes a lost domain's Pods out of it.
+	ext fwk.PreFilterExtensions
 }
 
 // newJudge builds the plugins on a Snapshot of the caches' Nodes and bound
@@ -129,12 +132,13 @@ type ipaReuse struct {
 // PreFilter for pod. The feature gates are the scheduler's defaults at
 // this release.
 func newJudge(ctx context.Context, pod *corev1.Pod, fs *fitSnapshot, nodes []*corev1.Node, pods []*corev1.Pod, namespaces []*corev1.Namespace) (*judge, error) {
-	return newJudgeWith(ctx, pod, fs, nodes, pods, namespaces, nil)
+	return newJudgeWith(ctx, pod, fs, nodes, pods, namespaces, fitOptions{})
 }
 
-// newJudgeWith is newJudge with InterPodAffinity's state taken from reuse
-// when not nil.
-func newJudgeWith(ctx context.Context, pod *corev1.Pod, fs *fitSnapshot, nodes []*corev1.Node, pods []*corev1.Pod, namespaces []*corev1.Namespace, reuse *ipaReuse) (*judge, error) {
+// newJudgeWith is newJudge with InterPodAffinity's state taken from
+// opts.ipa when not nil, and kept in opts.keepIPA when not nil.
+func newJudgeWith(ctx context.Context, pod *corev1.Pod, fs *fitSnapshot, nodes []*corev1.Node, pods []*corev1.Pod, namespaces []*corev1.Namespace, opts fitOptions) (*judge, error) {
+	reuse := opts.ipa
 	ctx = klog.NewContext(ctx, klog.Background().V(10)) // the plugins' own logs stay quiet
 	initSchedulerMetrics()
 	var snap *schedcache.Snapshot
@@ -253,6 +257,13 @@ func newJudgeWith(ctx context.Context, pod *corev1.Pod, fs *fitSnapshot, nodes [
 			}
 		}
 		j.active = append(j.active, pf)
+	}
+	if opts.keepIPA != nil {
+		// Before any copy is added to it.
+		*opts.keepIPA = &ipaReuse{ext: j.ipa}
+		if st, err := j.state.Read(ipaStateKey); err == nil {
+			(*opts.keepIPA).state = st.Clone()
+		}
 	}
 	ok = true
 	return j, nil
@@ -449,11 +460,15 @@ type fitOptions struct {
 	countOnly bool
 	// ipa, when not nil, is InterPodAffinity's state to start from.
 	ipa *ipaReuse
+	// keepIPA, when not nil, is set to InterPodAffinity's state after the
+	// PreFilters, for the domains' fits; to nil when a PreFilter found
+	// the Pod unresolvable.
+	keepIPA **ipaReuse
 }
 
 // fitOnWith is fitOn with opts.
 func fitOnWith(ctx context.Context, pod *corev1.Pod, fs *fitSnapshot, nodes []*corev1.Node, pods []*corev1.Pod, use map[string]*nodeUse, namespaces []*corev1.Namespace, limit int64, opts fitOptions) (FitResult, error) {
-	j, err := newJudgeWith(ctx, pod, fs, nodes, pods, namespaces, opts.ipa)
+	j, err := newJudgeWith(ctx, pod, fs, nodes, pods, namespaces, opts)
 	if err != nil {
 		return FitResult{}, err
 	}
