@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ktypes "k8s.io/apimachinery/pkg/types"
 
 	"github.com/egress-proxies/provider_health_exporter/provider"
@@ -290,5 +293,55 @@ func TestPinPod(t *testing.T) {
 	}
 	if s := pinPod(proxyPod(nil), "zone", "a").Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.String(); !strings.Contains(s, "zone") {
 		t.Errorf("pinned Pod without affinity: %s", s)
+	}
+}
+
+// TestScheduleDomains: through the check's schedule step, capacity_domain
+// sets the verdict's Domains from the watch caches, and the message names
+// the worst loss. Nodes z1-n (2 CPUs, one proxy bound) and z2-n (1 CPU),
+// the template 1 CPU with a zone spread (DoNotSchedule): pinned, z1
+// takes 1, z2 1. Losing z1: z2 takes 1 (z1 stays a domain at 0 under
+// nodeTaintsPolicy Ignore, but z2 is at 0 too), less z1's proxy: 0.
+// Losing z2: z1 at 1 over z2's 0 takes none, z2's proxies none: 0.
+func TestScheduleDomains(t *testing.T) {
+	w := wire{}
+	h := newHostileAPI(t, w)
+	for _, n := range []*corev1.Node{
+		fitNode("z1-n", func(n *corev1.Node) { n.Labels[corev1.LabelTopologyZone] = "z1" }, "cpu", "2", "memory", "8Gi", "pods", "110"),
+		fitNode("z2-n", func(n *corev1.Node) { n.Labels[corev1.LabelTopologyZone] = "z2" }, "cpu", "1", "memory", "8Gi", "pods", "110"),
+	} {
+		n.TypeMeta = metav1.TypeMeta{Kind: "Node", APIVersion: "v1"}
+		n.ResourceVersion = "5"
+		h.items["nodes"] = append(h.items["nodes"], w.item(t, n))
+	}
+	running := boundPod("z1-n", "cpu", "1")
+	running.TypeMeta = metav1.TypeMeta{Kind: "Pod", APIVersion: "v1"}
+	running.Name, running.UID, running.ResourceVersion, running.Labels = "proxy-running", "uid-running", "6", map[string]string{"app": "proxy"}
+	h.items["pods"] = [][]byte{w.item(t, running)}
+	c := &Checker{cfg: &Entry{Namespace: "egress-proxies", Schedule: true, CapacityDomain: corev1.LabelTopologyZone},
+		watch: &watcher{logger: slog.New(slog.DiscardHandler)}}
+	t.Cleanup(func() { _ = c.watch.Close(context.Background()) })
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	pod := fitPod(func(p *corev1.Pod) { p.Labels = map[string]string{"app": "proxy"}; zoneSpread(corev1.DoNotSchedule)(p) }, "cpu", "1")
+	v := c.schedule(ctx, slog.New(slog.DiscardHandler), h.client(), pod, provider.Verdict{Reason: provider.ReasonReady, Message: "listed"})
+	want := []provider.Domain{
+		{Name: "z1", Capacity: 1, Proxies: 1, AfterLoss: 1 - 1, HasAfterLoss: true},
+		{Name: "z2", Capacity: 1, Proxies: 0, AfterLoss: 0, HasAfterLoss: true},
+	}
+	if v.Reason != provider.ReasonReady || !reflect.DeepEqual(v.Domains, want) {
+		t.Errorf("%s %q, domains %+v; want Ready, %+v", v.Reason, v.Message, v.Domains, want)
+	}
+	// A second proxy in z1 that lost finds no place: the message names it.
+	second := running.DeepCopy()
+	second.Name, second.UID = "proxy-second", "uid-second"
+	second.Spec.NodeName = "z1-n"
+	second.Spec.Containers[0].Resources.Requests = fitResources("cpu", "500m")
+	h.items["pods"] = append(h.items["pods"], w.item(t, second))
+	c2 := &Checker{cfg: c.cfg, watch: &watcher{logger: slog.New(slog.DiscardHandler)}}
+	t.Cleanup(func() { _ = c2.watch.Close(context.Background()) })
+	v = c2.schedule(ctx, slog.New(slog.DiscardHandler), h.client(), pod, provider.Verdict{Reason: provider.ReasonReady, Message: "listed"})
+	if len(v.Domains) != 2 || v.Domains[0].AfterLoss != 1-2 || !strings.HasSuffix(v.Message, "; losing z1 leaves 1 proxy without a place") {
+		t.Errorf("%s %q, domains %+v; want z1's loss at -1 named", v.Reason, v.Message, v.Domains)
 	}
 }

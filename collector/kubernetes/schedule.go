@@ -106,7 +106,7 @@ func (c *Checker) schedule(ctx context.Context, logger *slog.Logger, cl *client,
 		res, err = fitOnWith(ctx, pod, fs, nodes, pods, use, namespaces, limit, fitOptions{keepIPA: &reuse})
 	}
 	var doms domainFit
-	if err == nil && c.cfg.CapacityDomain != "" {
+	if err == nil && c.cfg != nil && c.cfg.CapacityDomain != "" {
 		// From the same snapshot, with no request (docs/configuration.md:
 		// "Capacity per failure domain: capacity_domain"); node-fit
 		// figures, which no quota bounds.
