@@ -193,7 +193,9 @@ func schedulerSawLoss(t *testing.T, admin *k8s.Clientset, ns, prefix string, tc 
 		t.Fatalf("create canary: %v", err)
 	}
 	zero := int64(0)
-	defer func() { _ = admin.CoreV1().Pods(ns).Delete(ctx, "canary", metav1.DeleteOptions{GracePeriodSeconds: &zero}) }()
+	defer func() {
+		_ = admin.CoreV1().Pods(ns).Delete(ctx, "canary", metav1.DeleteOptions{GracePeriodSeconds: &zero})
+	}()
 	deadline := time.Now().Add(time.Minute)
 	for {
 		p, err := admin.CoreV1().Pods(ns).Get(ctx, "canary", metav1.GetOptions{})
