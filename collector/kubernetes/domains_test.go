@@ -152,41 +152,73 @@ func TestFitDomains(t *testing.T) {
 }
 
 // The domains' fits leave the snapshot as they found it: the entry's fit
-// run again on it after them counts what it counted before.
+// run again on it after them counts what it counted before, a host port's
+// copies included (the ports a copy holds are in its NodeInfo's maps).
 func TestFitDomainsRestoresTheSnapshot(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	nodes, pods := domainCluster()
-	cc := fedCache(ctx, nodes, pods)
-	pod := proxyPod(zoneSpread(corev1.DoNotSchedule))
-	for round := range 2 {
-		fs, err := cc.acquire()
-		if err != nil {
-			t.Fatal(err)
-		}
-		use := nodeUsage(pods)
-		var reuse *ipaReuse
-		r, err := fitOnWith(ctx, pod, fs, fs.nodes(), pods, use, nil, provider.MaxCapacity, fitOptions{keepIPA: &reuse})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := fitDomains(ctx, pod, fs, fs.nodes(), use, nil, corev1.LabelTopologyZone, "egress-proxies", reuse); err != nil {
-			t.Fatal(err)
-		}
-		again, err := fitOn(ctx, pod, fs, fs.nodes(), pods, use, nil, provider.MaxCapacity)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r.Copies != 16 || again.Copies != 16 {
-			t.Errorf("round %d: %d copies, then %d after the domains' fits; want 16 both", round, r.Copies, again.Copies)
-		}
-		for _, n := range fs.nodes() {
-			if len(n.Spec.Taints) > 0 {
-				t.Errorf("round %d: node %s kept the taints of a lost domain: %v", round, n.Name, n.Spec.Taints)
+	for _, tc := range []struct {
+		name   string
+		pod    *corev1.Pod
+		copies int64
+	}{
+		{"zone spread", proxyPod(zoneSpread(corev1.DoNotSchedule)), 16},
+		{"host port", proxyPod(hostPort), 5}, // a1 is full
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			nodes, pods := domainCluster()
+			cc := fedCache(ctx, nodes, pods)
+			for round := range 2 {
+				fs, err := cc.acquire()
+				if err != nil {
+					t.Fatal(err)
+				}
+				use := nodeUsage(pods)
+				var reuse *ipaReuse
+				r, err := fitOnWith(ctx, tc.pod, fs, fs.nodes(), pods, use, nil, provider.MaxCapacity, fitOptions{keepIPA: &reuse})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := fitDomains(ctx, tc.pod, fs, fs.nodes(), use, nil, corev1.LabelTopologyZone, "egress-proxies", reuse); err != nil {
+					t.Fatal(err)
+				}
+				again, err := fitOn(ctx, tc.pod, fs, fs.nodes(), pods, use, nil, provider.MaxCapacity)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r.Copies != tc.copies || again.Copies != tc.copies {
+					t.Errorf("round %d: %d copies, then %d after the domains' fits; want %d both", round, r.Copies, again.Copies, tc.copies)
+				}
+				for _, n := range fs.nodes() {
+					if len(n.Spec.Taints) > 0 {
+						t.Errorf("round %d: node %s kept the taints of a lost domain: %v", round, n.Name, n.Spec.Taints)
+					}
+				}
+				fs.release()
 			}
+		})
+	}
+}
+
+func TestWorstLoss(t *testing.T) {
+	t.Parallel()
+	d := func(name string, afterLoss int64) provider.Domain {
+		return provider.Domain{Name: name, AfterLoss: afterLoss, HasAfterLoss: true}
+	}
+	for _, tc := range []struct {
+		ds   []provider.Domain
+		want string
+	}{
+		{[]provider.Domain{d("a", -1), d("b", -3), d("c", -3), d("d", 2)}, "losing b leaves 3 proxies without a place"},
+		{[]provider.Domain{d("a", 0), d("b", -1)}, "losing b leaves 1 proxy without a place"},
+		{[]provider.Domain{d("a", 0), d("b", 4)}, ""},
+		{[]provider.Domain{{Name: "host", AfterLoss: -5}}, ""}, // no after-loss known
+	} {
+		if got := worstLoss(tc.ds); got != tc.want {
+			t.Errorf("%+v: %q, want %q", tc.ds, got, tc.want)
 		}
-		fs.release()
 	}
 }
 
