@@ -85,8 +85,9 @@ func withTaintsPolicy(policy corev1.NodeInclusionPolicy) func(*corev1.Pod) {
 // takes 0 + 3 copies, zone-b 3 + 4, zone-c 4 + 4; proxies a 3, b 1, c 0.
 func TestFitDomains(t *testing.T) {
 	t.Parallel()
-	dom := func(name string, capacity, proxies, afterLoss int64) provider.Domain {
-		return provider.Domain{Name: name, Capacity: capacity, Proxies: proxies, AfterLoss: afterLoss, HasAfterLoss: true}
+	// fits is what fits once the domain is lost, its proxies included.
+	dom := func(name string, capacity, proxies, fits int64) provider.Domain {
+		return provider.Domain{Name: name, Capacity: capacity, Proxies: proxies, AfterLoss: fits - proxies, HasAfterLoss: true}
 	}
 	for _, tc := range []struct {
 		name   string
@@ -101,31 +102,31 @@ func TestFitDomains(t *testing.T) {
 		// zone-a keeps p3 on a2. Losing rack-2 takes p3, but a1 still
 		// holds two: c1 only.
 		{name: "anti-affinity per zone, domains per rack", key: "rack", pod: proxyPod(antiAffinity(corev1.LabelTopologyZone)), copies: 1,
-			want: []provider.Domain{dom("rack-1", 1, 3, 2-3), dom("rack-2", 1, 1, 1-1)},
+			want: []provider.Domain{dom("rack-1", 1, 3, 2), dom("rack-2", 1, 1, 1)},
 			note: "losing rack-1 leaves 1 proxy without a place"},
 		// Losing a: b and c take 7 + 8, less a's 3 proxies.
 		{name: "plain", pod: proxyPod(nil), copies: 18,
-			want: []provider.Domain{dom("zone-a", 3, 3, 15-3), dom("zone-b", 7, 1, 11-1), dom("zone-c", 8, 0, 10)}},
+			want: []provider.Domain{dom("zone-a", 3, 3, 15), dom("zone-b", 7, 1, 11), dom("zone-c", 8, 0, 10)}},
 		// One per node without a proxy: b2, c1, c2. Losing a frees no
 		// node of b or c.
 		{name: "anti-affinity per node", pod: proxyPod(antiAffinity(corev1.LabelHostname)), copies: 3,
-			want: []provider.Domain{dom("zone-a", 0, 3, 3-3), dom("zone-b", 1, 1, 2-1), dom("zone-c", 2, 0, 1)}},
+			want: []provider.Domain{dom("zone-a", 0, 3, 3), dom("zone-b", 1, 1, 2), dom("zone-c", 2, 0, 1)}},
 		// The entry: a 3 + 3, b 1 + 7, c 0 + 8: the least 6, each
 		// domain up to 7: 3 + 6 + 7. Pinned, a domain is alone in its
 		// spread. Lost with Ignore, the lost zone stays a domain at 0:
 		// the others up to 1 (a: c takes 1, 3 proxies wait; b: c takes
 		// 1; c: none).
 		{name: "zone spread, nodeTaintsPolicy Ignore", pod: proxyPod(withTaintsPolicy(corev1.NodeInclusionPolicyIgnore)), copies: 16,
-			want: []provider.Domain{dom("zone-a", 3, 3, 1-3), dom("zone-b", 7, 1, 1-1), dom("zone-c", 8, 0, 0)},
+			want: []provider.Domain{dom("zone-a", 3, 3, 1), dom("zone-b", 7, 1, 1), dom("zone-c", 8, 0, 0)},
 			note: "losing zone-a leaves 2 proxies without a place"},
 		{name: "zone spread, nodeTaintsPolicy default", pod: proxyPod(zoneSpread(corev1.DoNotSchedule)), copies: 16,
-			want: []provider.Domain{dom("zone-a", 3, 3, 1-3), dom("zone-b", 7, 1, 1-1), dom("zone-c", 8, 0, 0)},
+			want: []provider.Domain{dom("zone-a", 3, 3, 1), dom("zone-b", 7, 1, 1), dom("zone-c", 8, 0, 0)},
 			note: "losing zone-a leaves 2 proxies without a place"},
 		// With Honor the lost zone is no domain: losing a, b 1 + 7 and
 		// c 0 + 8 up to 9: 7 + 8; losing b, a 6 and c 8 up to 7: 3 + 7;
 		// losing c, a 6 and b 8 up to 7: 3 + 6.
 		{name: "zone spread, nodeTaintsPolicy Honor", pod: proxyPod(withTaintsPolicy(corev1.NodeInclusionPolicyHonor)), copies: 16,
-			want: []provider.Domain{dom("zone-a", 3, 3, 15-3), dom("zone-b", 7, 1, 10-1), dom("zone-c", 8, 0, 9)}},
+			want: []provider.Domain{dom("zone-a", 3, 3, 15), dom("zone-b", 7, 1, 10), dom("zone-c", 8, 0, 9)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -358,7 +359,7 @@ func TestScheduleDomains(t *testing.T) {
 	pod := fitPod(func(p *corev1.Pod) { p.Labels = map[string]string{"app": "proxy"}; zoneSpread(corev1.DoNotSchedule)(p) }, "cpu", "1")
 	v := c.schedule(ctx, slog.New(slog.DiscardHandler), h.client(), pod, provider.Verdict{Reason: provider.ReasonReady, Message: "listed"})
 	want := []provider.Domain{
-		{Name: "z1", Capacity: 1, Proxies: 1, AfterLoss: 1 - 1, HasAfterLoss: true},
+		{Name: "z1", Capacity: 1, Proxies: 1, AfterLoss: 0, HasAfterLoss: true}, // 1 fits, for 1 proxy
 		{Name: "z2", Capacity: 1, Proxies: 0, AfterLoss: 0, HasAfterLoss: true},
 	}
 	if v.Reason != provider.ReasonReady || !reflect.DeepEqual(v.Domains, want) {
