@@ -14,6 +14,7 @@ import (
 	"sync"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/egress-proxies/provider_health_exporter/config"
 	"github.com/egress-proxies/provider_health_exporter/internal/boundedfile"
@@ -48,8 +49,13 @@ type Entry struct {
 	// Schedule fits the Pod the dry run returns on the cluster's Nodes,
 	// as kube-scheduler's filters would (docs/configuration.md:
 	// "Scheduling: schedule"); it needs PodTemplate.
-	Schedule     bool `yaml:"schedule,omitempty"`
-	config.Check `yaml:",inline"`
+	Schedule bool `yaml:"schedule,omitempty"`
+	// CapacityDomain is a Node label key (topology.kubernetes.io/zone, a
+	// node pool's label): the fit also gives the capacity per value of it
+	// and what still fits after losing one (docs/configuration.md:
+	// "Capacity per failure domain: capacity_domain"); it needs Schedule.
+	CapacityDomain string `yaml:"capacity_domain,omitempty"`
+	config.Check   `yaml:",inline"`
 }
 
 // EntryName implements config.Entry.
@@ -79,7 +85,26 @@ func (k *Entry) Validate(where string) error {
 		// Without the Pod admission returns there is nothing to fit.
 		return fmt.Errorf("%s: schedule: set without pod_template (the Pod fitted on the nodes is the one its dry run returns)", where)
 	}
+	if err := k.validateCapacityDomain(where); err != nil {
+		return err
+	}
 	return config.Readable(where, "kubeconfig", boundedfile.Kubeconfig, k.Kubeconfig)
+}
+
+// validateCapacityDomain checks capacity_domain: a label key, as the API
+// server validates a Node's, and only with schedule, whose fit it breaks
+// down.
+func (k *Entry) validateCapacityDomain(where string) error {
+	if k.CapacityDomain == "" {
+		return nil
+	}
+	if !k.Schedule {
+		return fmt.Errorf("%s: capacity_domain: set without schedule: true (the capacity per domain is the fit's, broken down by the Nodes' label)", where)
+	}
+	if errs := validation.IsQualifiedName(k.CapacityDomain); len(errs) > 0 {
+		return fmt.Errorf("%s: capacity_domain: %q is not a Node label key: %s", where, k.CapacityDomain, strings.Join(errs, "; "))
+	}
+	return nil
 }
 
 // validateHeadroom checks the optional headroom keys: each can_i entry
@@ -124,6 +149,12 @@ var namespaceName = sync.OnceValue(func() *regexp.Regexp {
 // bound is 10^±64).
 const quantityPattern = `^\s*\+?([0-9]+(\.[0-9]*)?|\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]{1,2})?\s*$`
 
+// labelKeyPattern is a label key as the API server takes it: an optional
+// DNS subdomain prefix and '/', then a name of letters, digits, '-', '_'
+// and '.' that starts and ends alphanumeric (the lengths are checked by
+// Validate).
+const labelKeyPattern = `^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`
+
 // SchemaKeywords implements config.SchemaKeywordser.
 func (Entry) SchemaKeywords() map[string]config.Keywords {
 	ns := []string{"namespace"}
@@ -134,6 +165,7 @@ func (Entry) SchemaKeywords() map[string]config.Keywords {
 			"min_quota_headroom": ns,
 			"pod_template":       ns,
 			"schedule":           []string{"pod_template"},
+			"capacity_domain":    []string{"schedule"},
 		}},
 		"kubeconfig":     {"description": "Kubeconfig file of the cluster; empty: the in-cluster ServiceAccount."},
 		"context":        {"description": "Context of the kubeconfig; default: its current context. Needs kubeconfig."},
@@ -154,6 +186,11 @@ func (Entry) SchemaKeywords() map[string]config.Keywords {
 		},
 		"pod_template": {"description": "File of the Pod manifest the operator creates proxies from, dry-run in namespace. Needs namespace."},
 		"schedule":     {"description": "Fit the Pod the dry run returns on the cluster's Nodes as kube-scheduler's filters would (Unschedulable, capacity); needs pod_template and list/watch on nodes and pods."},
+		"capacity_domain": {
+			"pattern":     labelKeyPattern,
+			"maxLength":   317, // a 253-character prefix, '/', a 63-character name
+			"description": "Node label key (topology.kubernetes.io/zone, a node pool's label) whose values are the failure domains: capacity, proxies and capacity after losing each, at most 64; needs schedule.",
+		},
 	}
 }
 

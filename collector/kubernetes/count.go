@@ -246,6 +246,12 @@ func countCopies(pod *corev1.Pod, nodes []*corev1.Node, use map[string]*nodeUse,
 			copies += c
 		}
 	}
+	if j.countOnly {
+		// The copies are added to the state only for the causes of the
+		// nodes that take none.
+		r, err := fitCauses(pod, nodes, use, j, placed, copies >= limit)
+		return r, true, err
+	}
 	for i, n := range placed {
 		if n == 0 {
 			continue

@@ -60,7 +60,7 @@ func TestFitNominated(t *testing.T) {
 	cc := fedCache(ctx, nodes, nil)
 	fitOn := func(pod *corev1.Pod, nominated ...*corev1.Pod) FitResult {
 		t.Helper()
-		res, err := cc.fitOwn(func(fs *fitSnapshot) (FitResult, error) {
+		res, err := fitOwnFit(cc, func(fs *fitSnapshot) (FitResult, error) {
 			fs.nominated = nominated
 			return fitWithPluginsOn(t.Context(), pod, fs, fs.nodes(), nil, nil, 1<<20)
 		})
@@ -143,7 +143,7 @@ func TestFitNominatedSpread(t *testing.T) {
 	for i := range nominated {
 		nominated[i].Namespace = "egress-proxies"
 	}
-	res, err := cc.fitOwn(func(fs *fitSnapshot) (FitResult, error) {
+	res, err := fitOwnFit(cc, func(fs *fitSnapshot) (FitResult, error) {
 		fs.nominated = nominated
 		return fitWithPluginsOn(t.Context(), spread, fs, fs.nodes(), nil, nil, 1<<20)
 	})

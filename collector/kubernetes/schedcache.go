@@ -218,6 +218,21 @@ func (fs *fitSnapshot) save(ni *framework.NodeInfo) {
 	fs.saved[ni] = ni.SnapshotConcrete()
 }
 
+// replace puts with in ni's place (a lost domain's node, domains.go),
+// keeping ni as it was for restore. A shallow copy is enough: ni's maps
+// and slices are not changed, only no longer referenced, until restore
+// puts them back.
+func (fs *fitSnapshot) replace(ni, with *framework.NodeInfo) {
+	if _, ok := fs.saved[ni]; !ok {
+		if fs.saved == nil {
+			fs.saved = map[*framework.NodeInfo]*framework.NodeInfo{}
+		}
+		orig := *ni
+		fs.saved[ni] = &orig
+	}
+	*ni = *with // the same pointer: the snapshot's lists hold it
+}
+
 // nodes are the snapshot's Nodes, in its order: the fit judges the
 // nodes its NodeInfos hold, not another moment's list.
 func (fs *fitSnapshot) nodes() []*corev1.Node {
@@ -229,12 +244,21 @@ func (fs *fitSnapshot) nodes() []*corev1.Node {
 	return out
 }
 
-// release restores what the fit changed and keeps the snapshot for the
-// next fit; one with a change it cannot undo is dropped.
-func (fs *fitSnapshot) release() {
+// restore puts back the NodeInfos the fit changed, as they were when
+// acquired: the next fit on the snapshot (a domain's, domains.go) starts
+// from the cluster cache's state. The copies saved are dropped, since the
+// NodeInfos now hold their maps and slices; the next change saves anew.
+func (fs *fitSnapshot) restore() {
 	for ni, orig := range fs.saved {
 		*ni = *orig // the same pointer: the snapshot's lists hold it
 	}
+	clear(fs.saved)
+}
+
+// release restores what the fit changed and keeps the snapshot for the
+// next fit; one with a change it cannot undo is dropped.
+func (fs *fitSnapshot) release() {
+	fs.restore()
 	all, err := fs.snap.NodeInfos().List()
 	if err != nil || len(all) != len(fs.gens) {
 		return

@@ -13,6 +13,8 @@ import (
 	ktypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	schedcache "k8s.io/kubernetes/pkg/scheduler/backend/cache"
+
+	"github.com/egress-proxies/provider_health_exporter/provider"
 )
 
 // termCluster is issue 52's cluster: nodes Nodes of 8 CPUs in three
@@ -101,7 +103,7 @@ func BenchmarkFitClusterCache(b *testing.B) {
 					}
 					return
 				}
-				if _, err := cc.fitShared(ctx, pod, limit, func(fs *fitSnapshot) (FitResult, error) {
+				if _, err := fitSharedFit(ctx, cc, pod, limit, func(fs *fitSnapshot) (FitResult, error) {
 					return fitWithPluginsOn(ctx, pod, fs, fs.nodes(), pods, nil, limit)
 				}); err != nil {
 					b.Error(err)
@@ -190,4 +192,48 @@ func BenchmarkClusterCacheBytes(b *testing.B) {
 	}
 	b.ReportMetric(perNode, "heap-B/node")
 	b.ReportMetric(perPod, "heap-B/pod")
+}
+
+// BenchmarkFitDomains is one scrape's fit of the zone-spread proxy on
+// issue 52's cluster (1,000 Nodes in 3 zones, 20,000 bound Pods with an
+// anti-affinity term each) without and with capacity_domain
+// topology.kubernetes.io/zone: the domains' figures (each zone's pinned
+// fit, its proxies, the fit after losing it) from the same snapshot
+// (docs/scaling.md). cpu-ns/scrape is the process's CPU time per scrape.
+func BenchmarkFitDomains(b *testing.B) {
+	nodes, pods := termCluster(benchNodes)
+	pod := proxyPod(zoneSpread(corev1.DoNotSchedule))
+	for _, domains := range []bool{false, true} {
+		b.Run(fmt.Sprintf("domains=%v", domains), func(b *testing.B) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			cc := fedCache(ctx, nodes, pods)
+			b.ReportAllocs()
+			cpu0 := cpuTime()
+			for b.Loop() {
+				fs, err := cc.acquire()
+				if err != nil {
+					b.Fatal(err)
+				}
+				snapNodes := fs.nodes()
+				use := nodeUsage(pods)
+				var reuse *ipaReuse
+				opts := fitOptions{}
+				if domains {
+					opts.keepIPA = &reuse
+				}
+				if _, err := fitOnWith(ctx, pod, fs, snapNodes, pods, use, nil, provider.MaxCapacity, opts); err != nil {
+					b.Fatal(err)
+				}
+				if domains {
+					d, err := fitDomains(ctx, pod, fs, snapNodes, use, nil, corev1.LabelTopologyZone, "egress-proxies", reuse)
+					if err != nil || len(d.domains) != 3 {
+						b.Fatalf("domains %+v, %v; want 3", d, err)
+					}
+				}
+				fs.release()
+			}
+			b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/scrape")
+		})
+	}
 }

@@ -85,27 +85,54 @@ func (c *Checker) schedule(ctx context.Context, logger *slog.Logger, cl *client,
 	if needsNamespaces(pod, pods) {
 		namespaces, err = ws.namespaceList(ctx)
 	}
-	var res FitResult
+	var (
+		res  FitResult
+		doms domainFit
+	)
 	if err == nil {
 		// The fit runs on its own snapshot of the cluster's scheduler
 		// cache, brought up to date incrementally, restored and kept for
 		// the next fit; entries fitting the same Pod at the same state
-		// share it (sharedfit.go). One that reads namespaces fits on its
-		// own: their watch is not part of the cache's state.
+		// share it (sharedfit.go), with its domains' figures when they ask
+		// for the same ones. One that reads namespaces fits on its own:
+		// their watch is not part of the cache's state.
 		nominated := ws.nominatedList()
-		fit := func(fs *fitSnapshot) (FitResult, error) {
+		domainKey := ""
+		if c.cfg != nil {
+			domainKey = c.cfg.CapacityDomain
+		}
+		fit := func(fs *fitSnapshot) (fitOutcome, error) {
 			fs.nominated = nominated
-			return fitWithPluginsOn(ctx, pod, fs, fs.nodes(), pods, namespaces, limit)
+			nodes := fs.nodes()
+			// The bound Pods' requests per node and InterPodAffinity's
+			// state as the fit's PreFilter left it, which the domains'
+			// fits start from.
+			var (
+				use   map[string]*nodeUse
+				reuse *ipaReuse
+			)
+			r, err := fitOnWith(ctx, pod, fs, nodes, pods, nil, namespaces, limit, fitOptions{keepIPA: &reuse, keepUse: &use})
+			if err != nil || domainKey == "" {
+				return fitOutcome{fit: r}, err
+			}
+			// From the same snapshot, with no request (docs/configuration.md:
+			// "Capacity per failure domain: capacity_domain"); node-fit
+			// figures, which no quota bounds.
+			d, err := fitDomains(ctx, pod, fs, nodes, use, namespaces, domainKey, pod.Namespace, reuse)
+			return fitOutcome{fit: r, doms: d}, err
 		}
+		var o fitOutcome
 		if namespaces != nil {
-			res, err = ws.sched.fitOwn(fit)
+			o, err = ws.sched.fitOwn(fit)
 		} else {
-			res, err = ws.sched.fitShared(ctx, pod, limit, fit)
+			o, err = ws.sched.fitShared(ctx, pod, limit, domainKey, fit)
 		}
+		res, doms = o.fit, o.doms
 	}
 	if err == nil && provider.Ended(ctx) {
 		// The deadline passed as the fit ended: what it counted is no
-		// verdict (docs/configuration.md: "Timeouts").
+		// verdict (docs/configuration.md: "Timeouts"). The domains' fits
+		// included: a verdict's figures are all of one uncut fit, or none.
 		err = fmt.Errorf("the deadline passed as the fit of the Pod on %d nodes ended: %w", res.Nodes, context.DeadlineExceeded)
 	}
 	if err != nil {
@@ -119,6 +146,10 @@ func (c *Checker) schedule(ctx context.Context, logger *slog.Logger, cl *client,
 		return v
 	}
 	out.Fit, out.Message, out.Reason = &res, res.Message(), provider.ReasonReady
+	if doms.note != "" {
+		out.Message += "; " + doms.note
+	}
+	v.Domains = doms.domains
 	f.fit = &res
 	logger.Debug("fitted the admitted pod on the nodes", "nodes", res.Nodes, "fitting", res.Fitting, "copies", res.Copies, "pods_bound", len(pods))
 	if res.Copies == 0 {

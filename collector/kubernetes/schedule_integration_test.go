@@ -133,6 +133,15 @@ func podSpec(requests, extra string) string {
 
 func runScheduleCase(t *testing.T, cl *cluster, admin *k8s.Clientset, tc scheduleCase) {
 	ctx := context.Background()
+	ns := setupScheduleCase(t, admin, tc)
+	runScheduleCheck(ctx, t, cl, admin, tc, ns)
+}
+
+// setupScheduleCase makes the case's namespace, its Nodes (named after
+// the namespace, deleted when the test ends) and its bound Pods.
+func setupScheduleCase(t *testing.T, admin *k8s.Clientset, tc scheduleCase) string {
+	t.Helper()
+	ctx := context.Background()
 	ns := fmt.Sprintf("schedule-it-%08x", rand.Uint32())
 	createNamespace(t, admin, ns)
 	t.Cleanup(func() { _ = admin.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}) })
@@ -179,7 +188,10 @@ func runScheduleCase(t *testing.T, cl *cluster, admin *k8s.Clientset, tc schedul
 			_ = admin.CoreV1().Nodes().Delete(ctx, prefix+n.name, metav1.DeleteOptions{})
 		}
 	})
+	return ns
+}
 
+func runScheduleCheck(ctx context.Context, t *testing.T, cl *cluster, admin *k8s.Clientset, tc scheduleCase, ns string) {
 	// The exporter's verdict and capacity.
 	path := filepath.Join(t.TempDir(), "pod.yaml")
 	if err := os.WriteFile(path, []byte(tc.template), 0o600); err != nil {

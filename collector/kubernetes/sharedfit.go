@@ -20,17 +20,26 @@ import (
 
 // fitKey names one fit: the cache's state (the count of the watch events
 // it has applied), the admitted Pod (what the fit reads of it: namespace,
-// labels, spec) and the limit of copies.
+// labels, spec), the limit of copies and the Node label of its failure
+// domains ("" for none).
 type fitKey struct {
-	state uint64
-	pod   [sha256.Size]byte
-	limit int64
+	state  uint64
+	pod    [sha256.Size]byte
+	limit  int64
+	domain string
 }
 
-// sharedFit is one fit's result, ready when done is closed.
+// fitOutcome is what one fit gives: the copies, and the failure domains'
+// figures when the entry asks for them (domains.go).
+type fitOutcome struct {
+	fit  FitResult
+	doms domainFit
+}
+
+// sharedFit is one fit's outcome, ready when done is closed.
 type sharedFit struct {
 	done chan struct{}
-	res  FitResult
+	res  fitOutcome
 	err  error
 }
 
@@ -59,13 +68,13 @@ func podFitKey(pod *corev1.Pod) (key [sha256.Size]byte, ok bool) {
 // date is most of what eight entries fitting at once would cost. An entry
 // that waits stops at its own deadline; a fit cut short by another
 // entry's deadline is not shared, and the waiting entry fits on its own.
-func (cc *clusterCache) fitShared(ctx context.Context, pod *corev1.Pod, limit int64, fit func(*fitSnapshot) (FitResult, error)) (FitResult, error) {
-	own := func() (FitResult, error) { return cc.fitOwn(fit) }
+func (cc *clusterCache) fitShared(ctx context.Context, pod *corev1.Pod, limit int64, domain string, fit func(*fitSnapshot) (fitOutcome, error)) (fitOutcome, error) {
+	own := func() (fitOutcome, error) { return cc.fitOwn(fit) }
 	pk, ok := podFitKey(pod)
 	if !ok {
 		return own()
 	}
-	key := fitKey{state: cc.events.Load(), pod: pk, limit: limit}
+	key := fitKey{state: cc.events.Load(), pod: pk, limit: limit, domain: domain}
 	cc.fitsMu.Lock()
 	sf, found := cc.fits[key]
 	if !found {
@@ -101,7 +110,7 @@ func (cc *clusterCache) fitShared(ctx context.Context, pod *corev1.Pod, limit in
 	select {
 	case <-sf.done:
 	case <-ctx.Done():
-		return FitResult{}, fmt.Errorf("the fit was cut short by the deadline while another entry's fit of the same Pod ran: %w", ctx.Err())
+		return fitOutcome{}, fmt.Errorf("the fit was cut short by the deadline while another entry's fit of the same Pod ran: %w", ctx.Err())
 	}
 	if sf.err != nil {
 		return own()
@@ -110,10 +119,10 @@ func (cc *clusterCache) fitShared(ctx context.Context, pod *corev1.Pod, limit in
 }
 
 // fitOwn is fit on a snapshot of its own, not shared.
-func (cc *clusterCache) fitOwn(fit func(*fitSnapshot) (FitResult, error)) (FitResult, error) {
+func (cc *clusterCache) fitOwn(fit func(*fitSnapshot) (fitOutcome, error)) (fitOutcome, error) {
 	fs, err := cc.acquire()
 	if err != nil {
-		return FitResult{}, err
+		return fitOutcome{}, err
 	}
 	defer fs.release()
 	return fit(fs)

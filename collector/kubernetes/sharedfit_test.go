@@ -25,7 +25,7 @@ func TestSharedFit(t *testing.T) {
 	var fits atomic.Int64
 	fit := func(p *corev1.Pod, limit int64) (FitResult, error) {
 		t.Helper()
-		return cc.fitShared(t.Context(), p, limit, func(fs *fitSnapshot) (FitResult, error) {
+		return fitSharedFit(t.Context(), cc, p, limit, func(fs *fitSnapshot) (FitResult, error) {
 			fits.Add(1)
 			return fitWithPluginsOn(t.Context(), p, fs, fs.nodes(), pods, nil, limit)
 		})
@@ -96,7 +96,7 @@ func TestSharedFitCut(t *testing.T) {
 		leaderErr := errors.New("cut by the leader's deadline")
 		leader := make(chan error, 1)
 		go func() {
-			_, err := cc.fitShared(ctx, pod, 10, func(*fitSnapshot) (FitResult, error) {
+			_, err := fitSharedFit(ctx, cc, pod, 10, func(*fitSnapshot) (FitResult, error) {
 				close(started)
 				<-finish
 				return FitResult{}, leaderErr
@@ -107,7 +107,7 @@ func TestSharedFitCut(t *testing.T) {
 		// The leader runs: a waiter whose deadline has passed returns at once.
 		ended, stop := context.WithCancel(ctx)
 		stop()
-		_, err := cc.fitShared(ended, pod, 10, func(*fitSnapshot) (FitResult, error) {
+		_, err := fitSharedFit(ended, cc, pod, 10, func(*fitSnapshot) (FitResult, error) {
 			t.Error("a waiter whose context ended fitted")
 			return FitResult{}, nil
 		})
@@ -118,7 +118,7 @@ func TestSharedFitCut(t *testing.T) {
 		// gets no cut result: it fits on its own.
 		own := make(chan FitResult, 1)
 		go func() {
-			res, err := cc.fitShared(ctx, pod, 10, func(*fitSnapshot) (FitResult, error) {
+			res, err := fitSharedFit(ctx, cc, pod, 10, func(*fitSnapshot) (FitResult, error) {
 				return FitResult{Nodes: 42}, nil
 			})
 			if err != nil {
@@ -195,4 +195,22 @@ func flat(use map[string]*nodeUse) map[string]nodeUse {
 		out[k] = *v
 	}
 	return out
+}
+
+// fitOwnFit and fitSharedFit are fitOwn and fitShared for a fit without
+// domains, as most tests fit.
+func fitOwnFit(cc *clusterCache, fit func(*fitSnapshot) (FitResult, error)) (FitResult, error) {
+	o, err := cc.fitOwn(func(fs *fitSnapshot) (fitOutcome, error) {
+		r, err := fit(fs)
+		return fitOutcome{fit: r}, err
+	})
+	return o.fit, err
+}
+
+func fitSharedFit(ctx context.Context, cc *clusterCache, pod *corev1.Pod, limit int64, fit func(*fitSnapshot) (FitResult, error)) (FitResult, error) {
+	o, err := cc.fitShared(ctx, pod, limit, "", func(fs *fitSnapshot) (fitOutcome, error) {
+		r, err := fit(fs)
+		return fitOutcome{fit: r}, err
+	})
+	return o.fit, err
 }

@@ -100,6 +100,31 @@ type judge struct {
 	// nil for one built for this fit alone: place saves each NodeInfo it
 	// changes first, so that the snapshot is restored for the next fit.
 	fs *fitSnapshot
+	// ipa is InterPodAffinity's PreFilterExtensions when it is active:
+	// the domains' fits (domains.go) remove a lost domain's Pods from its
+	// state with them, as the scheduler's preemption does.
+	ipa fwk.PreFilterExtensions
+	// countOnly: only Copies are wanted (a domain's fit), not the causes
+	// of the nodes that take none, nor the copies added to the state.
+	countOnly bool
+}
+
+// ipaStateKey is where InterPodAffinity's PreFilter writes its state in
+// the cycle state (its preFilterStateKey).
+const ipaStateKey fwk.StateKey = "PreFilter" + interpodaffinity.Name
+
+// ipaReuse is InterPodAffinity's PreFilter state of an earlier judge of
+// the same Pod's terms on the same bound Pods, written instead of running
+// its PreFilter again: that PreFilter matches every bound Pod's
+// anti-affinity terms, the largest part of a fit where Pods carry terms
+// (docs/scaling.md). Its verdict never reads the Pod's node affinity, so
+// it holds for the Pod pinned to a domain. A nil state: the PreFilter
+// skipped the Pod.
+type ipaReuse struct {
+	state fwk.StateData
+	// ext is the plugin that made state (nil when it skipped the Pod),
+	// whose RemovePod takes a lost domain's Pods out of it.
+	ext fwk.PreFilterExtensions
 }
 
 // newJudge builds the plugins on a Snapshot of the caches' Nodes and bound
@@ -107,6 +132,13 @@ type judge struct {
 // PreFilter for pod. The feature gates are the scheduler's defaults at
 // this release.
 func newJudge(ctx context.Context, pod *corev1.Pod, fs *fitSnapshot, nodes []*corev1.Node, pods []*corev1.Pod, namespaces []*corev1.Namespace) (*judge, error) {
+	return newJudgeWith(ctx, pod, fs, nodes, pods, namespaces, fitOptions{})
+}
+
+// newJudgeWith is newJudge with InterPodAffinity's state taken from
+// opts.ipa when not nil, and kept in opts.keepIPA when not nil.
+func newJudgeWith(ctx context.Context, pod *corev1.Pod, fs *fitSnapshot, nodes []*corev1.Node, pods []*corev1.Pod, namespaces []*corev1.Namespace, opts fitOptions) (*judge, error) {
+	reuse := opts.ipa
 	ctx = klog.NewContext(ctx, klog.Background().V(10)) // the plugins' own logs stay quiet
 	initSchedulerMetrics()
 	var snap *schedcache.Snapshot
@@ -186,7 +218,16 @@ func newJudge(ctx context.Context, pod *corev1.Pod, fs *fitSnapshot, nodes []*co
 		if !isFilter {
 			return nil, fmt.Errorf("scheduler plugin %s has no PreFilter and Filter", p.Name())
 		}
-		_, st := pf.PreFilter(ctx, j.state, pod, all)
+		var st *fwk.Status
+		if reuse != nil && pf.Name() == interpodaffinity.Name {
+			if reuse.state == nil {
+				st = fwk.NewStatus(fwk.Skip)
+			} else {
+				j.state.Write(ipaStateKey, reuse.state.Clone())
+			}
+		} else {
+			_, st = pf.PreFilter(ctx, j.state, pod, all)
+		}
 		if err := fitCut(ctx, pf.Name()+"'s PreFilter"); err != nil {
 			return nil, err
 		}
@@ -210,9 +251,19 @@ func newJudge(ctx context.Context, pod *corev1.Pod, fs *fitSnapshot, nodes []*co
 		default:
 			if e := pf.PreFilterExtensions(); e != nil {
 				j.ext = append(j.ext, e)
+				if pf.Name() == interpodaffinity.Name {
+					j.ipa = e
+				}
 			}
 		}
 		j.active = append(j.active, pf)
+	}
+	if opts.keepIPA != nil {
+		// Before any copy is added to it.
+		*opts.keepIPA = &ipaReuse{ext: j.ipa}
+		if st, err := j.state.Read(ipaStateKey); err == nil {
+			(*opts.keepIPA).state = st.Clone()
+		}
 	}
 	ok = true
 	return j, nil
@@ -392,20 +443,59 @@ func fitWithPlugins(ctx context.Context, pod *corev1.Pod, nodes []*corev1.Node, 
 // (the nodes are fs.nodes()), or on one built from nodes and pods when fs
 // is nil.
 func fitWithPluginsOn(ctx context.Context, pod *corev1.Pod, fs *fitSnapshot, nodes []*corev1.Node, pods []*corev1.Pod, namespaces []*corev1.Namespace, limit int64) (FitResult, error) {
-	j, err := newJudge(ctx, pod, fs, nodes, pods, namespaces)
+	return fitOn(ctx, pod, fs, nodes, pods, nil, namespaces, limit)
+}
+
+// fitOn is fitWithPluginsOn with the bound Pods' requests per node
+// already summed (use; nil: summed here, from the cluster cache's kept
+// sums when fs is not nil): the domains' fits (domains.go) share the
+// entry fit's. pods are read only when fs is nil.
+func fitOn(ctx context.Context, pod *corev1.Pod, fs *fitSnapshot, nodes []*corev1.Node, pods []*corev1.Pod, use map[string]*nodeUse, namespaces []*corev1.Namespace, limit int64) (FitResult, error) {
+	return fitOnWith(ctx, pod, fs, nodes, pods, use, namespaces, limit, fitOptions{})
+}
+
+// fitOptions are what a domain's fit (domains.go) changes in fitOn.
+type fitOptions struct {
+	// countOnly: only FitResult.Copies and Bounded are wanted.
+	countOnly bool
+	// ipa, when not nil, is InterPodAffinity's state to start from.
+	ipa *ipaReuse
+	// keepIPA, when not nil, is set to InterPodAffinity's state after the
+	// PreFilters, for the domains' fits; to nil when a PreFilter found
+	// the Pod unresolvable.
+	keepIPA **ipaReuse
+	// keepUse, when not nil, is set to the bound Pods' requests per node
+	// the fit read, for the domains' fits.
+	keepUse *map[string]*nodeUse
+}
+
+// fitOnWith is fitOn with opts.
+func fitOnWith(ctx context.Context, pod *corev1.Pod, fs *fitSnapshot, nodes []*corev1.Node, pods []*corev1.Pod, use map[string]*nodeUse, namespaces []*corev1.Namespace, limit int64, opts fitOptions) (FitResult, error) {
+	j, err := newJudgeWith(ctx, pod, fs, nodes, pods, namespaces, opts)
 	if err != nil {
 		return FitResult{}, err
 	}
 	defer j.close()
-	var use map[string]*nodeUse
+	j.countOnly = opts.countOnly
 	if fs != nil {
-		// Nominated Pods join their nodes before the requests are summed.
+		// Nominated Pods join their nodes before the requests are summed
+		// (nominated.go); restore takes them out again between fits.
 		if err := j.addNominated(fs.nominated); err != nil {
 			return FitResult{}, err
 		}
-		use = fs.usage()
-	} else {
-		use = nodeUsage(pods)
+	}
+	if use == nil {
+		// Kept per node on the cluster cache between fits (usage); a
+		// domain's fit passes the entry fit's sums instead, since its
+		// lost nodes must not replace them.
+		if fs != nil {
+			use = fs.usage()
+		} else {
+			use = nodeUsage(pods)
+		}
+	}
+	if opts.keepUse != nil {
+		*opts.keepUse = use
 	}
 	var r FitResult
 	if !copiesInteract(pod) {
@@ -555,6 +645,9 @@ func fitCauses(pod *corev1.Pod, nodes []*corev1.Node, use map[string]*nodeUse, j
 		if placed[i] > 0 {
 			r.Fitting++
 			r.Copies += placed[i]
+			continue
+		}
+		if j.countOnly {
 			continue
 		}
 		cause := nodeCause(pod, n, affinity, use[n.Name])
