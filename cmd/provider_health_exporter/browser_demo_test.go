@@ -23,10 +23,10 @@ var demoReasons = map[string]string{
 	"kvm-lab": "Ready", "kvm-pool-full": "PoolFull", "kvm-host-key": "HostKeyMismatch", "kvm-promised": "Ready",
 	"gcp-standin": "Ready", "gcp-standin-quota": "QuotaExhausted", "gcp-standin-disabled": "APIDisabled",
 	"kube-demo": "Ready", "kube-demo-can-i": "Forbidden", "kube-demo-unschedulable": "Unschedulable",
-	"kube-demo-proxies": "Ready",
+	"kube-demo-proxies": "Ready", "kube-demo-zones": "Ready",
 }
 
-// TestStatusPageDemoInBrowser opens the status page of `make demo`'s eleven
+// TestStatusPageDemoInBrowser opens the status page of `make demo`'s twelve
 // entries (testdata/demo/demo.sh: real sshd, libvirtd, kube-apiserver and
 // etcd, the Compute stand-in; as root, with kube-apiserver built) in
 // headless Chromium at 1366x768, as a new user first sees it: the page

@@ -16,8 +16,10 @@
 #     in the background by testdata/demo/kubernetes.sh, whose entries join by a
 #     reload when it answers: kube-demo Ready (capacity 17 from a ResourceQuota whose
 #     usage the demo writes itself: no quota controller runs), kube-demo-can-i Forbidden,
-#     kube-demo-unschedulable Unschedulable and kube-demo-proxies Ready with
-#     capacity 2, one per node (on three synthetic Nodes). Where
+#     kube-demo-unschedulable Unschedulable, kube-demo-proxies Ready with
+#     capacity 2, one per node (on three synthetic Nodes), and kube-demo-zones
+#     Ready with capacity 112 in three zones, whose capacity after losing
+#     demo-zone-a is -2 (three more synthetic Nodes, one per zone). Where
 #     kube-apiserver is not built yet it is built in the background first;
 #     the other kinds do not wait for it.
 #

@@ -43,6 +43,9 @@ var wantReasons = map[string]string{
 	"kube-demo-unschedulable": "Unschedulable",
 	// A host port, one per node: the two schedulable nodes take one each.
 	"kube-demo-proxies": "Ready",
+	// A zone spread in three zones: plenty of room, but not for losing
+	// demo-zone-a (checkDomains).
+	"kube-demo-zones": "Ready",
 }
 
 // TestDemo runs `make demo`'s script twice, each time to the first Ready
@@ -72,6 +75,7 @@ func TestDemo(t *testing.T) {
 		d.expectLine("demo: kubernetes: starting kube-apiserver and etcd in the background")
 		d.awaitReasons(wantReasons)
 		d.checkCapacities()
+		d.checkDomains()
 		d.checkVersion(root)
 		d.ctrlC(true)
 	})
@@ -341,6 +345,9 @@ func (d *demo) checkCapacities() {
 		"kube-demo":               regexp.MustCompile(`^17 quota proxies pods$`),
 		"kube-demo-unschedulable": regexp.MustCompile(`^0 nodes$`),
 		"kube-demo-proxies":       regexp.MustCompile(`^2 nodes$`),
+		// 4 CPUs on each of three Nodes, 8 proxies of 100m running:
+		// 120 - 8, the spread's maxSkew of 3 reached only at the end.
+		"kube-demo-zones": regexp.MustCompile(`^112 nodes$`),
 	}
 	for name, re := range want {
 		if !re.MatchString(got[name]) {
@@ -351,6 +358,48 @@ func (d *demo) checkCapacities() {
 		d.t.Errorf("capacities %v, want those of %d entries (the others set no headroom key)", got, len(want))
 	}
 	d.t.Logf("capacities: %v", got)
+}
+
+// checkDomains checks kube-demo-zones' figures per zone in /metrics
+// (docs/metrics.md: "Capacity per failure domain"), as kubernetes.sh
+// sets them up: each zone a Node of 40 proxies of 100m, holding 6, 1 and
+// 1 of them; losing demo-zone-a leaves it a domain at zero for the spread
+// (maxSkew 3), so the other two take 2 more each, 4 of its 6 proxies;
+// losing demo-zone-b or -c leaves room for 2 in the other small zone, 1
+// more than its proxy.
+func (d *demo) checkDomains() {
+	d.t.Helper()
+	resp, err := http.Get(d.base + "/metrics")
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	want := map[string]string{}
+	for zone, v := range map[string][3]string{"demo-zone-a": {"34", "6", "-2"}, "demo-zone-b": {"39", "1", "1"}, "demo-zone-c": {"39", "1", "1"}} {
+		labels := `{provider="kubernetes",name="kube-demo-zones",target="apiserver",domain="` + zone + `"}`
+		want["provider_health_domain_capacity"+labels] = v[0]
+		want["provider_health_domain_proxies"+labels] = v[1]
+		want["provider_health_capacity_after_loss"+labels] = v[2]
+	}
+	got := map[string]string{}
+	for line := range strings.Lines(string(body)) {
+		series, value, ok := strings.Cut(strings.TrimSpace(line), " ")
+		if ok && strings.Contains(series, `name="kube-demo-zones"`) && strings.Contains(series, "domain=") {
+			got[series] = value
+		}
+	}
+	for series, v := range want {
+		if got[series] != v {
+			d.t.Errorf("%s = %q, want %s", series, got[series], v)
+		}
+	}
+	if len(got) != len(want) {
+		d.t.Errorf("kube-demo-zones has %d domain series, want %d: %v", len(got), len(want), got)
+	}
 }
 
 // awaitReasons waits until every entry of want has its reason, from the

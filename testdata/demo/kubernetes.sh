@@ -118,6 +118,34 @@ done
 kpatch /api/v1/nodes/demo-synthetic-node-1 '{"spec":{"taints":null}}'
 kpatch /api/v1/nodes/demo-synthetic-node-2 '{"spec":{"taints":null,"unschedulable":true}}'
 kpatch /api/v1/nodes/demo-synthetic-node-3 '{"spec":{"taints":null}}'
+
+# Capacity per failure domain (kube-demo-zones): three more synthetic Nodes,
+# one per zone, tainted so that no other entry's proxy goes there, and eight
+# running proxies of a zone-spread Deployment bound to them as after a zone
+# came back: six in demo-zone-a, one in each of the others. Each Node has
+# 4 CPUs, 40 proxies of 100m. The spread (maxSkew 3, DoNotSchedule) lets 112
+# more in, but losing demo-zone-a (its Node tainted unreachable, its Pods
+# gone) leaves that zone a domain at zero under the default nodeTaintsPolicy
+# Ignore: the others may take 3 each, two of them already hold one, so 4 of
+# the 6 proxies find a place and 2 do not (after-loss -2); losing demo-zone-b
+# or demo-zone-c leaves room for one more (after-loss 1).
+zoned=egress-proxies-zoned
+kcreate /api/v1/namespaces "{\"apiVersion\":\"v1\",\"kind\":\"Namespace\",\"metadata\":{\"name\":\"$zoned\"}}" >/dev/null
+kcreate "/api/v1/namespaces/$zoned/serviceaccounts" \
+	'{"apiVersion":"v1","kind":"ServiceAccount","metadata":{"name":"default"}}' >/dev/null
+kcreate "/apis/rbac.authorization.k8s.io/v1/namespaces/$zoned/roles" \
+	'{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"Role","metadata":{"name":"provider-health-demo-placement"},"rules":[{"apiGroups":[""],"resources":["pods"],"verbs":["create"]},{"apiGroups":[""],"resources":["resourcequotas"],"verbs":["list"]}]}' >/dev/null
+kcreate "/apis/rbac.authorization.k8s.io/v1/namespaces/$zoned/rolebindings" \
+	"{\"apiVersion\":\"rbac.authorization.k8s.io/v1\",\"kind\":\"RoleBinding\",\"metadata\":{\"name\":\"provider-health-demo-placement\"},\"roleRef\":{\"apiGroup\":\"rbac.authorization.k8s.io\",\"kind\":\"Role\",\"name\":\"provider-health-demo-placement\"},\"subjects\":[{\"kind\":\"ServiceAccount\",\"name\":\"$sched\",\"namespace\":\"$namespace\"}]}" >/dev/null
+for zone in a b c; do
+	node=demo-zone-node-$zone
+	kcreate /api/v1/nodes "{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{\"name\":\"$node\",\"labels\":{\"provider-health-demo\":\"zoned\",\"topology.kubernetes.io/zone\":\"demo-zone-$zone\"}}}" >/dev/null
+	kpatch "/api/v1/nodes/$node/status" '{"status":{"capacity":{"cpu":"4","memory":"8Gi","pods":"110"},"allocatable":{"cpu":"4","memory":"8Gi","pods":"110"},"conditions":[{"type":"Ready","status":"True","reason":"SyntheticNode","message":"a synthetic Node of make demo: no kubelet runs it"}]}}'
+	kpatch "/api/v1/nodes/$node" '{"spec":{"taints":[{"key":"provider-health-demo/zoned","effect":"NoSchedule"}]}}'
+done
+for proxy in a1:a a2:a a3:a a4:a a5:a a6:a b1:b c1:c; do
+	kcreate "/api/v1/namespaces/$zoned/pods" "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"egress-proxy-${proxy%%:*}\",\"labels\":{\"app.kubernetes.io/managed-by\":\"egress-proxies-operator\",\"app.kubernetes.io/name\":\"egress-proxy-zoned\"}},\"spec\":{\"nodeName\":\"demo-zone-node-${proxy##*:}\",\"automountServiceAccountToken\":false,\"tolerations\":[{\"key\":\"provider-health-demo/zoned\",\"operator\":\"Exists\",\"effect\":\"NoSchedule\"}],\"containers\":[{\"name\":\"proxy\",\"image\":\"registry.example/egress-proxy:1\",\"resources\":{\"requests\":{\"cpu\":\"100m\",\"memory\":\"64Mi\"}}}]}}" >/dev/null
+done
 sched_token=$(kcreate "/api/v1/namespaces/$namespace/serviceaccounts/$sched/token" \
 	'{"apiVersion":"authentication.k8s.io/v1","kind":"TokenRequest","spec":{"expirationSeconds":86400}}' |
 	tr -d '\n' | sed -n 's/.*"token": *"\([^"]*\)".*/\1/p')
@@ -159,6 +187,27 @@ spec:
           topologyKey: kubernetes.io/hostname
 YAML
 
+cat >"$state/k8s/proxy-pod-zoned.yaml" <<YAML
+apiVersion: v1
+kind: Pod
+metadata:
+  generateName: egress-proxy-
+  labels: {app.kubernetes.io/managed-by: egress-proxies-operator, app.kubernetes.io/name: egress-proxy-zoned}
+spec:
+  automountServiceAccountToken: false
+  nodeSelector: {provider-health-demo: zoned}
+  tolerations: [{key: provider-health-demo/zoned, operator: Exists, effect: NoSchedule}]
+  containers:
+    - name: proxy
+      image: registry.example/egress-proxy:1
+      resources: {requests: {cpu: 100m, memory: 64Mi}}
+  topologySpreadConstraints:
+    - maxSkew: 3
+      topologyKey: topology.kubernetes.io/zone
+      whenUnsatisfiable: DoNotSchedule
+      labelSelector: {matchLabels: {app.kubernetes.io/name: egress-proxy-zoned}}
+YAML
+
 {
 	cat "$state/provider_health.base.yml"
 	cat <<YAML
@@ -181,8 +230,14 @@ kubernetes:
     namespace: $namespace
     pod_template: $state/k8s/proxy-pod-per-node.yaml
     schedule: true
+  - name: kube-demo-zones   # Ready, capacity 112 in three zones; losing demo-zone-a leaves 2 of its 6 proxies without a place
+    kubeconfig: $state/k8s/kubeconfig-schedule
+    namespace: $zoned
+    pod_template: $state/k8s/proxy-pod-zoned.yaml
+    schedule: true
+    capacity_domain: topology.kubernetes.io/zone
 YAML
 } >"$state/provider_health.yml.new"
 mv "$state/provider_health.yml.new" "$state/provider_health.yml"
 curl -fsS --max-time 60 -X POST "$base/-/reload" >/dev/null || fail "the exporter refused the configuration with the kubernetes entries"
-say "kube-apiserver and etcd on $PHE_K8S_SERVER; kube-demo, kube-demo-can-i, kube-demo-unschedulable and kube-demo-proxies (three synthetic Nodes) added by a reload"
+say "kube-apiserver and etcd on $PHE_K8S_SERVER; kube-demo, kube-demo-can-i, kube-demo-unschedulable, kube-demo-proxies (three synthetic Nodes) and kube-demo-zones (three more, one per zone) added by a reload"

@@ -54,6 +54,42 @@ spec:
       resources: {requests: {cpu: "1"}}
 `
 
+// The kubernetes entry with capacity_domain (docs/metrics.md: "Capacity
+// per failure domain") on the same kube-apiserver and ServiceAccount:
+// three synthetic Nodes of 4 CPUs, one per zone, tainted for it alone, and
+// eight running proxies bound to them, 6, 1 and 1 (as after a zone came
+// back). The zone spread (maxSkew 3, DoNotSchedule) leaves plenty of room,
+// but losing e2e-zone-a leaves it a domain at zero (its Node tainted
+// unreachable, still counted under the default nodeTaintsPolicy Ignore):
+// the other zones take 3 each, 4 of its 6 proxies, and 2 find no place, so
+// ProviderCapacityNotDomainResilient fires for e2e-zone-a alone.
+const (
+	zoneName      = "e2e-zones"
+	zoneNamespace = "e2e-zones"
+	zoneTaint     = "provider-health-e2e/zoned"
+)
+
+// zonePod is the zone entry's proxy Pod: 100m, the zones' Nodes only.
+const zonePod = `apiVersion: v1
+kind: Pod
+metadata:
+  generateName: egress-proxy-
+  labels: {app.kubernetes.io/managed-by: egress-proxies-operator, app.kubernetes.io/name: egress-proxy-zoned}
+spec:
+  automountServiceAccountToken: false
+  nodeSelector: {provider-health-e2e: zoned}
+  tolerations: [{key: ` + zoneTaint + `, operator: Exists, effect: NoSchedule}]
+  containers:
+    - name: proxy
+      image: registry.example/egress-proxy:1.4.2
+      resources: {requests: {cpu: 100m, memory: 64Mi}}
+  topologySpreadConstraints:
+    - maxSkew: 3
+      topologyKey: topology.kubernetes.io/zone
+      whenUnsatisfiable: DoNotSchedule
+      labelSelector: {matchLabels: {app.kubernetes.io/name: egress-proxy-zoned}}
+`
+
 // admRootPod is the operator's proxy Pod, running as root.
 const admRootPod = `apiVersion: v1
 kind: Pod
@@ -76,6 +112,9 @@ type admission struct {
 	kubeconfig, template, token string
 	// schedKubeconfig and schedTemplate are the schedule entry's files.
 	schedKubeconfig, schedTemplate string
+	// zoneTemplate is the zone entry's Pod (its kubeconfig is the
+	// schedule entry's).
+	zoneTemplate string
 }
 
 // startAdmission starts etcd and kube-apiserver with testdata/kubernetes
@@ -200,6 +239,42 @@ func (a *admission) startSchedule(t *testing.T, dir string, ca []byte) {
 	}
 	a.schedKubeconfig = writeFile(t, dir, "kubeconfig-schedule", fmt.Sprintf(kubeconfigTmpl, a.server, base64.StdEncoding.EncodeToString(ca), tr.Status.Token))
 	a.schedTemplate = writeFile(t, dir, "proxy-pod-schedule.yaml", schedPod)
+	a.startZones(t, dir)
+}
+
+// startZones prepares the zone entry: its namespace, where the schedule
+// entry's ServiceAccount may create Pods, the three zones' Nodes and the
+// eight running proxies, bound by their nodeName as the scheduler would.
+func (a *admission) startZones(t *testing.T, dir string) {
+	t.Helper()
+	rbac := "/apis/rbac.authorization.k8s.io/v1"
+	a.create(t, "/api/v1/namespaces", map[string]any{"metadata": map[string]any{"name": zoneNamespace}})
+	a.create(t, "/api/v1/namespaces/"+zoneNamespace+"/serviceaccounts", map[string]any{"metadata": map[string]any{"name": "default"}})
+	subjects := []map[string]string{{"kind": "ServiceAccount", "name": "scheduler", "namespace": schedNamespace}}
+	a.create(t, rbac+"/namespaces/"+zoneNamespace+"/roles", map[string]any{"metadata": map[string]any{"name": "e2e-schedule-placement"},
+		"rules": []map[string]any{{"apiGroups": []string{""}, "resources": []string{"pods"}, "verbs": []string{"create"}},
+			{"apiGroups": []string{""}, "resources": []string{"resourcequotas"}, "verbs": []string{"list"}}}})
+	a.create(t, rbac+"/namespaces/"+zoneNamespace+"/rolebindings", map[string]any{"metadata": map[string]any{"name": "e2e-schedule-placement"},
+		"roleRef": map[string]string{"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "e2e-schedule-placement"}, "subjects": subjects})
+	alloc := map[string]string{"cpu": "4", "memory": "8Gi", "pods": "110"}
+	for _, zone := range []string{"a", "b", "c"} {
+		node := "e2e-zone-node-" + zone
+		a.create(t, "/api/v1/nodes", map[string]any{"metadata": map[string]any{"name": node,
+			"labels": map[string]string{"provider-health-e2e": "zoned", "topology.kubernetes.io/zone": "e2e-zone-" + zone}}})
+		a.patch(t, "/api/v1/nodes/"+node+"/status", map[string]any{"status": map[string]any{"capacity": alloc, "allocatable": alloc,
+			"conditions": []map[string]string{{"type": "Ready", "status": "True", "reason": "SyntheticNode"}}}})
+		a.patch(t, "/api/v1/nodes/"+node, map[string]any{"spec": map[string]any{"taints": []map[string]string{{"key": zoneTaint, "effect": "NoSchedule"}}}})
+	}
+	for i, zone := range []string{"a", "a", "a", "a", "a", "a", "b", "c"} {
+		a.create(t, "/api/v1/namespaces/"+zoneNamespace+"/pods", map[string]any{
+			"metadata": map[string]any{"name": fmt.Sprintf("egress-proxy-%d", i),
+				"labels": map[string]string{"app.kubernetes.io/managed-by": "egress-proxies-operator", "app.kubernetes.io/name": "egress-proxy-zoned"}},
+			"spec": map[string]any{"nodeName": "e2e-zone-node-" + zone, "automountServiceAccountToken": false,
+				"tolerations": []map[string]string{{"key": zoneTaint, "operator": "Exists", "effect": "NoSchedule"}},
+				"containers": []map[string]any{{"name": "proxy", "image": "registry.example/egress-proxy:1.4.2",
+					"resources": map[string]any{"requests": map[string]string{"cpu": "100m", "memory": "64Mi"}}}}}})
+	}
+	a.zoneTemplate = writeFile(t, dir, "proxy-pod-zoned.yaml", zonePod)
 }
 
 // patch sends a JSON merge patch of path as the admin; anything but 200
@@ -259,7 +334,8 @@ func (a *admission) do(t *testing.T, method, path string, obj any) (int, []byte)
 // admissionConfig is the template data of the pod_template entry.
 func (a *admission) admissionConfig() map[string]any {
 	return map[string]any{"Admission": true, "AdmName": admName, "AdmKubeconfig": a.kubeconfig, "AdmNamespace": admNamespace, "AdmTemplate": a.template,
-		"SchedName": schedName, "SchedKubeconfig": a.schedKubeconfig, "SchedNamespace": schedNamespace, "SchedTemplate": a.schedTemplate}
+		"SchedName": schedName, "SchedKubeconfig": a.schedKubeconfig, "SchedNamespace": schedNamespace, "SchedTemplate": a.schedTemplate,
+		"ZoneName": zoneName, "ZoneNamespace": zoneNamespace, "ZoneTemplate": a.zoneTemplate}
 }
 
 // admissionAlerts are the alerts the entry raises: not ready, its only
@@ -275,7 +351,9 @@ func admissionAlerts(exporterAddr string) []alertMatch {
 		"job": job, "instance": exporterAddr, "provider": "kubernetes", "name": schedName, "target": "apiserver", "severity": "warning",
 	}, description: "reason: Unschedulable."}, {name: "ProviderUnavailable", labels: map[string]string{
 		"job": job, "provider": "kubernetes", "name": schedName, "severity": "critical",
-	}, description: "reasons: Unschedulable."}}
+	}, description: "reasons: Unschedulable."}, {name: "ProviderCapacityNotDomainResilient", labels: map[string]string{
+		"job": job, "instance": exporterAddr, "provider": "kubernetes", "name": zoneName, "target": "apiserver", "domain": "e2e-zone-a", "severity": "warning",
+	}, description: "if domain e2e-zone-a were lost, 2 of the proxies it runs would find no place"}}
 }
 
 // checkUnschedulable asserts that the schedule entry is Unschedulable (up
@@ -284,9 +362,10 @@ func admissionAlerts(exporterAddr string) []alertMatch {
 // it as kube-scheduler does, and the last fit is under details.
 func checkUnschedulable(t *testing.T, prom *promAPI, exporterURL string) {
 	t.Helper()
-	msg := regexp.MustCompile(`^0/1 nodes are available: 1 node\(s\) were unschedulable$`)
+	// The zone entry's three Nodes are tainted for it alone.
+	msg := regexp.MustCompile(`^0/4 nodes are available: 3 node\(s\) had untolerated taint \{` + zoneTaint + `: \}, 1 node\(s\) were unschedulable$`)
 	details := checkHeadroom(t, prom, exporterURL, "kubernetes", schedName, "apiserver", "Unschedulable", msg)
-	if !strings.HasPrefix(details["schedule"], "Unschedulable: 0/1 nodes are available") || details["scheduleTime"] == "" {
+	if !strings.HasPrefix(details["schedule"], "Unschedulable: 0/4 nodes are available") || details["scheduleTime"] == "" {
 		t.Errorf("/api/v1/status details %v: want the last fit under schedule and scheduleTime", details)
 	}
 }

@@ -317,6 +317,7 @@ func TestEndToEnd(t *testing.T) {
 	wantStatus["kvm/"+volName+"/"+volHost] = "VolumeMissing ready=false"
 	wantStatus["kvm/"+capName+"/"+capHost] = "Ready ready=true"
 	wantStatus["kubernetes/"+schedName+"/apiserver"] = "Unschedulable ready=false"
+	wantStatus["kubernetes/"+zoneName+"/apiserver"] = "Ready ready=true"
 	if fmt.Sprint(gotStatus) != fmt.Sprint(wantStatus) {
 		t.Errorf("/api/v1/status: %v, want %v", gotStatus, wantStatus)
 	}
@@ -324,7 +325,7 @@ func TestEndToEnd(t *testing.T) {
 		return append([]string{kubeToken, accessToken, "PRIVATE KEY", adm.token, adm.adminToken}, assertions.list()...)
 	}
 	for _, path := range []string{"/", "/config", "/api/v1/status", "/metrics",
-		"/probe?name=" + kubeName + "&debug=true", "/probe?name=" + gcpName + "&debug=true", "/probe?name=" + kvmName + "&debug=true", "/probe?name=" + fullName + "&debug=true", "/probe?name=" + memName + "&debug=true", "/probe?name=" + volName + "&debug=true", "/probe?name=" + quotaName + "&debug=true", "/probe?name=" + admName + "&debug=true"} {
+		"/probe?name=" + kubeName + "&debug=true", "/probe?name=" + gcpName + "&debug=true", "/probe?name=" + kvmName + "&debug=true", "/probe?name=" + fullName + "&debug=true", "/probe?name=" + memName + "&debug=true", "/probe?name=" + volName + "&debug=true", "/probe?name=" + quotaName + "&debug=true", "/probe?name=" + admName + "&debug=true", "/probe?name=" + zoneName + "&debug=true"} {
 		body := get(t, exporterURL+path)
 		for _, secret := range secrets() {
 			if strings.Contains(body, secret) {
@@ -614,6 +615,24 @@ func checkCapacity(t *testing.T, prom *promAPI, exporterURL string) {
 		t.Errorf("/api/v1/status capacities %v: want %s at least 1, bound by its pool or memory, and %s 0, bound by region %s IN_USE_ADDRESSES", got, capName, quotaName, quotaRegion)
 	}
 	t.Logf("capacities in /api/v1/status: %v", got)
+	// The zone entry's capacity after losing each zone (admission_test.go:
+	// zoneName): e2e-zone-a's 6 proxies find 4 places, the others' one
+	// proxy finds 2.
+	q = `provider_health_capacity_after_loss{provider="kubernetes",name="` + zoneName + `"}`
+	want := "map[e2e-zone-a:-2 e2e-zone-b:1 e2e-zone-c:1]"
+	var afterLoss map[string]string
+	for deadline := time.Now().Add(waitLimit); ; time.Sleep(poll) {
+		afterLoss = map[string]string{}
+		for _, s := range prom.query(q) {
+			afterLoss[s.metric["domain"]] = s.value
+		}
+		if fmt.Sprint(afterLoss) == want || time.Now().After(deadline) {
+			break
+		}
+	}
+	if fmt.Sprint(afterLoss) != want {
+		t.Errorf("%s in Prometheus: %v, want %s", q, afterLoss, want)
+	}
 }
 
 // statusEntry is what these tests read of an entry in /api/v1/status.
@@ -798,6 +817,12 @@ kubernetes:
     namespace: {{.SchedNamespace}}
     pod_template: {{.SchedTemplate}}
     schedule: true
+  - name: {{.ZoneName}}
+    kubeconfig: {{.SchedKubeconfig}}
+    namespace: {{.ZoneNamespace}}
+    pod_template: {{.ZoneTemplate}}
+    schedule: true
+    capacity_domain: topology.kubernetes.io/zone
 {{- end}}
 gcp:
   - name: {{.GCPName}}

@@ -41,7 +41,10 @@
 #     with pod_template whose proxy Pod runs as root in a namespace
 #     enforcing Pod Security restricted: AdmissionDenied from the real
 #     admission, asserted like QuotaExhausted, with ProviderActionRequired
-#     too, and no Pod left behind;
+#     too, and no Pod left behind; on the same kube-apiserver a schedule
+#     entry with capacity_domain over three synthetic zones whose
+#     capacity after losing e2e-zone-a is -2, so that
+#     ProviderCapacityNotDomainResilient fires for that zone alone;
 #   - renders testdata/e2e/alerts.jsonnet (the mixin with `for` of seconds),
 #     starts Prometheus (scrape and evaluation every 1s) and Alertmanager
 #     (group_wait 1s, no cluster);
