@@ -16,16 +16,10 @@ import (
 // or a bound Pod's anti-affinity term with one (matched against the Pod's
 // namespace). Only then are namespaces watched: no watch of namespaces
 // for the many entries without such terms, and no grant needed for them.
-func needsNamespaces(pod *corev1.Pod, pods []*corev1.Pod) bool {
-	if termsSelectNamespaces(pod) {
-		return true
-	}
-	for _, p := range pods {
-		if p.Spec.Affinity != nil && termsSelectNamespaces(p) {
-			return true
-		}
-	}
-	return false
+// The bound Pods' are counted by the cluster cache as their events arrive
+// (clusterCache.nsTerms), not looked for in every Pod at every check.
+func needsNamespaces(pod *corev1.Pod, cc *clusterCache) bool {
+	return termsSelectNamespaces(pod) || cc.nsTerms.Load() > 0
 }
 
 func termsSelectNamespaces(p *corev1.Pod) bool {
@@ -33,19 +27,16 @@ func termsSelectNamespaces(p *corev1.Pod) bool {
 	if a == nil {
 		return false
 	}
-	var terms []corev1.PodAffinityTerm
-	if a.PodAffinity != nil {
-		terms = append(terms, a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution...)
-	}
-	if a.PodAntiAffinity != nil {
-		terms = append(terms, a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution...)
-	}
-	for _, t := range terms {
-		if s := t.NamespaceSelector; s != nil && (len(s.MatchLabels) > 0 || len(s.MatchExpressions) > 0) {
-			return true
+	selects := func(terms []corev1.PodAffinityTerm) bool {
+		for _, t := range terms {
+			if s := t.NamespaceSelector; s != nil && (len(s.MatchLabels) > 0 || len(s.MatchExpressions) > 0) {
+				return true
+			}
 		}
+		return false
 	}
-	return false
+	return a.PodAffinity != nil && selects(a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution) ||
+		a.PodAntiAffinity != nil && selects(a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution)
 }
 
 // keepNamespace is what the namespaces' watch stores of a Namespace: its

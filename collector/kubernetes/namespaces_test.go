@@ -1,8 +1,10 @@
 package kubernetes
 
 import (
+	"context"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -78,4 +80,43 @@ func TestKeepNamespaceOverBound(t *testing.T) {
 	if small.Labels["team"] != "a" {
 		t.Errorf("a namespace within the bounds lost its labels: %+v", small.ObjectMeta)
 	}
+}
+
+// TestNeedsNamespacesFollowsEvents: the bound Pods whose terms select
+// namespaces are counted as their events arrive, so that a check asks
+// the cluster cache, not every Pod, whether namespaces are needed.
+func TestNeedsNamespacesFollowsEvents(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute) // a bound on a failure, never measured
+	defer cancel()
+	nodes, pods := proxyCluster()
+	cc, _, pw := informedCache(ctx, t, nodes, pods)
+	plain := proxyPod(nil)
+	if needsNamespaces(plain, cc) {
+		t.Fatal("no term selects namespaces, yet they are needed")
+	}
+	selecting := func(p *corev1.Pod) {
+		p.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "proxy"}}, TopologyKey: corev1.LabelHostname,
+			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"tenant": "a"}}}}}}
+	}
+	if !needsNamespaces(proxyPod(selecting), cc) {
+		t.Fatal("the Pod's own term selects namespaces, yet they are not needed")
+	}
+	tenant := boundPod("a", "cpu", "100m")
+	tenant.Name, tenant.UID, tenant.ResourceVersion = "tenant", "uid-tenant", "2"
+	selecting(tenant)
+	pw.Add(stripPod(tenant))
+	waitFor(t, "a bound Pod's term selecting namespaces counted", func() bool { return needsNamespaces(plain, cc) })
+	// Its term changed to one without a namespaceSelector: not needed.
+	changed := tenant.DeepCopy()
+	changed.ResourceVersion = "3"
+	changed.Spec.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution[0].NamespaceSelector = nil
+	pw.Modify(stripPod(changed))
+	waitFor(t, "the changed term uncounted", func() bool { return !needsNamespaces(plain, cc) })
+	selecting(changed)
+	changed.ResourceVersion = "4"
+	pw.Modify(stripPod(changed))
+	waitFor(t, "the term selecting again", func() bool { return needsNamespaces(plain, cc) })
+	pw.Delete(stripPod(changed))
+	waitFor(t, "the deleted Pod uncounted", func() bool { return !needsNamespaces(plain, cc) })
 }

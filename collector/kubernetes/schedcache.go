@@ -47,6 +47,9 @@ type clusterCache struct {
 	// events counts the watch events applied to the cache: the state a
 	// shared fit is keyed by (sharedfit.go).
 	events atomic.Uint64
+	// nsTerms counts the Pods the cache holds whose required terms select
+	// namespaces by label (needsNamespaces).
+	nsTerms atomic.Int64
 	fitsMu sync.Mutex
 	fits   map[fitKey]*sharedFit
 }
@@ -104,6 +107,7 @@ func newClusterCache(ctx context.Context, nodes, pods cache.SharedIndexInformer)
 		AddFunc: func(obj any) {
 			if p, ok := obj.(*corev1.Pod); ok && cachedPod(p) {
 				_ = cc.cache.AddPod(logger, withUID(p))
+				cc.countTerms(p, 1)
 				cc.events.Add(1)
 			}
 		},
@@ -117,15 +121,20 @@ func newClusterCache(ctx context.Context, nodes, pods cache.SharedIndexInformer)
 			switch {
 			case cachedPod(o) && cachedPod(n):
 				_ = cc.cache.UpdatePod(logger, withUID(o), withUID(n))
+				cc.countTerms(o, -1)
+				cc.countTerms(n, 1)
 			case cachedPod(n):
 				_ = cc.cache.AddPod(logger, withUID(n))
+				cc.countTerms(n, 1)
 			case cachedPod(o):
 				_ = cc.cache.RemovePod(logger, withUID(o))
+				cc.countTerms(o, -1)
 			}
 		},
 		DeleteFunc: func(obj any) {
 			if p, ok := tombstone(obj).(*corev1.Pod); ok && cachedPod(p) {
 				_ = cc.cache.RemovePod(logger, withUID(p))
+				cc.countTerms(p, -1)
 				cc.events.Add(1)
 			}
 		},
@@ -141,6 +150,14 @@ func newClusterCache(ctx context.Context, nodes, pods cache.SharedIndexInformer)
 // selector sends no other; a server that ignores it may).
 func cachedPod(p *corev1.Pod) bool {
 	return p.Spec.NodeName != "" && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
+}
+
+// countTerms adds n to the count of held Pods whose terms select
+// namespaces, when p's do.
+func (cc *clusterCache) countTerms(p *corev1.Pod, n int64) {
+	if termsSelectNamespaces(p) {
+		cc.nsTerms.Add(n)
+	}
 }
 
 // withUID is p, or a copy of it keyed by namespace and name when it has
@@ -319,10 +336,26 @@ func (fs *fitSnapshot) usage() map[string]*nodeUse {
 // state (events): a fit reads those Pods too (nominated.go), so a result
 // shared at one state must not outlive a change of them.
 func (cc *clusterCache) followNominated(nominated cache.SharedIndexInformer) (cache.ResourceEventHandlerRegistration, error) {
+	// Their terms may select namespaces too (needsNamespaces).
+	count := func(obj any, n int64) {
+		if p, ok := tombstone(obj).(*corev1.Pod); ok {
+			cc.countTerms(p, n)
+		}
+	}
 	reg, err := nominated.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { cc.events.Add(1) },
-		UpdateFunc: func(any, any) { cc.events.Add(1) },
-		DeleteFunc: func(any) { cc.events.Add(1) },
+		AddFunc: func(obj any) {
+			count(obj, 1)
+			cc.events.Add(1)
+		},
+		UpdateFunc: func(oldObj, newObj any) {
+			count(oldObj, -1)
+			count(newObj, 1)
+			cc.events.Add(1)
+		},
+		DeleteFunc: func(obj any) {
+			count(obj, -1)
+			cc.events.Add(1)
+		},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("scheduler cache: nominated pods: %w", err)

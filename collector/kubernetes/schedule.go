@@ -71,7 +71,8 @@ func (c *Checker) schedule(ctx context.Context, logger *slog.Logger, cl *client,
 		v.Reason, v.Message = reason, msg
 		return v
 	}
-	_, pods := ws.snapshot()
+	// The fit reads the cluster cache's snapshot, not the watch caches'
+	// lists: no list of every Pod is built at a check.
 	// The copies are placed up to the quota's capacity, past which the
 	// capacity is the quota's whatever the nodes take.
 	limit := int64(provider.MaxCapacity)
@@ -82,7 +83,7 @@ func (c *Checker) schedule(ctx context.Context, logger *slog.Logger, cl *client,
 	}
 	var namespaces []*corev1.Namespace
 	var err error
-	if needsNamespaces(pod, pods) {
+	if needsNamespaces(pod, ws.sched) {
 		namespaces, err = ws.namespaceList(ctx)
 	}
 	var (
@@ -111,7 +112,7 @@ func (c *Checker) schedule(ctx context.Context, logger *slog.Logger, cl *client,
 				use   map[string]*nodeUse
 				reuse *ipaReuse
 			)
-			r, err := fitOnWith(ctx, pod, fs, nodes, pods, nil, namespaces, limit, fitOptions{keepIPA: &reuse, keepUse: &use})
+			r, err := fitOnWith(ctx, pod, fs, nodes, nil, nil, namespaces, limit, fitOptions{keepIPA: &reuse, keepUse: &use})
 			if err != nil || domainKey == "" {
 				return fitOutcome{fit: r}, err
 			}
@@ -151,7 +152,7 @@ func (c *Checker) schedule(ctx context.Context, logger *slog.Logger, cl *client,
 	}
 	v.Domains = doms.domains
 	f.fit = &res
-	logger.Debug("fitted the admitted pod on the nodes", "nodes", res.Nodes, "fitting", res.Fitting, "copies", res.Copies, "pods_bound", len(pods))
+	logger.Debug("fitted the admitted pod on the nodes", "nodes", res.Nodes, "fitting", res.Fitting, "copies", res.Copies)
 	if res.Copies == 0 {
 		out.Reason = ReasonUnschedulable
 		v.Reason, v.Message = ReasonUnschedulable, out.Message
