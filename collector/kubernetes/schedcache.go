@@ -50,8 +50,8 @@ type clusterCache struct {
 	// nsTerms counts the Pods the cache holds whose required terms select
 	// namespaces by label (needsNamespaces).
 	nsTerms atomic.Int64
-	fitsMu sync.Mutex
-	fits   map[fitKey]*sharedFit
+	fitsMu  sync.Mutex
+	fits    map[fitKey]*sharedFit
 }
 
 // usageAt is one node's summed requests and the NodeInfo generation they
