@@ -380,16 +380,20 @@ func (d *demo) checkDomains() {
 	}
 	want := map[string]string{}
 	for zone, v := range map[string][3]string{"demo-zone-a": {"34", "6", "-2"}, "demo-zone-b": {"39", "1", "1"}, "demo-zone-c": {"39", "1", "1"}} {
-		labels := `{provider="kubernetes",name="kube-demo-zones",target="apiserver",domain="` + zone + `"}`
-		want["provider_health_domain_capacity"+labels] = v[0]
-		want["provider_health_domain_proxies"+labels] = v[1]
-		want["provider_health_capacity_after_loss"+labels] = v[2]
+		want["provider_health_domain_capacity "+zone] = v[0]
+		want["provider_health_domain_proxies "+zone] = v[1]
+		want["provider_health_capacity_after_loss "+zone] = v[2]
 	}
+	// The labels come in the exposition's order (sorted by name): read
+	// the metric's name and the domain label, whatever the order.
+	domainLabel := regexp.MustCompile(`[{,]domain="([^"]*)"`)
 	got := map[string]string{}
 	for line := range strings.Lines(string(body)) {
 		series, value, ok := strings.Cut(strings.TrimSpace(line), " ")
-		if ok && strings.Contains(series, `name="kube-demo-zones"`) && strings.Contains(series, "domain=") {
-			got[series] = value
+		metric, _, _ := strings.Cut(series, "{")
+		m := domainLabel.FindStringSubmatch(series)
+		if ok && m != nil && strings.Contains(series, `name="kube-demo-zones"`) && strings.Contains(series, `provider="kubernetes"`) {
+			got[metric+" "+m[1]] = value
 		}
 	}
 	for series, v := range want {

@@ -125,6 +125,10 @@ func (c *cluster) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		c.serve(w, r, "Node", n, c.writeNode)
 	case path == "/api/v1/namespaces":
 		c.serve(w, r, "Namespace", 3+c.namespaces, c.writeNamespace)
+	case path == "/api/v1/pods" && strings.Contains(q.Get("fieldSelector"), "status.nominatedNodeName!=") && !c.ignoreFieldSelector:
+		// The watch of Pods nominated to a node: none here, as the API
+		// server selects them (no preemption is under way).
+		c.serve(w, r, "Pod", 0, c.writePod)
 	case path == "/api/v1/pods" && q.Get("fieldSelector") != "":
 		// The schedule watch's Pods: bound ones, and the Pending ones
 		// when the selector is ignored or does not ask for bound ones.
