@@ -216,13 +216,15 @@ func BenchmarkFitDomains(b *testing.B) {
 					b.Fatal(err)
 				}
 				snapNodes := fs.nodes()
-				use := nodeUsage(pods)
+				// As a check fits: the requests per node kept by the
+				// cluster cache (usage), which the domains' fits reuse.
+				var use map[string]*nodeUse
 				var reuse *ipaReuse
-				opts := fitOptions{}
+				opts := fitOptions{keepUse: &use}
 				if domains {
 					opts.keepIPA = &reuse
 				}
-				if _, err := fitOnWith(ctx, pod, fs, snapNodes, pods, use, nil, provider.MaxCapacity, opts); err != nil {
+				if _, err := fitOnWith(ctx, pod, fs, snapNodes, nil, nil, nil, provider.MaxCapacity, opts); err != nil {
 					b.Fatal(err)
 				}
 				if domains {
