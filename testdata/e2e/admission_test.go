@@ -363,7 +363,7 @@ func admissionAlerts(exporterAddr string) []alertMatch {
 func checkUnschedulable(t *testing.T, prom *promAPI, exporterURL string) {
 	t.Helper()
 	// The zone entry's three Nodes are tainted for it alone.
-	msg := regexp.MustCompile(`^0/4 nodes are available: 3 node\(s\) had untolerated taint \{` + zoneTaint + `: \}, 1 node\(s\) were unschedulable$`)
+	msg := regexp.MustCompile(`^0/4 nodes are available: 1 node\(s\) were unschedulable, 3 node\(s\) had untolerated taint \{` + zoneTaint + `: \}$`)
 	details := checkHeadroom(t, prom, exporterURL, "kubernetes", schedName, "apiserver", "Unschedulable", msg)
 	if !strings.HasPrefix(details["schedule"], "Unschedulable: 0/4 nodes are available") || details["scheduleTime"] == "" {
 		t.Errorf("/api/v1/status details %v: want the last fit under schedule and scheduleTime", details)
