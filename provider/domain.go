@@ -1,5 +1,7 @@
 package provider
 
+import "fmt"
+
 // Domain is one failure domain of a target's capacity (docs/metrics.md:
 // "Capacity per failure domain"): a zone or node pool of a cluster, a
 // region of a project, the rack or room a KVM host shares with others.
@@ -37,3 +39,25 @@ type Domain struct {
 // with thousands of values (a hostname label named by mistake) must not
 // become thousands of series per entry.
 const MaxDomains = 64
+
+// WorstLoss names the domain whose loss leaves the most proxies without a
+// place, the first in ds among equals, in the words a verdict's message
+// carries ("losing zone-a leaves 2 proxies without a place"); "" when
+// every loss leaves room or no after-loss is known.
+func WorstLoss(ds []Domain) string {
+	worst := -1
+	for k, d := range ds {
+		if d.HasAfterLoss && d.AfterLoss < 0 && (worst < 0 || d.AfterLoss < ds[worst].AfterLoss) {
+			worst = k
+		}
+	}
+	if worst < 0 {
+		return ""
+	}
+	n := -ds[worst].AfterLoss
+	what := "proxies"
+	if n == 1 {
+		what = "proxy"
+	}
+	return fmt.Sprintf("losing %s leaves %d %s without a place", BoundString(ds[worst].Name), n, what)
+}

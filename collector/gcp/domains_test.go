@@ -107,7 +107,7 @@ func TestRegionDomains(t *testing.T) {
 			name: "two regions, one loss leaves proxies without a place", regions: []string{"us-central1", "europe-west4"},
 			mins: testMins, want: provider.ReasonReady,
 			domains: []provider.Domain{d("us-central1", 2, 4, 6), d("europe-west4", 10, 3, -1)},
-			asked:   []string{"", "ClgKVnpvbmVzL3VzLWVhc3Q0LWMvaW5zdGFuY2VzL2VncmVzcy1wcm94eS1lNGMwbg=="}, message: "Compute answered",
+			asked:   []string{"", "ClgKVnpvbmVzL3VzLWVhc3Q0LWMvaW5zdGFuY2VzL2VncmVzcy1wcm94eS1lNGMwbg=="}, message: "losing europe-west4 leaves 1 proxy without a place",
 		},
 		{
 			// CPUS 2: us-central1 min(18/2 = 9, 21, 5) = 5; europe-west4 min(86/2 = 43, 88, 20) = 20; us-east4 DOWN 0.

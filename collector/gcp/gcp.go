@@ -249,6 +249,9 @@ func (c *Checker) check(ctx context.Context, logger *slog.Logger) provider.Verdi
 	if proxies != nil {
 		blocked := v.Reason != provider.ReasonReady && v.Reason != ReasonQuotaExhausted && v.Reason != ReasonRegionDown
 		v.Domains = regionDomains(c.regions, caps, proxies, blocked)
+		if worst := provider.WorstLoss(v.Domains); worst != "" {
+			v.Message += "; " + worst
+		}
 	}
 	return v
 }

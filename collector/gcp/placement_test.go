@@ -136,7 +136,10 @@ func TestRegionDown(t *testing.T) {
 		g.Regions, g.MinQuotaHeadroom = []string{"us-central1", "europe-west4", "us-east4"}, testMins
 	})
 	v := check(t, c, hang)
-	want := "Compute reports region us-east4 DOWN: no instance can be placed there"
+	// The regions are the entry's failure domains: the message names the
+	// worst loss after the reason (us-central1's 4 proxies, with the two
+	// others at 0: one exhausted, one DOWN).
+	want := "Compute reports region us-east4 DOWN: no instance can be placed there; losing us-central1 leaves 4 proxies without a place"
 	if v.Reason != ReasonRegionDown || v.Message != want {
 		t.Errorf("got %s %q, want RegionDown %q", v.Reason, v.Message, want)
 	}

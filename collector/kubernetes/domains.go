@@ -110,27 +110,7 @@ func fitDomains(ctx context.Context, pod *corev1.Pod, fs *fitSnapshot, nodes []*
 		}
 		d.AfterLoss, d.HasAfterLoss = min(r.Copies, provider.MaxCapacity)-d.Proxies, true
 	}
-	return domainFit{domains: out, note: worstLoss(out)}, nil
-}
-
-// worstLoss names the domain whose loss leaves the most proxies without a
-// place, the first by name among equals; "" when every loss leaves room.
-func worstLoss(ds []provider.Domain) string {
-	worst := -1
-	for k, d := range ds {
-		if d.HasAfterLoss && d.AfterLoss < 0 && (worst < 0 || d.AfterLoss < ds[worst].AfterLoss) {
-			worst = k
-		}
-	}
-	if worst < 0 {
-		return ""
-	}
-	n := -ds[worst].AfterLoss
-	what := "proxies"
-	if n == 1 {
-		what = "proxy"
-	}
-	return fmt.Sprintf("losing %s leaves %d %s without a place", provider.BoundString(ds[worst].Name), n, what)
+	return domainFit{domains: out, note: provider.WorstLoss(out)}, nil
 }
 
 // domainProxies counts the proxies on the domain's nodes (indexes in

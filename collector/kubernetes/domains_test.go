@@ -217,7 +217,7 @@ func TestWorstLoss(t *testing.T) {
 		{[]provider.Domain{d("a", 0), d("b", 4)}, ""},
 		{[]provider.Domain{{Name: "host", AfterLoss: -5}}, ""}, // no after-loss known
 	} {
-		if got := worstLoss(tc.ds); got != tc.want {
+		if got := provider.WorstLoss(tc.ds); got != tc.want {
 			t.Errorf("%+v: %q, want %q", tc.ds, got, tc.want)
 		}
 	}
