@@ -45,7 +45,9 @@ stop() {
 freeport() {
 	local p
 	while :; do
-		p=$((20000 + RANDOM % 20000))
+		# Below Linux's ephemeral range (32768 and up by default), where
+		# a connection's own end may hold a port no listener shows.
+		p=$((20000 + RANDOM % 12000))
 		(echo >"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
 	done
 }
