@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	corev1 "k8s.io/api/core/v1"
@@ -170,25 +169,7 @@ func TestWatchBareNumberQuantities(t *testing.T) {
 	small.Name, small.ResourceVersion = "small", "6"
 	small.TypeMeta = hog.TypeMeta
 	h.items["pods"] = [][]byte{w.item(t, small), bare(w.item(t, hog), "1e2147483647")}
-	ws := watchUntil(t, h)
-	syncedWithin(t, ws)
-	if reason, msg, ok := ws.verdict(time.Now()); !ok {
-		t.Fatalf("verdict %s %s, want the caches usable", reason, msg)
-	}
-	nodes, pods := ws.snapshot()
-	res := fit(fitPod(nil, "cpu", "1"), nodes, nodeUsage(pods))
-	msg := res.Message()
-	if res.Copies != 3 || res.Fitting != 1 {
-		t.Errorf("fit %d copies on %d nodes, want 3 on the good node only: %s", res.Copies, res.Fitting, msg)
-	}
-	for _, want := range []string{
-		`1 node(s) with a quantity that cannot be read (status.allocatable[cpu]: quantity "1e-1000000000": magnitude beyond 10^±64`,
-		`1 node(s) with a bound Pod whose quantities cannot be read (egress-proxies/hog: spec.containers[0].resources.requests[memory]: quantity "1e2147483647"`,
-	} {
-		if !strings.Contains(msg, want) {
-			t.Errorf("message %q\ndoes not say %q", msg, want)
-		}
-	}
+	fitsGoodNodeOnly(t, h, false)
 }
 
 // TestBoundedDecoderListBrokenItem: a list whose second item does not

@@ -268,28 +268,7 @@ func TestWatchQuantitiesBounded(t *testing.T) {
 				// spec.containers[].resources.requests
 				w.withQuantity(pod("hog", "full", "memory", placeholder), "1e2147483647", "memory", 2, 2, 8, 2),
 			}
-			ws := watchUntil(t, h)
-			syncedWithin(t, ws)
-			if reason, msg, ok := ws.verdict(time.Now()); !ok {
-				t.Fatalf("verdict %s %s, want the caches usable", reason, msg)
-			}
-			nodes, pods := ws.snapshot()
-			res := fit(fitPod(nil, "cpu", "1"), nodes, nodeUsage(pods))
-			msg := res.Message()
-			if res.Copies != 3 || res.Fitting != 1 {
-				t.Errorf("fit %d copies on %d nodes, want 3 on the good node only: %s", res.Copies, res.Fitting, msg)
-			}
-			for _, want := range []string{
-				`1 node(s) with a quantity that cannot be read (status.allocatable[cpu]: quantity "1e-1000000000": magnitude beyond 10^±64`,
-				`1 node(s) with a bound Pod whose quantities cannot be read (egress-proxies/hog: spec.containers[0].resources.requests[memory]: quantity "1e2147483647"`,
-			} {
-				if w.protobuf {
-					want = strings.ReplaceAll(want, "containers[0]", "containers")
-				}
-				if !strings.Contains(msg, want) {
-					t.Errorf("message %q\ndoes not say %q", msg, want)
-				}
-			}
+			nodes := fitsGoodNodeOnly(t, h, w.protobuf)
 			for _, n := range nodes {
 				if n.Name == "bad" && n.Labels["kubernetes.io/hostname"] != "bad" {
 					t.Errorf("the stub of the bad node lost its labels: %+v", n.ObjectMeta)
@@ -506,4 +485,36 @@ func TestQuantitySchemaFindsEveryQuantity(t *testing.T) {
 			t.Errorf("%s: %s is not a quantity", c.kind, strings.Join(c.path, "."))
 		}
 	}
+}
+
+// fitsGoodNodeOnly watches h's Nodes and Pods until synced and fits a Pod
+// of one CPU on them: the caches are usable, the good node takes 3 copies
+// and the message names the node with an unreadable allocatable and the
+// node of egress-proxies/hog, whose memory request cannot be read
+// (protobuf names the container without its index). It returns the nodes.
+func fitsGoodNodeOnly(t *testing.T, h *hostileAPI, protobuf bool) []*corev1.Node {
+	t.Helper()
+	ws := watchUntil(t, h)
+	syncedWithin(t, ws)
+	if reason, msg, ok := ws.verdict(time.Now()); !ok {
+		t.Fatalf("verdict %s %s, want the caches usable", reason, msg)
+	}
+	nodes, pods := ws.snapshot()
+	res := fit(fitPod(nil, "cpu", "1"), nodes, nodeUsage(pods))
+	msg := res.Message()
+	if res.Copies != 3 || res.Fitting != 1 {
+		t.Errorf("fit %d copies on %d nodes, want 3 on the good node only: %s", res.Copies, res.Fitting, msg)
+	}
+	for _, want := range []string{
+		`1 node(s) with a quantity that cannot be read (status.allocatable[cpu]: quantity "1e-1000000000": magnitude beyond 10^±64`,
+		`1 node(s) with a bound Pod whose quantities cannot be read (egress-proxies/hog: spec.containers[0].resources.requests[memory]: quantity "1e2147483647"`,
+	} {
+		if protobuf {
+			want = strings.ReplaceAll(want, "containers[0]", "containers")
+		}
+		if !strings.Contains(msg, want) {
+			t.Errorf("message %q\ndoes not say %q", msg, want)
+		}
+	}
+	return nodes
 }
