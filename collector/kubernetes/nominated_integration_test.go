@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -36,24 +34,7 @@ func TestIntegrationScheduleNominated(t *testing.T) {
 	createSynthNode(t, admin, prefix, synthNode{name: "a", alloc: []string{"cpu", "4", "memory", "8Gi", "pods", "110"}, labels: map[string]string{"pool": ns}})
 	t.Cleanup(func() { _ = admin.CoreV1().Nodes().Delete(ctx, prefix+"a", metav1.DeleteOptions{}) })
 
-	path := filepath.Join(t.TempDir(), "pod.yaml")
-	if err := os.WriteFile(path, []byte(podSpec(`cpu: "1"`, "  nodeSelector: {pool: "+ns+"}\n")), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	pt, err := ReadPodTemplate(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := New(&Entry{Name: "nominated", Kubeconfig: cl.kubeconfigFor(t, cl.adminToken, nil),
-		LabelSelector: DefaultLabelSelector, Namespace: ns, PodTemplate: pt, Schedule: true}, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := c.Close(); err != nil {
-			t.Error(err)
-		}
-	}()
+	c := scheduleChecker(t, cl, ns, podSpec(`cpu: "1"`, "  nodeSelector: {pool: "+ns+"}\n"), "")
 	capacity := func() (int64, string) {
 		t.Helper()
 		cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
@@ -83,7 +64,7 @@ func TestIntegrationScheduleNominated(t *testing.T) {
 		Spec: corev1.PodSpec{SchedulerName: "no-such-scheduler", AutomountServiceAccountToken: new(bool),
 			Containers: []corev1.Container{{Name: "big", Image: "registry.example/big:1",
 				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("3")}}}}}}
-	pending, err = admin.CoreV1().Pods(ns).Create(ctx, pending, metav1.CreateOptions{})
+	pending, err := admin.CoreV1().Pods(ns).Create(ctx, pending, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

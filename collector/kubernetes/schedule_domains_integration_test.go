@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -107,24 +105,7 @@ func runDomainsCase(t *testing.T, cl *cluster, admin *k8s.Clientset, tc schedule
 // capacity_domain key.
 func checkDomains(t *testing.T, cl *cluster, ns, template, key string) provider.Verdict {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "pod.yaml")
-	if err := os.WriteFile(path, []byte(template), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	pt, err := ReadPodTemplate(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := New(&Entry{Name: "integration", Kubeconfig: cl.kubeconfigFor(t, cl.adminToken, nil), LabelSelector: DefaultLabelSelector,
-		Namespace: ns, PodTemplate: pt, Schedule: true, CapacityDomain: key}, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := c.Close(); err != nil {
-			t.Error(err)
-		}
-	}()
+	c := scheduleChecker(t, cl, ns, template, key)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	return c.Check(ctx, slog.New(slog.DiscardHandler), TargetName)

@@ -193,24 +193,7 @@ func setupScheduleCase(t *testing.T, admin *k8s.Clientset, tc scheduleCase) stri
 
 func runScheduleCheck(ctx context.Context, t *testing.T, cl *cluster, admin *k8s.Clientset, tc scheduleCase, ns string) {
 	// The exporter's verdict and capacity.
-	path := filepath.Join(t.TempDir(), "pod.yaml")
-	if err := os.WriteFile(path, []byte(tc.template), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	pt, err := ReadPodTemplate(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := New(&Entry{Name: "integration", Kubeconfig: cl.kubeconfigFor(t, cl.adminToken, nil),
-		LabelSelector: DefaultLabelSelector, Namespace: ns, PodTemplate: pt, Schedule: true}, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := c.Close(); err != nil {
-			t.Error(err)
-		}
-	}()
+	c := scheduleChecker(t, cl, ns, tc.template, "")
 	cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	v := c.Check(cctx, slog.New(slog.DiscardHandler), TargetName)
 	cancel()
@@ -326,4 +309,30 @@ func oracleBinds(t *testing.T, admin *k8s.Clientset, ns, template string, n int)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// scheduleChecker is a schedule entry on the test cluster, as the admin,
+// fitting template in ns, with capacity_domain key ("" none); it is closed
+// when the test ends.
+func scheduleChecker(t *testing.T, cl *cluster, ns, template, key string) *Checker {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "pod.yaml")
+	if err := os.WriteFile(path, []byte(template), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pt, err := ReadPodTemplate(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := New(&Entry{Name: "integration", Kubeconfig: cl.kubeconfigFor(t, cl.adminToken, nil), LabelSelector: DefaultLabelSelector,
+		Namespace: ns, PodTemplate: pt, Schedule: true, CapacityDomain: key}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return c
 }
